@@ -1,0 +1,35 @@
+// C declarations that Swift's Glibc module does not export, and errno access.
+#ifndef C_SOCKET_STREAMS_SHIMS_H
+#define C_SOCKET_STREAMS_SHIMS_H
+
+#include <errno.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sched.h>
+
+/// Reads the calling thread's `errno`.
+static inline int cssh_errno(void) { return errno; }
+
+/// `EPOLLIN`, `EPOLLOUT`, … as plain integers (Swift imports the enum oddly).
+static inline unsigned int cssh_epollin(void) { return EPOLLIN; }
+static inline unsigned int cssh_epollout(void) { return EPOLLOUT; }
+static inline unsigned int cssh_epollerr(void) { return EPOLLERR; }
+static inline unsigned int cssh_epollhup(void) { return EPOLLHUP; }
+static inline unsigned int cssh_epollrdhup(void) { return EPOLLRDHUP; }
+
+/// Pins the calling thread to one CPU (`sched_setaffinity`); returns 0 or -1.
+static inline int cssh_pin_to_cpu(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(0, sizeof(set), &set);
+}
+
+#endif

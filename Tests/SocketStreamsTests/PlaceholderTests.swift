@@ -1,0 +1,3 @@
+import XCTest
+@testable import SocketStreams
+final class PlaceholderTests: XCTestCase { func testBuilds() { XCTAssertEqual(1, 1) } }
