@@ -1,0 +1,145 @@
+// Reading and writing: CFReadStreamRead / CFWriteStreamWrite semantics over the non-blocking socket.
+// Both block (in poll(2), never holding the lock) until at least one byte moves, waiting for the open
+// first; neither ever surfaces EAGAIN.
+
+import CSocketStreamsShims
+import Foundation
+import Glibc
+
+extension Connection {
+    /// What a read or write may do after the status check.
+    private enum Gate {
+        case proceed(Int32)
+        case result(Int)
+    }
+
+    /// Waits while the half is opening, then checks that it may transfer. Lock held on entry and exit.
+    private func gate(_ half: Half) -> Gate {
+        while halves[half.rawValue].status == .opening { lock.wait() }
+        switch halves[half.rawValue].status {
+        case .open, .reading, .writing:
+            guard let socket else { return .result(-1) }
+            return .proceed(socket.fd)
+        case .atEnd:
+            return .result(half == .input ? 0 : -1)
+        default:
+            return .result(-1)
+        }
+    }
+
+    /// `CFReadStreamRead`: >0 bytes, 0 at end of stream, -1 on error or when not open.
+    func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength: Int) -> Int {
+        lock.lock()
+        let fd: Int32
+        switch gate(.input) {
+        case .result(let value):
+            lock.unlock()
+            return value
+        case .proceed(let descriptor):
+            fd = descriptor
+        }
+        var state = halves[Half.input.rawValue]
+        let resume = state.suppressed
+        state.awaitingClient = false
+        state.suppressed = false
+        state.pending &= ~Stream.Event.hasBytesAvailable.rawValue
+        halves[Half.input.rawValue] = state
+        if resume { syncInterest() }
+        lock.unlock()
+        guard maxLength > 0 else { return 0 }
+
+        while true {
+            let result: IOResult<Int>
+            do {
+                result = try Posix.recv(fd, buffer, maxLength)
+            } catch {
+                lock.withLock { fail(StreamErrors.posix(error.code, "Read from \(endpoint.label) failed"), from: .input) }
+                return -1
+            }
+            switch result {
+            case .processed(let count) where count > 0:
+                return count
+            case .processed:
+                return lock.withLock { () -> Int in
+                    if let deferred = deferredInputError {
+                        signal(.input, .errorOccurred, error: deferred)
+                        return -1
+                    }
+                    signal(.input, .endEncountered)
+                    syncInterest()
+                    return 0
+                }
+            case .wouldBlock:
+                let failed = lock.withLock { () -> Bool in
+                    guard let deferred = deferredInputError else { return false }
+                    signal(.input, .errorOccurred, error: deferred)
+                    syncInterest()
+                    return true
+                }
+                if failed { return -1 }
+                _ = try? Posix.poll(fd, events: Int16(POLLIN), timeout: -1)
+            }
+        }
+    }
+
+    /// `CFWriteStreamWrite`: ≥1 bytes written (short writes are normal), -1 on error or when not open.
+    func write(_ buffer: UnsafePointer<UInt8>, maxLength: Int) -> Int {
+        lock.lock()
+        let fd: Int32
+        switch gate(.output) {
+        case .result(let value):
+            lock.unlock()
+            return value
+        case .proceed(let descriptor):
+            fd = descriptor
+        }
+        halves[Half.output.rawValue].awaitingClient = false
+        halves[Half.output.rawValue].pending &= ~Stream.Event.hasSpaceAvailable.rawValue
+        lock.unlock()
+        guard maxLength > 0 else { return 0 }
+
+        while true {
+            let result: IOResult<Int>
+            do {
+                result = try Posix.send(fd, buffer, maxLength)
+            } catch {
+                lock.withLock { fail(StreamErrors.posix(error.code, "Write to \(endpoint.label) failed"), from: .output) }
+                return -1
+            }
+            switch result {
+            case .processed(let count):
+                // Re-signal hasSpaceAvailable now if the socket still takes bytes, else when epoll says so.
+                let writable = count == maxLength && (try? Posix.poll(fd, events: Int16(POLLOUT), timeout: 0)).map { $0 != 0 } == true
+                lock.withLock {
+                    guard halves[Half.output.rawValue].status == .open else { return }
+                    if writable {
+                        signal(.output, .hasSpaceAvailable)
+                    } else if !halves[Half.output.rawValue].watchingSpace {
+                        halves[Half.output.rawValue].watchingSpace = true
+                        syncInterest()
+                    }
+                }
+                return count
+            case .wouldBlock:
+                _ = try? Posix.poll(fd, events: Int16(POLLOUT), timeout: -1)
+            }
+        }
+    }
+
+    /// `CFReadStreamHasBytesAvailable`: never blocks; true if a read would not block.
+    var hasBytesAvailable: Bool {
+        lock.withLock {
+            guard halves[Half.input.rawValue].status == .open, let socket else { return false }
+            if deferredInputError != nil { return true }
+            return ((try? Posix.poll(socket.fd, events: Int16(POLLIN), timeout: 0)) ?? 0) != 0
+        }
+    }
+
+    /// `CFWriteStreamCanAcceptBytes`: never blocks; true if a write would not block.
+    var hasSpaceAvailable: Bool {
+        lock.withLock {
+            guard halves[Half.output.rawValue].status == .open, let socket else { return false }
+            return ((try? Posix.poll(socket.fd, events: Int16(POLLOUT), timeout: 0)) ?? 0) != 0
+        }
+    }
+}

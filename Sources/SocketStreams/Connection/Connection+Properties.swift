@@ -1,0 +1,79 @@
+import CSocketStreamsShims
+import Foundation
+import Glibc
+
+extension Connection {
+    /// `CFReadStreamCopyProperty` / `CFWriteStreamCopyProperty` for the keys socket streams know.
+    func property(forKey key: String) -> AnyObject? {
+        lock.withLock {
+            switch key {
+            case kCFStreamPropertySocketNativeHandle:
+                let fd: Int32
+                if let socket {
+                    fd = socket.fd
+                } else if case .native(let native) = endpoint {
+                    fd = native
+                } else {
+                    return nil
+                }
+                return withUnsafeBytes(of: fd) { Data($0) } as NSData
+            case kCFStreamPropertySocketRemoteHostName:
+                switch endpoint {
+                case .host(let name, _): return NSString(string: name)
+                case .unix(let path): return NSString(string: path)
+                case .native: return nil
+                }
+            case kCFStreamPropertySocketRemotePortNumber:
+                if case .host(_, let port) = endpoint { return NSNumber(value: port & 0xFFFF) }
+                return nil
+            default:
+                return properties[key]
+            }
+        }
+    }
+
+    /// `CFReadStreamSetProperty` / `CFWriteStreamSetProperty`. Returns false for keys this stream
+    /// does not support and for values of the wrong type; nothing is ever accepted and ignored.
+    func setProperty(_ value: AnyObject?, forKey key: String) -> Bool {
+        lock.withLock {
+            switch key {
+            case kCFStreamPropertyShouldCloseNativeSocket:
+                guard let flag = PropertyValue.bool(value) else { return false }
+                closesNativeSocket = flag
+                socket?.closesOnRelease = flag
+            case Stream.PropertyKey.connectTimeoutKey.rawValue:
+                guard case .idle = phase, let seconds = PropertyValue.double(value), seconds >= 0 else { return false }
+                connectTimeout = seconds
+            case Stream.PropertyKey.tcpNoDelayKey.rawValue:
+                guard let flag = PropertyValue.bool(value) else { return false }
+                if case .unix = endpoint { return false }
+                noDelay = flag
+                if let socket {
+                    try? Posix.setOption(socket.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: flag ? 1 : 0)
+                }
+            default:
+                return false
+            }
+            properties[key] = value
+            return true
+        }
+    }
+}
+
+/// Reads property values in any of the boxings Swift code on Linux produces (NSNumber, a bridged
+/// Swift number or Bool, NSString/String).
+enum PropertyValue {
+    static func bool(_ value: AnyObject?) -> Bool? {
+        if let flag = value as? Bool { return flag }
+        if let number = value as? NSNumber { return number.boolValue }
+        if let text = value as? String { return ["true", "yes", "1"].contains(text.lowercased()) }
+        return nil
+    }
+
+    static func double(_ value: AnyObject?) -> Double? {
+        if let number = value as? Double { return number }
+        if let number = value as? Int { return Double(number) }
+        if let number = value as? NSNumber { return number.doubleValue }
+        return nil
+    }
+}

@@ -1,0 +1,339 @@
+// One epoll set per (run loop, mode), plugged into that run loop as a version-1 CFRunLoopSource whose
+// port is the epoll fd. On Linux CoreFoundation waits on its ports with epoll, so a socket becoming
+// ready wakes the run loop directly and our `perform` runs on the run loop's own thread, in the right
+// mode, with no thread hop (measured: ../shared/reference/linux-runloop-notes.md).
+//
+// Besides sockets the epoll set holds an eventfd, used by other threads to post work (`post`,
+// `markReady`), and, created on demand, a timerfd for deadlines (`schedule(after:)`).
+//
+// Lifetime: the CFRunLoopSource retains the reactor through its context's retain/release callbacks.
+// The registry counts users; when the count drops to zero the source is invalidated, CoreFoundation
+// releases it after any perform in progress has returned, and `deinit` closes the fds.
+
+import CoreFoundation
+import CSocketStreamsShims
+import Foundation
+import Glibc
+
+/// Receives readiness for an fd registered with a `Reactor`, on the reactor's thread.
+protocol ReactorHandler: AnyObject, Sendable {
+    /// `events` is the epoll event mask (`EPOLLIN`, `EPOLLOUT`, `EPOLLERR`, `EPOLLHUP`, …).
+    func reactor(_ reactor: Reactor, fired events: UInt32)
+}
+
+/// Something with stream events to deliver on a reactor's thread (a stream half).
+struct ReadyItem: @unchecked Sendable {
+    let connection: Connection
+    let half: Half
+}
+
+final class Reactor: @unchecked Sendable {
+    /// The epoll fd: this reactor's run-loop port.
+    let epollFD: Int32
+    /// The run loop and mode this reactor serves.
+    let runLoop: CFRunLoop
+    let mode: String
+
+    private let wakeFD: Int32
+    private var timerFD: Int32 = -1
+    private static let wakeToken: UInt64 = 1
+    private static let timerToken: UInt64 = 2
+
+    // Guarded by `lock`.
+    private let lock = NSLock()
+    private var handlers: [UInt64: any ReactorHandler] = [:]
+    private var nextToken: UInt64 = 16
+    private var tasks: [@Sendable () -> Void] = []
+    private var ready: [ReadyItem] = []
+    private var wakePending = false
+    private var performing: pthread_t?
+    private var timers: [(deadline: UInt64, id: UInt64, fire: @Sendable () -> Void)] = []
+    private var source: CFRunLoopSource?
+    fileprivate var useCount = 0
+
+    // Touched only inside `perform`, on the run loop's thread.
+    private let eventCapacity: Int32 = 256
+    private let events: UnsafeMutablePointer<epoll_event>
+    private var firing: [(any ReactorHandler, UInt32)] = []
+
+    fileprivate init(runLoop: CFRunLoop, mode: String) throws(SystemError) {
+        self.runLoop = runLoop
+        self.mode = mode
+        epollFD = try Posix.epollCreate()
+        do {
+            wakeFD = try Posix.eventFD()
+        } catch {
+            Posix.close(epollFD)
+            throw error
+        }
+        events = .allocate(capacity: Int(eventCapacity))
+        try? Posix.epollControl(epollFD, EPOLL_CTL_ADD, wakeFD, events: cssh_epollin(), token: Self.wakeToken)
+    }
+
+    deinit {
+        Posix.close(wakeFD)
+        if timerFD >= 0 { Posix.close(timerFD) }
+        Posix.close(epollFD)
+        events.deallocate()
+    }
+
+    /// Creates the run-loop source and adds it to the run loop in `mode`.
+    fileprivate func attach() {
+        var context = CFRunLoopSourceContext1()
+        context.version = 1
+        context.info = Unmanaged.passUnretained(self).toOpaque()
+        context.retain = { info in
+            _ = Unmanaged<Reactor>.fromOpaque(info!).retain()
+            return info
+        }
+        context.release = { info in Unmanaged<Reactor>.fromOpaque(info!).release() }
+        context.getPort = { info in Unmanaged<Reactor>.fromOpaque(info!).takeUnretainedValue().epollFD }
+        context.perform = { info in Unmanaged<Reactor>.fromOpaque(info!).takeUnretainedValue().perform() }
+        let created = withUnsafeMutablePointer(to: &context) { pointer in
+            pointer.withMemoryRebound(to: CFRunLoopSourceContext.self, capacity: 1) { CFRunLoopSourceCreate(nil, 0, $0) }
+        }
+        guard let created else { fatalError("CFRunLoopSourceCreate failed") }
+        lock.withLock { source = created }
+        CFRunLoopAddSource(runLoop, created, makeCFString(mode))
+        CFRunLoopWakeUp(runLoop)
+    }
+
+    /// Removes the source from its run loop; CoreFoundation then drops its reference to us.
+    fileprivate func detach() {
+        let detached = lock.withLock { () -> CFRunLoopSource? in
+            defer { source = nil }
+            return source
+        }
+        if let detached { CFRunLoopSourceInvalidate(detached) }
+    }
+
+    // MARK: fds
+
+    /// Adds `fd` to the epoll set (`EPOLL_CTL_ADD`); returns the token for `modify`/`remove`.
+    func add(fd: Int32, events: UInt32, handler: any ReactorHandler) throws(SystemError) -> UInt64 {
+        let token = lock.withLock { () -> UInt64 in
+            let token = nextToken
+            nextToken += 1
+            handlers[token] = handler
+            return token
+        }
+        do {
+            try Posix.epollControl(epollFD, EPOLL_CTL_ADD, fd, events: events, token: token)
+        } catch {
+            _ = lock.withLock { handlers.removeValue(forKey: token) }
+            throw error
+        }
+        return token
+    }
+
+    /// Changes the events an fd is watched for (`EPOLL_CTL_MOD`).
+    func modify(fd: Int32, token: UInt64, events: UInt32) throws(SystemError) {
+        try Posix.epollControl(epollFD, EPOLL_CTL_MOD, fd, events: events, token: token)
+    }
+
+    /// Removes an fd (`EPOLL_CTL_DEL`). Must happen before the fd is closed.
+    func remove(fd: Int32, token: UInt64) {
+        try? Posix.epollControl(epollFD, EPOLL_CTL_DEL, fd, events: 0, token: token)
+        _ = lock.withLock { handlers.removeValue(forKey: token) }
+    }
+
+    // MARK: work from other threads
+
+    /// Whether the calling thread is inside this reactor's `perform` right now.
+    private var isPerformingHere: Bool {
+        guard let performing else { return false }
+        return pthread_equal(performing, pthread_self()) != 0
+    }
+
+    /// Runs `work` on the reactor's thread the next time its run loop runs in its mode.
+    func post(_ work: @escaping @Sendable () -> Void) {
+        let wake = lock.withLock { () -> Bool in
+            tasks.append(work)
+            return needsWake()
+        }
+        if wake { Posix.eventFDSignal(wakeFD) }
+    }
+
+    /// Asks for `item`'s pending stream events to be delivered on this reactor's thread. From inside
+    /// this reactor's own `perform` that costs nothing: perform drains the list before it returns.
+    func markReady(_ item: ReadyItem) {
+        let wake = lock.withLock { () -> Bool in
+            ready.append(item)
+            return needsWake()
+        }
+        if wake { Posix.eventFDSignal(wakeFD) }
+    }
+
+    /// Called with `lock` held.
+    private func needsWake() -> Bool {
+        if isPerformingHere || wakePending { return false }
+        wakePending = true
+        return true
+    }
+
+    // MARK: timers
+
+    /// Runs `fire` on the reactor's thread once `nanoseconds` have passed. Returns an id for `cancelTimer`.
+    @discardableResult
+    func schedule(after nanoseconds: UInt64, _ fire: @escaping @Sendable () -> Void) -> UInt64 {
+        let deadline = Posix.monotonicNanoseconds() + max(nanoseconds, 1)
+        return lock.withLock { () -> UInt64 in
+            if timerFD < 0, let fd = try? Posix.timerFD() {
+                timerFD = fd
+                try? Posix.epollControl(epollFD, EPOLL_CTL_ADD, fd, events: cssh_epollin(), token: Self.timerToken)
+            }
+            let id = nextToken
+            nextToken += 1
+            let index = timers.firstIndex { $0.deadline > deadline } ?? timers.endIndex
+            timers.insert((deadline, id, fire), at: index)
+            if index == 0 { Posix.timerFDArm(timerFD, deadlineNanoseconds: deadline) }
+            return id
+        }
+    }
+
+    /// Cancels a timer that has not fired yet.
+    func cancelTimer(_ id: UInt64) {
+        lock.withLock { timers.removeAll { $0.id == id } }
+    }
+
+    // MARK: the run-loop callback
+
+    /// The version-1 source's perform callback: the run loop saw the epoll fd readable.
+    private func perform() {
+        lock.withLock { performing = pthread_self() }
+        // A bounded number of rounds, so one busy socket cannot starve the run loop's other sources.
+        var rounds = 0
+        while rounds < 8 {
+            rounds += 1
+            let count = Posix.epollPoll(epollFD, events, eventCapacity)
+            if count == 0 { break }
+            var wake = false, timer = false
+            lock.lock()
+            for index in 0..<count {
+                let event = events[index]
+                switch event.data.u64 {
+                case Self.wakeToken: wake = true
+                case Self.timerToken: timer = true
+                case let token:
+                    if let handler = handlers[token] { firing.append((handler, event.events)) }
+                }
+            }
+            lock.unlock()
+            if wake {
+                Posix.drainCounter(wakeFD)
+                lock.withLock { wakePending = false }
+            }
+            if timer { fireTimers() }
+            for (handler, mask) in firing { handler.reactor(self, fired: mask) }
+            firing.removeAll(keepingCapacity: true)
+            drainWork()
+        }
+        drainWork()
+        let again = lock.withLock { () -> Bool in
+            performing = nil
+            // Work queued by a callout after the last drain, or rounds used up: come back soon.
+            if (!tasks.isEmpty || !ready.isEmpty || rounds >= 8) && !wakePending {
+                wakePending = true
+                return true
+            }
+            return false
+        }
+        if again { Posix.eventFDSignal(wakeFD) }
+    }
+
+    /// Runs posted tasks and delivers stream events until there is nothing left.
+    private func drainWork() {
+        while true {
+            let (work, items) = lock.withLock { () -> ([@Sendable () -> Void], [ReadyItem]) in
+                defer {
+                    tasks.removeAll(keepingCapacity: true)
+                    ready.removeAll(keepingCapacity: true)
+                }
+                return (tasks, ready)
+            }
+            if work.isEmpty && items.isEmpty { return }
+            for task in work { task() }
+            for item in items { item.connection.deliverEvents(item.half, on: self) }
+        }
+    }
+
+    private func fireTimers() {
+        Posix.drainCounter(timerFD)
+        let now = Posix.monotonicNanoseconds()
+        let due = lock.withLock { () -> [@Sendable () -> Void] in
+            let split = timers.firstIndex { $0.deadline > now } ?? timers.endIndex
+            let due = timers[..<split].map(\.fire)
+            timers.removeSubrange(..<split)
+            Posix.timerFDArm(timerFD, deadlineNanoseconds: timers.first?.deadline ?? 0)
+            return due
+        }
+        for fire in due { fire() }
+    }
+}
+
+/// Makes a CFString for a run-loop mode name.
+private func makeCFString(_ string: String) -> CFString {
+    CFStringCreateWithCString(nil, string, CFStringBuiltInEncodings.UTF8.rawValue)
+}
+
+/// Finds or creates the reactor for a (run loop, mode) and counts its users.
+final class ReactorRegistry: @unchecked Sendable {
+    static let shared = ReactorRegistry()
+
+    private struct Key: Hashable {
+        let runLoop: ObjectIdentifier
+        let mode: String
+    }
+
+    private let lock = NSLock()
+    private var reactors: [Key: Reactor] = [:]
+
+    /// The reactor for `runLoop` in `mode`, created and attached on first use. Balance with `release`.
+    func acquire(runLoop: RunLoop, mode: RunLoop.Mode) -> Reactor {
+        acquire(cfRunLoop: cfRunLoop(of: runLoop), mode: mode.rawValue)
+    }
+
+    func acquire(cfRunLoop: CFRunLoop, mode: String) -> Reactor {
+        let key = Key(runLoop: ObjectIdentifier(cfRunLoop), mode: mode)
+        let (reactor, created) = lock.withLock { () -> (Reactor, Bool) in
+            if let existing = reactors[key] {
+                existing.useCount += 1
+                return (existing, false)
+            }
+            do {
+                let reactor = try Reactor(runLoop: cfRunLoop, mode: mode)
+                reactor.useCount = 1
+                reactors[key] = reactor
+                return (reactor, true)
+            } catch {
+                fatalError("cannot create the run-loop event source: \(error)")
+            }
+        }
+        if created { reactor.attach() }
+        return reactor
+    }
+
+    /// Drops one use; the last one detaches the reactor from its run loop.
+    func release(_ reactor: Reactor) {
+        let last = lock.withLock { () -> Bool in
+            reactor.useCount -= 1
+            guard reactor.useCount == 0 else { return false }
+            reactors.removeValue(forKey: Key(runLoop: ObjectIdentifier(reactor.runLoop), mode: reactor.mode))
+            return true
+        }
+        if last { reactor.detach() }
+    }
+}
+
+/// The CFRunLoop behind a Foundation RunLoop. `RunLoop.getCFRunLoop()` is internal on Linux, so this
+/// reads the stored `_cfRunLoopStorage` for loops other than the current and main ones.
+func cfRunLoop(of runLoop: RunLoop) -> CFRunLoop {
+    if runLoop === RunLoop.current { return CFRunLoopGetCurrent() }
+    if runLoop === RunLoop.main { return CFRunLoopGetMain() }
+    for child in Mirror(reflecting: runLoop).children where child.label == "_cfRunLoopStorage" {
+        if let value = child.value as AnyObject? {
+            return unsafeDowncast(value, to: CFRunLoop.self)
+        }
+    }
+    fatalError("cannot find the CFRunLoop of \(runLoop)")
+}

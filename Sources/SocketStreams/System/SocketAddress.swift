@@ -1,0 +1,165 @@
+import CSocketStreamsShims
+import Glibc
+
+/// An IPv4, IPv6 or Unix-domain socket address (`struct sockaddr_storage` with its length).
+struct SocketAddress: @unchecked Sendable, CustomStringConvertible {
+    private var storage = sockaddr_storage()
+    private var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+
+    init() {}
+
+    /// Copies a `sockaddr` returned by `getaddrinfo(3)` or `accept(2)`.
+    init(_ pointer: UnsafePointer<sockaddr>, length: socklen_t) {
+        withUnsafeMutableBytes(of: &storage) { raw in
+            raw.copyMemory(from: UnsafeRawBufferPointer(start: pointer, count: Int(length)))
+        }
+        self.length = length
+    }
+
+    /// Parses a numeric IPv4 or IPv6 address (`inet_pton(3)`); nil if `host` is not one.
+    init?(numericHost host: String, port: Int) {
+        let port16 = UInt16(truncatingIfNeeded: port).bigEndian
+        var v4 = in_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 {
+            var sin = sockaddr_in()
+            sin.sin_family = sa_family_t(AF_INET)
+            sin.sin_port = port16
+            sin.sin_addr = v4
+            self.init(copying: &sin)
+            return
+        }
+        var v6 = in6_addr()
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        if inet_pton(AF_INET6, bare, &v6) == 1 {
+            var sin6 = sockaddr_in6()
+            sin6.sin6_family = sa_family_t(AF_INET6)
+            sin6.sin6_port = port16
+            sin6.sin6_addr = v6
+            self.init(copying: &sin6)
+            return
+        }
+        return nil
+    }
+
+    /// The wildcard address of a family (`INADDR_ANY` / `in6addr_any`).
+    static func any(family: Int32, port: Int) -> SocketAddress {
+        SocketAddress(numericHost: family == AF_INET6 ? "::" : "0.0.0.0", port: port)!
+    }
+
+    /// A Unix-domain address; nil if the path does not fit `sun_path`.
+    init?(unixPath path: String) {
+        var sun = sockaddr_un()
+        sun.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        let capacity = MemoryLayout.size(ofValue: sun.sun_path)
+        guard !bytes.isEmpty, bytes.count < capacity else { return nil }
+        withUnsafeMutableBytes(of: &sun.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        self.init(copying: &sun)
+        self.length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + 1)
+    }
+
+    private init<T>(copying value: inout T) {
+        withUnsafeMutableBytes(of: &storage) { raw in
+            withUnsafeBytes(of: &value) { raw.copyMemory(from: $0) }
+        }
+        length = socklen_t(MemoryLayout<T>.size)
+    }
+
+    /// `AF_INET`, `AF_INET6` or `AF_UNIX`.
+    var family: Int32 { Int32(storage.ss_family) }
+
+    /// The port in host byte order (0 for Unix addresses).
+    var port: Int {
+        withUnsafeBytes(of: storage) { raw in
+            switch family {
+            case AF_INET: return Int(UInt16(bigEndian: raw.load(as: sockaddr_in.self).sin_port))
+            case AF_INET6: return Int(UInt16(bigEndian: raw.load(as: sockaddr_in6.self).sin6_port))
+            default: return 0
+            }
+        }
+    }
+
+    /// The numeric host (`inet_ntop(3)`) or the Unix path.
+    var host: String {
+        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        return withUnsafeBytes(of: storage) { raw in
+            switch family {
+            case AF_INET:
+                var addr = raw.load(as: sockaddr_in.self).sin_addr
+                inet_ntop(AF_INET, &addr, &buffer, socklen_t(buffer.count))
+            case AF_INET6:
+                var addr = raw.load(as: sockaddr_in6.self).sin6_addr
+                inet_ntop(AF_INET6, &addr, &buffer, socklen_t(buffer.count))
+            case AF_UNIX:
+                let offset = MemoryLayout<sa_family_t>.size
+                let bytes = raw[offset..<Int(length)].prefix { $0 != 0 }
+                return String(decoding: bytes, as: UTF8.self)
+            default:
+                return "?"
+            }
+            return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+    }
+
+    var description: String {
+        switch family {
+        case AF_INET6: return "[\(host)]:\(port)"
+        case AF_UNIX: return host
+        default: return "\(host):\(port)"
+        }
+    }
+
+    func withSockAddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+        withUnsafeBytes(of: storage) { raw in
+            body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length)
+        }
+    }
+
+    mutating func withMutableSockAddr<R>(_ body: (UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> R) -> R {
+        var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let result = withUnsafeMutableBytes(of: &storage) { raw in
+            body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), &len)
+        }
+        length = len
+        return result
+    }
+}
+
+/// A failed `getaddrinfo(3)`: the `EAI_*` code (glibc values, e.g. `EAI_NONAME` = -2) and, for
+/// `EAI_SYSTEM`, the errno.
+struct ResolutionError: Error {
+    var code: Int32
+    var systemErrno: Int32
+    var message: String { String(cString: gai_strerror(code)) }
+}
+
+enum Resolver {
+    /// Blocking `getaddrinfo(3)` for TCP addresses of one family (`AF_INET`, `AF_INET6` or `AF_UNSPEC`).
+    /// Call it off any thread that delivers events.
+    static func resolve(host: String, port: Int, family: Int32, passive: Bool = false) -> Result<[SocketAddress], ResolutionError> {
+        var hints = addrinfo()
+        hints.ai_family = family
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_protocol = Int32(IPPROTO_TCP)
+        hints.ai_flags = passive ? AI_PASSIVE : 0  // no AI_ADDRCONFIG: it hides ::1 on loopback-only hosts
+        var list: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(host, String(port), &hints, &list)
+        if rc != 0 {
+            return .failure(ResolutionError(code: rc, systemErrno: rc == EAI_SYSTEM ? cssh_errno() : 0))
+        }
+        defer { freeaddrinfo(list) }
+        var addresses: [SocketAddress] = []
+        var cursor = list
+        while let info = cursor {
+            if let sa = info.pointee.ai_addr {
+                addresses.append(SocketAddress(sa, length: info.pointee.ai_addrlen))
+            }
+            cursor = info.pointee.ai_next
+        }
+        if addresses.isEmpty { return .failure(ResolutionError(code: cssh_eai_nodata(), systemErrno: 0)) }
+        return .success(addresses)
+    }
+}

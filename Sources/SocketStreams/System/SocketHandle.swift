@@ -1,0 +1,37 @@
+import Synchronization
+
+/// Owns one socket file descriptor and gives it back to the kernel exactly once.
+///
+/// `release()` closes the fd when the handle owns it (`kCFStreamPropertyShouldCloseNativeSocket`),
+/// or merely lets go of it otherwise. A handle that is deinitialised without `release()` is a leak,
+/// which debug builds catch with an assertion; `openCount` lets tests check that none are left.
+final class SocketHandle: @unchecked Sendable {
+    /// The descriptor. Valid until `release()`.
+    let fd: Int32
+    /// Whether `release()` calls `close(2)`.
+    var closesOnRelease: Bool
+    private var released = false
+
+    private static let live = Atomic<Int>(0)
+
+    /// How many handles exist that have not been released (for leak checks in tests).
+    static var openCount: Int { live.load(ordering: .relaxed) }
+
+    init(fd: Int32, closesOnRelease: Bool) {
+        self.fd = fd
+        self.closesOnRelease = closesOnRelease
+        Self.live.add(1, ordering: .relaxed)
+    }
+
+    /// Closes (or lets go of) the fd. Callers serialise calls; a second call is a bug.
+    func release() {
+        precondition(!released, "socket fd \(fd) released twice")
+        released = true
+        Self.live.subtract(1, ordering: .relaxed)
+        if closesOnRelease { Posix.close(fd) }
+    }
+
+    deinit {
+        assert(released, "leak of open socket fd \(fd)")
+    }
+}
