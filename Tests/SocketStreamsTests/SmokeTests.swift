@@ -57,3 +57,45 @@ final class SmokeTests: XCTestCase {
         i.close(); o.close()
     }
 }
+
+final class EchoServerDelegate: NSObject, StreamDelegate, @unchecked Sendable {
+    var pairs: [(SocketInputStream, SocketOutputStream)] = []
+    func stream(_ s: Stream, handle e: Stream.Event) {
+        guard e == .hasBytesAvailable, let i = s as? SocketInputStream, let p = pairs.first(where: { $0.0 === i }) else {
+            if e == .endEncountered { s.close() }
+            return
+        }
+        var buf = [UInt8](repeating: 0, count: 4096)
+        let n = i.read(&buf, maxLength: 4096)
+        if n > 0 { _ = p.1.write(buf, maxLength: n) }
+    }
+}
+
+extension SmokeTests {
+    func testListenerEchoPolling() throws {
+        let listener = try StreamListener(host: "127.0.0.1")
+        let server = EchoServerDelegate()
+        let t = Thread {
+            listener.start(in: .current) { i, o in
+                server.pairs.append((i, o)); i.delegate = server
+                i.schedule(in: .current, forMode: .default); i.open(); o.open()
+            }
+            while true { _ = RunLoop.current.run(mode: .default, before: .distantFuture) }
+        }
+        t.start()
+        let (i, o) = createStreamPair(host: "127.0.0.1", port: listener.port)
+        i.open(); o.open()
+        let msg = Array("hello".utf8)
+        XCTAssertEqual(o.write(msg, maxLength: msg.count), 5)
+        var buf = [UInt8](repeating: 0, count: 16)
+        var got = 0
+        while got < 5 {
+            let n = buf.withUnsafeMutableBufferPointer { i.read($0.baseAddress! + got, maxLength: 16 - got) }
+            XCTAssertGreaterThan(n, 0); if n <= 0 { break }; got += n
+        }
+        XCTAssertEqual(Array(buf[0..<5]), msg)
+        XCTAssertEqual(i.streamStatus, .open)
+        i.close(); o.close()
+        listener.close()
+    }
+}

@@ -1,0 +1,185 @@
+import CSocketStreamsShims
+import Foundation
+import Glibc
+
+/// Accepts connections and hands each one over as a stream pair: the accept side of CFNetwork
+/// (`CFSocketCreate` with `kCFSocketAcceptCallBack`, then `CFStreamCreatePairWithSocket`).
+///
+/// Listens on TCP (IPv4, IPv6 or both) or on a Unix-domain socket path. Each accepted connection
+/// arrives on the run loop given to `start(in:forMode:accept:)` as an UNOPENED pair that owns its fd
+/// (`kCFStreamPropertyShouldCloseNativeSocket` is true); set delegates, schedule and open it there,
+/// and `open()` completes at once.
+public final class StreamListener: @unchecked Sendable {
+    private let handle: SocketHandle
+    private let unixPath: String?
+    private let lock = NSLock()
+    private var reactor: Reactor?
+    private var token: UInt64 = 0
+    private var acceptor: Acceptor?
+
+    /// The port the listener is bound to (the one picked by the kernel when created with port 0);
+    /// 0 for a Unix-domain listener. `getsockname(2)`.
+    public let port: Int
+
+    /// The address the listener is bound to, e.g. `127.0.0.1:4321` or `[::]:4321` or the socket path.
+    public let localAddress: String
+
+    /// Binds and listens on a TCP port (`socket`, `bind`, `listen`).
+    ///
+    /// - Parameters:
+    ///   - host: An interface address (`"127.0.0.1"`, `"::1"`) or a name resolved with `getaddrinfo`
+    ///     (its first address is used). nil listens on every interface, IPv6 and IPv4 on one socket.
+    ///   - port: The port; 0 lets the kernel pick a free one, which `port` reports.
+    ///   - backlog: The `listen(2)` backlog.
+    /// - Throws: An `NSError` in `NSPOSIXErrorDomain` (e.g. EADDRINUSE), or the name-lookup error.
+    public init(host: String? = nil, port: Int = 0, backlog: Int32 = 128) throws {
+        var address: SocketAddress
+        if let host {
+            if let numeric = SocketAddress(numericHost: host, port: port) {
+                address = numeric
+            } else {
+                switch Resolver.resolve(host: host, port: port, family: AF_UNSPEC, passive: true) {
+                case .success(let addresses): address = addresses[0]
+                case .failure(let error): throw StreamErrors.resolution(error, host: host, port: port)
+                }
+            }
+        } else {
+            address = SocketAddress.any(family: AF_INET6, port: port)
+        }
+        do {
+            let fd: Int32
+            if host == nil, let dualStack = try? Posix.socket(family: AF_INET6) {
+                fd = dualStack
+            } else {
+                if host == nil { address = SocketAddress.any(family: AF_INET, port: port) }  // no IPv6 here
+                fd = try Posix.socket(family: address.family)
+            }
+            let handle = SocketHandle(fd: fd, closesOnRelease: true)
+            do {
+                try Posix.setOption(fd, level: SOL_SOCKET, name: SO_REUSEADDR, value: 1)
+                if address.family == AF_INET6 {
+                    try Posix.setOption(fd, level: Int32(IPPROTO_IPV6), name: IPV6_V6ONLY, value: host == nil ? 0 : 1)
+                }
+                try Posix.bind(fd, to: address)
+                try Posix.listen(fd, backlog: backlog)
+                let bound = try Posix.localAddress(fd)
+                self.port = bound.port
+                self.localAddress = bound.description
+            } catch {
+                handle.release()
+                throw error
+            }
+            self.handle = handle
+        } catch let error as SystemError {
+            throw StreamErrors.posix(error.code, "Could not listen on \(address)")
+        }
+        self.unixPath = nil
+    }
+
+    /// Binds and listens on a Unix-domain socket path. An existing socket file at `path` is replaced;
+    /// the file is removed again by `close()`.
+    public init(unixSocketPath path: String, backlog: Int32 = 128) throws {
+        guard let address = SocketAddress(unixPath: path) else {
+            throw StreamErrors.posix(ENAMETOOLONG, "Could not listen on \(path)")
+        }
+        do {
+            let fd = try Posix.socket(family: AF_UNIX)
+            let handle = SocketHandle(fd: fd, closesOnRelease: true)
+            do {
+                var info = stat()
+                if lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFSOCK { unlink(path) }
+                try Posix.bind(fd, to: address)
+                try Posix.listen(fd, backlog: backlog)
+            } catch {
+                handle.release()
+                throw error
+            }
+            self.handle = handle
+        } catch let error as SystemError {
+            throw StreamErrors.posix(error.code, "Could not listen on \(path)")
+        }
+        self.unixPath = path
+        self.port = 0
+        self.localAddress = path
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Starts accepting. `accept` runs on `runLoop`'s thread while it runs in `mode`, once per
+    /// connection, with the new pair. Calling `start` again moves the listener to another run loop.
+    public func start(
+        in runLoop: RunLoop,
+        forMode mode: RunLoop.Mode = .default,
+        accept: @escaping (SocketInputStream, SocketOutputStream) -> Void
+    ) {
+        let newReactor = ReactorRegistry.shared.acquire(runLoop: runLoop, mode: mode)
+        let acceptor = Acceptor(fd: handle.fd, accept: accept)
+        let old = lock.withLock { () -> Reactor? in
+            guard !closed else { return newReactor }
+            let old = stopLocked()
+            if let token = try? newReactor.add(fd: handle.fd, events: cssh_epollin(), handler: acceptor) {
+                self.token = token
+                self.reactor = newReactor
+                self.acceptor = acceptor
+            }
+            return old
+        }
+        if let old { ReactorRegistry.shared.release(old) }
+    }
+
+    private var closed = false
+
+    /// Stops accepting and closes the listening socket (and removes a Unix socket file). Pairs already
+    /// handed out are not affected.
+    public func close() {
+        let old = lock.withLock { () -> Reactor? in
+            guard !closed else { return nil }
+            closed = true
+            let old = stopLocked()
+            handle.release()
+            if let unixPath { unlink(unixPath) }
+            return old
+        }
+        if let old { ReactorRegistry.shared.release(old) }
+    }
+
+    private func stopLocked() -> Reactor? {
+        guard let reactor else { return nil }
+        reactor.remove(fd: handle.fd, token: token)
+        self.reactor = nil
+        acceptor = nil
+        return reactor
+    }
+}
+
+/// Accepts every pending connection when the listening fd is readable, on the listener's run loop.
+private final class Acceptor: ReactorHandler, @unchecked Sendable {
+    let fd: Int32
+    let accept: (SocketInputStream, SocketOutputStream) -> Void
+
+    init(fd: Int32, accept: @escaping (SocketInputStream, SocketOutputStream) -> Void) {
+        self.fd = fd
+        self.accept = accept
+    }
+
+    func reactor(_ reactor: Reactor, fired events: UInt32) {
+        // A bounded batch per wake-up keeps one busy listener from starving the run loop.
+        for _ in 0..<64 {
+            let result: IOResult<Int32>
+            do {
+                result = try Posix.accept(fd)
+            } catch {
+                // ECONNABORTED, EMFILE and the like: this connection is lost, the listener is not.
+                if error.code == EMFILE || error.code == ENFILE { return }
+                continue
+            }
+            guard case .processed(let client) = result else { return }
+            let connection = Connection(endpoint: .native(fd: client))
+            connection.closesNativeSocket = true
+            let pair = makePair(connection)
+            accept(pair.input, pair.output)
+        }
+    }
+}
