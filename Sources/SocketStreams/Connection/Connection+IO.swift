@@ -109,15 +109,18 @@ extension Connection {
             switch result {
             case .processed(let count):
                 // Re-signal hasSpaceAvailable now if the socket still takes bytes, else when epoll says so.
-                let writable = count == maxLength && (try? Posix.poll(fd, events: Int16(POLLOUT), timeout: 0)).map { $0 != 0 } == true
-                lock.withLock {
-                    guard halves[Half.output.rawValue].status == .open else { return }
-                    if writable {
-                        signal(.output, .hasSpaceAvailable)
-                    } else if !halves[Half.output.rawValue].watchingSpace {
-                        halves[Half.output.rawValue].watchingSpace = true
-                        syncInterest()
-                    }
+                // Only a scheduled stream has anyone to tell.
+                lock.lock()
+                defer { lock.unlock() }
+                guard halves[Half.output.rawValue].status == .open, !halves[Half.output.rawValue].reactors.isEmpty else {
+                    return count
+                }
+                let writable = count == maxLength && ((try? Posix.poll(fd, events: Int16(POLLOUT), timeout: 0)) ?? 0) != 0
+                if writable {
+                    signal(.output, .hasSpaceAvailable)
+                } else if !halves[Half.output.rawValue].watchingSpace {
+                    halves[Half.output.rawValue].watchingSpace = true
+                    syncInterest()
                 }
                 return count
             case .wouldBlock:
