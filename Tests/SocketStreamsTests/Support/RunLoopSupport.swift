@@ -140,3 +140,8 @@ final class RunLoopThread: @unchecked Sendable {
         condition.unlock()
     }
 }
+
+/// True if `thread` is the main thread.
+func isMainThread(_ thread: Thread) -> Bool {
+    thread === Thread.mainThread
+}
