@@ -1,0 +1,146 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import SocketStreams
+import XCTest
+
+/// Getting connected: address families, names, timeouts, the Apple entry point.
+final class ConnectTests: SocketStreamsTestCase {
+
+    /// Runs a delegate echo exchange on the main run loop and checks the echo.
+    private func assertEchoExchange(_ pair: StreamPair, message: String = "echo me",
+                                    file: StaticString = #filePath, line: UInt = #line) {
+        let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: message))
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == message },
+                      "no echo; trace: \(recorder.trace)", file: file, line: line)
+        XCTAssertTrue(recorder.snapshot.errors.isEmpty, "errors: \(recorder.snapshot.errors)", file: file, line: line)
+    }
+
+    func testIPv6LiteralConnectsToAnIPv6Peer() throws {
+        let port = try startSocatEcho(.v6)
+        let pair = makePair(host: "::1", port: port)
+        assertEchoExchange(pair, message: "over IPv6")
+        let fd = try XCTUnwrap(nativeHandle(of: pair.input), "no native handle once open")
+        XCTAssertEqual(RawSocket.peerPort(fd), port)
+        XCTAssertEqual(RawSocket.intOption(fd, level: SOL_SOCKET, name: SO_DOMAIN), AF_INET6)
+        XCTAssertEqual(pair.input.property(forKey: CFKey.remoteHostName) as? String, "::1")
+    }
+
+    func testIPv4LiteralConnectsToAnIPv4Peer() throws {
+        let port = try startSocatEcho(.v4)
+        let pair = makePair(host: "127.0.0.1", port: port)
+        assertEchoExchange(pair, message: "over IPv4")
+        let fd = try XCTUnwrap(nativeHandle(of: pair.output))
+        XCTAssertEqual(RawSocket.intOption(fd, level: SOL_SOCKET, name: SO_DOMAIN), AF_INET)
+    }
+
+    /// "localhost" is resolved (here to 127.0.0.1 only).
+    func testLocalhostNameConnects() throws {
+        let port = try startSocatEcho(.v4)
+        let pair = makePair(host: "localhost", port: port)
+        assertEchoExchange(pair, message: "via localhost")
+        XCTAssertEqual(pair.input.property(forKey: CFKey.remoteHostName) as? String, "localhost")
+    }
+
+    /// Happy Eyeballs with one family unreachable: the name resolves to ::1 first and
+    /// 127.0.0.1 second, on the same port P; [::1]:P hangs (backlog-full listener) and
+    /// 127.0.0.1:P answers. The pair must open (over IPv4) well before any connect timeout.
+    ///
+    /// This machine's /etc/hosts maps localhost to 127.0.0.1 only, so no real name gives that
+    /// address order; the test needs the library to let it inject resolver results.
+    func testHappyEyeballsFallsBackWhenOneFamilyIsUnreachable() throws {
+        let v4Server = try startRawServer(.v4) { connection in
+            try? connection.write("v4 answered")
+            _ = try? connection.readToEOF(timeout: 5)
+        }
+        let unreachableV6 = try BacklogFullListener(family: .v6, port: v4Server.port)
+        XCTAssertEqual(unreachableV6.port, v4Server.port)
+
+        // TODO(resolver injection): once SocketStreams exposes a way to substitute the address
+        // list (e.g. an internal resolver hook reachable with `@testable import SocketStreams`),
+        // connect a pair to a name resolving to [::1, 127.0.0.1] at port `v4Server.port` here and
+        // assert: openCompleted on both streams within 2 s, received == "v4 answered", the
+        // native handle's SO_DOMAIN == AF_INET, and no errorOccurred.
+        XCTFail("needs resolver injection")
+        withExtendedLifetime(unreachableV6) {}
+    }
+
+    /// connectTimeoutKey: against a listener whose backlog is full the connect hangs; with a
+    /// 0.5 s timeout the pair fails with ETIMEDOUT well within 2 s.
+    func testConnectTimeoutPropertyFailsAHangingConnect() throws {
+        let blackhole = try BacklogFullListener(family: .v4)
+        let pair = makePair(port: blackhole.port)
+        XCTAssertTrue(pair.input.setProperty(NSNumber(value: 0.5), forKey: .connectTimeoutKey))
+        let started = Date()
+        let recorder = startRecorder(pair)
+
+        XCTAssertTrue(runUntil(timeout: 3) {
+            recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+        }, "no timeout error; trace: \(recorder.trace)")
+        let elapsed = Date().timeIntervalSince(started)
+        XCTAssertGreaterThanOrEqual(elapsed, 0.4, "failed before the timeout expired")
+        XCTAssertLessThanOrEqual(elapsed, 2.0)
+        XCTAssertFalse(recorder.has(.openCompleted, on: .input))
+        for stream in [pair.input as Stream, pair.output as Stream] {
+            XCTAssertEqual(stream.streamStatus, .error)
+            let error = try XCTUnwrap(stream.streamError as NSError?)
+            XCTAssertEqual(error.domain, NSPOSIXErrorDomain)
+            XCTAssertEqual(error.code, Int(ETIMEDOUT))
+            XCTAssertEqual(intValue(error.userInfo["_kCFStreamErrorCodeKey"]), Int(ETIMEDOUT), "\(error.userInfo)")
+            XCTAssertEqual(intValue(error.userInfo["_kCFStreamErrorDomainKey"]), 1, "\(error.userInfo)")
+        }
+        withExtendedLifetime(blackhole) {}
+    }
+
+    /// Without a timeout property a hanging connect just stays .opening (no premature error).
+    func testHangingConnectStaysOpeningWithoutTimeout() throws {
+        let blackhole = try BacklogFullListener(family: .v4)
+        let pair = makePair(port: blackhole.port)
+        let recorder = startRecorder(pair)
+        runFor(1.0)
+        XCTAssertEqual(recorder.snapshot.entries, [], "trace: \(recorder.trace)")
+        XCTAssertEqual(pair.input.streamStatus, .opening)
+        XCTAssertEqual(pair.output.streamStatus, .opening)
+        pair.input.close()
+        pair.output.close()
+        XCTAssertEqual(pair.input.streamStatus, .closed)
+        withExtendedLifetime(blackhole) {}
+    }
+
+    /// `Stream.getStreamsToHost(withName:port:inputStream:outputStream:)` exactly as Apple code
+    /// calls it, with `&` on optional locals.
+    func testGetStreamsToHostWithInOutOptionals() throws {
+        let port = try startSocatEcho(.v4)
+        var inputStream: InputStream?
+        var outputStream: OutputStream?
+        Stream.getStreamsToHost(withName: "127.0.0.1", port: port, inputStream: &inputStream, outputStream: &outputStream)
+
+        let input = try XCTUnwrap(inputStream as? SocketInputStream, "no socket input stream")
+        let output = try XCTUnwrap(outputStream as? SocketOutputStream, "no socket output stream")
+        XCTAssertEqual(input.streamStatus, .notOpen)
+        XCTAssertEqual(output.streamStatus, .notOpen)
+        closeAfterTest((input, output))
+        assertEchoExchange((input, output), message: "via getStreamsToHost")
+    }
+
+    /// Only an input stream requested (nil output pointer): it works on its own, and closing
+    /// it closes the socket.
+    func testGetStreamsToHostWithOnlyAnInputStream() throws {
+        let peerSawEOF = Signal()
+        let server = try startRawServer { connection in
+            try? connection.write("greeting")
+            if let (_, eof) = try? connection.readToEOF(timeout: 10), eof { peerSawEOF.raise() }
+        }
+        var inputStream: InputStream?
+        Stream.getStreamsToHost(withName: "127.0.0.1", port: server.port, inputStream: &inputStream, outputStream: nil)
+        let input = try XCTUnwrap(inputStream)
+        let outcome = callWithDeadline(10) { () -> Data in
+            input.open()
+            return readUpTo(input, count: 8).data
+        }
+        XCTAssertEqual(outcome, Data("greeting".utf8))
+        input.close()
+        XCTAssertTrue(peerSawEOF.wait(timeout: shortTimeout), "socket not closed with the only stream")
+    }
+}

@@ -1,0 +1,233 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import SocketStreams
+import XCTest
+
+/// Status transitions, open/close rules, half-close, and when the socket really closes.
+final class LifecycleTests: SocketStreamsTestCase {
+
+    /// .notOpen → .opening/.open → .open → .atEnd (input, after read returned 0) → .closed.
+    func testStatusTransitionsThroughAConnection() throws {
+        let server = try startRawServer { connection in
+            guard (try? connection.readExactly(1)) == Data("?".utf8) else { return }
+            try? connection.write("answer")
+            connection.shutdownWrite()
+            _ = try? connection.readToEOF(timeout: 5)
+        }
+        let pair = createStreamPair(host: "127.0.0.1", port: server.port)
+        closeAfterTest(pair)
+        XCTAssertEqual(pair.input.streamStatus, .notOpen)
+        XCTAssertEqual(pair.output.streamStatus, .notOpen)
+        XCTAssertEqual(server.acceptedCount, 0, "nothing may touch the network before open()")
+
+        let recorder = DelegateRecorder(sending: "?")
+        recorder.closesOnEnd = false
+        var statusAtOpenCompleted: [StreamRole: Stream.Status] = [:]
+        var statusAtEnd: Stream.Status?
+        recorder.onEvent = { [unowned recorder] stream, event in
+            if event == .openCompleted { statusAtOpenCompleted[recorder.role(of: stream)] = stream.streamStatus }
+            if event == .endEncountered { statusAtEnd = stream.streamStatus }
+        }
+        recorder.attach(pair)
+        for stream in [pair.input as Stream, pair.output as Stream] {
+            stream.delegate = recorder
+            stream.schedule(in: .current, forMode: .default)
+        }
+        pair.input.open()
+        XCTAssertTrue([.opening, .open].contains(pair.input.streamStatus), pair.input.streamStatus.name)
+        XCTAssertEqual(pair.output.streamStatus, .notOpen, "only the opened stream changes status")
+        pair.output.open()
+        XCTAssertTrue([.opening, .open].contains(pair.output.streamStatus), pair.output.streamStatus.name)
+
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.endEncountered, on: .input) },
+                      "trace: \(recorder.trace)")
+        XCTAssertEqual(statusAtOpenCompleted[.input], .open)
+        XCTAssertEqual(statusAtOpenCompleted[.output], .open)
+        XCTAssertEqual(statusAtEnd, .atEnd)
+        XCTAssertEqual(recorder.snapshot.receivedString, "answer")
+        XCTAssertEqual(pair.input.streamStatus, .atEnd)
+        XCTAssertEqual(pair.output.streamStatus, .open)
+        var buffer = [UInt8](repeating: 0, count: 8)
+        XCTAssertEqual(pair.input.read(&buffer, maxLength: 8), 0, "read at end returns 0")
+
+        pair.input.close()
+        pair.output.close()
+        XCTAssertEqual(pair.input.streamStatus, .closed)
+        XCTAssertEqual(pair.output.streamStatus, .closed)
+        XCTAssertEqual(pair.input.read(&buffer, maxLength: 8), -1, "read after close returns -1")
+        XCTAssertEqual(pair.output.write(&buffer, maxLength: 8), -1, "write after close returns -1")
+        pair.input.open()
+        XCTAssertEqual(pair.input.streamStatus, .closed, "a closed stream cannot be reopened")
+    }
+
+    /// While the TCP connect is pending the status is .opening (deterministic: the peer is a
+    /// backlog-full listener, so the connect cannot complete).
+    func testStatusIsOpeningWhileTheConnectIsPending() throws {
+        let blackhole = try BacklogFullListener(family: .v4)
+        let pair = makePair(port: blackhole.port)
+        pair.input.open()
+        pair.output.open()
+        XCTAssertEqual(pair.input.streamStatus, .opening)
+        XCTAssertEqual(pair.output.streamStatus, .opening)
+        XCTAssertFalse(pair.output.hasSpaceAvailable, "no space while opening")
+        XCTAssertFalse(pair.input.hasBytesAvailable, "no bytes while opening")
+        pair.input.close()
+        pair.output.close()
+        XCTAssertEqual(pair.input.streamStatus, .closed)
+        withExtendedLifetime(blackhole) {}
+    }
+
+    func testReadAndWriteOnANotOpenStreamReturnMinusOne() throws {
+        let pair = makePair(port: try RawSocket.unusedPort())
+        var buffer = [UInt8](repeating: 0, count: 8)
+        XCTAssertEqual(pair.input.read(&buffer, maxLength: 8), -1)
+        XCTAssertEqual(pair.output.write(&buffer, maxLength: 8), -1)
+        XCTAssertFalse(pair.input.hasBytesAvailable)
+        XCTAssertFalse(pair.output.hasSpaceAvailable)
+        XCTAssertEqual(pair.input.streamStatus, .notOpen)
+        XCTAssertEqual(pair.output.streamStatus, .notOpen)
+        pair.input.close()
+        XCTAssertEqual(pair.input.streamStatus, .notOpen, "close() on a notOpen stream does nothing")
+    }
+
+    /// A second open() is a no-op: one connection, one openCompleted per stream.
+    func testSecondOpenIsANoOp() throws {
+        let server = try startRawServer { connection in
+            _ = try? connection.readToEOF(timeout: 5)
+        }
+        let pair = makePair(port: server.port)
+        let recorder = startRecorder(pair)
+        pair.input.open()
+        pair.output.open()
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.hasSpaceAvailable, on: .output) },
+                      "trace: \(recorder.trace)")
+        pair.input.open()
+        pair.output.open()
+        runFor(0.3)
+        XCTAssertEqual(recorder.count(.openCompleted, on: .input), 1, recorder.trace)
+        XCTAssertEqual(recorder.count(.openCompleted, on: .output), 1, recorder.trace)
+        XCTAssertEqual(pair.input.streamStatus, .open)
+        XCTAssertEqual(server.acceptedCount, 1, "a second open must not connect again")
+    }
+
+    /// Closing the output stream does not shut the socket down: the input keeps reading and
+    /// the peer sees no EOF. Closing the input too closes the socket (peer sees EOF).
+    func testClosingTheOutputKeepsTheInputWorking() throws {
+        let peerSawEOFEarly = Locked(false)
+        let peerSawEOF = Signal()
+        let step = Signal()
+        let server = try startRawServer { connection in
+            guard (try? connection.readExactly(5)) == Data("hello".utf8) else { return }
+            // The client has closed its output stream by now: no EOF may be visible.
+            if let early = try? RawSocket.readSome(connection.fd, timeout: 0.3) {
+                peerSawEOFEarly.value = early.isEmpty
+            }
+            try? connection.write("reply after output close")
+            guard step.wait(timeout: 10) else { return }
+            if let (_, eof) = try? connection.readToEOF(timeout: 5), eof { peerSawEOF.raise() }
+        }
+        let pair = makePair(port: server.port)
+        let recorder = DelegateRecorder(sending: "hello")
+        recorder.closesOutputAfterWriting = true
+        _ = startRecorder(pair, recorder: recorder)
+
+        XCTAssertTrue(runUntil(timeout: shortTimeout) {
+            recorder.snapshot.receivedString == "reply after output close"
+        }, "input stopped working after the output was closed; trace: \(recorder.trace)")
+        XCTAssertEqual(pair.output.streamStatus, .closed)
+        XCTAssertEqual(pair.input.streamStatus, .open)
+        XCTAssertFalse(peerSawEOFEarly.value, "closing one stream shut the socket down")
+
+        recorder.close(pair.input)
+        step.raise()
+        XCTAssertTrue(peerSawEOF.wait(timeout: shortTimeout), "socket not closed after both streams were closed")
+    }
+
+    /// Closing the input stream first: the output keeps writing.
+    func testClosingTheInputKeepsTheOutputWorking() throws {
+        let received = Locked(Data())
+        let server = try startRawServer { connection in
+            if let (data, _) = try? connection.readToEOF(timeout: 10) { received.value = data }
+        }
+        let pair = makePair(port: server.port)
+        let recorder = startRecorder(pair)
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.hasSpaceAvailable, on: .output) },
+                      "trace: \(recorder.trace)")
+        recorder.close(pair.input)
+        let payload = testPayload(300_000, seed: 11)
+        recorder.writeChunk = 16 * 1024
+        recorder.send(payload)
+        XCTAssertTrue(runUntil(timeout: 10) { recorder.snapshot.bytesWritten == payload.count },
+                      "wrote \(recorder.snapshot.bytesWritten) of \(payload.count)")
+        recorder.close(pair.output)
+        XCTAssertTrue(server.waitForFinished(1, timeout: shortTimeout), "peer saw no EOF after both closed")
+        XCTAssertEqual(received.value.count, payload.count)
+        XCTAssertTrue(received.value == payload)
+    }
+
+    /// The peer half-closes (shutdown SHUT_WR): the input reads to endEncountered while the
+    /// output still writes successfully and the peer receives it.
+    func testHalfCloseByPeerEndsInputButOutputStillWrites() throws {
+        let afterShutdown = Locked(Data())
+        let server = try startRawServer { connection in
+            try? connection.write("last words")
+            connection.shutdownWrite()
+            if let (data, _) = try? connection.readToEOF(timeout: 10) { afterShutdown.value = data }
+        }
+        let pair = makePair(port: server.port)
+        let recorder = startRecorder(pair)
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.endEncountered, on: .input) },
+                      "trace: \(recorder.trace)")
+        XCTAssertEqual(recorder.snapshot.receivedString, "last words")
+        XCTAssertEqual(pair.output.streamStatus, .open)
+
+        recorder.send("written after the peer's FIN")
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.bytesWritten == 28 },
+                      "trace: \(recorder.trace)")
+        XCTAssertFalse(recorder.has(.errorOccurred, on: .output), recorder.trace)
+        recorder.close(pair.output)
+        XCTAssertTrue(server.waitForFinished(1, timeout: shortTimeout))
+        XCTAssertEqual(String(decoding: afterShutdown.value, as: UTF8.self), "written after the peer's FIN")
+    }
+
+    /// Closing only the client's output stream sends no FIN: socat (which would close the
+    /// connection about 0.5 s after seeing EOF) keeps echoing and never ends our input.
+    func testEchoStillArrivesAfterTheClientClosesItsOutput() throws {
+        let port = try startSocatEcho(.v4)
+        let pair = makePair(port: port)
+        let recorder = DelegateRecorder(sending: "echo after close")
+        recorder.closesOutputAfterWriting = true
+        _ = startRecorder(pair, recorder: recorder)
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == "echo after close" },
+                      "trace: \(recorder.trace)")
+        XCTAssertEqual(pair.output.streamStatus, .closed)
+        runFor(1.0)
+        XCTAssertFalse(recorder.has(.endEncountered, on: .input), "closing the output stream sent a FIN")
+        XCTAssertEqual(pair.input.streamStatus, .open)
+    }
+
+    /// A pair released without close(): the socket is closed (the peer sees EOF).
+    func testReleasingAPairWithoutCloseClosesTheSocket() throws {
+        let peerSawEOF = Signal()
+        let server = try startRawServer { connection in
+            try? connection.write("hi")
+            if let (_, eof) = try? connection.readToEOF(timeout: 10), eof { peerSawEOF.raise() }
+        }
+        do {
+            let pair = createStreamPair(host: "127.0.0.1", port: server.port)
+            pair.input.open()
+            pair.output.open()
+            // Poll (never blocks), then read what is known to be there.
+            let deadline = Date(timeIntervalSinceNow: shortTimeout)
+            while !pair.input.hasBytesAvailable && Date() < deadline {
+                Thread.sleep(forTimeInterval: 0.001)
+            }
+            var buffer = [UInt8](repeating: 0, count: 2)
+            XCTAssertEqual(pair.input.hasBytesAvailable ? pair.input.read(&buffer, maxLength: 2) : -2, 2)
+            // Both streams go out of scope here, open and unclosed.
+        }
+        XCTAssertTrue(peerSawEOF.wait(timeout: shortTimeout), "socket left open after the pair was released")
+    }
+}

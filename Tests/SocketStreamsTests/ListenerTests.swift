@@ -1,0 +1,129 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import SocketStreams
+import XCTest
+
+/// StreamListener: the accept side hands over unopened pairs.
+final class ListenerTests: SocketStreamsTestCase {
+
+    private func assertClientEcho(host: String, port: Int, message: String,
+                                  file: StaticString = #filePath, line: UInt = #line) {
+        let pair = makePair(host: host, port: port)
+        let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: message))
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == message },
+                      "no echo from \(host):\(port); trace: \(recorder.trace)", file: file, line: line)
+        pair.input.close()
+        pair.output.close()
+    }
+
+    func testListenerOnIPv4Loopback() throws {
+        let server = try startStreamEchoServer(host: "127.0.0.1")
+        XCTAssertGreaterThan(server.port, 0)
+        assertClientEcho(host: "127.0.0.1", port: server.port, message: "v4 listener")
+        XCTAssertEqual(server.acceptedCount, 1)
+        // Not reachable over IPv6.
+        XCTAssertThrowsError(try RawSocket.connectTo(family: .v6, port: server.port))
+    }
+
+    func testListenerOnIPv6Loopback() throws {
+        let server = try startStreamEchoServer(host: "::1")
+        XCTAssertGreaterThan(server.port, 0)
+        assertClientEcho(host: "::1", port: server.port, message: "v6 listener")
+        XCTAssertEqual(server.acceptedCount, 1)
+    }
+
+    /// host nil: all interfaces, both families, one port.
+    func testListenerOnAllInterfacesAcceptsBothFamilies() throws {
+        let server = try startStreamEchoServer(host: nil)
+        XCTAssertGreaterThan(server.port, 0)
+        assertClientEcho(host: "127.0.0.1", port: server.port, message: "all interfaces, v4")
+        assertClientEcho(host: "::1", port: server.port, message: "all interfaces, v6")
+        XCTAssertEqual(server.acceptedCount, 2)
+    }
+
+    func testUnixSocketListenerWithUnixSocketPair() throws {
+        let directory = try makeTemporaryDirectory()
+        let path = directory.appendingPathComponent("listener.sock").path
+        let server = try StreamEchoServer(unixSocketPath: path)
+        addCleanup { server.stop() }
+
+        let pair = createStreamPair(unixSocketPath: path)
+        closeAfterTest(pair)
+        let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "over a unix socket"))
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == "over a unix socket" },
+                      "trace: \(recorder.trace)")
+        XCTAssertEqual(recorder.snapshot.events(.input).first, .openCompleted)
+        XCTAssertEqual(server.acceptedCount, 1)
+    }
+
+    /// The accepted pair is unopened; once scheduled and opened it completes at once
+    /// (openCompleted on both, status .open right after open()), and talks to the client.
+    func testAcceptedPairIsUnopenedAndOpensAtOnce() throws {
+        let serverRecorder = DelegateRecorder(sending: "from the accept side")
+        let statuses = Locked<[Stream.Status]>([])
+        let listener = try StreamListener(host: "127.0.0.1", port: 0)
+        let host = ListenerHost(listener) { pair in
+            statuses.mutate { $0 += [pair.input.streamStatus, pair.output.streamStatus] }
+            serverRecorder.start(pair, on: .current, mode: .default)
+            statuses.mutate { $0 += [pair.input.streamStatus, pair.output.streamStatus] }
+        }
+        addCleanup { host.stop() }
+
+        let pair = makePair(port: host.port)
+        let clientRecorder = startRecorder(pair, recorder: DelegateRecorder(sending: "from the client"))
+        XCTAssertTrue(runUntil(timeout: shortTimeout) {
+            clientRecorder.snapshot.receivedString == "from the accept side"
+        }, "client trace: \(clientRecorder.trace)")
+        XCTAssertTrue(serverRecorder.wait(timeout: shortTimeout) { $0.receivedString == "from the client" },
+                      "server trace: \(serverRecorder.trace)")
+        XCTAssertEqual(statuses.value, [.notOpen, .notOpen, .open, .open])
+        let server = serverRecorder.snapshot
+        XCTAssertEqual(server.events(.input).first, .openCompleted, serverRecorder.trace)
+        XCTAssertEqual(server.events(.output).first, .openCompleted, serverRecorder.trace)
+        XCTAssertTrue(server.eventThreads.allSatisfy { $0 === host.loop.thread })
+    }
+
+    /// The accept closure runs on the given run loop only while it runs the given mode.
+    func testAcceptRunsOnTheGivenRunLoopAndMode() throws {
+        let customMode = RunLoop.Mode("SocketStreamsTests.AcceptMode")
+        let listener = try StreamListener(host: "127.0.0.1", port: 0)
+        addCleanup { listener.close() }
+        var accepted: [StreamPair] = []
+        var acceptThreads: [Thread] = []
+        listener.start(in: .current, forMode: customMode) { input, output in
+            accepted.append((input, output))
+            acceptThreads.append(Thread.current)
+        }
+        let client = try RawSocket.connectTo(family: .v4, port: listener.port)
+        defer { close(client) }
+        runFor(0.3, mode: .default)
+        XCTAssertEqual(accepted.count, 0, "accept ran while the run loop ran another mode")
+        XCTAssertTrue(runUntil(timeout: shortTimeout, mode: customMode) { accepted.count == 1 })
+        XCTAssertTrue(acceptThreads.allSatisfy(isMainThread))
+        for pair in accepted {
+            XCTAssertEqual(pair.input.streamStatus, .notOpen)
+            pair.input.close()
+            pair.output.close()
+        }
+    }
+
+    /// After close() the port no longer accepts.
+    func testClosedListenerRefusesConnections() throws {
+        let server = try startStreamEchoServer(host: "127.0.0.1")
+        let port = server.port
+        assertClientEcho(host: "127.0.0.1", port: port, message: "before close")
+        server.stop()
+        XCTAssertThrowsError(try RawSocket.connectTo(family: .v4, port: port)) { error in
+            XCTAssertEqual((error as? SystemCallError)?.code, ECONNREFUSED)
+        }
+    }
+
+    /// Binding a port that is taken throws.
+    func testListenerOnABusyPortThrows() throws {
+        let busy = try RawSocket.listener(family: .v4)
+        defer { close(busy) }
+        XCTAssertThrowsError(try StreamListener(host: "127.0.0.1", port: RawSocket.boundPort(busy)))
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+import SocketStreams
+import XCTest
+
+/// Where and when delegate events are delivered: the scheduled run loop, in the scheduled mode.
+final class SchedulingTests: SocketStreamsTestCase {
+
+    /// Streams scheduled on a background thread's run loop (set up on that thread, as an
+    /// app's network thread would): every callback runs on that thread.
+    func testEventsArriveOnABackgroundThreadsRunLoop() throws {
+        let port = try startSocatEcho(.v4)
+        let worker = RunLoopThread(name: "test.network-thread")
+        addCleanup { worker.stop() }
+        let pair = makePair(port: port)
+        let recorder = DelegateRecorder(sending: "ping from a background run loop")
+
+        XCTAssertNotNil(worker.sync { recorder.start(pair, on: .current, mode: .default) })
+        XCTAssertTrue(recorder.wait(timeout: shortTimeout) { $0.receivedString == "ping from a background run loop" },
+                      "trace: \(recorder.trace)")
+
+        let snapshot = recorder.snapshot
+        XCTAssertFalse(snapshot.eventThreads.isEmpty)
+        XCTAssertTrue(snapshot.eventThreads.allSatisfy { $0 === worker.thread },
+                      "a callback ran off the scheduled thread")
+        XCTAssertEqual(snapshot.events(.input).first, .openCompleted)
+        XCTAssertEqual(snapshot.events(.output).first, .openCompleted)
+        worker.sync {
+            pair.input.close()
+            pair.output.close()
+        }
+    }
+
+    /// Scheduled only in a custom mode: running the default mode delivers nothing, even once
+    /// the peer has accepted and sent data; running the custom mode then delivers the events.
+    func testEventsArriveOnlyWhileTheScheduledModeRuns() throws {
+        let customMode = RunLoop.Mode("SocketStreamsTests.CustomMode")
+        let server = try startRawServer { connection in
+            try? connection.write("greeting")
+            _ = try? connection.readToEOF(timeout: 10)
+        }
+        let pair = makePair(port: server.port)
+        let recorder = DelegateRecorder(sending: "hi")
+        _ = startRecorder(pair, recorder: recorder, mode: customMode)
+
+        // Default mode: whatever the connection does meanwhile, no callback may run.
+        _ = runUntil(timeout: 2) { server.acceptedCount >= 1 }
+        runFor(0.3)
+        XCTAssertEqual(recorder.snapshot.entries, [], "events delivered in the wrong mode: \(recorder.trace)")
+
+        // The custom mode delivers them.
+        XCTAssertTrue(runUntil(timeout: shortTimeout, mode: customMode) {
+            recorder.snapshot.receivedString == "greeting" && recorder.snapshot.bytesWritten == 2
+        }, "trace: \(recorder.trace)")
+        XCTAssertEqual(recorder.snapshot.events(.input).first, .openCompleted)
+        XCTAssertEqual(recorder.snapshot.events(.output).first, .openCompleted)
+        XCTAssertTrue(recorder.snapshot.eventThreads.allSatisfy(isMainThread))
+    }
+
+    /// Scheduled on the package's own stream thread (RunLoop.socketStreams): the client never
+    /// runs a run loop; callbacks arrive on that thread.
+    func testEventsArriveOnTheSocketStreamsRunLoop() throws {
+        let body = testPayload(20_000, seed: 9)
+        let port = try startHTTPServer(.v4, files: ["data.bin": body])
+        let pair = makePair(port: port)
+        let recorder = DelegateRecorder(sending: "GET /data.bin HTTP/1.0\r\n\r\n")
+        recorder.writeChunk = 4096
+        recorder.readChunk = 4096
+        recorder.attach(pair)
+        for stream in [pair.input as Stream, pair.output as Stream] {
+            stream.delegate = recorder
+            stream.schedule(in: .socketStreams, forMode: .default)
+        }
+        pair.input.open()
+        pair.output.open()
+
+        XCTAssertTrue(recorder.wait(timeout: 10) { $0.has(.endEncountered, on: .input) },
+                      "trace: \(recorder.trace)")
+        let snapshot = recorder.snapshot
+        XCTAssertEqual(try XCTUnwrap(HTTPReply(snapshot.received)).body, body)
+        XCTAssertFalse(snapshot.eventThreads.contains(where: isMainThread), "a callback ran on the main thread")
+        let first = try XCTUnwrap(snapshot.eventThreads.first)
+        XCTAssertTrue(snapshot.eventThreads.allSatisfy { $0 === first }, "callbacks ran on several threads")
+        XCTAssertTrue(RunLoop.socketStreams === RunLoop.socketStreams, "socketStreams must be one run loop")
+    }
+
+    /// remove(from:forMode:) stops delivery; scheduling again re-derives readiness, so data
+    /// that arrived while unscheduled is announced once the stream is scheduled again.
+    func testUnscheduleStopsDeliveryAndRescheduleAnnouncesPendingData() throws {
+        let go = Signal()
+        let server = try startRawServer { connection in
+            guard go.wait(timeout: 10) else { return }
+            try? connection.write("while unscheduled")
+            _ = try? connection.readToEOF(timeout: 10)
+        }
+        let pair = makePair(port: server.port)
+        let recorder = startRecorder(pair)
+        XCTAssertTrue(runUntil(timeout: shortTimeout) {
+            recorder.has(.openCompleted, on: .input) && recorder.has(.hasSpaceAvailable, on: .output)
+        }, "trace: \(recorder.trace)")
+
+        pair.input.remove(from: .current, forMode: .default)
+        go.raise()
+        runFor(0.5)
+        XCTAssertFalse(recorder.has(.hasBytesAvailable, on: .input),
+                       "event delivered to an unscheduled stream: \(recorder.trace)")
+
+        pair.input.schedule(in: .current, forMode: .default)
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.received == Data("while unscheduled".utf8) },
+                      "pending data not announced after re-scheduling: \(recorder.trace)")
+    }
+
+    /// The Apple guide calls remove(from:forMode:) right after close(): harmless.
+    func testRemoveAfterCloseIsHarmless() throws {
+        let port = try startSocatEcho(.v4)
+        let pair = makePair(port: port)
+        let recorder = startRecorder(pair)
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.openCompleted, on: .input) })
+        for stream in [pair.input as Stream, pair.output as Stream] {
+            stream.close()
+            stream.remove(from: .current, forMode: .default)
+            stream.remove(from: .current, forMode: .default)
+        }
+        runFor(0.2)
+        XCTAssertEqual(pair.input.streamStatus, .closed)
+        XCTAssertEqual(pair.output.streamStatus, .closed)
+    }
+}

@@ -1,0 +1,166 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// A real third-party peer (python http.server, socat) run as a child process on loopback.
+///
+/// `start(readyPattern:)` launches it and waits, with a deadline, until its output matches the
+/// readiness pattern (for example "Serving HTTP on ... port N"); the first capture group is
+/// returned. `stop()` terminates it and waits for it to exit; it is idempotent and also runs
+/// from deinit, and tests register it as a cleanup so a failing test never leaves a peer behind.
+final class Peer: @unchecked Sendable {
+    enum PeerError: Error, CustomStringConvertible {
+        case notInstalled(String, hint: String)
+        case exitedEarly(String, status: Int32, output: String)
+        case notReady(String, output: String)
+
+        var description: String {
+            switch self {
+            case let .notInstalled(tool, hint):
+                return "\(tool) is not installed (\(hint))"
+            case let .exitedEarly(name, status, output):
+                return "\(name) exited with status \(status) before it was ready. Output:\n\(output)"
+            case let .notReady(name, output):
+                return "\(name) printed no readiness line in time. Output:\n\(output)"
+            }
+        }
+    }
+
+    let name: String
+    private let process = Process()
+    private let outputPipe = Pipe()
+    private let condition = NSCondition()
+    private var output = ""
+    private var exited = false
+
+    init(name: String, executable: String, arguments: [String]) {
+        self.name = name
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = outputPipe
+        process.standardError = outputPipe
+        process.standardInput = FileHandle.nullDevice
+    }
+
+    deinit { stop() }
+
+    /// Everything the peer printed so far (stdout and stderr merged).
+    var printed: String {
+        condition.lock()
+        defer { condition.unlock() }
+        return output
+    }
+
+    /// Launches the peer and waits until its output matches `readyPattern` (a regular expression
+    /// with one capture group). Returns the captured text.
+    func start(readyPattern: String, timeout: TimeInterval = 10) throws -> String {
+        let regex = try NSRegularExpression(pattern: readyPattern, options: [.anchorsMatchLines])
+        outputPipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let data = handle.availableData
+            guard let self else { return }
+            self.condition.lock()
+            if data.isEmpty {
+                handle.readabilityHandler = nil
+            } else {
+                self.output += String(decoding: data, as: UTF8.self)
+            }
+            self.condition.broadcast()
+            self.condition.unlock()
+        }
+        process.terminationHandler = { [weak self] _ in
+            guard let self else { return }
+            self.condition.lock()
+            self.exited = true
+            self.condition.broadcast()
+            self.condition.unlock()
+        }
+        try process.run()
+
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while true {
+            let range = NSRange(output.startIndex..., in: output)
+            if let match = regex.firstMatch(in: output, range: range),
+               let captured = Range(match.range(at: 1), in: output) {
+                return String(output[captured])
+            }
+            if exited {
+                throw PeerError.exitedEarly(name, status: process.terminationStatus, output: output)
+            }
+            if !condition.wait(until: deadline) {
+                throw PeerError.notReady(name, output: output)
+            }
+        }
+    }
+
+    /// Terminates the peer (SIGTERM, then SIGKILL after 3 s) and waits for it to exit.
+    func stop() {
+        guard process.processIdentifier > 0 else { return }
+        if process.isRunning { process.terminate() }
+        condition.lock()
+        let deadline = Date(timeIntervalSinceNow: 3)
+        while !exited && process.isRunning && condition.wait(until: deadline) {}
+        condition.unlock()
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        outputPipe.fileHandleForReading.readabilityHandler = nil
+    }
+
+    // MARK: locating tools
+
+    /// The absolute path of `tool` found in PATH or the usual system directories.
+    static func locate(_ tool: String, hint: String) throws -> String {
+        var directories = (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map(String.init)
+        directories += ["/usr/local/bin", "/usr/bin", "/bin"]
+        for directory in directories where !directory.isEmpty {
+            let candidate = directory + "/" + tool
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        throw PeerError.notInstalled(tool, hint: hint)
+    }
+
+    // MARK: the peers the suite uses
+
+    /// `python3 -u -m http.server 0 --bind ADDR --directory DIR`; returns the peer and its port.
+    static func httpServer(family: IPFamily, directory: URL) throws -> (peer: Peer, port: Int) {
+        let python = try locate("python3", hint: "needs Python 3 for http.server")
+        let peer = Peer(name: "http.server[\(family.loopback)]", executable: python,
+                        arguments: ["-u", "-m", "http.server", "0", "--bind", family.loopback,
+                                    "--directory", directory.path])
+        let port = try peer.start(readyPattern: #"Serving HTTP on \S+ port (\d+)"#)
+        return (peer, try parsePort(port, peer: peer))
+    }
+
+    /// `socat -d -d TCP4-LISTEN:0,bind=127.0.0.1,reuseaddr,fork PIPE` (or TCP6 on [::1]): an echo server.
+    static func socatEcho(family: IPFamily) throws -> (peer: Peer, port: Int) {
+        let socat = try locate("socat", hint: "apt-get install -y --no-install-recommends socat")
+        let address = family == .v4
+            ? "TCP4-LISTEN:0,bind=127.0.0.1,reuseaddr,fork"
+            : "TCP6-LISTEN:0,bind=[::1],reuseaddr,fork"
+        let peer = Peer(name: "socat echo[\(family.loopback)]", executable: socat,
+                        arguments: ["-d", "-d", address, "PIPE"])
+        // socat -d -d logs e.g. "N listening on AF=2 127.0.0.1:37645" or "AF=10 [0000:...:0001]:36957".
+        let port = try peer.start(readyPattern: #"listening on AF=(?:2|10) .*:(\d+)\s*$"#)
+        return (peer, try parsePort(port, peer: peer))
+    }
+
+    /// `socat -d -d UNIX-LISTEN:PATH,fork PIPE`: a Unix-domain echo server.
+    static func socatUnixEcho(path: String) throws -> Peer {
+        let socat = try locate("socat", hint: "apt-get install -y --no-install-recommends socat")
+        let peer = Peer(name: "socat unix echo", executable: socat,
+                        arguments: ["-d", "-d", "UNIX-LISTEN:\(path),fork", "PIPE"])
+        _ = try peer.start(readyPattern: #"(listening on AF=1)"#)
+        return peer
+    }
+
+    private static func parsePort(_ text: String, peer: Peer) throws -> Int {
+        guard let port = Int(text), port > 0, port < 65536 else {
+            throw PeerError.notReady(peer.name, output: peer.printed)
+        }
+        return port
+    }
+}
