@@ -26,6 +26,11 @@ extension Connection {
             case kCFStreamPropertySocketRemotePortNumber:
                 if case .host(_, let port) = endpoint { return NSNumber(value: port & 0xFFFF) }
                 return nil
+            case kCFStreamPropertyShouldCloseNativeSocket:
+                // Unset on host pairs (nil); native-socket pairs store false, as CFNetwork does.
+                if let value = properties[key] { return value }
+                if case .native = endpoint, !closesNativeSocket { return NSNumber(value: false) }
+                return nil
             default:
                 return properties[key]
             }

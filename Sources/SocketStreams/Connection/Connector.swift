@@ -36,6 +36,7 @@ final class Connector: @unchecked Sendable {
     private var startedConnecting = false
     private var attempts: [Attempt] = []
     private var attemptTimer: UInt64?
+    private var lastAttemptStart: UInt64 = 0
     private var delayTimer: UInt64?
     private var timeoutTimer: UInt64?
     private var lastError: SystemError?
@@ -101,7 +102,11 @@ final class Connector: @unchecked Sendable {
         let addresses = (try? result.get()) ?? []
         if startedConnecting {
             merge(addresses)
-            if attempts.isEmpty && attemptTimer == nil { connectNext() }
+            if attempts.isEmpty {
+                connectNext()
+            } else if attemptTimer == nil, !queue.isEmpty {
+                armAttemptTimer()
+            }
             return
         }
         if family == AF_INET, resolutions[AF_INET6] == nil, !addresses.isEmpty {
@@ -157,12 +162,8 @@ final class Connector: @unchecked Sendable {
                         let attempt = Attempt(connector: self, handle: handle)
                         attempt.token = try reactor.add(fd: fd, events: cssh_epollout(), handler: attempt)
                         attempts.append(attempt)
-                        if !queue.isEmpty {
-                            attemptTimer = reactor.schedule(after: Self.attemptDelay) {
-                                self.attemptTimer = nil
-                                self.connectNext()
-                            }
-                        }
+                        lastAttemptStart = Posix.monotonicNanoseconds()
+                        if !queue.isEmpty { armAttemptTimer() }
                         return
                     }
                 } catch {
@@ -174,6 +175,16 @@ final class Connector: @unchecked Sendable {
             }
         }
         if attempts.isEmpty, resolutions.count == 2 { failAll() }
+    }
+
+    /// Starts the next attempt once the Connection Attempt Delay has passed since the last one started.
+    private func armAttemptTimer() {
+        let elapsed = Posix.monotonicNanoseconds() - lastAttemptStart
+        let wait = elapsed >= Self.attemptDelay ? 1 : Self.attemptDelay - elapsed
+        attemptTimer = reactor.schedule(after: wait) {
+            self.attemptTimer = nil
+            self.connectNext()
+        }
     }
 
     fileprivate func attemptFinished(_ attempt: Attempt) {

@@ -331,8 +331,9 @@ func cfRunLoop(of runLoop: RunLoop) -> CFRunLoop {
     if runLoop === RunLoop.current { return CFRunLoopGetCurrent() }
     if runLoop === RunLoop.main { return CFRunLoopGetMain() }
     for child in Mirror(reflecting: runLoop).children where child.label == "_cfRunLoopStorage" {
-        if let value = child.value as AnyObject? {
-            return unsafeDowncast(value, to: CFRunLoop.self)
+        if let stored = child.value as? AnyObject?, let value = stored {
+            // A CF object with no Swift class to check against: reinterpret the reference.
+            return Unmanaged<CFRunLoop>.fromOpaque(Unmanaged.passUnretained(value).toOpaque()).takeUnretainedValue()
         }
     }
     fatalError("cannot find the CFRunLoop of \(runLoop)")

@@ -122,7 +122,9 @@ final class DelegateRecorder: NSObject, StreamDelegate, @unchecked Sendable {
     private var spaceAvailable = false
     private var inputID: ObjectIdentifier?
     private var outputID: ObjectIdentifier?
-    private weak var output: OutputStream?
+    // Strong, as an Apple-guide client retains its streams: the run loop does not keep them alive.
+    private var input: InputStream?
+    private var output: OutputStream?
 
     init(outgoing: Data = Data()) {
         self.outgoing = outgoing
@@ -144,6 +146,7 @@ final class DelegateRecorder: NSObject, StreamDelegate, @unchecked Sendable {
         condition.lock()
         inputID = input.map(ObjectIdentifier.init)
         outputID = output.map(ObjectIdentifier.init)
+        self.input = input
         self.output = output
         condition.unlock()
     }

@@ -94,6 +94,10 @@ final class RunLoopThread: @unchecked Sendable {
         let result = Locked<T?>(nil)
         let done = Signal()
         condition.lock()
+        if stopping || finished {  // nobody left to run it
+            condition.unlock()
+            return nil
+        }
         jobs.append {
             result.value = work.value()
             done.raise()

@@ -24,7 +24,8 @@ final class ListenerHost: @unchecked Sendable {
     deinit { stop() }
 
     func stop() {
-        loop.sync { self.listener.close() }
+        let listener = self.listener  // no capture of self: stop() also runs from deinit
+        loop.sync { listener.close() }
         loop.stop()
     }
 }
