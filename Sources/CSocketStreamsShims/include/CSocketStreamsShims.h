@@ -12,7 +12,6 @@
 #include <netinet/tcp.h>
 #include <netdb.h>
 #include <poll.h>
-#include <sched.h>
 
 /// Reads the calling thread's `errno`.
 static inline int cssh_errno(void) { return errno; }
@@ -25,11 +24,12 @@ static inline unsigned int cssh_epollhup(void) { return EPOLLHUP; }
 static inline unsigned int cssh_epollrdhup(void) { return EPOLLRDHUP; }
 
 /// Pins the calling thread to one CPU (`sched_setaffinity`); returns 0 or -1.
-static inline int cssh_pin_to_cpu(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return sched_setaffinity(0, sizeof(set), &set);
-}
+int cssh_pin_to_cpu(int cpu);
+
+/// `accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)` (a GNU extension Swift cannot see).
+int cssh_accept4(int fd);
+
+/// glibc's `EAI_NODATA` (a GNU extension Swift cannot see).
+int cssh_eai_nodata(void);
 
 #endif
