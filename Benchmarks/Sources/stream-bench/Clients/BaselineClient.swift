@@ -82,13 +82,13 @@ struct BaselineClient: BenchmarkClient {
         return try loop.run()
     }
 
-    func idle(port: UInt16, pairs: Int) throws -> (rssNone: Int, rssOpen: Int) {
+    func idle(port: UInt16, pairs: Int) throws -> (none: MemorySnapshot, open: MemorySnapshot) {
         let group = UInt64.random(in: 1...UInt64.max)
         let header = Request.idle(group: group).encoded
         var fds: [Int32] = []
         fds.reserveCapacity(pairs)
         defer { fds.forEach(Posix.close) }
-        let rssNone = try ProcessMemory.residentBytes()
+        let memoryBefore = try ProcessMemory.snapshot()
         var byte: UInt8 = 0
         for _ in 0..<pairs {
             let fd = try Posix.connectToLoopback(port: port)
@@ -97,7 +97,7 @@ struct BaselineClient: BenchmarkClient {
             try withUnsafeMutableBytes(of: &byte) { try Posix.readExactly(fd, into: $0) }
             if byte != Request.ackReply { throw BenchError("idle: unexpected reply byte \(byte)") }
         }
-        let rssOpen = try ProcessMemory.residentBytes()
+        let memoryOpen = try ProcessMemory.snapshot()
 
         // Release: the server sends FIN on every idle connection; each must then read end of stream.
         let releaseFD = try Posix.connectToLoopback(port: port)
@@ -109,7 +109,7 @@ struct BaselineClient: BenchmarkClient {
                 throw BenchError("idle: data on an idle connection")
             }
         }
-        return (rssNone, rssOpen)
+        return (memoryBefore, memoryOpen)
     }
 }
 

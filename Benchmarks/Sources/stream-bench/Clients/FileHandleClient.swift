@@ -62,7 +62,7 @@ struct FileHandleClient: BenchmarkClient {
         throw unsupported(.filehandle, .many1k)
     }
 
-    func idle(port: UInt16, pairs: Int) throws -> (rssNone: Int, rssOpen: Int) {
+    func idle(port: UInt16, pairs: Int) throws -> (none: MemorySnapshot, open: MemorySnapshot) {
         throw unsupported(.filehandle, .idle)
     }
 }

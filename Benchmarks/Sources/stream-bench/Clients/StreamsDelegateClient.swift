@@ -90,23 +90,23 @@ struct StreamsDelegateClient: BenchmarkClient {
         return Stopwatch.seconds(from: start, to: end)
     }
 
-    func idle(port: UInt16, pairs: Int) throws -> (rssNone: Int, rssOpen: Int) {
+    func idle(port: UInt16, pairs: Int) throws -> (none: MemorySnapshot, open: MemorySnapshot) {
         let monitor = SessionMonitor()
         let group = UInt64.random(in: 1...UInt64.max)
         var sessions: [StreamSession] = []
         sessions.reserveCapacity(pairs + 1)
-        let rssNone = try ProcessMemory.residentBytes()
+        let memoryBefore = try ProcessMemory.snapshot()
         try openPaced(count: pairs, monitor: monitor, into: &sessions) {
             IdleSession(port: port, group: group, monitor: monitor)
         }
         try scheduling.wait(for: monitor, ready: pairs)
-        let rssOpen = try ProcessMemory.residentBytes()
+        let memoryOpen = try ProcessMemory.snapshot()
 
         let release = ReleaseSession(port: port, group: group, monitor: monitor)
         sessions.append(release)
         release.open(in: scheduling.runLoop)
         try scheduling.wait(for: monitor, finished: pairs + 1)
-        return (rssNone, rssOpen)
+        return (memoryBefore, memoryOpen)
     }
 
     /// Opens `count` sessions, never more than `maxConnectsInFlight` ahead of the server's '+'.

@@ -150,14 +150,14 @@ struct StreamsPollingClient: BenchmarkClient {
         return Stopwatch.seconds(from: start ?? 0, to: Posix.monotonicNanoseconds())
     }
 
-    func idle(port: UInt16, pairs count: Int) throws -> (rssNone: Int, rssOpen: Int) {
+    func idle(port: UInt16, pairs count: Int) throws -> (none: MemorySnapshot, open: MemorySnapshot) {
         let group = UInt64.random(in: 1...UInt64.max)
         let header = Request.idle(group: group).encoded
         var byte = [UInt8](repeating: 0, count: 1)
         var pairs: [Pair] = []
         pairs.reserveCapacity(count)
         defer { pairs.forEach { $0.close() } }
-        let rssNone = try ProcessMemory.residentBytes()
+        let memoryBefore = try ProcessMemory.snapshot()
         for _ in 0..<count {
             let pair = Pair(port: port)
             pairs.append(pair)
@@ -165,7 +165,7 @@ struct StreamsPollingClient: BenchmarkClient {
             try pair.readExactly(&byte)
             if byte[0] != Request.ackReply { throw BenchError("idle: expected '+', got \(byte[0])") }
         }
-        let rssOpen = try ProcessMemory.residentBytes()
+        let memoryOpen = try ProcessMemory.snapshot()
 
         let release = Pair(port: port)
         defer { release.close() }
@@ -174,6 +174,6 @@ struct StreamsPollingClient: BenchmarkClient {
         for pair in pairs where pair.input.read(&byte, maxLength: 1) != 0 {
             throw BenchError("idle: expected end of stream after the release")
         }
-        return (rssNone, rssOpen)
+        return (memoryBefore, memoryOpen)
     }
 }

@@ -155,8 +155,8 @@ protocol BenchmarkClient {
     /// `connections` concurrent connections on one thread, `roundTrips` echoes each. All connections are
     /// established first (untimed); returns seconds from the first 'G' (go) to the last echo.
     func many(port: UInt16, connections: Int, roundTrips: Int, messageSize: Int) throws -> Double
-    /// Opens `pairs` idle connections; returns VmRSS before opening and with all of them open.
-    func idle(port: UInt16, pairs: Int) throws -> (rssNone: Int, rssOpen: Int)
+    /// Opens `pairs` idle connections; returns the process's memory before opening any and with all open.
+    func idle(port: UInt16, pairs: Int) throws -> (none: MemorySnapshot, open: MemorySnapshot)
 }
 
 /// How many connections a client may have opened but not yet acknowledged by the server, so the

@@ -73,10 +73,10 @@ enum MarkdownReport {
         var notes: [String] = []
         if let error = result.error { notes.append("FAILED: \(error)") }
         if workload.workload == "idle" {
-            let none = result.samples.compactMap(\.rssNoneBytes)
-            let open = result.samples.compactMap(\.rssOpenBytes)
+            let none = result.samples.compactMap(\.anonNoneBytes)
+            let open = result.samples.compactMap(\.anonOpenBytes)
             if let n = Summary(none.map(Double.init)), let o = Summary(open.map(Double.init)) {
-                notes.append("RSS \(formatBytes(Int(n.median))) → \(formatBytes(Int(o.median)))")
+                notes.append("anon RSS \(formatBytes(Int(n.median))) → \(formatBytes(Int(o.median)))")
             }
         } else if let peak = result.peakRSSBytes {
             notes.append("peak RSS \(formatBytes(Int(peak.median)))")

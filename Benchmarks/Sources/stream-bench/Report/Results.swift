@@ -11,9 +11,12 @@ struct Sample: Codable, Equatable {
     var elapsedSeconds: Double?
     /// VmHWM of the client process after the workload.
     var peakRSSBytes: Int?
-    /// idle: VmRSS before opening any pair and with all pairs open.
+    /// idle: VmRSS and RssAnon before opening any pair and with all pairs open. The idle figure is
+    /// (anonOpenBytes - anonNoneBytes) / pairs.
     var rssNoneBytes: Int?
     var rssOpenBytes: Int?
+    var anonNoneBytes: Int?
+    var anonOpenBytes: Int?
 }
 
 struct TargetDescription: Codable, Equatable {
