@@ -26,7 +26,8 @@ let package = Package(
         ),
         .testTarget(
             name: "SocketStreamsTests",
-            dependencies: ["SocketStreams", "CSocketStreamsShims"]
+            // stream-bench: BenchmarkHarnessTests runs the built binary, so `swift test` must build it.
+            dependencies: ["SocketStreams", "CSocketStreamsShims", "stream-bench"]
         ),
     ],
     swiftLanguageModes: [.v6]

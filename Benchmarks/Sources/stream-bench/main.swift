@@ -1,1 +1,16 @@
-print("stream-bench stub")
+// stream-bench: SocketStreams against raw sockets on loopback. See Benchmarks/README.md.
+//
+//   stream-bench [options]     the harness (see --help)
+//   stream-bench server        internal: the epoll peer, started by the harness
+//   stream-bench measure …     internal: one measurement, started by the harness
+
+import Glibc
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+let status: Int32
+switch arguments.first {
+case "server": status = ServerCommand.run(Array(arguments.dropFirst()))
+case "measure": status = MeasureCommand.run(Array(arguments.dropFirst()))
+default: status = Harness.main(arguments)
+}
+exit(status)

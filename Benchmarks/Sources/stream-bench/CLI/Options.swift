@@ -1,0 +1,160 @@
+// Command-line options of `stream-bench` (the harness). The `server` and `measure` subcommands
+// are internal: the harness re-executes its own binary with them.
+
+import Foundation
+
+enum CPUPlacement: String, Codable {
+    /// Client and server pinned to the same CPU (default): no cross-CPU wake-ups, stable figures.
+    case same
+    /// Client on CPU 0, server on CPU 1.
+    case separate
+    /// No pinning.
+    case none
+
+    var serverCPU: Int {
+        switch self {
+        case .same: return 0
+        case .separate: return 1
+        case .none: return -1
+        }
+    }
+
+    var clientCPU: Int {
+        self == .none ? -1 : 0
+    }
+}
+
+struct UsageError: Error, CustomStringConvertible {
+    let description: String
+}
+
+struct Options {
+    var quick = false
+    var runs: Int?
+    var workloads: [Workload] = Workload.allCases
+    var clients: [ClientKind] = ClientKind.allCases
+    var cpus: CPUPlacement = .same
+    var outputDirectory: String?
+    var timeout: Double?
+    var help = false
+
+    var effectiveRuns: Int { runs ?? (quick ? 1 : 3) }
+    /// Per-measurement limit; a hung client is killed and reported as a failure.
+    var effectiveTimeout: Double { timeout ?? (quick ? 60 : 600) }
+
+    var effectiveOutputDirectory: String {
+        outputDirectory ?? Self.defaultOutputDirectory()
+    }
+
+    static let usage = """
+        Usage: stream-bench [options]
+
+        Compares SocketStreams clients with raw sockets against one loopback server process.
+
+        Options:
+          --quick                 Small sizes, 1 run (what the test suite runs).
+          --runs N                Runs per client and workload (default 3; 1 with --quick).
+          --workloads LIST        Comma-separated: download, upload, pingpong, connect, many1k,
+                                  many5k, idle; "many" = many1k,many5k,idle; "all" (default).
+          --clients LIST          Comma-separated: baseline, streams-delegate, streams-thread,
+                                  streams-polling, filehandle; "all" (default).
+          --cpus same|separate|none
+                                  Pin client and server to CPU 0 (same, default), to CPUs 0 and 1
+                                  (separate), or not at all (none).
+          --out DIR               Where latest.md, latest.json and ratios.svg go
+                                  (default: Benchmarks/results of this package).
+          --timeout SECONDS       Limit per measurement (default 600; 60 with --quick).
+          -h, --help              This text.
+        """
+
+    static func parse(_ arguments: [String]) throws -> Options {
+        var options = Options()
+        var iterator = arguments.makeIterator()
+        func value(_ flag: String) throws -> String {
+            guard let value = iterator.next(), !value.hasPrefix("--") else {
+                throw UsageError(description: "\(flag) needs a value")
+            }
+            return value
+        }
+        while let argument = iterator.next() {
+            switch argument {
+            case "--quick":
+                options.quick = true
+            case "--runs":
+                let text = try value(argument)
+                guard let runs = Int(text), runs >= 1 else { throw UsageError(description: "--runs needs a positive number") }
+                options.runs = runs
+            case "--workloads":
+                options.workloads = try parseWorkloads(try value(argument))
+            case "--clients":
+                options.clients = try parseClients(try value(argument))
+            case "--cpus":
+                let text = try value(argument)
+                guard let placement = CPUPlacement(rawValue: text) else {
+                    throw UsageError(description: "--cpus must be same, separate or none")
+                }
+                options.cpus = placement
+            case "--out":
+                options.outputDirectory = try value(argument)
+            case "--timeout":
+                let text = try value(argument)
+                guard let seconds = Double(text), seconds > 0 else { throw UsageError(description: "--timeout needs seconds") }
+                options.timeout = seconds
+            case "-h", "--help":
+                options.help = true
+            default:
+                throw UsageError(description: "unknown option \(argument)")
+            }
+        }
+        return options
+    }
+
+    /// Workloads in canonical order, without duplicates.
+    static func parseWorkloads(_ list: String) throws -> [Workload] {
+        var selected = Set<Workload>()
+        for name in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }) {
+            if let workload = Workload(rawValue: name) {
+                selected.insert(workload)
+            } else if let expansion = Workload.aliases[name] {
+                selected.formUnion(expansion)
+            } else {
+                throw UsageError(description: "unknown workload \(name)")
+            }
+        }
+        if selected.isEmpty { throw UsageError(description: "--workloads is empty") }
+        return Workload.allCases.filter(selected.contains)
+    }
+
+    /// Clients in the order given (that is the alternation order), without duplicates.
+    static func parseClients(_ list: String) throws -> [ClientKind] {
+        var clients: [ClientKind] = []
+        for name in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }) {
+            let expansion: [ClientKind]
+            if name == "all" {
+                expansion = ClientKind.allCases
+            } else if let client = ClientKind(rawValue: name) {
+                expansion = [client]
+            } else {
+                throw UsageError(description: "unknown client \(name)")
+            }
+            for client in expansion where !clients.contains(client) { clients.append(client) }
+        }
+        if clients.isEmpty { throw UsageError(description: "--clients is empty") }
+        return clients
+    }
+
+    /// `<package>/Benchmarks/results`, found from this source file's location at build time;
+    /// `./Benchmarks/results` if the checkout is not there any more.
+    static func defaultOutputDirectory(sourceFile: String = #filePath) -> String {
+        var url = URL(fileURLWithPath: sourceFile)
+        while url.pathComponents.count > 1 {
+            url.deleteLastPathComponent()
+            if url.lastPathComponent == "Benchmarks",
+                FileManager.default.fileExists(atPath: url.appendingPathComponent("Sources").path)
+            {
+                return url.appendingPathComponent("results").path
+            }
+        }
+        return "Benchmarks/results"
+    }
+}

@@ -1,0 +1,119 @@
+// The harness: starts one server process, runs every selected client on every selected workload
+// (each measurement in its own `measure` child, runs alternating A B C A B C …), then writes the
+// Markdown table, the JSON figures and the SVG chart. Exits non-zero if any measurement failed.
+
+import Foundation
+
+struct Harness {
+    let options: Options
+
+    static func main(_ arguments: [String]) -> Int32 {
+        let options: Options
+        do {
+            options = try Options.parse(arguments)
+        } catch {
+            Posix.printError("stream-bench: \(error)\n\n\(Options.usage)")
+            return 2
+        }
+        if options.help {
+            print(Options.usage)
+            return 0
+        }
+        do {
+            return try Harness(options: options).run()
+        } catch {
+            Posix.printError("stream-bench: \(error)")
+            return 1
+        }
+    }
+
+    func run() throws -> Int32 {
+        Posix.raiseFileDescriptorLimit()
+        let machine = MachineInfo.current()
+        if options.cpus == .separate && machine.nproc < 2 {
+            throw BenchError("--cpus separate needs at least 2 CPUs (nproc is \(machine.nproc))")
+        }
+        if !options.clients.contains(.baseline) {
+            Posix.printError("stream-bench: note: baseline not selected, so no ratios are computed")
+        }
+        let executable = try ChildProcess.currentExecutable()
+        let server = try ChildProcess.spawn(executable, ["server", "--cpu", "\(options.cpus.serverCPU)"],
+                                            stdin: .pipe, stdout: .pipe, stderr: .inherit)
+        defer {
+            server.closeStdin()
+            server.wait(timeout: 10)
+        }
+        guard let port = UInt16(try server.readLine(timeout: 30)) else { throw BenchError("server did not print a port") }
+        Posix.printError("stream-bench: server pid \(server.pid) on 127.0.0.1:\(port); \(machine.summary)")
+
+        var failures: [String] = []
+        var workloadResults: [WorkloadResult] = []
+        for workload in options.workloads {
+            let clients = options.clients.filter { $0.supports(workload) }
+            guard !clients.isEmpty else { continue }
+            var samples: [ClientKind: [Sample]] = [:]
+            var errors: [ClientKind: String] = [:]
+            for run in 1...options.effectiveRuns {
+                for client in clients where errors[client] == nil {
+                    do {
+                        var sample = try measure(executable: executable, client: client, workload: workload, port: port)
+                        sample.run = run
+                        samples[client, default: []].append(sample)
+                        Posix.printError("  \(workload.rawValue) run \(run)/\(options.effectiveRuns) \(client.rawValue): "
+                                         + formatValue(sample.value, unit: workload.unit))
+                    } catch {
+                        let message = "\(workload.rawValue) / \(client.rawValue) run \(run): \(error)"
+                        errors[client] = "\(error)"
+                        failures.append(message)
+                        Posix.printError("  FAILED \(message)")
+                    }
+                    if let termination = server.poll() {
+                        throw BenchError("the server process exited (\(termination)); aborting")
+                    }
+                }
+            }
+            workloadResults.append(WorkloadResult(workload: workload, quick: options.quick, clients: clients,
+                                                  samples: samples, errors: errors))
+        }
+
+        let report = BenchmarkReport(
+            date: ISO8601DateFormatter().string(from: Date()),
+            machine: machine,
+            configuration: RunConfiguration(
+                quick: options.quick, runs: options.effectiveRuns, cpus: options.cpus.rawValue,
+                serverCPU: options.cpus.serverCPU, clientCPU: options.cpus.clientCPU,
+                clients: options.clients.map(\.rawValue), workloads: options.workloads.map(\.rawValue)),
+            workloads: workloadResults,
+            failures: failures)
+        let markdown = try ReportWriter.write(report, to: options.effectiveOutputDirectory)
+        print(markdown)
+        if !report.succeeded {
+            Posix.printError("stream-bench: \(failures.count) measurement(s) FAILED:\n  " + failures.joined(separator: "\n  "))
+            return 1
+        }
+        return 0
+    }
+
+    /// Runs one `measure` child and decodes its sample.
+    private func measure(executable: String, client: ClientKind, workload: Workload, port: UInt16) throws -> Sample {
+        var arguments = ["measure", "--client", client.rawValue, "--workload", workload.rawValue,
+                         "--port", "\(port)", "--cpu", "\(options.cpus.clientCPU)"]
+        if options.quick { arguments.append("--quick") }
+        let child = try ChildProcess.spawn(executable, arguments, stdin: .devNull, stdout: .pipe, stderr: .pipe)
+        let output = try child.collectOutput(timeout: options.effectiveTimeout)
+        let detail = output.stderr.trimmingCharacters(in: .whitespacesAndNewlines)
+        if output.timedOut {
+            throw BenchError("timed out after \(options.effectiveTimeout) s and was killed" + (detail.isEmpty ? "" : ": \(detail)"))
+        }
+        guard output.termination == .exited(0) else {
+            throw BenchError("\(output.termination)" + (detail.isEmpty ? "" : ": \(detail)"))
+        }
+        guard let line = output.stdout.split(separator: "\n").last,
+            let sample = try? JSONDecoder().decode(Sample.self, from: Data(line.utf8)),
+            sample.value.isFinite
+        else {
+            throw BenchError("unreadable result: \(output.stdout)")
+        }
+        return sample
+    }
+}

@@ -1,0 +1,84 @@
+// `stream-bench measure --client C --workload W --port P [--cpu N] [--quick]`: one measurement in
+// a fresh process (so VmHWM and idle RSS belong to this client alone, and a hung client can be
+// killed). Prints one JSON `Sample` line on stdout; any failure exits non-zero with a message.
+
+import Foundation
+import Glibc
+
+enum MeasureCommand {
+    static func run(_ arguments: [String]) -> Int32 {
+        var client: ClientKind?
+        var workload: Workload?
+        var port: UInt16?
+        var cpu = -1
+        var quick = false
+        var iterator = arguments.makeIterator()
+        while let argument = iterator.next() {
+            switch argument {
+            case "--client": client = iterator.next().flatMap(ClientKind.init(rawValue:))
+            case "--workload": workload = iterator.next().flatMap(Workload.init(rawValue:))
+            case "--port": port = iterator.next().flatMap { UInt16($0) }
+            case "--cpu": cpu = iterator.next().flatMap { Int($0) } ?? -1
+            case "--quick": quick = true
+            default:
+                Posix.printError("stream-bench measure: unknown argument \(argument)")
+                return 2
+            }
+        }
+        guard let client, let workload, let port else {
+            Posix.printError("stream-bench measure: needs --client, --workload and --port")
+            return 2
+        }
+        do {
+            let sample = try measure(client: client, workload: workload, port: port, cpu: cpu, quick: quick)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            let line = try encoder.encode(sample) + Data("\n".utf8)
+            try FileHandle.standardOutput.write(contentsOf: line)
+            return 0
+        } catch {
+            Posix.printError("stream-bench measure \(client.rawValue) \(workload.rawValue): \(error)")
+            return 1
+        }
+    }
+
+    static func measure(client kind: ClientKind, workload: Workload, port: UInt16, cpu: Int, quick: Bool) throws -> Sample {
+        let descriptorLimit = Posix.raiseFileDescriptorLimit()
+        if cpu >= 0 { try Posix.pinToCPU(cpu) }
+        let p = workload.parameters(quick: quick)
+        if let connections = p.connections, descriptorLimit < connections + 64 {
+            throw BenchError("RLIMIT_NOFILE is \(descriptorLimit), too low for \(connections) connections")
+        }
+        guard kind.supports(workload) else { throw unsupported(kind, workload) }
+        let client = kind.makeClient()
+        try client.warmUp(port: port)
+        // The first read of /proc/self/status pages in parsing code; keep that out of the idle figures.
+        _ = try ProcessMemory.snapshot()
+
+        switch workload {
+        case .download, .upload:
+            let bytes = p.bytes!
+            let seconds = workload == .download
+                ? try client.download(port: port, totalBytes: bytes)
+                : try client.upload(port: port, totalBytes: bytes)
+            return Sample(value: Double(bytes) / seconds / 1e9, elapsedSeconds: seconds)
+        case .pingpong:
+            let seconds = try client.pingPong(port: port, roundTrips: p.roundTrips!, messageSize: p.messageSize!)
+            return Sample(value: seconds / Double(p.roundTrips!) * 1e6, elapsedSeconds: seconds)
+        case .connect:
+            let seconds = try client.connect(port: port, count: p.connections!)
+            return Sample(value: Double(p.connections!) / seconds, elapsedSeconds: seconds)
+        case .many1k, .many5k:
+            let seconds = try client.many(port: port, connections: p.connections!, roundTrips: p.roundTrips!,
+                                          messageSize: p.messageSize!)
+            return Sample(value: Double(p.connections! * p.roundTrips!) / seconds, elapsedSeconds: seconds,
+                          peakRSSBytes: try ProcessMemory.peakResidentBytes())
+        case .idle:
+            let (none, open) = try client.idle(port: port, pairs: p.connections!)
+            return Sample(value: Double(open.anonymousBytes - none.anonymousBytes) / Double(p.connections!),
+                          peakRSSBytes: try ProcessMemory.peakResidentBytes(),
+                          rssNoneBytes: none.residentBytes, rssOpenBytes: open.residentBytes,
+                          anonNoneBytes: none.anonymousBytes, anonOpenBytes: open.anonymousBytes)
+        }
+    }
+}

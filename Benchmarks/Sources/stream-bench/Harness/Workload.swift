@@ -1,0 +1,169 @@
+// What each workload does, how big it is (full and --quick), how its figure is expressed,
+// and the target a SocketStreams client has to reach.
+
+enum Workload: String, CaseIterable, Codable {
+    case download
+    case upload
+    case pingpong
+    case connect
+    case many1k
+    case many5k
+    case idle
+
+    /// Command-line aliases that expand to several workloads.
+    static let aliases: [String: [Workload]] = [
+        "all": Workload.allCases,
+        "many": [.many1k, .many5k, .idle],
+        "ping-pong": [.pingpong],
+    ]
+
+    var unit: String {
+        switch self {
+        case .download, .upload: return "GB/s"
+        case .pingpong: return "µs/RT"
+        case .connect: return "conn/s"
+        case .many1k, .many5k: return "RT/s"
+        case .idle: return "B/pair"
+        }
+    }
+
+    /// Whether a larger figure is better (ping-pong latency and idle memory are not).
+    var higherIsBetter: Bool {
+        switch self {
+        case .pingpong, .idle: return false
+        default: return true
+        }
+    }
+
+    /// Whether the figure is compared to the baseline as a ratio (idle memory is absolute).
+    var hasRatio: Bool { self != .idle }
+
+    var target: Target {
+        switch self {
+        case .download, .upload: return .ratioAtLeast(0.95)
+        case .pingpong: return .ratioAtLeast(0.75)
+        case .connect: return .ratioAtLeast(0.60)
+        case .many1k: return .ratioAtLeast(0.65)
+        case .many5k: return .ratioAtLeast(0.55)
+        case .idle: return .valueAtMost(2048)
+        }
+    }
+
+    func parameters(quick: Bool) -> WorkloadParameters {
+        switch self {
+        case .download, .upload:
+            return WorkloadParameters(bytes: quick ? 8 << 20 : 1 << 30)
+        case .pingpong:
+            return WorkloadParameters(roundTrips: quick ? 200 : 20_000, messageSize: Payload.messageSize)
+        case .connect:
+            return WorkloadParameters(connections: quick ? 50 : 2_000)
+        case .many1k:
+            return WorkloadParameters(connections: quick ? 50 : 1_000, roundTrips: quick ? 10 : 100,
+                                      messageSize: Payload.messageSize)
+        case .many5k:
+            return WorkloadParameters(connections: quick ? 100 : 5_000, roundTrips: quick ? 10 : 100,
+                                      messageSize: Payload.messageSize)
+        case .idle:
+            return WorkloadParameters(connections: quick ? 200 : 10_000)
+        }
+    }
+
+    /// A one-line description with the actual sizes, for the report.
+    func title(quick: Bool) -> String {
+        let p = parameters(quick: quick)
+        switch self {
+        case .download: return "download \(formatBytes(p.bytes ?? 0)), 64 KiB chunks"
+        case .upload: return "upload \(formatBytes(p.bytes ?? 0)), 64 KiB chunks"
+        case .pingpong: return "ping-pong \(p.roundTrips ?? 0) × \(p.messageSize ?? 0) B"
+        case .connect: return "connect \(p.connections ?? 0) × (1 B ⇄ 1 B)"
+        case .many1k, .many5k:
+            return "many \(p.connections ?? 0) conns × \(p.roundTrips ?? 0) RT"
+        case .idle: return "idle \(p.connections ?? 0) open pairs"
+        }
+    }
+}
+
+struct WorkloadParameters: Codable, Equatable {
+    var bytes: Int?
+    var connections: Int?
+    var roundTrips: Int?
+    var messageSize: Int?
+}
+
+enum Target: Codable, Equatable {
+    /// The median ratio to the baseline must be at least this.
+    case ratioAtLeast(Double)
+    /// The median figure itself must be at most this.
+    case valueAtMost(Double)
+
+    var label: String {
+        switch self {
+        case .ratioAtLeast(let r): return "≥\(formatNumber(r, decimals: 2))×"
+        case .valueAtMost(let v): return v == 2048 ? "≤2 KiB" : "≤\(formatNumber(v, decimals: 0)) B"
+        }
+    }
+}
+
+/// The clients compared side by side.
+enum ClientKind: String, CaseIterable, Codable {
+    case baseline
+    case streamsDelegate = "streams-delegate"
+    case streamsThread = "streams-thread"
+    case streamsPolling = "streams-polling"
+    case filehandle
+
+    /// The figures of these clients are held to the targets.
+    var isSocketStreams: Bool {
+        switch self {
+        case .streamsDelegate, .streamsThread, .streamsPolling: return true
+        case .baseline, .filehandle: return false
+        }
+    }
+
+    func supports(_ workload: Workload) -> Bool {
+        switch self {
+        case .filehandle: return workload == .download || workload == .pingpong
+        default: return true
+        }
+    }
+
+    func makeClient() -> any BenchmarkClient {
+        switch self {
+        case .baseline: return BaselineClient()
+        case .streamsDelegate: return StreamsDelegateClient(scheduling: .currentRunLoop)
+        case .streamsThread: return StreamsDelegateClient(scheduling: .streamThread)
+        case .streamsPolling: return StreamsPollingClient()
+        case .filehandle: return FileHandleClient()
+        }
+    }
+}
+
+/// What one client family implements. Every method verifies byte counts (and echo contents) and
+/// throws on any mismatch or short read; the returned time covers the measured phase only.
+protocol BenchmarkClient {
+    /// One connect + 1-byte exchange before measuring, so one-time set-up (the library's stream
+    /// thread, lazy symbol binding, first allocations) is not timed.
+    func warmUp(port: UInt16) throws
+    /// Receives `totalBytes` until end of stream; returns seconds from connecting to EOF.
+    func download(port: UInt16, totalBytes: Int) throws -> Double
+    /// Sends `totalBytes` and waits for the server's count; returns seconds from connecting to the reply.
+    func upload(port: UInt16, totalBytes: Int) throws -> Double
+    /// `roundTrips` sequential echoes on one connection; returns seconds from connecting to the last echo.
+    func pingPong(port: UInt16, roundTrips: Int, messageSize: Int) throws -> Double
+    /// `count` sequential connect → 1 byte → 1 byte back → close; returns total seconds.
+    func connect(port: UInt16, count: Int) throws -> Double
+    /// `connections` concurrent connections on one thread, `roundTrips` echoes each. All connections are
+    /// established first (untimed); returns seconds from the first 'G' (go) to the last echo.
+    func many(port: UInt16, connections: Int, roundTrips: Int, messageSize: Int) throws -> Double
+    /// Opens `pairs` idle connections; returns the process's memory before opening any and with all open.
+    func idle(port: UInt16, pairs: Int) throws -> (none: MemorySnapshot, open: MemorySnapshot)
+}
+
+/// How many connections a client may have opened but not yet acknowledged by the server, so the
+/// listen backlog (somaxconn, often 4096) never overflows while thousands of connections open.
+let maxConnectsInFlight = 256
+
+/// Raised by clients that do not implement a workload (the harness never asks them).
+func unsupported(_ client: ClientKind, _ workload: Workload) -> BenchError {
+    BenchError("\(client.rawValue) does not implement \(workload.rawValue)")
+}

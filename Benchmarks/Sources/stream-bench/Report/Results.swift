@@ -1,0 +1,116 @@
+// The figures of one harness run, as written to latest.json and rendered into latest.md / ratios.svg.
+
+import Foundation
+
+/// One measurement as a `measure` child reports it (one JSON line on stdout).
+struct Sample: Codable, Equatable {
+    /// 1-based run (round) number; set by the harness.
+    var run: Int = 0
+    /// The workload's figure in its unit (GB/s, µs/RT, conn/s, RT/s, B/pair).
+    var value: Double
+    var elapsedSeconds: Double?
+    /// VmHWM of the client process after the workload.
+    var peakRSSBytes: Int?
+    /// idle: VmRSS and RssAnon before opening any pair and with all pairs open. The idle figure is
+    /// (anonOpenBytes - anonNoneBytes) / pairs.
+    var rssNoneBytes: Int?
+    var rssOpenBytes: Int?
+    var anonNoneBytes: Int?
+    var anonOpenBytes: Int?
+}
+
+struct TargetDescription: Codable, Equatable {
+    /// "ratioAtLeast" (median ratio to baseline) or "valueAtMost" (median figure).
+    var kind: String
+    var value: Double
+    var label: String
+
+    init(_ target: Target) {
+        switch target {
+        case .ratioAtLeast(let r): kind = "ratioAtLeast"; value = r
+        case .valueAtMost(let v): kind = "valueAtMost"; value = v
+        }
+        label = target.label
+    }
+}
+
+struct ClientResult: Codable, Equatable {
+    var client: String
+    /// Successful runs, in run order.
+    var samples: [Sample]
+    /// Median and range of `samples[].value`.
+    var summary: Summary?
+    /// Per-run ratios to the baseline (higher is better) and their median/range.
+    var ratios: [Double]?
+    var ratioToBaseline: Summary?
+    /// Median and range of the client's peak RSS (many, idle).
+    var peakRSSBytes: Summary?
+    /// Only for SocketStreams clients: whether the median meets the workload's target.
+    var targetMet: Bool?
+    /// Set when a run failed; later runs of this client and workload are skipped.
+    var error: String?
+}
+
+struct WorkloadResult: Codable, Equatable {
+    var workload: String
+    var title: String
+    var unit: String
+    var higherIsBetter: Bool
+    var parameters: WorkloadParameters
+    var target: TargetDescription
+    var results: [ClientResult]
+}
+
+struct RunConfiguration: Codable, Equatable {
+    var quick: Bool
+    var runs: Int
+    var cpus: String
+    var serverCPU: Int
+    var clientCPU: Int
+    var clients: [String]
+    var workloads: [String]
+}
+
+struct BenchmarkReport: Codable, Equatable {
+    var tool = "stream-bench"
+    /// ISO 8601, UTC.
+    var date: String
+    var machine: MachineInfo
+    var configuration: RunConfiguration
+    var workloads: [WorkloadResult]
+    var failures: [String]
+
+    var succeeded: Bool { failures.isEmpty }
+}
+
+extension WorkloadResult {
+    /// Summaries, ratios and target verdicts from the raw samples.
+    init(workload: Workload, quick: Bool, clients: [ClientKind], samples: [ClientKind: [Sample]],
+         errors: [ClientKind: String]) {
+        self.workload = workload.rawValue
+        title = workload.title(quick: quick)
+        unit = workload.unit
+        higherIsBetter = workload.higherIsBetter
+        parameters = workload.parameters(quick: quick)
+        target = TargetDescription(workload.target)
+        let baseline = samples[.baseline] ?? []
+        results = clients.filter { $0.supports(workload) }.map { client in
+            let own = samples[client] ?? []
+            var result = ClientResult(client: client.rawValue, samples: own, summary: Summary(own.map(\.value)),
+                                      error: errors[client])
+            result.peakRSSBytes = Summary(own.compactMap(\.peakRSSBytes).map(Double.init))
+            if workload.hasRatio && client != .baseline && !baseline.isEmpty {
+                let ratios = ratiosToBaseline(own, baseline: baseline, higherIsBetter: workload.higherIsBetter)
+                result.ratios = ratios
+                result.ratioToBaseline = Summary(ratios)
+            }
+            if client.isSocketStreams && result.error == nil {
+                switch workload.target {
+                case .ratioAtLeast(let minimum): result.targetMet = result.ratioToBaseline.map { $0.median >= minimum }
+                case .valueAtMost(let maximum): result.targetMet = result.summary.map { $0.median <= maximum }
+                }
+            }
+            return result
+        }
+    }
+}

@@ -1,0 +1,348 @@
+// The peer every client is measured against: a single-threaded, non-blocking, level-triggered
+// epoll server on raw syscalls (no SocketStreams). It runs as its own process
+// (`stream-bench server`), prints its ephemeral port on stdout, and exits when stdin closes,
+// so it never outlives the harness that started it.
+
+import CSocketStreamsShims
+import Glibc
+
+final class BenchServer {
+    private let listenFD: Int32
+    private let epollFD: Int32
+    let port: UInt16
+    /// Connections indexed by fd.
+    private var connections: [ServerConnection?] = []
+    /// Group-echo groups still filling up: members and the per-member echo size.
+    private var groups: [UInt64: (size: Int, bytes: UInt64, members: [ServerConnection])] = [:]
+    /// Idle connections by group, waiting for a release.
+    private var idleGroups: [UInt64: [ServerConnection]] = [:]
+    /// Payload for downloads (64 KiB, one write each).
+    private let chunk: UnsafeMutableRawBufferPointer
+    /// Receive buffer.
+    private let scratch: UnsafeMutableRawBufferPointer
+    private let watchesStdin: Bool
+
+    private static let maxEvents: Int32 = 1024
+
+    init() throws {
+        (listenFD, port) = try Posix.listenOnLoopback(backlog: 4096)
+        epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
+        if epollFD < 0 { throw BenchError.syscall("epoll_create1", errno: cssh_errno()) }
+        chunk = .allocate(byteCount: Payload.chunkSize, alignment: 16)
+        Payload.fillChunk(chunk)
+        scratch = .allocate(byteCount: Payload.chunkSize, alignment: 16)
+        try Self.register(epollFD, fd: listenFD, events: cssh_epollin())
+        // Stdin is the harness's pipe: EOF means "shut down". /dev/null or a regular file
+        // cannot be watched by epoll (EPERM); then the server runs until killed.
+        watchesStdin = (try? Self.register(epollFD, fd: 0, events: cssh_epollin())) != nil
+    }
+
+    deinit {
+        chunk.deallocate()
+        scratch.deallocate()
+    }
+
+    /// Serves until stdin reaches end of file.
+    func run() throws {
+        let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: Int(Self.maxEvents))
+        defer { events.deallocate() }
+        while true {
+            let count = epoll_wait(epollFD, events, Self.maxEvents, -1)
+            if count < 0 {
+                let code = cssh_errno()
+                if code == EINTR { continue }
+                throw BenchError.syscall("epoll_wait", errno: code)
+            }
+            for i in 0..<Int(count) {
+                let fd = events[i].data.fd
+                let mask = events[i].events
+                if fd == listenFD {
+                    try acceptAll()
+                } else if fd == 0 && watchesStdin {
+                    if stdinClosed() {
+                        shutDown()
+                        return
+                    }
+                } else if Int(fd) < connections.count, let connection = connections[Int(fd)] {
+                    handle(connection, events: mask)
+                }
+            }
+        }
+    }
+
+    // MARK: Accepting and closing
+
+    private func acceptAll() throws {
+        while let fd = try Posix.accept(listenFD) {
+            try? Posix.setNoDelay(fd)
+            let connection = ServerConnection(fd: fd, registeredEvents: cssh_epollin())
+            do {
+                try Self.register(epollFD, fd: fd, events: connection.registeredEvents)
+            } catch {
+                Posix.close(fd)
+                throw error
+            }
+            if Int(fd) >= connections.count {
+                connections.append(contentsOf: repeatElement(nil, count: Int(fd) + 1 - connections.count))
+            }
+            connections[Int(fd)] = connection
+        }
+    }
+
+    private func close(_ connection: ServerConnection) {
+        guard !connection.isClosed else { return }
+        connection.isClosed = true
+        connections[Int(connection.fd)] = nil
+        Posix.close(connection.fd)  // also removes it from the epoll set
+    }
+
+    private func shutDown() {
+        for case let connection? in connections { close(connection) }
+        Posix.close(listenFD)
+        Posix.close(epollFD)
+    }
+
+    private func stdinClosed() -> Bool {
+        switch try? Posix.read(0, into: scratch.baseAddress!, count: scratch.count) {
+        case .processed?, .wouldBlock?: return false
+        case .endOfFile?, nil: return true
+        }
+    }
+
+    // MARK: Events
+
+    private func handle(_ connection: ServerConnection, events: UInt32) {
+        do {
+            if events & (cssh_epollin() | cssh_epollerr() | cssh_epollhup()) != 0 {
+                try readAvailable(connection)
+            }
+            if !connection.isClosed && events & cssh_epollout() != 0 {
+                try flush(connection)
+            }
+            if !connection.isClosed {
+                try updateInterest(connection)
+            }
+        } catch {
+            // Resets and similar: the client reports its own failure; the server just lets go.
+            close(connection)
+        }
+    }
+
+    private func readAvailable(_ connection: ServerConnection) throws {
+        while !connection.isClosed {
+            // Echo back-pressure: read more only once the previous echo is fully sent.
+            if connection.isEchoing && connection.hasPendingOutput { return }
+            var limit = scratch.count
+            if case .echoing(let remaining) = connection.state {
+                limit = Int(min(UInt64(limit), remaining))
+            }
+            switch try Posix.read(connection.fd, into: scratch.baseAddress!, count: limit) {
+            case .wouldBlock:
+                return
+            case .endOfFile:
+                close(connection)
+                return
+            case .processed(let n):
+                try consume(connection, UnsafeRawBufferPointer(rebasing: scratch[0..<n]))
+            }
+        }
+    }
+
+    private func consume(_ connection: ServerConnection, _ bytes: UnsafeRawBufferPointer) throws {
+        var offset = 0
+        while offset < bytes.count && !connection.isClosed {
+            let available = bytes.count - offset
+            switch connection.state {
+            case .readingHeader:
+                if connection.header.isEmpty && Request.headerLength(opcode: bytes[offset]) == nil {
+                    return protocolViolation(connection, "unknown opcode \(bytes[offset])")
+                }
+                let length = Request.headerLength(opcode: connection.header.first ?? bytes[offset])!
+                let take = min(length - connection.header.count, available)
+                connection.header.append(contentsOf: bytes[offset..<offset + take])
+                offset += take
+                if connection.header.count == length {
+                    guard let request = Request.decode(connection.header[...]) else {
+                        return protocolViolation(connection, "malformed header")
+                    }
+                    connection.header = []
+                    try start(connection, request)
+                }
+            case .receivingUpload(let remaining, let total):
+                let take = Int(min(UInt64(available), remaining))
+                offset += take
+                if remaining == UInt64(take) {
+                    connection.output.appendBigEndian(total)
+                    connection.state = .finishingAfterFlush
+                    try flush(connection)
+                } else {
+                    connection.state = .receivingUpload(remaining: remaining - UInt64(take), total: total)
+                }
+            case .echoing(let remaining):
+                let take = Int(min(UInt64(available), remaining))
+                connection.output.append(contentsOf: bytes[offset..<offset + take])
+                offset += take
+                connection.state = remaining == UInt64(take) ? .finishingAfterFlush : .echoing(remaining: remaining - UInt64(take))
+                try flush(connection)
+            case .draining:
+                offset = bytes.count
+            case .sendingDownload, .waitingForGroup, .holdingIdle, .finishingAfterFlush:
+                return protocolViolation(connection, "\(available) unexpected bytes in state \(connection.state)")
+            }
+        }
+    }
+
+    private func start(_ connection: ServerConnection, _ request: Request) throws {
+        switch request {
+        case .download(let bytes):
+            connection.state = bytes == 0 ? .finishingAfterFlush : .sendingDownload(remaining: bytes)
+        case .upload(let bytes):
+            if bytes == 0 {
+                connection.output.appendBigEndian(UInt64(0))
+                connection.state = .finishingAfterFlush
+            } else {
+                connection.state = .receivingUpload(remaining: bytes, total: bytes)
+            }
+        case .echo(let bytes):
+            connection.state = bytes == 0 ? .finishingAfterFlush : .echoing(remaining: bytes)
+        case .connect:
+            connection.output.append(Request.connectReply)
+            connection.state = .finishingAfterFlush
+        case .groupEcho(let id, let size, let bytes):
+            connection.output.append(Request.ackReply)
+            connection.state = .waitingForGroup
+            var group = groups[id] ?? (size: Int(size), bytes: bytes, members: [])
+            group.members.append(connection)
+            if group.members.count >= group.size {
+                groups[id] = nil
+                try flush(connection)
+                startGroup(group.members, echoBytes: group.bytes)
+                return
+            }
+            groups[id] = group
+        case .idle(let id):
+            connection.output.append(Request.ackReply)
+            connection.state = .holdingIdle
+            idleGroups[id, default: []].append(connection)
+        case .release(let id):
+            for member in idleGroups.removeValue(forKey: id) ?? [] where !member.isClosed {
+                member.state = .finishingAfterFlush
+                settle(member)
+            }
+            connection.output.append(Request.ackReply)
+            connection.state = .finishingAfterFlush
+        }
+        try flush(connection)
+    }
+
+    /// Sends 'G' to every member of a complete group and switches them to echoing.
+    private func startGroup(_ members: [ServerConnection], echoBytes: UInt64) {
+        for member in members where !member.isClosed {
+            member.output.append(Request.goReply)
+            member.state = echoBytes == 0 ? .finishingAfterFlush : .echoing(remaining: echoBytes)
+            settle(member)
+        }
+    }
+
+    /// Flushes and re-registers a connection other than the one whose event is being handled.
+    private func settle(_ connection: ServerConnection) {
+        do {
+            try flush(connection)
+            if !connection.isClosed { try updateInterest(connection) }
+        } catch {
+            close(connection)
+        }
+    }
+
+    /// Sends queued output, then download data, then FIN when the connection's part is done.
+    private func flush(_ connection: ServerConnection) throws {
+        while connection.hasPendingOutput {
+            let sent = try connection.output.withUnsafeBytes { bytes in
+                try Posix.send(connection.fd, bytes.baseAddress! + connection.outputOffset,
+                               count: bytes.count - connection.outputOffset)
+            }
+            guard case .processed(let n) = sent else { return }
+            connection.outputOffset += n
+        }
+        connection.output.removeAll(keepingCapacity: true)
+        connection.outputOffset = 0
+
+        if case .sendingDownload(var remaining) = connection.state {
+            while remaining > 0 {
+                let count = Int(min(UInt64(chunk.count), remaining))
+                guard case .processed(let n) = try Posix.send(connection.fd, chunk.baseAddress!, count: count) else {
+                    connection.state = .sendingDownload(remaining: remaining)
+                    return
+                }
+                remaining -= UInt64(n)
+            }
+            connection.state = .finishingAfterFlush
+        }
+        if case .finishingAfterFlush = connection.state {
+            try Posix.shutdownWrite(connection.fd)
+            connection.state = .draining
+        }
+    }
+
+    private func updateInterest(_ connection: ServerConnection) throws {
+        var events: UInt32 = 0
+        if !(connection.isEchoing && connection.hasPendingOutput) { events |= cssh_epollin() }
+        if connection.hasPendingOutput || connection.isSendingDownload { events |= cssh_epollout() }
+        guard events != connection.registeredEvents else { return }
+        var event = epoll_event()
+        event.events = events
+        event.data.fd = connection.fd
+        if epoll_ctl(epollFD, EPOLL_CTL_MOD, connection.fd, &event) != 0 {
+            throw BenchError.syscall("epoll_ctl(MOD)", errno: cssh_errno())
+        }
+        connection.registeredEvents = events
+    }
+
+    private func protocolViolation(_ connection: ServerConnection, _ message: String) {
+        Posix.printError("stream-bench server: fd \(connection.fd): \(message); closing")
+        close(connection)
+    }
+
+    private static func register(_ epollFD: Int32, fd: Int32, events: UInt32) throws {
+        var event = epoll_event()
+        event.events = events
+        event.data.fd = fd
+        if epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event) != 0 {
+            throw BenchError.syscall("epoll_ctl(ADD)", errno: cssh_errno())
+        }
+    }
+}
+
+/// `stream-bench server [--cpu N]`.
+enum ServerCommand {
+    static func run(_ arguments: [String]) -> Int32 {
+        var cpu = -1
+        var iterator = arguments.makeIterator()
+        while let argument = iterator.next() {
+            switch argument {
+            case "--cpu":
+                guard let value = iterator.next().flatMap(Int.init) else {
+                    Posix.printError("stream-bench server: --cpu needs a number")
+                    return 2
+                }
+                cpu = value
+            default:
+                Posix.printError("stream-bench server: unknown argument \(argument)")
+                return 2
+            }
+        }
+        do {
+            Posix.raiseFileDescriptorLimit()
+            if cpu >= 0 { try Posix.pinToCPU(cpu) }
+            let server = try BenchServer()
+            // Readiness: the port on stdout (unbuffered, so the harness sees it at once).
+            let line = Array("\(server.port)\n".utf8)
+            _ = line.withUnsafeBytes { Glibc.write(1, $0.baseAddress!, $0.count) }
+            try server.run()
+            return 0
+        } catch {
+            Posix.printError("stream-bench server: \(error)")
+            return 1
+        }
+    }
+}

@@ -1,0 +1,52 @@
+// One accepted connection on the benchmark server and where it is in the protocol
+// (see Protocol/WireProtocol.swift). The server owns the fd; `BenchServer.close(_:)` closes it.
+
+/// The server side of one client connection.
+final class ServerConnection {
+    enum State {
+        /// Collecting the request header.
+        case readingHeader
+        /// Download: this many bytes still to send.
+        case sendingDownload(remaining: UInt64)
+        /// Upload: this many bytes still to receive out of `total`.
+        case receivingUpload(remaining: UInt64, total: UInt64)
+        /// Echo: this many bytes still to read and send back.
+        case echoing(remaining: UInt64)
+        /// Group echo: '+' sent, waiting for the rest of the group.
+        case waitingForGroup
+        /// Idle: '+' sent, holding the connection until a release.
+        case holdingIdle
+        /// The last reply is queued; send FIN once it is flushed.
+        case finishingAfterFlush
+        /// FIN sent; discard anything the client still sends until it closes.
+        case draining
+    }
+
+    let fd: Int32
+    var state: State = .readingHeader
+    /// Header bytes received so far.
+    var header: [UInt8] = []
+    /// Bytes queued for sending (replies and echoed data), from `outputOffset` on.
+    var output: [UInt8] = []
+    var outputOffset = 0
+    /// The epoll events this fd is currently registered for.
+    var registeredEvents: UInt32
+    var isClosed = false
+
+    init(fd: Int32, registeredEvents: UInt32) {
+        self.fd = fd
+        self.registeredEvents = registeredEvents
+    }
+
+    var hasPendingOutput: Bool { outputOffset < output.count }
+
+    var isSendingDownload: Bool {
+        if case .sendingDownload = state { return true }
+        return false
+    }
+
+    var isEchoing: Bool {
+        if case .echoing = state { return true }
+        return false
+    }
+}

@@ -1,0 +1,131 @@
+// Runs the built `stream-bench --quick` so the benchmark harness cannot rot unnoticed: exit status 0,
+// all three result files written (into a temporary directory, never Benchmarks/results), and a figure
+// in the JSON for every client × workload that ran.
+//
+// STREAM_BENCH_TEST_CLIENTS (comma-separated, default "all") narrows the clients, e.g. to
+// "baseline,filehandle" while the library is a stub.
+
+import Foundation
+import XCTest
+
+final class BenchmarkHarnessTests: XCTestCase {
+    private static let allClients = ["baseline", "streams-delegate", "streams-thread", "streams-polling", "filehandle"]
+    private static let allWorkloads = ["download", "upload", "pingpong", "connect", "many1k", "many5k", "idle"]
+
+    func testQuickRunWritesCompleteResults() throws {
+        let binary = try XCTUnwrap(Self.streamBenchBinary(),
+                                   "stream-bench not found; looked in \(Self.candidateDirectories().map(\.path))")
+        let clients = Self.clientsUnderTest()
+        let output = FileManager.default.temporaryDirectory
+            .appendingPathComponent("stream-bench-test-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: output) }
+        let results = output.appendingPathComponent("results", isDirectory: true)
+
+        let stdoutURL = output.appendingPathComponent("stdout.txt")
+        let stderrURL = output.appendingPathComponent("stderr.txt")
+        _ = FileManager.default.createFile(atPath: stdoutURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
+        let stdout = try FileHandle(forWritingTo: stdoutURL)
+        let stderr = try FileHandle(forWritingTo: stderrURL)
+        defer {
+            try? stdout.close()
+            try? stderr.close()
+        }
+
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = ["--quick", "--out", results.path, "--clients", clients.joined(separator: ",")]
+        process.standardOutput = stdout
+        process.standardError = stderr
+        let started = Date()
+        try process.run()
+        let deadline = started.addingTimeInterval(120)
+        while process.isRunning && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+            XCTFail("stream-bench --quick did not finish within 120 s")
+        }
+        process.waitUntilExit()
+        let elapsed = Date().timeIntervalSince(started)
+        let log = (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? ""
+
+        XCTAssertEqual(process.terminationReason, .exit, log)
+        XCTAssertEqual(process.terminationStatus, 0, "stream-bench --quick failed:\n\(log)")
+        XCTAssertLessThan(elapsed, 30, "--quick must stay well under 30 s; took \(elapsed) s")
+
+        let markdown = try String(contentsOf: results.appendingPathComponent("latest.md"), encoding: .utf8)
+        XCTAssertTrue(markdown.contains("| Workload |"), markdown)
+        let svg = try String(contentsOf: results.appendingPathComponent("ratios.svg"), encoding: .utf8)
+        XCTAssertTrue(svg.hasPrefix("<?xml"))
+        XCTAssertTrue(svg.contains("<svg") && svg.contains("</svg>"))
+        let printed = (try? String(contentsOf: stdoutURL, encoding: .utf8)) ?? ""
+        XCTAssertTrue(printed.contains("| Workload |"), "the table is also printed to stdout")
+
+        let data = try Data(contentsOf: results.appendingPathComponent("latest.json"))
+        let report = try XCTUnwrap(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let configuration = try XCTUnwrap(report["configuration"] as? [String: Any])
+        XCTAssertEqual(configuration["quick"] as? Bool, true)
+        XCTAssertEqual((report["failures"] as? [Any])?.count, 0)
+        let machine = try XCTUnwrap(report["machine"] as? [String: Any])
+        XCTAssertFalse((machine["uname"] as? String ?? "").isEmpty)
+        XCTAssertFalse((machine["cpuModel"] as? String ?? "").isEmpty)
+
+        let workloads = try XCTUnwrap(report["workloads"] as? [[String: Any]])
+        for workload in Self.allWorkloads {
+            let entry = try XCTUnwrap(workloads.first { $0["workload"] as? String == workload }, "no \(workload) in the JSON")
+            let entries = try XCTUnwrap(entry["results"] as? [[String: Any]])
+            for client in clients where Self.supports(client, workload) {
+                let result = try XCTUnwrap(entries.first { $0["client"] as? String == client },
+                                           "no \(client) result for \(workload)")
+                XCTAssertNil(result["error"], "\(client) / \(workload): \(result["error"] ?? "")")
+                let samples = try XCTUnwrap(result["samples"] as? [[String: Any]])
+                XCTAssertEqual(samples.count, 1, "\(client) / \(workload): one run with --quick")
+                let summary = try XCTUnwrap(result["summary"] as? [String: Any], "\(client) / \(workload): no figure")
+                let median = try XCTUnwrap((summary["median"] as? NSNumber)?.doubleValue)
+                XCTAssertTrue(median.isFinite, "\(client) / \(workload)")
+                if workload != "idle" {
+                    XCTAssertGreaterThan(median, 0, "\(client) / \(workload)")
+                }
+                if client != "baseline" && workload != "idle" && clients.contains("baseline") {
+                    XCTAssertNotNil(result["ratioToBaseline"], "\(client) / \(workload): no ratio to the baseline")
+                }
+            }
+        }
+    }
+
+    /// The clients the harness implements for each workload (filehandle: download and ping-pong only).
+    private static func supports(_ client: String, _ workload: String) -> Bool {
+        client != "filehandle" || workload == "download" || workload == "pingpong"
+    }
+
+    private static func clientsUnderTest() -> [String] {
+        let requested = ProcessInfo.processInfo.environment["STREAM_BENCH_TEST_CLIENTS"] ?? "all"
+        let names = requested.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        return names.contains("all") || names.isEmpty ? allClients : names
+    }
+
+    /// The products directory holds both the test bundle and stream-bench (the test target depends on it).
+    private static func candidateDirectories() -> [URL] {
+        var directories: [URL] = []
+        if let executable = Bundle.main.executableURL {
+            directories.append(executable.deletingLastPathComponent())
+        }
+        directories.append(Bundle.main.bundleURL)
+        directories.append(Bundle(for: BenchmarkHarnessTests.self).bundleURL.deletingLastPathComponent())
+        // Fallback: <package root>/.build/debug, from this file's location.
+        let packageRoot = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        directories.append(packageRoot.appendingPathComponent(".build/debug", isDirectory: true))
+        return directories
+    }
+
+    private static func streamBenchBinary() -> URL? {
+        candidateDirectories()
+            .map { $0.appendingPathComponent("stream-bench") }
+            .first { FileManager.default.isExecutableFile(atPath: $0.path) }
+    }
+}
