@@ -331,7 +331,7 @@ func cfRunLoop(of runLoop: RunLoop) -> CFRunLoop {
     if runLoop === RunLoop.current { return CFRunLoopGetCurrent() }
     if runLoop === RunLoop.main { return CFRunLoopGetMain() }
     for child in Mirror(reflecting: runLoop).children where child.label == "_cfRunLoopStorage" {
-        if let stored = child.value as? AnyObject?, let value = stored {
+        if let value = child.value as AnyObject? {
             // A CF object with no Swift class to check against: reinterpret the reference.
             return Unmanaged<CFRunLoop>.fromOpaque(Unmanaged.passUnretained(value).toOpaque()).takeUnretainedValue()
         }
