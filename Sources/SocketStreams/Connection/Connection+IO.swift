@@ -38,12 +38,10 @@ extension Connection {
         case .proceed(let descriptor):
             fd = descriptor
         }
-        var state = halves[Half.input.rawValue]
-        let resume = state.suppressed
-        state.awaitingClient = false
-        state.suppressed = false
-        state.pending &= ~Stream.Event.hasBytesAvailable.rawValue
-        halves[Half.input.rawValue] = state
+        let resume = halves[0].suppressed
+        halves[0].awaitingClient = false
+        halves[0].suppressed = false
+        halves[0].pending &= ~Stream.Event.hasBytesAvailable.rawValue
         if resume { syncInterest() }
         lock.unlock()
         guard maxLength > 0 else { return 0 }

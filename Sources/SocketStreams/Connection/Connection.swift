@@ -79,13 +79,13 @@ final class Connection: @unchecked Sendable {
     let endpoint: Endpoint
     let lock = NSCondition()
 
-    // Guarded by `lock`.
-    var phase: Phase = .idle
-    var socket: SocketHandle?
-    var halves = [HalfState(), HalfState()]
+    // Guarded by `lock`, which makes Swift's dynamic exclusivity checks redundant on the hot path.
+    @exclusivity(unchecked) var phase: Phase = .idle
+    @exclusivity(unchecked) var socket: SocketHandle?
+    @exclusivity(unchecked) var halves = [HalfState(), HalfState()]
     weak var inputStream: SocketInputStream?
     weak var outputStream: SocketOutputStream?
-    var registrations: [Registration] = []
+    @exclusivity(unchecked) var registrations: [Registration] = []
     /// An error that reaches the input stream only once the bytes that arrived before it are read.
     var deferredInputError: NSError?
     /// Accepted property values, returned by `property(forKey:)`.
@@ -113,8 +113,8 @@ final class Connection: @unchecked Sendable {
     /// Applies CFNetwork's event filter and status rules (`_CFStreamSignalEvent`), records the event
     /// for delivery if the half is scheduled, and asks its reactors to deliver. Lock held.
     func signal(_ half: Half, _ event: Stream.Event, error: NSError? = nil) {
-        var state = halves[half.rawValue]
-        switch state.status {
+        let h = half.rawValue
+        switch halves[h].status {
         case .notOpen, .closed, .error:
             return
         case .atEnd where event != .errorOccurred:
@@ -124,41 +124,38 @@ final class Connection: @unchecked Sendable {
         }
         switch event {
         case .openCompleted:
-            guard state.status == .opening else { return }
-            state.status = .open
+            guard halves[h].status == .opening else { return }
+            halves[h].status = .open
         case .endEncountered:
-            state.status = .atEnd
+            halves[h].status = .atEnd
         case .errorOccurred:
-            state.status = .error
-            state.error = error
+            halves[h].status = .error
+            halves[h].error = error
         case .hasBytesAvailable, .hasSpaceAvailable:
-            state.awaitingClient = true
+            halves[h].awaitingClient = true
         default:
             break
         }
-        let scheduled = !state.reactors.isEmpty
-        if scheduled { state.pending |= event.rawValue }
-        halves[half.rawValue] = state
-        if scheduled {
-            for reactor in state.reactors { reactor.markReady(ReadyItem(connection: self, half: half)) }
-        }
+        guard !halves[h].reactors.isEmpty else { return }
+        halves[h].pending |= event.rawValue
+        for reactor in halves[h].reactors { reactor.markReady(ReadyItem(connection: self, half: half)) }
     }
 
     /// Delivers a half's pending events to its delegate, lowest bit first, one callout each, on the
     /// thread of `reactor` (which runs in a mode the half is scheduled in).
     func deliverEvents(_ half: Half, on reactor: Reactor) {
+        let h = half.rawValue
         while true {
             lock.lock()
-            var state = halves[half.rawValue]
-            guard state.pending != 0, state.reactors.contains(where: { $0 === reactor }),
+            let pending = halves[h].pending
+            guard pending != 0, halves[h].reactors.contains(where: { $0 === reactor }),
                   let stream: Stream = half == .input ? inputStream : outputStream
             else {
                 lock.unlock()
                 return
             }
-            let bit = state.pending & (~state.pending &+ 1)
-            state.pending &= ~bit
-            halves[half.rawValue] = state
+            let bit = pending & (~pending &+ 1)
+            halves[h].pending = pending & ~bit
             lock.unlock()
             stream.delegate?.stream(stream, handle: Stream.Event(rawValue: bit))
         }
@@ -234,6 +231,7 @@ final class Connection: @unchecked Sendable {
         for half in [Half.input, .output] where halves[half.rawValue].status == .opening {
             openHalf(half)
         }
+        rebuildRegistrations()
         lock.broadcast()
     }
 
@@ -241,7 +239,7 @@ final class Connection: @unchecked Sendable {
     private func openHalf(_ half: Half) {
         signal(half, .openCompleted)
         if half == .output { halves[half.rawValue].watchingSpace = true }
-        syncInterest()
+        rebuildRegistrations()
     }
 
     /// A connection-level failure (connect, read or write). It goes to both opened halves; the input
@@ -263,11 +261,10 @@ final class Connection: @unchecked Sendable {
 
     func close(_ half: Half) {
         let released = lock.withLock { () -> [Reactor] in
-            var state = halves[half.rawValue]
-            guard state.status != .notOpen, !state.gone else { return [] }
-            if state.status != .error { state.status = .closed }
-            state.pending = 0
-            halves[half.rawValue] = state
+            let h = half.rawValue
+            guard halves[h].status != .notOpen, !halves[h].gone else { return [] }
+            if halves[h].status != .error { halves[h].status = .closed }
+            halves[h].pending = 0
             return let_go(half)
         }
         for reactor in released { ReactorRegistry.shared.release(reactor) }
@@ -288,7 +285,7 @@ final class Connection: @unchecked Sendable {
         if halves[0].gone && halves[1].gone {
             tearDown()
         } else {
-            syncInterest()
+            rebuildRegistrations()
         }
         lock.broadcast()
         return reactors
@@ -309,16 +306,19 @@ final class Connection: @unchecked Sendable {
     func schedule(_ half: Half, in runLoop: RunLoop, forMode mode: RunLoop.Mode) {
         let reactor = ReactorRegistry.shared.acquire(runLoop: runLoop, mode: mode)
         let kept = lock.withLock { () -> Bool in
-            var state = halves[half.rawValue]
-            guard !state.gone, !state.reactors.contains(where: { $0 === reactor }) else { return false }
-            state.reactors.append(reactor)
+            let h = half.rawValue
+            guard !halves[h].gone, !halves[h].reactors.contains(where: { $0 === reactor }) else { return false }
+            halves[h].reactors.append(reactor)
             // Re-derive readiness on scheduling, as CFNetwork does the first time.
-            if state.status == .open, case .live = phase {
-                if half == .input { state.suppressed = false } else if !state.awaitingClient { state.watchingSpace = true }
+            if halves[h].status == .open, case .live = phase {
+                if half == .input {
+                    halves[h].suppressed = false
+                } else if !halves[h].awaitingClient {
+                    halves[h].watchingSpace = true
+                }
             }
-            halves[half.rawValue] = state
-            if state.pending != 0 { reactor.markReady(ReadyItem(connection: self, half: half)) }
-            syncInterest()
+            if halves[h].pending != 0 { reactor.markReady(ReadyItem(connection: self, half: half)) }
+            rebuildRegistrations()
             return true
         }
         if !kept { ReactorRegistry.shared.release(reactor) }
@@ -330,7 +330,7 @@ final class Connection: @unchecked Sendable {
             guard let index = halves[half.rawValue].reactors.firstIndex(where: { $0.runLoop === target && $0.mode == mode.rawValue })
             else { return nil }
             let reactor = halves[half.rawValue].reactors.remove(at: index)
-            syncInterest()
+            rebuildRegistrations()
             return reactor
         }
         if let removed { ReactorRegistry.shared.release(removed) }
@@ -342,35 +342,38 @@ final class Connection: @unchecked Sendable {
     private func wantedEvents(on reactor: Reactor) -> UInt32 {
         guard case .live = phase else { return 0 }
         var events: UInt32 = 0
-        let input = halves[Half.input.rawValue]
-        if input.status == .open, !input.suppressed, input.reactors.contains(where: { $0 === reactor }) {
+        if halves[0].status == .open, !halves[0].suppressed, halves[0].reactors.contains(where: { $0 === reactor }) {
             events |= cssh_epollin() | cssh_epollrdhup()
         }
-        let output = halves[Half.output.rawValue]
-        if output.status == .open, output.watchingSpace, output.reactors.contains(where: { $0 === reactor }) {
+        if halves[1].status == .open, halves[1].watchingSpace, halves[1].reactors.contains(where: { $0 === reactor }) {
             events |= cssh_epollout()
         }
         return events
     }
 
-    /// Brings every reactor's epoll set in line with what the halves want. Lock held.
+    /// Brings every registration's epoll events in line with what the halves want. Lock held.
+    /// Cheap: no allocation, and a syscall only where the wanted events changed.
     func syncInterest() {
+        for registration in registrations { registration.update(wantedEvents(on: registration.reactor)) }
+    }
+
+    /// Makes one registration per reactor that some half is scheduled on (after scheduling changes
+    /// or the socket appearing), then syncs their events. Lock held.
+    func rebuildRegistrations() {
         guard let socket else { return }
         var reactors: [Reactor] = []
         for half in halves {
             for reactor in half.reactors where !reactors.contains(where: { $0 === reactor }) { reactors.append(reactor) }
         }
+        registrations.removeAll { registration in
+            if reactors.contains(where: { $0 === registration.reactor }) { return false }
+            registration.leave()
+            return true
+        }
         for reactor in reactors where !registrations.contains(where: { $0.reactor === reactor }) {
             registrations.append(Registration(connection: self, reactor: reactor, fd: socket.fd))
         }
-        registrations.removeAll { registration in
-            guard reactors.contains(where: { $0 === registration.reactor }) else {
-                registration.leave()
-                return true
-            }
-            registration.update(wantedEvents(on: registration.reactor))
-            return false
-        }
+        syncInterest()
     }
 
     /// Readiness from one reactor's epoll set, on that reactor's thread.
@@ -378,22 +381,18 @@ final class Connection: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         let problem = cssh_epollerr() | cssh_epollhup()
-        if events & (cssh_epollin() | cssh_epollrdhup() | problem) != 0 {
-            let input = halves[Half.input.rawValue]
-            if input.status == .open, input.reactors.contains(where: { $0 === reactor }) {
-                if input.awaitingClient {
-                    halves[Half.input.rawValue].suppressed = true
-                } else {
-                    signal(.input, .hasBytesAvailable)
-                }
+        if events & (cssh_epollin() | cssh_epollrdhup() | problem) != 0,
+           halves[0].status == .open, halves[0].reactors.contains(where: { $0 === reactor }) {
+            if halves[0].awaitingClient {
+                halves[0].suppressed = true
+            } else {
+                signal(.input, .hasBytesAvailable)
             }
         }
-        if events & (cssh_epollout() | problem) != 0 {
-            let output = halves[Half.output.rawValue]
-            if output.status == .open, output.watchingSpace, output.reactors.contains(where: { $0 === reactor }) {
-                halves[Half.output.rawValue].watchingSpace = false
-                signal(.output, .hasSpaceAvailable)
-            }
+        if events & (cssh_epollout() | problem) != 0,
+           halves[1].status == .open, halves[1].watchingSpace, halves[1].reactors.contains(where: { $0 === reactor }) {
+            halves[1].watchingSpace = false
+            signal(.output, .hasSpaceAvailable)
         }
         syncInterest()
     }

@@ -41,12 +41,12 @@ final class Reactor: @unchecked Sendable {
 
     // Guarded by `lock`.
     private let lock = NSLock()
-    private var handlers: [UInt64: any ReactorHandler] = [:]
+    @exclusivity(unchecked) private var handlers: [UInt64: any ReactorHandler] = [:]
     private var nextToken: UInt64 = 16
-    private var tasks: [@Sendable () -> Void] = []
-    private var ready: [ReadyItem] = []
-    private var wakePending = false
-    private var performing: pthread_t?
+    @exclusivity(unchecked) private var tasks: [@Sendable () -> Void] = []
+    @exclusivity(unchecked) private var ready: [ReadyItem] = []
+    @exclusivity(unchecked) private var wakePending = false
+    @exclusivity(unchecked) private var performing: pthread_t?
     private var timers: [(deadline: UInt64, id: UInt64, fire: @Sendable () -> Void)] = []
     private var source: CFRunLoopSource?
     fileprivate var useCount = 0
@@ -54,7 +54,9 @@ final class Reactor: @unchecked Sendable {
     // Touched only inside `perform`, on the run loop's thread.
     private let eventCapacity: Int32 = 256
     private let events: UnsafeMutablePointer<epoll_event>
-    private var firing: [(any ReactorHandler, UInt32)] = []
+    @exclusivity(unchecked) private var firing: [(any ReactorHandler, UInt32)] = []
+    @exclusivity(unchecked) private var spareTasks: [@Sendable () -> Void] = []
+    @exclusivity(unchecked) private var spareReady: [ReadyItem] = []
 
     fileprivate init(runLoop: CFRunLoop, mode: String) throws(SystemError) {
         self.runLoop = runLoop
@@ -241,19 +243,22 @@ final class Reactor: @unchecked Sendable {
         if again { Posix.eventFDSignal(wakeFD) }
     }
 
-    /// Runs posted tasks and delivers stream events until there is nothing left.
+    /// Runs posted tasks and delivers stream events until there is nothing left. The lists are
+    /// swapped with spare ones, so a busy reactor allocates nothing here.
     private func drainWork() {
         while true {
-            let (work, items) = lock.withLock { () -> ([@Sendable () -> Void], [ReadyItem]) in
-                defer {
-                    tasks.removeAll(keepingCapacity: true)
-                    ready.removeAll(keepingCapacity: true)
-                }
-                return (tasks, ready)
+            lock.lock()
+            if tasks.isEmpty && ready.isEmpty {
+                lock.unlock()
+                return
             }
-            if work.isEmpty && items.isEmpty { return }
-            for task in work { task() }
-            for item in items { item.connection.deliverEvents(item.half, on: self) }
+            swap(&tasks, &spareTasks)
+            swap(&ready, &spareReady)
+            lock.unlock()
+            for task in spareTasks { task() }
+            for item in spareReady { item.connection.deliverEvents(item.half, on: self) }
+            spareTasks.removeAll(keepingCapacity: true)
+            spareReady.removeAll(keepingCapacity: true)
         }
     }
 
