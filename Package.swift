@@ -15,9 +15,14 @@ let package = Package(
             name: "SocketStreams",
             dependencies: ["CSocketStreamsShims"]
         ),
+        // HTTP/1.1 response parser, URL parsing, built-in page server and the fetch logic of `stream-get`.
+        .target(
+            name: "StreamGetCore",
+            dependencies: ["SocketStreams"]
+        ),
         .executableTarget(
             name: "stream-get",
-            dependencies: ["SocketStreams"]
+            dependencies: ["StreamGetCore"]
         ),
         .executableTarget(
             name: "stream-bench",
@@ -26,7 +31,8 @@ let package = Package(
         ),
         .testTarget(
             name: "SocketStreamsTests",
-            dependencies: ["SocketStreams", "CSocketStreamsShims"]
+            // "stream-get" is listed so that `swift test` builds the binary the end-to-end tests run.
+            dependencies: ["SocketStreams", "CSocketStreamsShims", "StreamGetCore", "stream-get"]
         ),
     ],
     swiftLanguageModes: [.v6]
