@@ -536,10 +536,7 @@ public struct HTTPResponseParser: Sendable {
             let minor = digitValue(versionNumber[prefix.count + 2])
         {
             version = HTTPVersion(major: major, minor: minor)
-        } else if !versionNumber.isEmpty,
-            versionNumber.allSatisfy({ digitValue($0) != nil || $0 == UInt8(ascii: ".") }),
-            digitValue(versionNumber[prefix.count]) != nil
-        {
+        } else if Self.looksLikeVersionNumber(versionNumber) {
             throw .unsupportedVersion(String(decoding: line[..<versionEnd], as: UTF8.self))  // e.g. HTTP/2
         } else {
             throw .malformedStatusLine(text)
@@ -557,6 +554,15 @@ public struct HTTPResponseParser: Sendable {
             throw .malformedStatusLine(text)
         }
         return (version, d1 * 100 + d2 * 10 + d3, Self.text(reasonBytes))
+    }
+
+    /// Whether `number` is `1*2DIGIT [ "." DIGIT ]`: a plausible HTTP version other than the `DIGIT "." DIGIT` form.
+    static func looksLikeVersionNumber(_ number: ArraySlice<UInt8>) -> Bool {
+        let parts = number.split(separator: UInt8(ascii: "."), maxSplits: 1, omittingEmptySubsequences: false)
+        guard let major = parts.first, (1...2).contains(major.count), major.allSatisfy({ digitValue($0) != nil })
+        else { return false }
+        guard parts.count == 2 else { return true }
+        return parts[1].count == 1 && digitValue(parts[1].first!) != nil
     }
 
     /// Parses a chunk-size line: `1*HEXDIG *( BWS ";" BWS name [ BWS "=" BWS ( token / quoted-string ) ] )`.
