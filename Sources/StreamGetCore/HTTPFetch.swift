@@ -1,3 +1,4 @@
+import CoreFoundation
 import Foundation
 import SocketStreams
 
@@ -43,8 +44,14 @@ public final class HTTPFetch: NSObject, StreamDelegate {
     private var parser = HTTPResponseParser()
     /// The final status code, once the head arrived.
     private var statusCode: Int?
-    /// Set when the fetch is over.
-    private var outcome: FetchOutcome?
+    /// Set when the fetch is over; setting it stops the run loop's current `run(mode:before:)`.
+    private var outcome: FetchOutcome? {
+        didSet {
+            // `run(mode:before:)` returns after a *source* fired, not after timers or performed blocks; whatever
+            // mechanism delivered this event, make the loop in `run(timeout:)` look at `outcome` now.
+            if outcome != nil { CFRunLoopStop(CFRunLoopGetCurrent()) }
+        }
+    }
     /// The stream pair while the fetch runs.
     private var streams: (input: InputStream, output: OutputStream)?
     /// The read buffer.
@@ -154,8 +161,8 @@ public final class HTTPFetch: NSObject, StreamDelegate {
             return
         }
         if count == 0 {
+            // The stream is now at its end and posts `endEncountered`, which completes the response.
             trace("* input: read 0 bytes (end of stream)")
-            endOfResponse()
             return
         }
         trace("* input: read \(count) bytes")

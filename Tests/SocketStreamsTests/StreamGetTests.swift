@@ -273,7 +273,7 @@ final class StreamGetTests: XCTestCase {
             "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n",
             "7;ext=\"quoted\"\r\nchunked\r\n",
             "1\r\n \r\n",
-            "0010;x\r\nbody with trailer\r\n",
+            "0011;x\r\nbody with trailer\r\n",
             "0\r\nX-Trailer: done\r\n\r\n",
         ])
         defer { server.stop() }
