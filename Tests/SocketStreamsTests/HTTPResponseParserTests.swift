@@ -121,6 +121,7 @@ final class HTTPResponseParserTests: XCTestCase {
 
     // MARK: - Content-Length
 
+    /// A Content-Length response gives head, body and end events, with the status line and fields parsed.
     func testContentLengthResponse() throws {
         let message = bytes("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello")
         var parser = HTTPResponseParser()
@@ -142,6 +143,7 @@ final class HTTPResponseParserTests: XCTestCase {
         XCTAssertEqual(try parser.finish(), [], "finish after a complete response adds nothing")
     }
 
+    /// The head's raw bytes are exactly what was received, mixed line endings included.
     func testRawHeadIsKeptExactly() throws {
         let head = "HTTP/1.0 404 Not Found\r\nServer:  spaced  \nContent-Length: 0\r\n\r\n"
         let parsed = try parse([bytes(head)])
@@ -152,6 +154,7 @@ final class HTTPResponseParserTests: XCTestCase {
         XCTAssertEqual(parsed.body, [])
     }
 
+    /// Field lookup ignores case and joins repeated fields with ", ".
     func testHeaderLookupIsCaseInsensitiveAndJoinsRepeatedFields() throws {
         let parsed = try parse([bytes("HTTP/1.1 200 OK\r\nVary: a\r\nVARY: b\r\ncontent-length: 0\r\n\r\n")])
         let head = try XCTUnwrap(parsed.head)
@@ -162,6 +165,7 @@ final class HTTPResponseParserTests: XCTestCase {
         XCTAssertEqual(head.headers[1].name, "VARY", "names keep their case")
     }
 
+    /// Values lose surrounding whitespace; obs-fold continuation lines are joined with a space.
     func testFieldValueWhitespaceIsTrimmedAndObsFoldIsUnfolded() throws {
         let parsed = try parse([bytes("HTTP/1.1 200 OK\r\nX-A: \t one two \t\r\nX-Fold: first\r\n   second\r\n\tthird\r\nX-Empty:\r\nContent-Length: 0\r\n\r\n")])
         let head = try XCTUnwrap(parsed.head)
@@ -170,6 +174,7 @@ final class HTTPResponseParserTests: XCTestCase {
         XCTAssertEqual(head.value(forName: "X-Empty"), "")
     }
 
+    /// Lines ending in a bare LF are accepted (RFC 9112 §2.2).
     func testBareLFLineEndingsAreAccepted() throws {
         let parsed = try parse([bytes("HTTP/1.1 200 OK\nContent-Length: 2\n\nok")])
         XCTAssertEqual(parsed.head?.statusCode, 200)
@@ -177,6 +182,7 @@ final class HTTPResponseParserTests: XCTestCase {
         XCTAssertTrue(parsed.ended)
     }
 
+    /// An empty or missing reason phrase is accepted; reason phrases keep inner whitespace.
     func testStatusLineWithoutReasonPhrase() throws {
         for line in ["HTTP/1.1 200", "HTTP/1.1 200 "] {
             let parsed = try parse([bytes("\(line)\r\nContent-Length: 0\r\n\r\n")])
@@ -188,11 +194,13 @@ final class HTTPResponseParserTests: XCTestCase {
         XCTAssertEqual(parsed.head?.reasonPhrase, "Custom  reason\twith tab")
     }
 
+    /// A field value that is not UTF-8 is decoded byte by byte (obs-text as Latin-1).
     func testNonUTF8FieldValueIsKeptAsLatin1() throws {
         let parsed = try parse([bytes("HTTP/1.1 200 OK\r\nX-Name: caf") + [0xE9] + bytes("\r\nContent-Length: 0\r\n\r\n")])
         XCTAssertEqual(parsed.head?.value(forName: "X-Name"), "café")
     }
 
+    /// Content-Length: 0 completes the response with the head.
     func testContentLengthZeroCompletesAtTheHead() throws {
         var parser = HTTPResponseParser()
         XCTAssertEqual(try parser.feed(bytes("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")).last, .end)
@@ -200,12 +208,14 @@ final class HTTPResponseParserTests: XCTestCase {
         XCTAssertEqual(parser.bodyFraming, .contentLength(0))
     }
 
+    /// Repeated Content-Length values that agree are accepted.
     func testIdenticalRepeatedContentLengthsAreAccepted() throws {
         let parsed = try parse([bytes("HTTP/1.1 200 OK\r\nContent-Length: 3, 3\r\nContent-Length: 3\r\n\r\nabc")])
         XCTAssertEqual(parsed.body, bytes("abc"))
         XCTAssertTrue(parsed.ended)
     }
 
+    /// 204 and 304 responses have no body even with a Content-Length.
     func testNoBodyFor204And304EvenWithContentLength() throws {
         for status in ["204 No Content", "304 Not Modified"] {
             var parser = HTTPResponseParser()
@@ -218,6 +228,7 @@ final class HTTPResponseParserTests: XCTestCase {
         }
     }
 
+    /// Bytes after a complete response are ignored and counted.
     func testBytesAfterTheEndAreIgnoredAndCounted() throws {
         var parser = HTTPResponseParser()
         var parsed = Parsed()
@@ -229,6 +240,7 @@ final class HTTPResponseParserTests: XCTestCase {
         XCTAssertEqual(try parser.finish(), [])
     }
 
+    /// Each fed piece of a large body comes straight back as one body event.
     func testLargeBodiesAreStreamedNotBuffered() throws {
         let body = (0..<1_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
         var parser = HTTPResponseParser()
@@ -247,6 +259,7 @@ final class HTTPResponseParserTests: XCTestCase {
 
     // MARK: - Splitting at every byte boundary
 
+    /// A Content-Length response split at every byte boundary parses the same.
     func testContentLengthAtEveryByteBoundary() throws {
         let body = bytes("<html>\r\n\r\n0\r\n\r\nnot chunked</html>")
         let message = bytes("HTTP/1.1 200 OK\r\nContent-Length: \(body.count)\r\nX-Fold: a\r\n b\r\n\r\n") + body
@@ -258,6 +271,7 @@ final class HTTPResponseParserTests: XCTestCase {
         try assertSplitInvariant(message, finish: false, expected: expected)
     }
 
+    /// A chunked response with extensions and trailers split at every byte boundary parses the same.
     func testChunkedAtEveryByteBoundary() throws {
         let message = bytes(chunkedMessage)
         var expected = Parsed()
@@ -268,6 +282,7 @@ final class HTTPResponseParserTests: XCTestCase {
         try assertSplitInvariant(message, finish: false, expected: expected)
     }
 
+    /// A chunked response split into three pieces at every pair of boundaries parses the same.
     func testChunkedAtEveryPairOfByteBoundaries() throws {
         let message = bytes(chunkedMessage)
         let expected = try parse([message])
@@ -283,6 +298,7 @@ final class HTTPResponseParserTests: XCTestCase {
         }
     }
 
+    /// A close-delimited response split at every byte boundary parses the same.
     func testCloseDelimitedAtEveryByteBoundary() throws {
         let message = bytes("HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil\r\n\r\nthe end")
         var expected = Parsed()
@@ -292,6 +308,7 @@ final class HTTPResponseParserTests: XCTestCase {
         try assertSplitInvariant(message, finish: true, expected: expected)
     }
 
+    /// 1xx responses followed by a chunked final response, split at every boundary, parse the same.
     func testInformationalThenFinalAtEveryByteBoundary() throws {
         let message = bytes(
             "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
@@ -309,6 +326,7 @@ final class HTTPResponseParserTests: XCTestCase {
 
     // MARK: - Chunked
 
+    /// Chunk extensions are skipped and trailer fields are reported after the body.
     func testChunkedWithExtensionsAndTrailers() throws {
         var parser = HTTPResponseParser()
         var parsed = Parsed()
@@ -321,6 +339,7 @@ final class HTTPResponseParserTests: XCTestCase {
         XCTAssertEqual(parsed.head?.value(forName: "content-type"), "text/plain", "trailers do not change the head")
     }
 
+    /// Chunk sizes are hexadecimal in either case, with leading zeros allowed.
     func testChunkSizesInEitherCaseAndWithLeadingZeros() throws {
         let data = [UInt8](repeating: 0x78, count: 0x1aF)
         let message = bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0001aF\r\n") + data
@@ -330,6 +349,7 @@ final class HTTPResponseParserTests: XCTestCase {
         XCTAssertTrue(parsed.ended)
     }
 
+    /// Chunked framing accepts bare LF line endings.
     func testChunkedWithBareLFLineEndings() throws {
         let parsed = try parse([bytes("HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n2\nok\n0\nX-T: 1\n\n")])
         XCTAssertEqual(parsed.body, bytes("ok"))
@@ -337,6 +357,7 @@ final class HTTPResponseParserTests: XCTestCase {
         XCTAssertTrue(parsed.ended)
     }
 
+    /// Transfer-Encoding: chunked wins over Content-Length.
     func testTransferEncodingOverridesContentLength() throws {
         var parser = HTTPResponseParser()
         var parsed = Parsed()
@@ -348,6 +369,7 @@ final class HTTPResponseParserTests: XCTestCase {
         XCTAssertTrue(parsed.ended)
     }
 
+    /// "gzip, chunked" is dechunked and the other coding passed through.
     func testChunkedAfterAnotherCodingIsDechunked() throws {
         var parser = HTTPResponseParser()
         var parsed = Parsed()
@@ -358,6 +380,7 @@ final class HTTPResponseParserTests: XCTestCase {
         XCTAssertEqual(parsed.body, [0x1F, 0x78], "the other coding is passed through undecoded")
     }
 
+    /// A Transfer-Encoding without chunked makes the body close-delimited.
     func testTransferEncodingWithoutChunkedIsCloseDelimited() throws {
         var parser = HTTPResponseParser()
         var parsed = Parsed()
@@ -371,6 +394,7 @@ final class HTTPResponseParserTests: XCTestCase {
 
     // MARK: - Close-delimited
 
+    /// A close-delimited body ends only when finish() reports the connection's end.
     func testCloseDelimitedBodyEndsOnlyAtFinish() throws {
         var parser = HTTPResponseParser()
         var parsed = Parsed()
@@ -385,6 +409,7 @@ final class HTTPResponseParserTests: XCTestCase {
         XCTAssertEqual(try parser.finish(), [], "a second finish adds nothing")
     }
 
+    /// A close-delimited response may have an empty body.
     func testCloseDelimitedEmptyBody() throws {
         let parsed = try parse([bytes("HTTP/1.0 200 OK\r\n\r\n")], finish: true)
         XCTAssertEqual(parsed.head?.statusCode, 200)
@@ -394,6 +419,7 @@ final class HTTPResponseParserTests: XCTestCase {
 
     // MARK: - 1xx
 
+    /// 1xx responses are reported as informational and parsing continues with the final response.
     func testInformationalResponsesAreSkipped() throws {
         var parser = HTTPResponseParser()
         var parsed = Parsed()
@@ -410,18 +436,21 @@ final class HTTPResponseParserTests: XCTestCase {
         XCTAssertTrue(parsed.ended)
     }
 
+    /// An unrequested 101 Switching Protocols is an error.
     func testSwitchingProtocolsIsAnError() {
         XCTAssertEqual(
             parseError(bytes("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n")),
             .unexpectedSwitchingProtocols)
     }
 
+    /// The connection ending after only a 1xx response is a truncated head.
     func testEndAfterOnlyInformationalResponseIsTruncatedHead() {
         XCTAssertEqual(parseError(bytes("HTTP/1.1 100 Continue\r\n\r\n"), finish: true), .truncatedHead)
     }
 
     // MARK: - Malformed input
 
+    /// Malformed status lines are rejected.
     func testMalformedStatusLinesAreErrors() {
         let lines = [
             "", "garbage", "HTTP/1.1", "HTTP/1.1 ", "HTTP/1.1 20 OK", "HTTP/1.1 2000 OK", "HTTP/1.1 abc OK",
@@ -435,6 +464,7 @@ final class HTTPResponseParserTests: XCTestCase {
         }
     }
 
+    /// Well-formed versions other than HTTP/1.x are reported as unsupported.
     func testOtherHTTPVersionsAreRejected() {
         XCTAssertEqual(parseError(bytes("HTTP/2 200\r\n\r\n")), .unsupportedVersion("HTTP/2"))
         XCTAssertEqual(parseError(bytes("HTTP/2.0 200 OK\r\n\r\n")), .unsupportedVersion("HTTP/2.0"))
@@ -442,6 +472,7 @@ final class HTTPResponseParserTests: XCTestCase {
         XCTAssertEqual(parseError(bytes("HTTP/10.1 200 OK\r\n\r\n")), .unsupportedVersion("HTTP/10.1"))
     }
 
+    /// Malformed field lines are rejected.
     func testMalformedHeaderFieldsAreErrors() {
         let lines = ["No colon here", ": no name", "Bad Name: x", "Space-Before-Colon : x", "Bad\u{1}Char: x", "(x): y"]
         for line in lines {
@@ -453,12 +484,14 @@ final class HTTPResponseParserTests: XCTestCase {
             "an obs-fold with no field before it")
     }
 
+    /// A CR that does not end a line is rejected.
     func testBareCarriageReturnIsAnError() {
         XCTAssertEqual(parseError(bytes("HTTP/1.1 200 OK\r\nX-A: a\rb\r\n\r\n")), .bareCarriageReturn)
         XCTAssertEqual(parseError(bytes("HTTP/1.1 200\rOK\r\n\r\n")), .bareCarriageReturn)
         XCTAssertEqual(parseError(bytes("HTTP/1.1 200 OK\r\n\r\r\n")), .bareCarriageReturn)
     }
 
+    /// Non-numeric, overflowing and conflicting Content-Length values are rejected.
     func testInvalidContentLengthsAreErrors() {
         let values = ["abc", "-1", "+5", "1.5", "0x10", "5 6", "", "1,", "99999999999999999999999", "5, 6", " 5 ,7"]
         for value in values {
@@ -473,6 +506,7 @@ final class HTTPResponseParserTests: XCTestCase {
             .invalidContentLength("5, 6"), "two fields that disagree")
     }
 
+    /// Repeated or non-final chunked and empty Transfer-Encoding values are rejected.
     func testInvalidTransferEncodingsAreErrors() {
         for value in ["chunked, chunked", "chunked, gzip", "", " , "] {
             let error = parseError(bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: \(value)\r\n\r\n0\r\n\r\n"))
@@ -483,6 +517,7 @@ final class HTTPResponseParserTests: XCTestCase {
         }
     }
 
+    /// Malformed, overflowing and overlong chunk-size lines are rejected.
     func testMalformedChunkSizesAreErrors() {
         let lines = ["", "xyz", "-1", "+1", "0x5", "5 garbage", "g", " 5", "1_0", "FFFFFFFFFFFFFFFFF", "10000000000000000"]
         for line in lines {
@@ -494,6 +529,7 @@ final class HTTPResponseParserTests: XCTestCase {
         else { return XCTFail("an overlong chunk size line (still without its LF) is not rejected") }
     }
 
+    /// The largest representable chunk size is accepted.
     func testLargestChunkSizeStillParses() throws {
         var parser = HTTPResponseParser()
         _ = try parser.feed(bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7FFFFFFFFFFFFFFF\r\nabc"))
@@ -501,6 +537,7 @@ final class HTTPResponseParserTests: XCTestCase {
         XCTAssertEqual(try? parser.finish(), nil)
     }
 
+    /// Malformed chunk extensions are rejected.
     func testMalformedChunkExtensionsAreErrors() {
         let lines = ["5;", "5; ", "5;=v", "5;n=", "5;n=\"open", "5;n=\"esc\\", "5;n=a b", "5;n=v;", "5;;n", "5;n=\"q\"x", "5;n@=v"]
         for line in lines {
@@ -509,6 +546,7 @@ final class HTTPResponseParserTests: XCTestCase {
         }
     }
 
+    /// Token and quoted-string chunk extensions with optional whitespace are accepted.
     func testValidChunkExtensionsAreAccepted() throws {
         for line in ["5;a", "5 ;a", "5; a = b", "5;a=\"\"", "5;a=\"x;y=z\\\"\";b", "5\t;\ta\t=\t\"t\""] {
             let parsed = try parse([bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\(line)\r\nhello\r\n0\r\n\r\n")])
@@ -517,6 +555,7 @@ final class HTTPResponseParserTests: XCTestCase {
         }
     }
 
+    /// Chunk data longer than its size, or not followed by CRLF, is rejected.
     func testChunkDataWithoutCRLFIsAnError() {
         for tail in ["Hello!\r\n0\r\n\r\n", "HelloX", "Hello\rX", "Hello\r\r\n"] {
             XCTAssertEqual(
@@ -525,12 +564,14 @@ final class HTTPResponseParserTests: XCTestCase {
         }
     }
 
+    /// A malformed trailer field is rejected.
     func testMalformedTrailerIsAnError() {
         XCTAssertEqual(
             parseError(bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nbad trailer\r\n\r\n")),
             .malformedHeaderField("bad trailer"))
     }
 
+    /// Heads and trailer sections beyond the size limit are rejected, even without a line end.
     func testHeadAndTrailersLargerThanTheLimitAreErrors() throws {
         let field = "X-Pad: " + String(repeating: "p", count: 200) + "\r\n"
         let head = "HTTP/1.1 200 OK\r\n" + String(repeating: field, count: 10) + "Content-Length: 0\r\n\r\n"
@@ -546,6 +587,7 @@ final class HTTPResponseParserTests: XCTestCase {
         XCTAssertEqual(parseError(bytes(trailers), maxHeadSize: 1024), .headTooLarge(limit: 1024))
     }
 
+    /// After an error, every later call throws the same error.
     func testErrorsAreSticky() {
         var parser = HTTPResponseParser()
         XCTAssertThrowsError(try parser.feed(bytes("nonsense\r\n"))) { error in
@@ -562,12 +604,14 @@ final class HTTPResponseParserTests: XCTestCase {
 
     // MARK: - Truncation
 
+    /// An empty response and a truncated head are told apart.
     func testEmptyResponseAndTruncatedHead() {
         XCTAssertEqual(parseError([], finish: true), .emptyResponse)
         XCTAssertEqual(parseError(bytes("HTTP/1.1 200 O"), finish: true), .truncatedHead)
         XCTAssertEqual(parseError(bytes("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n"), finish: true), .truncatedHead)
     }
 
+    /// A body shorter than its Content-Length is reported with expected and received counts.
     func testTruncatedContentLengthBodyIsDetected() {
         let head = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n"
         for received in 0..<10 {
@@ -581,6 +625,7 @@ final class HTTPResponseParserTests: XCTestCase {
             "body truncated: received 3 of 10 bytes (Content-Length)")
     }
 
+    /// Every strict prefix of a length-delimited or chunked response is reported as truncated.
     func testEveryTruncationOfALengthDelimitedResponseIsDetected() throws {
         let samples = [
             bytes("HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\ncomplete"),
@@ -600,6 +645,7 @@ final class HTTPResponseParserTests: XCTestCase {
         }
     }
 
+    /// A chunked body cut anywhere before the end of its trailer section is reported as truncated.
     func testTruncatedChunkedBodyIsDetected() {
         let head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
         let cases: [(String, Int)] = [
@@ -613,6 +659,7 @@ final class HTTPResponseParserTests: XCTestCase {
         }
     }
 
+    /// Error descriptions are readable and escape control characters.
     func testErrorDescriptionsAreReadable() {
         XCTAssertEqual(
             HTTPResponseParserError.malformedStatusLine("bad\u{1}").description, "malformed status line \"bad\\u{1}\"")

@@ -10,6 +10,7 @@ import Glibc
 
 /// URL parsing, option parsing, request building and the built-in page's responses.
 final class StreamGetCoreTests: XCTestCase {
+    /// http URLs with names, IPv4, bracketed IPv6 (with zones) and no scheme are parsed.
     func testParsesHTTPURLs() throws {
         let cases: [(String, host: String, port: Int, path: String, hostHeader: String)] = [
             ("http://example.com", "example.com", 80, "/", "example.com"),
@@ -38,6 +39,7 @@ final class StreamGetCoreTests: XCTestCase {
         }
     }
 
+    /// URLs are normalised for display and endpoint messages.
     func testURLDescriptions() throws {
         XCTAssertEqual(try HTTPURL(parsing: "http://[::1]:8080").description, "http://[::1]:8080/")
         XCTAssertEqual(try HTTPURL(parsing: "http://[::1]:8080").endpointDescription, "[::1]:8080")
@@ -48,6 +50,7 @@ final class StreamGetCoreTests: XCTestCase {
         XCTAssertFalse(try HTTPURL(parsing: "http://127.0.0.1/").isIPv6Literal)
     }
 
+    /// https://, other schemes and malformed hosts, ports and characters are rejected.
     func testRejectsUnusableURLs() {
         let cases: [(String, HTTPURLError)] = [
             ("https://example.com/", .httpsNotSupported),
@@ -82,6 +85,7 @@ final class StreamGetCoreTests: XCTestCase {
         XCTAssertTrue(HTTPURLError.httpsNotSupported.description.contains("https:// URLs are not supported"))
     }
 
+    /// The GET request has Host (with the port), User-Agent, Accept and Connection: close.
     func testGETRequest() throws {
         let request = String(decoding: HTTPRequest.get(try HTTPURL(parsing: "http://[::1]:8080/a?b=c")), as: UTF8.self)
         XCTAssertEqual(
@@ -93,6 +97,7 @@ final class StreamGetCoreTests: XCTestCase {
         XCTAssertTrue(HTTPRequest.userAgent.hasPrefix("stream-get/"))
     }
 
+    /// Flags, combined short flags, --timeout forms and usage errors are parsed.
     func testParsesOptions() throws {
         XCTAssertEqual(try StreamGetOptions(arguments: []), StreamGetOptions())
         XCTAssertEqual(
@@ -124,6 +129,7 @@ final class StreamGetCoreTests: XCTestCase {
         }
     }
 
+    /// --help, usage errors and https:// are handled before any stream is created.
     func testToolHelpUsageErrorsAndHTTPSRejectionNeedNoNetwork() {
         let out = CapturingSink()
         let err = CapturingSink()
@@ -145,6 +151,7 @@ final class StreamGetCoreTests: XCTestCase {
         XCTAssertEqual(err3.text, "stream-get: \(HTTPURLError.httpsNotSupported)\n")
     }
 
+    /// The built-in page server's responses are complete, well-framed HTTP/1.1 responses.
     func testBuiltInPageResponses() throws {
         func parse(_ response: [UInt8]) throws -> (HTTPResponseHead, [UInt8]) {
             var parser = HTTPResponseParser()
@@ -179,6 +186,7 @@ final class StreamGetCoreTests: XCTestCase {
         XCTAssertEqual(garbage.0.statusCode, 400)
     }
 
+    /// The end of a request head is found after CRLF CRLF or LF LF.
     func testEndOfRequestHead() {
         func end(_ text: String) -> Int? { BuiltInPage.endOfRequestHead(in: Array(text.utf8)) }
         XCTAssertNil(end(""))
@@ -213,6 +221,7 @@ final class StreamGetTests: XCTestCase {
 
     // MARK: (a) built-in page
 
+    /// (a) Without arguments the built-in page is served, fetched and printed.
     func testNoArgumentsFetchesTheBuiltInPage() throws {
         let result = try runStreamGet(["--timeout", "30"])
         XCTAssertEqual(result.status, 0, result.stderr)
@@ -221,6 +230,7 @@ final class StreamGetTests: XCTestCase {
         XCTAssertTrue(result.stderr.contains("built-in page from http://127.0.0.1:"), result.stderr)
     }
 
+    /// (a) With -i and no URL, the built-in page's head precedes it on stdout.
     func testNoArgumentsWithIncludeShowsTheHead() throws {
         let result = try runStreamGet(["-i", "--timeout", "30"])
         XCTAssertEqual(result.status, 0, result.stderr)
@@ -233,6 +243,7 @@ final class StreamGetTests: XCTestCase {
 
     // MARK: (b) python3 -m http.server
 
+    /// (b) A file served by python3 -m http.server arrives byte for byte; a 404 is not a failure.
     func testFetchesAFileFromPythonHTTPServer() throws {
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -253,6 +264,7 @@ final class StreamGetTests: XCTestCase {
         XCTAssertTrue(missing.stderr.contains(" 404 "), missing.stderr)
     }
 
+    /// (b) An http://[::1]:port/ URL fetches from python3 -m http.server bound to ::1.
     func testFetchesFromPythonHTTPServerOverIPv6() throws {
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -268,6 +280,7 @@ final class StreamGetTests: XCTestCase {
 
     // MARK: (c) chunked and close-delimited bodies from a canned-response server
 
+    /// (c) A chunked body with extensions and trailers, sent in pieces, is decoded; the request is checked.
     func testChunkedBodyWithExtensionsAndTrailers() throws {
         let server = try CannedHTTPServer(responsePieces: [
             "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n",
@@ -283,6 +296,7 @@ final class StreamGetTests: XCTestCase {
         try assertRequest(server, path: "/chunked?x=1")
     }
 
+    /// (c) With -i, trailer fields follow the body on stdout.
     func testChunkedTrailersAreShownWithInclude() throws {
         let server = try CannedHTTPServer(responsePieces: [
             "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX-Trailer: yes\r\n\r\n"
@@ -294,6 +308,7 @@ final class StreamGetTests: XCTestCase {
             result.stdoutText, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nabcX-Trailer: yes\r\n\r\n")
     }
 
+    /// (c) A close-delimited HTTP/1.0 body is read until the server closes.
     func testCloseDelimitedBody() throws {
         let body = String(repeating: "close-delimited line\n", count: 5000)
         let server = try CannedHTTPServer(responsePieces: ["HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n", body])
@@ -305,6 +320,7 @@ final class StreamGetTests: XCTestCase {
         try assertRequest(server, path: "/")
     }
 
+    /// (c) A 100 Continue before the final response is skipped.
     func testInformationalResponseIsSkipped() throws {
         let server = try CannedHTTPServer(responsePieces: [
             "HTTP/1.1 100 Continue\r\n\r\n", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfinal",
@@ -317,6 +333,7 @@ final class StreamGetTests: XCTestCase {
         XCTAssertFalse(result.stderr.contains("100 Continue"), "only the final status line is printed: \(result.stderr)")
     }
 
+    /// (c) A body cut short of its Content-Length fails with exit status 1.
     func testTruncatedContentLengthBodyFails() throws {
         let server = try CannedHTTPServer(responsePieces: ["HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b"])
         defer { server.stop() }
@@ -327,6 +344,7 @@ final class StreamGetTests: XCTestCase {
             result.stderr.contains("body truncated: received 10 of 100 bytes"), "stderr: \(result.stderr)")
     }
 
+    /// (c) A chunked body without its last chunk fails with exit status 1.
     func testTruncatedChunkedBodyFails() throws {
         let server = try CannedHTTPServer(responsePieces: ["HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nHello\r\n"])
         defer { server.stop() }
@@ -335,6 +353,7 @@ final class StreamGetTests: XCTestCase {
         XCTAssertTrue(result.stderr.contains("chunked body truncated"), "stderr: \(result.stderr)")
     }
 
+    /// (c) A malformed status line fails with exit status 1 and names the endpoint.
     func testMalformedResponseFails() throws {
         let server = try CannedHTTPServer(responsePieces: ["HTTP/1.1 OK 200\r\n\r\n"])
         defer { server.stop() }
@@ -346,6 +365,7 @@ final class StreamGetTests: XCTestCase {
         XCTAssertEqual(result.stdout.count, 0)
     }
 
+    /// (c) A server that closes without a response makes the fetch fail.
     func testEmptyResponseFails() throws {
         let server = try CannedHTTPServer(responsePieces: [])
         defer { server.stop() }
@@ -354,6 +374,7 @@ final class StreamGetTests: XCTestCase {
         XCTAssertTrue(result.stderr.contains("without sending a response"), "stderr: \(result.stderr)")
     }
 
+    /// --timeout ends a fetch whose server never finishes the response.
     func testTimeoutStopsAFetchThatNeverCompletes() throws {
         let server = try CannedHTTPServer(responsePieces: ["HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"], holdOpen: true)
         defer { server.stop() }
@@ -369,6 +390,7 @@ final class StreamGetTests: XCTestCase {
 
     // MARK: (d) refused port
 
+    /// (d) A refused connection fails with the host and port and the stream error on stderr.
     func testRefusedPortFailsWithHostAndPort() throws {
         let reserved = try ReservedPort()  // bound but not listening: connecting is refused
         defer { reserved.close() }
@@ -385,6 +407,7 @@ final class StreamGetTests: XCTestCase {
 
     // MARK: (e) -i and -v
 
+    /// (e) -i writes the raw response head and then the body to stdout.
     func testIncludeWritesTheHeadBeforeTheBody() throws {
         let head = "HTTP/1.1 203 Non-Authoritative Information\r\nContent-Length: 4\r\nX-Test: include\r\n\r\n"
         let server = try CannedHTTPServer(responsePieces: [head + "body"])
@@ -395,6 +418,7 @@ final class StreamGetTests: XCTestCase {
         XCTAssertFalse(result.stderr.contains("HTTP/1.1 203"), "with -i the status line is not repeated on stderr")
     }
 
+    /// (e) -v traces stream events, bytes written/read and both heads on stderr, not stdout.
     func testVerboseTracesStreamEventsOnStderr() throws {
         let server = try CannedHTTPServer(responsePieces: ["HTTP/1.0 200 OK\r\nX-Test: verbose\r\n\r\n", "traced body"])
         defer { server.stop() }
