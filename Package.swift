@@ -15,9 +15,14 @@ let package = Package(
             name: "SocketStreams",
             dependencies: ["CSocketStreamsShims"]
         ),
+        // HTTP/1.1 response parser, URL parsing, built-in page server and the fetch logic of `stream-get`.
+        .target(
+            name: "StreamGetCore",
+            dependencies: ["SocketStreams"]
+        ),
         .executableTarget(
             name: "stream-get",
-            dependencies: ["SocketStreams"]
+            dependencies: ["StreamGetCore"]
         ),
         .executableTarget(
             name: "stream-bench",
@@ -26,8 +31,8 @@ let package = Package(
         ),
         .testTarget(
             name: "SocketStreamsTests",
-            // stream-bench: BenchmarkHarnessTests runs the built binary, so `swift test` must build it.
-            dependencies: ["SocketStreams", "CSocketStreamsShims", "stream-bench"]
+            // The executables are listed so that `swift test` builds the binaries the end-to-end tests run.
+            dependencies: ["SocketStreams", "CSocketStreamsShims", "StreamGetCore", "stream-get", "stream-bench"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,202 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Why a command-line URL was rejected.
+public enum HTTPURLError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// `https://` URLs need TLS, which `stream-get` does not do yet.
+    case httpsNotSupported
+    /// A scheme other than `http` (or `https`).
+    case unsupportedScheme(String)
+    /// No host between `//` and the path.
+    case missingHost
+    /// A host that is neither a DNS name, an IPv4 address nor a bracketed IPv6 literal.
+    case invalidHost(String)
+    /// A port that is not a number from 1 to 65535.
+    case invalidPort(String)
+    /// `user:password@` in the authority.
+    case userInfoNotSupported
+    /// A space or control character anywhere in the URL.
+    case invalidCharacter
+
+    /// A one-line explanation suitable for an error message.
+    public var description: String {
+        switch self {
+        case .httpsNotSupported:
+            return "https:// URLs are not supported yet (TLS comes in a later version); use http://"
+        case .unsupportedScheme(let scheme):
+            return "unsupported URL scheme \"\(scheme)\": only http:// URLs are supported"
+        case .missingHost:
+            return "the URL has no host"
+        case .invalidHost(let host):
+            return "invalid host \"\(host)\" (write IPv6 addresses in brackets: http://[::1]:8080/)"
+        case .invalidPort(let port):
+            return "invalid port \"\(port)\": expected a number from 1 to 65535"
+        case .userInfoNotSupported:
+            return "user names and passwords in URLs are not supported"
+        case .invalidCharacter:
+            return "the URL contains a space or a control character (percent-encode it, e.g. %20)"
+        }
+    }
+}
+
+/// An `http://host[:port]/path` URL, split into what an HTTP/1.1 GET needs.
+public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
+    /// The host to connect to: a DNS name, an IPv4 address, or an IPv6 address without brackets
+    /// (a zone, if any, follows `%`).
+    public var host: String
+    /// The TCP port (80 when the URL has none).
+    public var port: Int
+    /// The request target in origin form: the path (at least `/`) and the query, without the fragment.
+    public var path: String
+
+    /// Creates a URL from its parts.
+    public init(host: String, port: Int = 80, path: String = "/") {
+        self.host = host
+        self.port = port
+        self.path = path
+    }
+
+    /// Parses a command-line URL.
+    ///
+    /// Accepts `http://host[:port][/path][?query][#fragment]` with a DNS name, an IPv4 address or a bracketed IPv6
+    /// literal (`http://[::1]:8080/`, zones as `[fe80::1%25eth0]`); the scheme may be omitted (`localhost:8080/x`).
+    /// Non-ASCII characters in the path are percent-encoded as UTF-8.
+    /// - Throws: `HTTPURLError`, in particular `.httpsNotSupported` for `https://`.
+    public init(parsing string: String) throws(HTTPURLError) {
+        if string.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F }) {
+            throw .invalidCharacter
+        }
+        var rest = Substring(string)
+        if let separator = rest.firstRange(of: "://") {
+            let scheme = rest[..<separator.lowerBound].lowercased()
+            switch scheme {
+            case "http": break
+            case "https": throw .httpsNotSupported
+            default: throw .unsupportedScheme(String(rest[..<separator.lowerBound]))
+            }
+            rest = rest[separator.upperBound...]
+        }
+        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+        let authority = rest[..<authorityEnd]
+        var target = rest[authorityEnd...]
+        if let hash = target.firstIndex(of: "#") { target = target[..<hash] }
+        if authority.contains("@") { throw .userInfoNotSupported }
+
+        let hostPart: Substring
+        let portPart: Substring?
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { throw .invalidHost(String(authority)) }
+            hostPart = authority[authority.index(after: authority.startIndex)..<close]
+            let afterClose = authority[authority.index(after: close)...]
+            if afterClose.isEmpty {
+                portPart = nil
+            } else if afterClose.hasPrefix(":") {
+                portPart = afterClose.dropFirst()
+            } else {
+                throw .invalidHost(String(authority))
+            }
+            host = try Self.validatedIPv6(hostPart)
+        } else {
+            let colons = authority.filter { $0 == ":" }.count
+            if colons > 1 { throw .invalidHost(String(authority)) }
+            if let colon = authority.firstIndex(of: ":") {
+                hostPart = authority[..<colon]
+                portPart = authority[authority.index(after: colon)...]
+            } else {
+                hostPart = authority
+                portPart = nil
+            }
+            guard !hostPart.isEmpty else { throw .missingHost }
+            let allowed = hostPart.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                    UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"):
+                    return true
+                default:
+                    return false
+                }
+            }
+            guard allowed else { throw .invalidHost(String(hostPart)) }
+            host = String(hostPart)
+        }
+        if let portPart, !portPart.isEmpty {
+            guard portPart.count <= 5, portPart.allSatisfy(\.isASCIIDigitCharacter), let value = Int(portPart),
+                (1...65535).contains(value)
+            else { throw .invalidPort(String(portPart)) }
+            port = value
+        } else {
+            port = 80  // "http://host:/" means the default port (RFC 3986 §3.2.3)
+        }
+        var pathText = String(target)
+        if pathText.isEmpty || pathText.hasPrefix("?") { pathText = "/" + pathText }
+        path = Self.percentEncodingNonASCII(pathText)
+    }
+
+    /// Checks an IPv6 literal from between brackets and decodes a `%25` zone separator.
+    private static func validatedIPv6(_ literal: Substring) throws(HTTPURLError) -> String {
+        var address = String(literal)
+        var zone = ""
+        if let percent = literal.firstIndex(of: "%") {
+            address = String(literal[..<percent])
+            let zoneText = literal[percent...]
+            guard zoneText.hasPrefix("%25"), zoneText.count > 3 else { throw .invalidHost("[\(literal)]") }
+            zone = "%" + zoneText.dropFirst(3)
+        }
+        var storage = in6_addr()
+        guard !address.isEmpty, inet_pton(AF_INET6, address, &storage) == 1 else {
+            throw .invalidHost("[\(literal)]")
+        }
+        return address + zone
+    }
+
+    /// Percent-encodes every non-ASCII UTF-8 byte of `text` (RFC 3986 §2.1).
+    private static func percentEncodingNonASCII(_ text: String) -> String {
+        var result = ""
+        for byte in text.utf8 {
+            if byte < 0x80 {
+                result.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                let hex = String(byte, radix: 16, uppercase: true)
+                result += "%" + (hex.count == 1 ? "0" + hex : hex)
+            }
+        }
+        return result
+    }
+
+    /// Whether the host is an IPv6 address (and must be bracketed in URLs and the Host header).
+    public var isIPv6Literal: Bool { host.contains(":") }
+
+    /// The host as written in a URL authority: IPv6 addresses in brackets with the zone as `%25zone`.
+    private var hostForURL: String {
+        guard isIPv6Literal else { return host }
+        return "[" + host.split(separator: "%", omittingEmptySubsequences: false).joined(separator: "%25") + "]"
+    }
+
+    /// The `Host` header value: the host (IPv6 in brackets, without a zone) and `:port` unless the port is 80.
+    public var hostHeader: String {
+        var name = host
+        if isIPv6Literal {
+            if let percent = name.firstIndex(of: "%") { name = String(name[..<percent]) }
+            name = "[" + name + "]"
+        }
+        return port == 80 ? name : "\(name):\(port)"
+    }
+
+    /// `host:port` as used in messages (`[::1]:8080` for IPv6).
+    public var endpointDescription: String {
+        isIPv6Literal ? "[\(host)]:\(port)" : "\(host):\(port)"
+    }
+
+    /// The normalised URL, e.g. `http://[::1]:8080/index.html` (the port is omitted when it is 80).
+    public var description: String {
+        port == 80 ? "http://\(hostForURL)\(path)" : "http://\(hostForURL):\(port)\(path)"
+    }
+}
+
+extension Character {
+    /// Whether this is one of the ASCII digits 0-9 (and not some other Unicode digit).
+    var isASCIIDigitCharacter: Bool { isASCII && isNumber }
+}

@@ -1,0 +1,83 @@
+import Foundation
+
+/// The `stream-get` command: parses the command line, fetches the URL (or the built-in page) and returns the exit
+/// status. `main.swift` only calls `run(arguments:)`.
+public enum StreamGetTool {
+    /// Exit status for a complete response (any status code).
+    public static let exitSuccess: Int32 = 0
+    /// Exit status for a failed fetch: connection error, malformed or truncated response, timeout.
+    public static let exitFailure: Int32 = 1
+    /// Exit status for a bad command line or an unusable URL (e.g. https://).
+    public static let exitUsage: Int32 = 2
+
+    /// Runs the command.
+    /// - Parameters:
+    ///   - arguments: the command line without the program name.
+    ///   - out: where the body (and with `-i` the head) and `--help` go.
+    ///   - err: where the status line, the `-v` trace and error messages go.
+    /// - Returns: the exit status.
+    public static func run(
+        arguments: [String],
+        out: OutputSink = FileDescriptorSink.standardOutput(),
+        err: OutputSink = FileDescriptorSink.standardError()
+    ) -> Int32 {
+        let options: StreamGetOptions
+        do {
+            options = try StreamGetOptions(arguments: arguments)
+        } catch {
+            err.write("stream-get: \(error)\n\(StreamGetOptions.synopsis)\nRun 'stream-get --help' for details.\n")
+            return exitUsage
+        }
+        if options.showHelp {
+            out.write(StreamGetOptions.usage + "\n")
+            return exitSuccess
+        }
+        guard let urlArgument = options.url else {
+            return fetchBuiltInPage(options: options, out: out, err: err)
+        }
+        let url: HTTPURL
+        do {
+            url = try HTTPURL(parsing: urlArgument)
+        } catch {
+            err.write("stream-get: \(error)\n")
+            return exitUsage
+        }
+        return fetch(url, options: options, out: out, err: err)
+    }
+
+    /// Starts the built-in page server on `RunLoop.socketStreams` and fetches its page.
+    static func fetchBuiltInPage(options: StreamGetOptions, out: OutputSink, err: OutputSink) -> Int32 {
+        let server: BuiltInPageServer
+        do {
+            server = try BuiltInPageServer()
+        } catch {
+            err.write("stream-get: cannot start the built-in page server: \((error as NSError).localizedDescription)\n")
+            return exitFailure
+        }
+        server.start()
+        defer { server.stop() }
+        err.write("stream-get: no URL given; fetching the built-in page from \(server.url)\n")
+        return fetch(server.url, options: options, out: out, err: err)
+    }
+
+    /// Fetches `url` and reports a failure on `err`.
+    static func fetch(_ url: HTTPURL, options: StreamGetOptions, out: OutputSink, err: OutputSink) -> Int32 {
+        let fetch = HTTPFetch(
+            url: url, includeHeaders: options.includeHeaders, verbose: options.verbose, out: out, err: err)
+        switch fetch.run(timeout: options.timeout) {
+        case .completed:
+            return exitSuccess
+        case .failed(let message):
+            err.write("stream-get: \(url.endpointDescription): \(message)\n")
+            return exitFailure
+        case .timedOut:
+            err.write("stream-get: \(url.endpointDescription): timed out after \(seconds(options.timeout ?? 0))\n")
+            return exitFailure
+        }
+    }
+
+    /// `2 s`, `1.5 s`: a duration for messages.
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? "\(Int(value)) s" : "\(value) s"
+    }
+}
