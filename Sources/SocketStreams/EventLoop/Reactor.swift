@@ -282,8 +282,16 @@ private func makeCFString(_ string: String) -> CFString {
 }
 
 /// Finds or creates the reactor for a (run loop, mode) and counts its users.
+///
+/// A reactor whose last user leaves stays attached in a small cache of idle reactors, so a run
+/// loop that opens connection after connection does not create and destroy its run-loop source,
+/// epoll set and eventfd each time. The cache is bounded: reactors of threads that have gone away
+/// are detached once newer ones push them out.
 final class ReactorRegistry: @unchecked Sendable {
     static let shared = ReactorRegistry()
+
+    /// How many unused reactors stay attached.
+    static let idleCapacity = 8
 
     private struct Key: Hashable {
         let runLoop: ObjectIdentifier
@@ -292,6 +300,8 @@ final class ReactorRegistry: @unchecked Sendable {
 
     private let lock = NSLock()
     private var reactors: [Key: Reactor] = [:]
+    /// Reactors with no users, oldest first.
+    private var idle: [Reactor] = []
 
     /// The reactor for `runLoop` in `mode`, created and attached on first use. Balance with `release`.
     func acquire(runLoop: RunLoop, mode: RunLoop.Mode) -> Reactor {
@@ -302,6 +312,7 @@ final class ReactorRegistry: @unchecked Sendable {
         let key = Key(runLoop: ObjectIdentifier(cfRunLoop), mode: mode)
         let (reactor, created) = lock.withLock { () -> (Reactor, Bool) in
             if let existing = reactors[key] {
+                if existing.useCount == 0 { idle.removeAll { $0 === existing } }
                 existing.useCount += 1
                 return (existing, false)
             }
@@ -318,15 +329,19 @@ final class ReactorRegistry: @unchecked Sendable {
         return reactor
     }
 
-    /// Drops one use; the last one detaches the reactor from its run loop.
+    /// Drops one use. An unused reactor goes to the idle cache; the oldest idle one beyond its
+    /// capacity is detached from its run loop.
     func release(_ reactor: Reactor) {
-        let last = lock.withLock { () -> Bool in
+        let evicted = lock.withLock { () -> Reactor? in
             reactor.useCount -= 1
-            guard reactor.useCount == 0 else { return false }
-            reactors.removeValue(forKey: Key(runLoop: ObjectIdentifier(reactor.runLoop), mode: reactor.mode))
-            return true
+            guard reactor.useCount == 0 else { return nil }
+            idle.append(reactor)
+            guard idle.count > Self.idleCapacity else { return nil }
+            let oldest = idle.removeFirst()
+            reactors.removeValue(forKey: Key(runLoop: ObjectIdentifier(oldest.runLoop), mode: oldest.mode))
+            return oldest
         }
-        if last { reactor.detach() }
+        evicted?.detach()
     }
 }
 
