@@ -63,8 +63,10 @@ final class ListenerTests: SocketStreamsTestCase {
     func testAcceptedPairIsUnopenedAndOpensAtOnce() throws {
         let serverRecorder = DelegateRecorder(sending: "from the accept side")
         let statuses = Locked<[Stream.Status]>([])
+        let acceptedPairs = Locked<[StreamPair]>([])   // the app owns accepted pairs, not the delegate
         let listener = try StreamListener(host: "127.0.0.1", port: 0)
         let host = ListenerHost(listener) { pair in
+            acceptedPairs.mutate { $0.append(pair) }
             statuses.mutate { $0 += [pair.input.streamStatus, pair.output.streamStatus] }
             serverRecorder.start(pair, on: .current, mode: .default)
             statuses.mutate { $0 += [pair.input.streamStatus, pair.output.streamStatus] }
@@ -83,6 +85,12 @@ final class ListenerTests: SocketStreamsTestCase {
         XCTAssertEqual(server.events(.input).first, .openCompleted, serverRecorder.trace)
         XCTAssertEqual(server.events(.output).first, .openCompleted, serverRecorder.trace)
         XCTAssertTrue(server.eventThreads.allSatisfy { $0 === host.loop.thread })
+        host.loop.sync {
+            for pair in acceptedPairs.value {
+                pair.input.close()
+                pair.output.close()
+            }
+        }
     }
 
     /// The accept closure runs on the given run loop only while it runs the given mode.

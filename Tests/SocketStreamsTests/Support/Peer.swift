@@ -34,10 +34,19 @@ final class Peer: @unchecked Sendable {
     private var output = ""
     private var exited = false
 
+    /// util-linux `setpriv --pdeathsig`: makes the kernel signal the peer if the test process
+    /// dies without tearing down (a crash), so no orphaned peer outlives a crashed run.
+    private static let setpriv = "/usr/bin/setpriv"
+
     init(name: String, executable: String, arguments: [String]) {
         self.name = name
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
+        if FileManager.default.isExecutableFile(atPath: Self.setpriv) {
+            process.executableURL = URL(fileURLWithPath: Self.setpriv)
+            process.arguments = ["--pdeathsig", "TERM", "--", executable] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = arguments
+        }
         process.standardOutput = outputPipe
         process.standardError = outputPipe
         process.standardInput = FileHandle.nullDevice

@@ -86,8 +86,8 @@ final class RunLoopThread: @unchecked Sendable {
         return threadObject!
     }
 
-    /// Runs `body` on the run-loop thread and returns its result. Fails (returns nil) if the
-    /// thread does not get to it within `timeout`.
+    /// Runs `body` on the run-loop thread and returns its result. Returns nil (without running
+    /// it) once the thread is stopping, or if the thread does not get to it within `timeout`.
     @discardableResult
     func sync<T>(timeout: TimeInterval = 5, _ body: @escaping () -> T) -> T? {
         let work = UncheckedBox(body)
