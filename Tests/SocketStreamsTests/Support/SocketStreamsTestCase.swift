@@ -182,3 +182,20 @@ enum CFKey {
     static let remotePortNumber = Stream.PropertyKey(rawValue: "kCFStreamPropertySocketRemotePortNumber")
     static let shouldCloseNativeSocket = Stream.PropertyKey(rawValue: "kCFStreamPropertyShouldCloseNativeSocket")
 }
+
+/// Fails the test unless it runs in a network namespace that has nothing but loopback, as
+/// `Scripts/test` arranges. Tests that look up unresolvable names call it first: elsewhere the
+/// system resolver would send their queries to a DNS server off this machine.
+func requireLoopbackOnlyNetwork(file: StaticString = #filePath, line: UInt = #line) -> Bool {
+    // /proc/net/dev lists the interfaces of this process's own network namespace (sysfs would show
+    // those of whoever mounted it).
+    let table = (try? String(contentsOfFile: "/proc/net/dev", encoding: .utf8)) ?? ""
+    let interfaces = table.split(separator: "\n").dropFirst(2).compactMap {
+        $0.split(separator: ":").first?.trimmingCharacters(in: .whitespaces)
+    }
+    let others = interfaces.filter { $0 != "lo" }
+    if others.isEmpty { return true }
+    XCTFail("this test resolves names and must run in a loopback-only network namespace: use Scripts/test "
+            + "(found interfaces \(others))", file: file, line: line)
+    return false
+}
