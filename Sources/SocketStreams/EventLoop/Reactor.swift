@@ -206,9 +206,9 @@ final class Reactor: @unchecked Sendable {
         // A bounded number of rounds, so one busy socket cannot starve the run loop's other sources.
         var rounds = 0
         while rounds < 8 {
-            rounds += 1
             let count = Posix.epollPoll(epollFD, events, eventCapacity)
             if count == 0 { break }
+            rounds += 1
             var wake = false, timer = false
             lock.lock()
             for index in 0..<count {
@@ -233,8 +233,11 @@ final class Reactor: @unchecked Sendable {
         drainWork()
         let again = lock.withLock { () -> Bool in
             performing = nil
-            // Work queued by a callout after the last drain, or rounds used up: come back soon.
-            if (!tasks.isEmpty || !ready.isEmpty || rounds >= 8) && !wakePending {
+            // Rounds used up: events are left in the epoll set, and the run loop waits for our port
+            // edge-triggered, so only a fresh eventfd write brings it back. Write even if a wake-up
+            // is already pending: its edge may be the one that started this perform.
+            // (Linux re-signals an epoll fd with events left after epoll_wait; gVisor does not.)
+            if rounds >= 8 || (!tasks.isEmpty || !ready.isEmpty) && !wakePending {
                 wakePending = true
                 return true
             }
