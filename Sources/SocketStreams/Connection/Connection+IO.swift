@@ -15,6 +15,7 @@ extension Connection {
 
     /// Waits while the half is opening, then checks that it may transfer. Lock held on entry and exit.
     private func gate(_ half: Half) -> Gate {
+        if halves[half.rawValue].status == .opening { connectWithoutClientRunLoop() }
         while halves[half.rawValue].status == .opening { lock.wait() }
         switch halves[half.rawValue].status {
         case .open, .reading, .writing:
@@ -130,6 +131,7 @@ extension Connection {
     /// `CFReadStreamHasBytesAvailable`: never blocks; true if a read would not block.
     var hasBytesAvailable: Bool {
         lock.withLock {
+            if halves[0].status == .opening { connectWithoutClientRunLoop() }
             guard halves[Half.input.rawValue].status == .open, let socket else { return false }
             if deferredInputError != nil { return true }
             return ((try? Posix.poll(socket.fd, events: Int16(POLLIN), timeout: 0)) ?? 0) != 0
@@ -139,6 +141,7 @@ extension Connection {
     /// `CFWriteStreamCanAcceptBytes`: never blocks; true if a write would not block.
     var hasSpaceAvailable: Bool {
         lock.withLock {
+            if halves[1].status == .opening { connectWithoutClientRunLoop() }
             guard halves[Half.output.rawValue].status == .open, let socket else { return false }
             return ((try? Posix.poll(socket.fd, events: Int16(POLLOUT), timeout: 0)) ?? 0) != 0
         }

@@ -103,7 +103,11 @@ final class Connection: @unchecked Sendable {
     // MARK: status and events
 
     func status(_ half: Half) -> Stream.Status {
-        lock.withLock { halves[half.rawValue].status }
+        lock.withLock {
+            let status = halves[half.rawValue].status
+            if status == .opening { connectWithoutClientRunLoop() }  // a polling client must see progress
+            return status
+        }
     }
 
     func error(_ half: Half) -> NSError? {
@@ -165,12 +169,12 @@ final class Connection: @unchecked Sendable {
 
     func open(_ half: Half) {
         lock.lock()
-        defer { lock.unlock() }
-        guard halves[half.rawValue].status == .notOpen, !halves[half.rawValue].gone else { return }
+        guard halves[half.rawValue].status == .notOpen, !halves[half.rawValue].gone else { return lock.unlock() }
         halves[half.rawValue].status = .opening
+        var started: Connector?
         switch phase {
         case .idle:
-            start()
+            started = start(half)
         case .connecting:
             break
         case .live:
@@ -180,30 +184,38 @@ final class Connection: @unchecked Sendable {
         case .closed:
             break
         }
+        lock.unlock()
+        started?.start()  // may complete the open at once, so not under the lock
     }
 
-    /// The first `open()` of either half starts the shared work. Lock held.
-    private func start() {
-        switch endpoint {
-        case .native(let fd):
+    /// The first `open()` of either half starts the shared work. Lock held. Returns the connector to
+    /// start once the lock is released.
+    private func start(_ half: Half) -> Connector? {
+        if case .native(let fd) = endpoint {
             do {
                 try Posix.setNonBlocking(fd)
                 becomeLive(SocketHandle(fd: fd, closesOnRelease: closesNativeSocket))
             } catch {
                 fail(StreamErrors.posix(error.code, "Could not use \(endpoint.label)"), from: nil)
             }
-        case .host(let name, let port):
-            let connector = Connector(connection: self, host: name, port: port, timeout: connectTimeout)
-            phase = .connecting(connector)
-            connector.start()
-        case .unix(let path):
-            let connector = Connector(connection: self, unixPath: path, timeout: connectTimeout)
-            phase = .connecting(connector)
-            connector.start()
+            return nil
         }
+        // The connect's waits run where the opening stream's events will be delivered, so the open
+        // completes there without a thread hop; unscheduled, on the stream thread.
+        let home = halves[half.rawValue].reactors.first ?? StreamThread.reactor
+        let connector = Connector(connection: self, endpoint: endpoint, timeout: connectTimeout,
+                                  home: ReactorRegistry.shared.acquire(cfRunLoop: home.runLoop, mode: home.mode))
+        phase = .connecting(connector)
+        return connector
     }
 
-    /// The connector's success: TCP is up on `handle`. Called on the stream thread.
+    /// Before a call waits for (or polls) an open in progress: make sure the connect does not depend
+    /// on some client run loop being run. Lock held.
+    func connectWithoutClientRunLoop() {
+        if case .connecting(let connector) = phase { connector.moveToStreamThread() }
+    }
+
+    /// The connector's success: TCP is up on `handle`.
     func connected(_ handle: SocketHandle) {
         lock.lock()
         defer { lock.unlock() }
@@ -215,7 +227,7 @@ final class Connection: @unchecked Sendable {
         becomeLive(handle)
     }
 
-    /// The connector's failure. Called on the stream thread.
+    /// The connector's failure.
     func connectFailed(_ error: NSError) {
         lock.withLock {
             guard case .connecting = phase else { return }
