@@ -7,6 +7,7 @@
 
 import Foundation
 import SocketStreams
+import Synchronization
 
 /// Progress of the sessions of one measurement. Sessions report on the thread whose run loop
 /// delivers their events; the benchmark thread waits for thresholds. A lock keeps the two apart,
@@ -24,6 +25,8 @@ final class SessionMonitor: @unchecked Sendable {
     }
 
     let changed = DispatchSemaphore(value: 0)
+    /// Delegate callbacks so far (for stall detection; relaxed, a few ns per event).
+    private let eventCount = Atomic<Int>(0)
     private let lock = NSLock()
     private var state = Snapshot()
     private var wantedReady = Int.max
@@ -34,6 +37,12 @@ final class SessionMonitor: @unchecked Sendable {
         defer { lock.unlock() }
         return state
     }
+
+    func noteEvent() {
+        eventCount.wrappingAdd(1, ordering: .relaxed)
+    }
+
+    var events: Int { eventCount.load(ordering: .relaxed) }
 
     func sessionReady() {
         update { state in
@@ -118,6 +127,7 @@ class StreamSession: NSObject, StreamDelegate {
     }
 
     func stream(_ aStream: Stream, handle eventCode: Stream.Event) {
+        monitor.noteEvent()
         guard !isDone else { return }
         switch eventCode {
         case .hasBytesAvailable:

@@ -20,24 +20,25 @@ enum StreamScheduling {
     }
 
     /// Returns once `ready`/`finished` sessions reached the counts; throws the first session failure.
-    /// If no session becomes ready or finishes for `stallTimeout` seconds, throws a stall report
-    /// describing where the unfinished `sessions` are (a lost stream event would otherwise hang
-    /// until the harness kills the measurement).
+    /// If no stream event arrives for `stallTimeout` seconds, throws a stall report describing where
+    /// the unfinished `sessions` are (a lost stream event would otherwise hang until the harness
+    /// kills the measurement).
     @discardableResult
     func wait(for monitor: SessionMonitor, ready: Int = .max, finished: Int = .max,
               sessions: @autoclosure () -> [StreamSession]) throws -> SessionMonitor.Snapshot {
-        var lastProgress = (ready: -1, finished: -1)
+        var lastEvents = -1
         var lastProgressTime = Posix.monotonicNanoseconds()
         while true {
             let snapshot = monitor.want(ready: ready, finished: finished)
             if let failure = snapshot.failure { throw BenchError(failure) }
             if snapshot.ready >= ready || snapshot.finished >= finished { return snapshot }
             let now = Posix.monotonicNanoseconds()
-            if (snapshot.ready, snapshot.finished) != lastProgress {
-                lastProgress = (snapshot.ready, snapshot.finished)
+            let events = monitor.events
+            if events != lastEvents {
+                lastEvents = events
                 lastProgressTime = now
             } else if Stopwatch.seconds(from: lastProgressTime, to: now) > stallTimeout {
-                throw BenchError("stalled: no session progressed for \(Int(stallTimeout)) s; "
+                throw BenchError("stalled: no stream event for \(Int(stallTimeout)) s; "
                                  + StreamSession.stallReport(sessions()))
             }
             switch self {
@@ -50,8 +51,7 @@ enum StreamScheduling {
     }
 }
 
-/// How long the delegate drivers wait without any session becoming ready or finishing before they
-/// give up with a stall report.
+/// How long the delegate drivers wait without any stream event before they give up with a stall report.
 let stallTimeout = 60.0
 
 struct StreamsDelegateClient: BenchmarkClient {
