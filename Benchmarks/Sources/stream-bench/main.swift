@@ -3,6 +3,7 @@
 //   stream-bench [options]     the harness (see --help)
 //   stream-bench server        internal: the epoll peer, started by the harness
 //   stream-bench measure …     internal: one measurement, started by the harness
+//   stream-bench render F.json  rewrite the MD/JSON/SVG from a saved latest.json
 
 import Glibc
 
@@ -11,6 +12,7 @@ let status: Int32
 switch arguments.first {
 case "server": status = ServerCommand.run(Array(arguments.dropFirst()))
 case "measure": status = MeasureCommand.run(Array(arguments.dropFirst()))
+case "render": status = RenderCommand.run(Array(arguments.dropFirst()))
 default: status = Harness.main(arguments)
 }
 exit(status)

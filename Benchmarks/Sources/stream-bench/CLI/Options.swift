@@ -40,7 +40,7 @@ struct Options {
 
     var effectiveRuns: Int { runs ?? (quick ? 1 : 3) }
     /// Per-measurement limit; a hung client is killed and reported as a failure.
-    var effectiveTimeout: Double { timeout ?? (quick ? 60 : 600) }
+    var effectiveTimeout: Double { timeout ?? (quick ? 60 : 300) }
 
     var effectiveOutputDirectory: String {
         outputDirectory ?? Self.defaultOutputDirectory()
@@ -63,7 +63,7 @@ struct Options {
                                   (separate), or not at all (none).
           --out DIR               Where latest.md, latest.json and ratios.svg go
                                   (default: Benchmarks/results of this package).
-          --timeout SECONDS       Limit per measurement (default 600; 60 with --quick).
+          --timeout SECONDS       Limit per measurement (default 300; 60 with --quick).
           -h, --help              This text.
         """
 

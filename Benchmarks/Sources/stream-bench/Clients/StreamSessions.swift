@@ -7,6 +7,7 @@
 
 import Foundation
 import SocketStreams
+import Synchronization
 
 /// Progress of the sessions of one measurement. Sessions report on the thread whose run loop
 /// delivers their events; the benchmark thread waits for thresholds. A lock keeps the two apart,
@@ -24,6 +25,8 @@ final class SessionMonitor: @unchecked Sendable {
     }
 
     let changed = DispatchSemaphore(value: 0)
+    /// Delegate callbacks so far (for stall detection; relaxed, a few ns per event).
+    private let eventCount = Atomic<Int>(0)
     private let lock = NSLock()
     private var state = Snapshot()
     private var wantedReady = Int.max
@@ -34,6 +37,12 @@ final class SessionMonitor: @unchecked Sendable {
         defer { lock.unlock() }
         return state
     }
+
+    func noteEvent() {
+        eventCount.wrappingAdd(1, ordering: .relaxed)
+    }
+
+    var events: Int { eventCount.load(ordering: .relaxed) }
 
     func sessionReady() {
         update { state in
@@ -118,6 +127,7 @@ class StreamSession: NSObject, StreamDelegate {
     }
 
     func stream(_ aStream: Stream, handle eventCode: Stream.Event) {
+        monitor.noteEvent()
         guard !isDone else { return }
         switch eventCode {
         case .hasBytesAvailable:
@@ -128,9 +138,34 @@ class StreamSession: NSObject, StreamDelegate {
             endEncountered()
         case .errorOccurred:
             fail("stream error: \(aStream.streamError.map { String(describing: $0) } ?? "unknown")")
+        case .openCompleted:
+            break
         default:
-            break  // .openCompleted
+            // CFNetwork delivers one event per callback; anything else would leave this session
+            // waiting forever, so fail loudly instead.
+            fail("unexpected event \(eventCode.rawValue) on the \(aStream === inputStream ? "input" : "output") stream")
         }
+    }
+
+    // MARK: Diagnostics
+
+    /// Where this session is in its exchange, for stall reports.
+    var progressDescription: String { "open" }
+
+    /// Groups unfinished sessions by where they are and what their input stream reports. On the
+    /// streams-thread client this reads session state from another thread; it only runs once the
+    /// sessions have made no progress for a long time, just before the measurement fails.
+    static func stallReport(_ sessions: [StreamSession]) -> String {
+        let pending = sessions.filter { !$0.isDone }
+        var groups: [String: Int] = [:]
+        for session in pending {
+            let input = session.inputStream
+            let key = "\(session.progressDescription), input status \(input.streamStatus.rawValue), "
+                + "hasBytesAvailable \(input.hasBytesAvailable), output hasSpaceAvailable \(session.outputStream.hasSpaceAvailable)"
+            groups[key, default: 0] += 1
+        }
+        let summary = groups.sorted { $0.value > $1.value }.prefix(4).map { "\($0.value)× [\($0.key)]" }
+        return "\(pending.count) of \(sessions.count) session(s) unfinished: " + summary.joined(separator: "; ")
     }
 
     // MARK: Subclass hooks
@@ -243,6 +278,8 @@ final class DownloadSession: StreamSession {
         }
     }
 
+    override var progressDescription: String { "download: \(received) of \(expected) bytes received" }
+
     override func endEncountered() {
         if received == expected {
             finish()
@@ -266,6 +303,10 @@ final class UploadSession: StreamSession {
         chunk = (0..<Payload.chunkSize).map { UInt8(truncatingIfNeeded: $0) }
         super.init(port: port, monitor: monitor)
         enqueue(Request.upload(bytes: UInt64(totalBytes)).encoded)
+    }
+
+    override var progressDescription: String {
+        "upload: \(total - remaining) of \(total) bytes sent, \(replyCount) of 8 reply bytes"
     }
 
     override func spaceAvailable() {
@@ -325,6 +366,14 @@ final class EchoSession: StreamSession {
         enqueue(Request.groupEcho(group: group, size: UInt32(groupSize), bytes: UInt64(roundTrips * messageSize)).encoded)
     }
 
+    override var progressDescription: String {
+        switch phase {
+        case .awaitingAck: return "waiting for '+'"
+        case .awaitingGo: return "waiting for 'G'"
+        case .echoing: return "round trip \(roundTrip) of \(roundTrips), \(received) of \(echo.count) echo bytes"
+        }
+    }
+
     override func bytesAvailable() {
         switch phase {
         case .awaitingAck:
@@ -363,6 +412,8 @@ final class ConnectSession: StreamSession {
         enqueue(Request.connect.encoded)
     }
 
+    override var progressDescription: String { "connect: waiting for 'c'" }
+
     override func bytesAvailable() {
         guard read(into: &reply, count: 1) != nil else { return }
         if reply[0] == Request.connectReply {
@@ -392,6 +443,8 @@ final class IdleSession: StreamSession {
         monitor.sessionReady()
     }
 
+    override var progressDescription: String { acknowledged ? "idle, waiting for the release" : "idle: waiting for '+'" }
+
     override func endEncountered() {
         if acknowledged {
             finish()
@@ -409,6 +462,8 @@ final class ReleaseSession: StreamSession {
         super.init(port: port, monitor: monitor)
         enqueue(Request.release(group: group).encoded)
     }
+
+    override var progressDescription: String { "release: waiting for '+'" }
 
     override func bytesAvailable() {
         guard read(into: &reply, count: 1) != nil else { return }

@@ -20,21 +20,39 @@ enum StreamScheduling {
     }
 
     /// Returns once `ready`/`finished` sessions reached the counts; throws the first session failure.
+    /// If no stream event arrives for `stallTimeout` seconds, throws a stall report describing where
+    /// the unfinished `sessions` are (a lost stream event would otherwise hang until the harness
+    /// kills the measurement).
     @discardableResult
-    func wait(for monitor: SessionMonitor, ready: Int = .max, finished: Int = .max) throws -> SessionMonitor.Snapshot {
+    func wait(for monitor: SessionMonitor, ready: Int = .max, finished: Int = .max,
+              sessions: @autoclosure () -> [StreamSession]) throws -> SessionMonitor.Snapshot {
+        var lastEvents = -1
+        var lastProgressTime = Posix.monotonicNanoseconds()
         while true {
             let snapshot = monitor.want(ready: ready, finished: finished)
             if let failure = snapshot.failure { throw BenchError(failure) }
             if snapshot.ready >= ready || snapshot.finished >= finished { return snapshot }
+            let now = Posix.monotonicNanoseconds()
+            let events = monitor.events
+            if events != lastEvents {
+                lastEvents = events
+                lastProgressTime = now
+            } else if Stopwatch.seconds(from: lastProgressTime, to: now) > stallTimeout {
+                throw BenchError("stalled: no stream event for \(Int(stallTimeout)) s; "
+                                 + StreamSession.stallReport(sessions()))
+            }
             switch self {
             case .currentRunLoop:
-                _ = RunLoop.current.run(mode: .default, before: .distantFuture)
+                _ = RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 1))
             case .streamThread:
-                monitor.changed.wait()
+                _ = monitor.changed.wait(timeout: .now() + 1)
             }
         }
     }
 }
+
+/// How long the delegate drivers wait without any stream event before they give up with a stall report.
+let stallTimeout = 60.0
 
 struct StreamsDelegateClient: BenchmarkClient {
     let scheduling: StreamScheduling
@@ -49,7 +67,7 @@ struct StreamsDelegateClient: BenchmarkClient {
         let monitor = SessionMonitor()
         let session = makeSession(monitor)
         session.open(in: scheduling.runLoop)
-        try scheduling.wait(for: monitor, finished: 1)
+        try scheduling.wait(for: monitor, finished: 1, sessions: [session])
         return stopwatch.elapsedSeconds
     }
 
@@ -71,7 +89,7 @@ struct StreamsDelegateClient: BenchmarkClient {
         for i in 0..<count {
             let session = ConnectSession(port: port, monitor: monitor)
             session.open(in: scheduling.runLoop)
-            try scheduling.wait(for: monitor, finished: i + 1)
+            try scheduling.wait(for: monitor, finished: i + 1, sessions: [session])
         }
         return stopwatch.elapsedSeconds
     }
@@ -85,7 +103,7 @@ struct StreamsDelegateClient: BenchmarkClient {
             EchoSession(port: port, group: group, groupSize: connections, roundTrips: roundTrips,
                         messageSize: messageSize, monitor: monitor)
         }
-        let done = try scheduling.wait(for: monitor, finished: connections)
+        let done = try scheduling.wait(for: monitor, finished: connections, sessions: sessions)
         guard let start = done.firstGo, let end = done.lastFinish else { throw BenchError("many: no timing recorded") }
         return Stopwatch.seconds(from: start, to: end)
     }
@@ -99,13 +117,13 @@ struct StreamsDelegateClient: BenchmarkClient {
         try openPaced(count: pairs, monitor: monitor, into: &sessions) {
             IdleSession(port: port, group: group, monitor: monitor)
         }
-        try scheduling.wait(for: monitor, ready: pairs)
+        try scheduling.wait(for: monitor, ready: pairs, sessions: sessions)
         let memoryOpen = try ProcessMemory.snapshot()
 
         let release = ReleaseSession(port: port, group: group, monitor: monitor)
         sessions.append(release)
         release.open(in: scheduling.runLoop)
-        try scheduling.wait(for: monitor, finished: pairs + 1)
+        try scheduling.wait(for: monitor, finished: pairs + 1, sessions: sessions)
         return (memoryBefore, memoryOpen)
     }
 
@@ -114,7 +132,7 @@ struct StreamsDelegateClient: BenchmarkClient {
                            _ makeSession: () -> StreamSession) throws {
         for i in 0..<count {
             if i >= maxConnectsInFlight {
-                try scheduling.wait(for: monitor, ready: i - maxConnectsInFlight + 1)
+                try scheduling.wait(for: monitor, ready: i - maxConnectsInFlight + 1, sessions: sessions)
             }
             let session = makeSession()
             sessions.append(session)

@@ -7,7 +7,7 @@ import Foundation
 enum SVGChart {
     private static let width = 960.0
     private static let left = 70.0
-    private static let right = 30.0
+    private static let right = 80.0
     private static let plotHeight = 300.0
 
     private static let colors: [String: String] = [
@@ -30,9 +30,11 @@ enum SVGChart {
         body.append(text(left, y, "Median of \(report.configuration.runs) run(s) per client; whiskers min–max; "
                          + "dashed red line: target. Ping-pong ratio = baseline µs ÷ ours.", size: 12, fill: "#555"))
 
+        // One slot per non-baseline client that ran the workload; failed ones are drawn as failed.
+        let hasBaseline = report.configuration.clients.contains("baseline")
         let ratioGroups = report.workloads.filter { $0.target.kind == "ratioAtLeast" }.compactMap { workload -> (WorkloadResult, [ClientResult])? in
-            let bars = workload.results.filter { $0.client != "baseline" && $0.ratioToBaseline != nil }
-            return bars.isEmpty ? nil : (workload, bars)
+            let bars = workload.results.filter { $0.client != "baseline" && ($0.ratioToBaseline != nil || $0.error != nil) }
+            return bars.isEmpty || !hasBaseline ? nil : (workload, bars)
         }
         let plotTop = y + 30
         if ratioGroups.isEmpty {
@@ -93,7 +95,7 @@ enum SVGChart {
             tick += step
         }
         body.append("<line x1=\"\(f(left))\" y1=\"\(f(yFor(1)))\" x2=\"\(f(left + plotWidth))\" y2=\"\(f(yFor(1)))\" stroke=\"#333\" stroke-width=\"1.5\"/>")
-        body.append(text(left + plotWidth, yFor(1) - 4, "baseline = 1.0", size: 11, anchor: "end", fill: "#333"))
+        body.append(text(left + plotWidth + 6, yFor(1) + 4, "baseline", size: 11, fill: "#333"))
         body.append("<line x1=\"\(f(left))\" y1=\"\(f(top))\" x2=\"\(f(left))\" y2=\"\(f(bottom))\" stroke=\"#333\"/>")
         body.append("<line x1=\"\(f(left))\" y1=\"\(f(bottom))\" x2=\"\(f(left + plotWidth))\" y2=\"\(f(bottom))\" stroke=\"#333\"/>")
         body.append(text(18, top + plotHeight / 2, "ratio to baseline", size: 12, anchor: "middle",
@@ -105,19 +107,25 @@ enum SVGChart {
             let barWidth = min(36, (groupWidth - 24) / Double(bars.count))
             let barsLeft = groupLeft + (groupWidth - barWidth * Double(bars.count)) / 2
             for (b, result) in bars.enumerated() {
-                guard let ratio = result.ratioToBaseline else { continue }
                 let x = barsLeft + Double(b) * barWidth
-                let top = yFor(min(ratio.median, yMax))
-                body.append("<rect x=\"\(f(x + 2))\" y=\"\(f(top))\" width=\"\(f(barWidth - 4))\" height=\"\(f(bottom - top))\" fill=\"\(color(result.client))\"><title>\(escape(result.client)): \(formatNumber(ratio.median, decimals: 2)) (\(formatNumber(ratio.min, decimals: 2))–\(formatNumber(ratio.max, decimals: 2)))</title></rect>")
                 let center = x + barWidth / 2
+                guard let ratio = result.ratioToBaseline else {
+                    body.append(text(center + 4, bottom - 6, "✗ failed", size: 11, anchor: "start", fill: "#d62728",
+                                     extra: " transform=\"rotate(-90 \(f(center + 4)) \(f(bottom - 6)))\""))
+                    continue
+                }
+                let top = yFor(min(ratio.median, yMax))
+                let opacity = result.error == nil ? "" : " fill-opacity=\"0.35\""
+                body.append("<rect x=\"\(f(x + 2))\" y=\"\(f(top))\" width=\"\(f(barWidth - 4))\" height=\"\(f(bottom - top))\" fill=\"\(color(result.client))\"\(opacity)><title>\(escape(result.client)): \(formatNumber(ratio.median, decimals: 2)) (\(formatNumber(ratio.min, decimals: 2))–\(formatNumber(ratio.max, decimals: 2)))\(result.error == nil ? "" : "; a run failed")</title></rect>")
                 if ratio.max > ratio.min {
                     let y1 = yFor(min(ratio.min, yMax)), y2 = yFor(min(ratio.max, yMax))
                     body.append("<line x1=\"\(f(center))\" y1=\"\(f(y1))\" x2=\"\(f(center))\" y2=\"\(f(y2))\" stroke=\"#222\"/>")
                     body.append("<line x1=\"\(f(center - 4))\" y1=\"\(f(y1))\" x2=\"\(f(center + 4))\" y2=\"\(f(y1))\" stroke=\"#222\"/>")
                     body.append("<line x1=\"\(f(center - 4))\" y1=\"\(f(y2))\" x2=\"\(f(center + 4))\" y2=\"\(f(y2))\" stroke=\"#222\"/>")
                 }
-                body.append(text(center, yFor(min(max(ratio.median, ratio.max), yMax)) - 5, formatNumber(ratio.median, decimals: 2),
-                                 size: 10, anchor: "middle"))
+                body.append(text(center, yFor(min(max(ratio.median, ratio.max), yMax)) - 5,
+                                 formatNumber(ratio.median, decimals: 2) + (result.error == nil ? "" : " ✗"),
+                                 size: 10, anchor: "middle", fill: result.error == nil ? "#111" : "#d62728"))
             }
             if workload.target.value <= yMax {
                 let y = yFor(workload.target.value)
@@ -132,7 +140,7 @@ enum SVGChart {
 
     /// Horizontal bars of bytes per idle pair against the absolute target.
     private static func renderMemoryPanel(_ idle: WorkloadResult, top: Double, into body: inout [String]) -> Double {
-        let rows = idle.results.filter { $0.summary != nil }
+        let rows = idle.results.filter { $0.summary != nil || $0.error != nil }
         body.append(text(left, top, "Memory per open idle pair (\(idle.title); target \(idle.target.label), lower is better)",
                          size: 14, weight: "bold"))
         var y = top + 12
@@ -143,13 +151,16 @@ enum SVGChart {
         let labelWidth = 130.0
         let barLeft = left + labelWidth
         let barSpace = width - right - barLeft - 90
-        let highest = rows.compactMap { $0.summary?.max }.max() ?? 0
+        let highest = rows.filter { $0.error == nil }.compactMap { $0.summary?.max }.max() ?? 0
         let scaleMax = max(idle.target.value * 1.5, highest * 1.1)
         func xFor(_ bytes: Double) -> Double { barLeft + max(0, bytes) / scaleMax * barSpace }
         for result in rows {
-            guard let s = result.summary else { continue }
             y += 22
             body.append(text(barLeft - 8, y + 4, result.client, size: 12, anchor: "end"))
+            guard let s = result.summary, result.error == nil else {
+                body.append(text(barLeft + 4, y + 4, "✗ failed", size: 11, fill: "#d62728"))
+                continue
+            }
             body.append("<rect x=\"\(f(barLeft))\" y=\"\(f(y - 8))\" width=\"\(f(xFor(s.median) - barLeft))\" height=\"14\" fill=\"\(color(result.client))\"/>")
             body.append(text(xFor(s.median) + 6, y + 4, "\(formatNumber(s.median, decimals: 0)) B", size: 11))
         }

@@ -1,0 +1,65 @@
+// The client families compared side by side, and what each one implements.
+
+/// The clients compared side by side.
+enum ClientKind: String, CaseIterable, Codable {
+    case baseline
+    case streamsDelegate = "streams-delegate"
+    case streamsThread = "streams-thread"
+    case streamsPolling = "streams-polling"
+    case filehandle
+
+    /// The figures of these clients are held to the targets.
+    var isSocketStreams: Bool {
+        switch self {
+        case .streamsDelegate, .streamsThread, .streamsPolling: return true
+        case .baseline, .filehandle: return false
+        }
+    }
+
+    func supports(_ workload: Workload) -> Bool {
+        switch self {
+        case .filehandle: return workload == .download || workload == .pingpong
+        default: return true
+        }
+    }
+
+    func makeClient() -> any BenchmarkClient {
+        switch self {
+        case .baseline: return BaselineClient()
+        case .streamsDelegate: return StreamsDelegateClient(scheduling: .currentRunLoop)
+        case .streamsThread: return StreamsDelegateClient(scheduling: .streamThread)
+        case .streamsPolling: return StreamsPollingClient()
+        case .filehandle: return FileHandleClient()
+        }
+    }
+}
+
+/// What one client family implements. Every method verifies byte counts (and echo contents) and
+/// throws on any mismatch or short read; the returned time covers the measured phase only.
+protocol BenchmarkClient {
+    /// One connect + 1-byte exchange before measuring, so one-time set-up (the library's stream
+    /// thread, lazy symbol binding, first allocations) is not timed.
+    func warmUp(port: UInt16) throws
+    /// Receives `totalBytes` until end of stream; returns seconds from connecting to EOF.
+    func download(port: UInt16, totalBytes: Int) throws -> Double
+    /// Sends `totalBytes` and waits for the server's count; returns seconds from connecting to the reply.
+    func upload(port: UInt16, totalBytes: Int) throws -> Double
+    /// `roundTrips` sequential echoes on one connection; returns seconds from connecting to the last echo.
+    func pingPong(port: UInt16, roundTrips: Int, messageSize: Int) throws -> Double
+    /// `count` sequential connect → 1 byte → 1 byte back → close; returns total seconds.
+    func connect(port: UInt16, count: Int) throws -> Double
+    /// `connections` concurrent connections on one thread, `roundTrips` echoes each. All connections are
+    /// established first (untimed); returns seconds from the first 'G' (go) to the last echo.
+    func many(port: UInt16, connections: Int, roundTrips: Int, messageSize: Int) throws -> Double
+    /// Opens `pairs` idle connections; returns the process's memory before opening any and with all open.
+    func idle(port: UInt16, pairs: Int) throws -> (none: MemorySnapshot, open: MemorySnapshot)
+}
+
+/// How many connections a client may have opened but not yet acknowledged by the server, so the
+/// listen backlog (somaxconn, often 4096) never overflows while thousands of connections open.
+let maxConnectsInFlight = 256
+
+/// Raised by clients that do not implement a workload (the harness never asks them).
+func unsupported(_ client: ClientKind, _ workload: Workload) -> BenchError {
+    BenchError("\(client.rawValue) does not implement \(workload.rawValue)")
+}
