@@ -1,0 +1,73 @@
+import Foundation
+import SocketStreams
+import XCTest
+
+// The README's two examples, kept here verbatim (apart from host and port) so they cannot rot.
+
+final class ReadmeDelegateClient: NSObject, StreamDelegate {
+    var input: InputStream?
+    var output: OutputStream?
+    var request = Data("GET / HTTP/1.0\r\nHost: example.com\r\n\r\n".utf8)
+    var received = Data()   // (the README prints instead)
+    var finished = false    // (not in the README)
+    let host: String
+    let port: Int
+
+    init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    func start() {
+        Stream.getStreamsToHost(withName: host, port: port, inputStream: &input, outputStream: &output)
+        for stream in [input!, output!] as [Stream] {
+            stream.delegate = self
+            stream.schedule(in: .current, forMode: .default)
+            stream.open()
+        }
+    }
+
+    func stream(_ stream: Stream, handle event: Stream.Event) {
+        switch event {
+        case .hasSpaceAvailable where !request.isEmpty:
+            let n = request.withUnsafeBytes { output!.write($0.bindMemory(to: UInt8.self).baseAddress!, maxLength: $0.count) }
+            if n > 0 { request.removeFirst(n) }
+        case .hasBytesAvailable:
+            var buffer = [UInt8](repeating: 0, count: 1024)
+            let n = input!.read(&buffer, maxLength: buffer.count)
+            if n > 0 { received.append(contentsOf: buffer[..<n]) }
+        case .endEncountered, .errorOccurred:
+            if let error = stream.streamError { print("error:", error.localizedDescription) }
+            input?.close(); output?.close()
+            finished = true
+        default:
+            break
+        }
+    }
+}
+
+final class ReadmeExampleTests: SocketStreamsTestCase {
+    func testDelegateExampleFetchesAPage() throws {
+        let port = try startHTTPServer(files: ["index.html": Data("readme page\n".utf8)])
+        let client = ReadmeDelegateClient(host: "127.0.0.1", port: port)
+        client.start()
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { client.finished })
+        let text = String(decoding: client.received, as: UTF8.self)
+        XCTAssertTrue(text.hasPrefix("HTTP/1.0 200"), text)
+        XCTAssertTrue(text.hasSuffix("readme page\n"), text)
+    }
+
+    func testPollingExampleEchoes() throws {
+        let port = try startSocatEcho()
+        let (input, output) = createStreamPair(host: "127.0.0.1", port: port)
+        input.open(); output.open()
+        let message = Array("hello".utf8)
+        while !output.hasSpaceAvailable { if output.streamStatus == .error { fatalError("\(output.streamError!)") } }
+        _ = output.write(message, maxLength: message.count)   // blocks until at least one byte fits
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let n = input.read(&buffer, maxLength: buffer.count)   // blocks until at least one byte arrives; 0 = end
+        XCTAssertGreaterThan(n, 0)
+        XCTAssertEqual(Array(buffer[..<n]), Array(message[..<n]))
+        input.close(); output.close()
+    }
+}
