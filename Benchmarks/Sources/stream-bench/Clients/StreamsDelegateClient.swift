@@ -3,8 +3,18 @@
 // or on `RunLoop.socketStreams`, the package's stream thread, while the benchmark thread blocks on
 // a DispatchSemaphore.
 
+import CoreFoundation
 import Foundation
 import SocketStreams
+
+/// Makes `RunLoop.current.run(mode:before: .distantFuture)` return once a second, so the stall check
+/// runs, without giving the run loop a deadline per call (a finite deadline makes CoreFoundation arm
+/// and disarm its timeout timer on every call, i.e. on every stream event, which would be measured).
+/// One timer per process (each measurement is its own process), added on first use.
+private let stallCheckTimer: Void = {
+    let timer = Timer(timeInterval: 1, repeats: true) { _ in CFRunLoopStop(CFRunLoopGetCurrent()) }
+    RunLoop.current.add(timer, forMode: .default)
+}()
 
 enum StreamScheduling {
     /// streams-delegate: the current thread's run loop, default mode.
@@ -43,7 +53,8 @@ enum StreamScheduling {
             }
             switch self {
             case .currentRunLoop:
-                _ = RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 1))
+                stallCheckTimer
+                _ = RunLoop.current.run(mode: .default, before: .distantFuture)
             case .streamThread:
                 _ = monitor.changed.wait(timeout: .now() + 1)
             }
