@@ -128,21 +128,25 @@ extension Connection {
         }
     }
 
-    /// `CFReadStreamHasBytesAvailable`: never blocks; true if a read would not block.
+    /// `CFReadStreamHasBytesAvailable`: never blocks; true if a read would not block. Like
+    /// CFNetwork, it answers from the signalled event while that is unconsumed (only a read can
+    /// consume the bytes), and otherwise asks the socket.
     var hasBytesAvailable: Bool {
         lock.withLock {
             if halves[0].status == .opening { connectWithoutClientRunLoop() }
             guard halves[Half.input.rawValue].status == .open, let socket else { return false }
-            if deferredInputError != nil { return true }
+            if deferredInputError != nil || halves[0].awaitingClient { return true }
             return ((try? Posix.poll(socket.fd, events: Int16(POLLIN), timeout: 0)) ?? 0) != 0
         }
     }
 
-    /// `CFWriteStreamCanAcceptBytes`: never blocks; true if a write would not block.
+    /// `CFWriteStreamCanAcceptBytes`: never blocks; true if a write would not block. Answers from an
+    /// unconsumed `hasSpaceAvailable` event (only a write can use the space up), else asks the socket.
     var hasSpaceAvailable: Bool {
         lock.withLock {
             if halves[1].status == .opening { connectWithoutClientRunLoop() }
             guard halves[Half.output.rawValue].status == .open, let socket else { return false }
+            if halves[1].awaitingClient { return true }
             return ((try? Posix.poll(socket.fd, events: Int16(POLLOUT), timeout: 0)) ?? 0) != 0
         }
     }

@@ -236,7 +236,8 @@ final class Reactor: @unchecked Sendable {
             // Rounds used up: events are left in the epoll set, and the run loop waits for our port
             // edge-triggered, so only a fresh eventfd write brings it back. Write even if a wake-up
             // is already pending: its edge may be the one that started this perform.
-            // (Linux re-signals an epoll fd with events left after epoll_wait; gVisor does not.)
+            // (Measured on this project's Linux 6.18 machines: events left in an epoll set after epoll_wait
+            // raise no new edge for an epoll fd that waits on it.)
             if rounds >= 8 || (!tasks.isEmpty || !ready.isEmpty) && !wakePending {
                 wakePending = true
                 return true
