@@ -177,7 +177,8 @@ private final class Acceptor: ReactorHandler, @unchecked Sendable {
             }
             guard case .processed(let client) = result else { return }
             let connection = Connection(endpoint: .native(fd: client))
-            connection.closesNativeSocket = true
+            connection.closesNativeSocket = true  // as an app does with kCFStreamPropertyShouldCloseNativeSocket
+            connection.closesNativeSocketWasSet = true
             let pair = makePair(connection)
             accept(pair.input, pair.output)
         }

@@ -28,11 +28,15 @@ extension Connection {
                 return nil
             case kCFStreamPropertyShouldCloseNativeSocket:
                 // Unset on host pairs (nil); native-socket pairs store false, as CFNetwork does.
-                if let value = properties[key] { return value }
+                if closesNativeSocketWasSet { return NSNumber(value: closesNativeSocket) }
                 if case .native = endpoint, !closesNativeSocket { return NSNumber(value: false) }
                 return nil
+            case Stream.PropertyKey.connectTimeoutKey.rawValue:
+                return connectTimeout.map { NSNumber(value: $0) }
+            case Stream.PropertyKey.tcpNoDelayKey.rawValue:
+                return noDelay.map { NSNumber(value: $0) }
             default:
-                return properties[key]
+                return nil
             }
         }
     }
@@ -45,6 +49,7 @@ extension Connection {
             case kCFStreamPropertyShouldCloseNativeSocket:
                 guard let flag = PropertyValue.bool(value) else { return false }
                 closesNativeSocket = flag
+                closesNativeSocketWasSet = true
                 socket?.closesOnRelease = flag
             case Stream.PropertyKey.connectTimeoutKey.rawValue:
                 guard case .idle = phase, let seconds = PropertyValue.double(value), seconds >= 0 else { return false }
@@ -59,7 +64,6 @@ extension Connection {
             default:
                 return false
             }
-            properties[key] = value
             return true
         }
     }

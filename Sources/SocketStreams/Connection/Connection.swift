@@ -88,11 +88,11 @@ final class Connection: @unchecked Sendable {
     @exclusivity(unchecked) var registrations: [Registration] = []
     /// An error that reaches the input stream only once the bytes that arrived before it are read.
     var deferredInputError: NSError?
-    /// Accepted property values, returned by `property(forKey:)`.
-    var properties: [String: AnyObject] = [:]
     var closesNativeSocket: Bool
+    /// Whether ShouldCloseNativeSocket was set explicitly (an unset one reads back as nil, as in CFNetwork).
+    var closesNativeSocketWasSet = false
     var connectTimeout: Double?
-    var noDelay = false
+    var noDelay: Bool?
     var resolve: ResolveFunction = { Resolver.resolve(host: $0, port: $1, family: $2) }
 
     init(endpoint: Endpoint) {
@@ -239,7 +239,7 @@ final class Connection: @unchecked Sendable {
     private func becomeLive(_ handle: SocketHandle) {
         socket = handle
         phase = .live
-        if noDelay { try? Posix.setOption(handle.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: 1) }
+        if noDelay == true { try? Posix.setOption(handle.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: 1) }
         for half in [Half.input, .output] where halves[half.rawValue].status == .opening {
             openHalf(half)
         }
@@ -373,6 +373,15 @@ final class Connection: @unchecked Sendable {
     /// or the socket appearing), then syncs their events. Lock held.
     func rebuildRegistrations() {
         guard let socket else { return }
+        // The usual case, both halves on (at most) one and the same reactor, allocates nothing.
+        let single = halves[0].reactors.first ?? halves[1].reactors.first
+        if let single, halves[0].reactors.count <= 1, halves[1].reactors.count <= 1,
+           halves[0].reactors.first.map({ $0 === single }) ?? true, halves[1].reactors.first.map({ $0 === single }) ?? true {
+            if registrations.count == 1, registrations[0].reactor === single { return syncInterest() }
+            for registration in registrations { registration.leave() }
+            registrations = [Registration(connection: self, reactor: single, fd: socket.fd)]
+            return syncInterest()
+        }
         var reactors: [Reactor] = []
         for half in halves {
             for reactor in half.reactors where !reactors.contains(where: { $0 === reactor }) { reactors.append(reactor) }
