@@ -40,7 +40,9 @@ final class Connector: @unchecked Sendable {
     private weak var connection: Connection?
     private let host: String
     private let port: Int
-    private let label: String
+    private let endpoint: Endpoint
+    /// How errors name the endpoint (built only when one is reported).
+    private var label: String { endpoint.label }
     private let fixedAddress: SocketAddress?
     private let isUnix: Bool
     private let timeout: Double?
@@ -82,7 +84,7 @@ final class Connector: @unchecked Sendable {
         case .native:
             preconditionFailure("a native socket needs no connector")
         }
-        label = endpoint.label
+        self.endpoint = endpoint
     }
 
     // MARK: entry points (any thread, connection lock not held unless stated)
