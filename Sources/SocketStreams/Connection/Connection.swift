@@ -178,7 +178,8 @@ final class Connection: @unchecked Sendable {
         case .connecting:
             break
         case .live:
-            openHalf(half)
+            openHalf(half, writable: false)
+            rebuildRegistrations()
         case .failed(let error):
             signal(half, .errorOccurred, error: error)
         case .closed:
@@ -194,7 +195,7 @@ final class Connection: @unchecked Sendable {
         if case .native(let fd) = endpoint {
             do {
                 try Posix.setNonBlocking(fd)
-                becomeLive(SocketHandle(fd: fd, closesOnRelease: closesNativeSocket))
+                becomeLive(SocketHandle(fd: fd, closesOnRelease: closesNativeSocket), writable: false)
             } catch {
                 fail(StreamErrors.posix(error.code, "Could not use \(endpoint.label)"), from: nil)
             }
@@ -224,7 +225,7 @@ final class Connection: @unchecked Sendable {
             return
         }
         handle.closesOnRelease = closesNativeSocket
-        becomeLive(handle)
+        becomeLive(handle, writable: true)
     }
 
     /// The connector's failure.
@@ -235,23 +236,29 @@ final class Connection: @unchecked Sendable {
         }
     }
 
-    /// TCP is up: the pair goes live and every half that was opened completes. Lock held.
-    private func becomeLive(_ handle: SocketHandle) {
+    /// TCP is up: the pair goes live and every half that was opened completes. `writable`: the
+    /// socket just reported writable (a completed connect), so `hasSpaceAvailable` follows
+    /// `openCompleted` at once, as CFNetwork's connect callback does. Lock held.
+    private func becomeLive(_ handle: SocketHandle, writable: Bool) {
         socket = handle
         phase = .live
         if noDelay == true { try? Posix.setOption(handle.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: 1) }
         for half in [Half.input, .output] where halves[half.rawValue].status == .opening {
-            openHalf(half)
+            openHalf(half, writable: writable)
         }
         rebuildRegistrations()
         lock.broadcast()
     }
 
-    /// One half completes its open on a live connection. Lock held.
-    private func openHalf(_ half: Half) {
+    /// One half completes its open on a live connection; the caller syncs the registrations. Lock held.
+    private func openHalf(_ half: Half, writable: Bool) {
         signal(half, .openCompleted)
-        if half == .output { halves[half.rawValue].watchingSpace = true }
-        rebuildRegistrations()
+        guard half == .output else { return }
+        if writable {
+            signal(.output, .hasSpaceAvailable)
+        } else {
+            halves[half.rawValue].watchingSpace = true
+        }
     }
 
     /// A connection-level failure (connect, read or write). It goes to both opened halves; the input
