@@ -219,4 +219,30 @@ final class ErrorTests: SocketStreamsTestCase {
         XCTAssertEqual(pair.output.streamStatus, .error)
         XCTAssertFalse(recorder.has(.endEncountered, on: .output))
     }
+
+    /// A write fails (the peer has gone) while bytes it sent earlier are still unread: a delegate
+    /// client still gets hasBytesAvailable for every one of them, and the error only after them.
+    /// (Regression: the socket left the epoll set on the write error, so the rest never arrived.)
+    func testWriteErrorStillDeliversUnreadBytesToADelegate() throws {
+        let previous = signal(SIGPIPE, SIG_DFL)
+        defer { signal(SIGPIPE, previous) }
+        // Small enough to be in our receive buffer at once (bytes still in the server's send buffer
+        // when it resets would be dropped by its kernel, beyond anyone's reach).
+        let payload = testPayload(32 * 1024, seed: 7)
+        let server = try startRawServer { connection in
+            try? connection.write(payload)
+            _ = try? connection.readExactly(1)  // our writes have begun: closing now sends a RST
+            connection.close()
+        }
+        let pair = makePair(port: server.port)
+        let recorder = DelegateRecorder(outgoing: testPayload(8 << 20))
+        recorder.readChunk = 512         // slow reader: most of the payload is still unread...
+        recorder.writeChunk = 64 * 1024  // ...when the writes start failing
+        _ = startRecorder(pair, recorder: recorder)
+        XCTAssertTrue(runUntil(timeout: 10) { recorder.has(.errorOccurred, on: .output) }, recorder.trace)
+        XCTAssertTrue(runUntil(timeout: 10) {
+            recorder.has(.errorOccurred, on: .input) || recorder.has(.endEncountered, on: .input)
+        }, "input never finished; received \(recorder.snapshot.received.count) of \(payload.count)")
+        XCTAssertEqual(recorder.snapshot.received, payload, "bytes lost: \(recorder.snapshot.received.count) of \(payload.count)")
+    }
 }

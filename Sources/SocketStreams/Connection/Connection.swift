@@ -284,20 +284,20 @@ final class Connection: @unchecked Sendable {
             guard halves[h].status != .notOpen, !halves[h].gone else { return [] }
             if halves[h].status != .error { halves[h].status = .closed }
             halves[h].pending = 0
-            return let_go(half)
+            return letGo(half)
         }
         for reactor in released { ReactorRegistry.shared.release(reactor) }
     }
 
     /// A stream was deinitialised.
     func streamReleased(_ half: Half) {
-        let released = lock.withLock { halves[half.rawValue].gone ? [] : let_go(half) }
+        let released = lock.withLock { halves[half.rawValue].gone ? [] : letGo(half) }
         for reactor in released { ReactorRegistry.shared.release(reactor) }
     }
 
     /// The half stops holding the connection; when both have, the socket goes. Lock held.
     /// Returns the reactors to release once the lock is dropped.
-    private func let_go(_ half: Half) -> [Reactor] {
+    private func letGo(_ half: Half) -> [Reactor] {
         halves[half.rawValue].gone = true
         let reactors = halves[half.rawValue].reactors
         halves[half.rawValue].reactors = []
@@ -359,7 +359,8 @@ final class Connection: @unchecked Sendable {
 
     /// The epoll events this connection wants from `reactor`, from the halves scheduled there. Lock held.
     private func wantedEvents(on reactor: Reactor) -> UInt32 {
-        guard case .live = phase else { return 0 }
+        // Not the phase: after a failure the input half may still be open, draining what arrived first.
+        guard socket != nil else { return 0 }
         var events: UInt32 = 0
         if halves[0].status == .open, !halves[0].suppressed, halves[0].reactors.contains(where: { $0 === reactor }) {
             events |= cssh_epollin() | cssh_epollrdhup()
