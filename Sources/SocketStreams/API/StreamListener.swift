@@ -21,7 +21,7 @@ public final class StreamListener: @unchecked Sendable {
     /// 0 for a Unix-domain listener. `getsockname(2)`.
     public let port: Int
 
-    /// The address the listener is bound to, e.g. `127.0.0.1:4321` or `[::]:4321` or the socket path.
+    /// The address the listener is bound to (`getsockname(2)`), e.g. `127.0.0.1:4321`, `[::]:4321`, or the socket path.
     public let localAddress: String
 
     /// Binds and listens on a TCP port (`socket`, `bind`, `listen`).
@@ -76,8 +76,8 @@ public final class StreamListener: @unchecked Sendable {
         self.unixPath = nil
     }
 
-    /// Binds and listens on a Unix-domain socket path. An existing socket file at `path` is replaced;
-    /// the file is removed again by `close()`.
+    /// Binds and listens on a Unix-domain socket path (`socket(AF_UNIX)`, `bind`, `listen`). An existing
+    /// socket file at `path` is replaced; the file is removed again by `close()`.
     public init(unixSocketPath path: String, backlog: Int32 = 128) throws {
         guard let address = SocketAddress(unixPath: path) else {
             throw StreamErrors.posix(ENAMETOOLONG, "Could not listen on \(path)")
@@ -107,8 +107,9 @@ public final class StreamListener: @unchecked Sendable {
         close()
     }
 
-    /// Starts accepting. `accept` runs on `runLoop`'s thread while it runs in `mode`, once per
-    /// connection, with the new pair. Calling `start` again moves the listener to another run loop.
+    /// Starts accepting (`accept4(2)` whenever the listening socket is readable, as CFSocket's
+    /// `kCFSocketAcceptCallBack` does). `accept` runs on `runLoop`'s thread while it runs in `mode`, once
+    /// per connection, with the new pair. Calling `start` again moves the listener to another run loop.
     public func start(
         in runLoop: RunLoop,
         forMode mode: RunLoop.Mode = .default,
@@ -131,8 +132,8 @@ public final class StreamListener: @unchecked Sendable {
 
     private var closed = false
 
-    /// Stops accepting and closes the listening socket (and removes a Unix socket file). Pairs already
-    /// handed out are not affected.
+    /// Stops accepting and closes the listening socket (`close(2)`; `unlink(2)` for a Unix socket file).
+    /// Pairs already handed out are not affected.
     public func close() {
         let old = lock.withLock { () -> Reactor? in
             guard !closed else { return nil }
