@@ -38,13 +38,11 @@ final class BenchmarkHarnessTests: XCTestCase {
         process.arguments = ["--quick", "--out", results.path, "--clients", clients.joined(separator: ",")]
         process.standardOutput = stdout
         process.standardError = stderr
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
         let started = Date()
         try process.run()
-        let deadline = started.addingTimeInterval(120)
-        while process.isRunning && Date() < deadline {
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        if process.isRunning {
+        if exited.wait(timeout: .now() + 120) == .timedOut {
             process.terminate()
             process.waitUntilExit()
             XCTFail("stream-bench --quick did not finish within 120 s")
