@@ -354,6 +354,7 @@ final class ReactorRegistry: @unchecked Sendable {
 func cfRunLoop(of runLoop: RunLoop) -> CFRunLoop {
     if runLoop === RunLoop.current { return CFRunLoopGetCurrent() }
     if runLoop === RunLoop.main { return CFRunLoopGetMain() }
+    if runLoop === StreamThread.runLoop { return StreamThread.reactor.runLoop }  // no reflection for our own
     for child in Mirror(reflecting: runLoop).children where child.label == "_cfRunLoopStorage" {
         if let value = child.value as AnyObject? {
             // A CF object with no Swift class to check against: reinterpret the reference.
