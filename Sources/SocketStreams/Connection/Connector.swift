@@ -340,7 +340,9 @@ final class Connector: @unchecked Sendable {
 
 /// One non-blocking connect in flight, waiting for the socket to become writable.
 private final class Attempt: ReactorHandler, @unchecked Sendable {
-    unowned let connector: Connector
+    /// Weak: a reactor may still hold this attempt for the current batch of events after the pair
+    /// was closed and its connector freed; that late event is then ignored.
+    weak var connector: Connector?
     let handle: SocketHandle
     var token: UInt64 = 0
 
@@ -350,6 +352,6 @@ private final class Attempt: ReactorHandler, @unchecked Sendable {
     }
 
     func reactor(_ reactor: Reactor, fired events: UInt32) {
-        connector.attemptFinished(self)
+        connector?.attemptFinished(self)
     }
 }

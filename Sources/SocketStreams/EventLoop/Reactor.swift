@@ -355,11 +355,29 @@ func cfRunLoop(of runLoop: RunLoop) -> CFRunLoop {
     if runLoop === RunLoop.current { return CFRunLoopGetCurrent() }
     if runLoop === RunLoop.main { return CFRunLoopGetMain() }
     if runLoop === StreamThread.runLoop { return StreamThread.reactor.runLoop }  // no reflection for our own
-    for child in Mirror(reflecting: runLoop).children where child.label == "_cfRunLoopStorage" {
-        if let value = child.value as AnyObject? {
-            // A CF object with no Swift class to check against: reinterpret the reference.
-            return Unmanaged<CFRunLoop>.fromOpaque(Unmanaged.passUnretained(value).toOpaque()).takeUnretainedValue()
+    return ReflectedRunLoops.shared.cfRunLoop(of: runLoop)
+}
+
+/// Reflection is slow (~20k instructions), so its answers are kept for the last few run loops.
+/// Entries hold their RunLoop, so an address cannot be reused by another run loop while cached.
+private final class ReflectedRunLoops: @unchecked Sendable {
+    static let shared = ReflectedRunLoops()
+    private let lock = NSLock()
+    private var entries: [(runLoop: RunLoop, cf: CFRunLoop)] = []
+
+    func cfRunLoop(of runLoop: RunLoop) -> CFRunLoop {
+        if let hit = lock.withLock({ entries.first { $0.runLoop === runLoop }?.cf }) { return hit }
+        for child in Mirror(reflecting: runLoop).children where child.label == "_cfRunLoopStorage" {
+            if let value = child.value as AnyObject? {
+                // A CF object with no Swift class to check against: reinterpret the reference.
+                let cf = Unmanaged<CFRunLoop>.fromOpaque(Unmanaged.passUnretained(value).toOpaque()).takeUnretainedValue()
+                lock.withLock {
+                    entries.insert((runLoop, cf), at: 0)
+                    if entries.count > 8 { entries.removeLast() }
+                }
+                return cf
+            }
         }
+        fatalError("cannot find the CFRunLoop of \(runLoop)")
     }
-    fatalError("cannot find the CFRunLoop of \(runLoop)")
 }
