@@ -124,4 +124,15 @@ final class SchedulingTests: SocketStreamsTestCase {
         XCTAssertEqual(pair.input.streamStatus, .closed)
         XCTAssertEqual(pair.output.streamStatus, .closed)
     }
+
+    /// `.common` (kCFRunLoopCommonModes) is just another mode name: a pair scheduled there gets its
+    /// events while the run loop runs in the default mode, one of the common modes.
+    func testCommonModesDeliverWhileRunningTheDefaultMode() throws {
+        let port = try startSocatEcho()
+        let pair = makePair(port: port)
+        let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "common modes"), mode: .common)
+        XCTAssertTrue(runUntil(timeout: shortTimeout, mode: .default) { recorder.snapshot.receivedString == "common modes" },
+                      recorder.trace)
+        XCTAssertEqual(recorder.snapshot.events(.input).first, .openCompleted)
+    }
 }

@@ -280,9 +280,13 @@ final class Reactor: @unchecked Sendable {
     }
 }
 
-/// Makes a CFString for a run-loop mode name.
+/// The CFString for a run-loop mode name. The common-modes pseudo-mode must be CoreFoundation's own
+/// constant: `CFRunLoopAddSource` recognises it by pointer, and an equal string would instead name
+/// an ordinary mode that nobody runs.
 private func makeCFString(_ string: String) -> CFString {
-    CFStringCreateWithCString(nil, string, CFStringBuiltInEncodings.UTF8.rawValue)
+    if string == RunLoop.Mode.common.rawValue { return kCFRunLoopCommonModes }
+    if string == RunLoop.Mode.default.rawValue { return kCFRunLoopDefaultMode }
+    return CFStringCreateWithCString(nil, string, CFStringBuiltInEncodings.UTF8.rawValue)
 }
 
 /// Finds or creates the reactor for a (run loop, mode) and counts its users.
