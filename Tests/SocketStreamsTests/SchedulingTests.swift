@@ -135,4 +135,30 @@ final class SchedulingTests: SocketStreamsTestCase {
                       recorder.trace)
         XCTAssertEqual(recorder.snapshot.events(.input).first, .openCompleted)
     }
+
+    /// Scheduled in two modes at once (two run-loop sources, the socket in two epoll sets): events
+    /// arrive whichever of the two runs, and each event is delivered once.
+    func testScheduledInTwoModesAtOnce() throws {
+        let port = try startSocatEcho()
+        let custom = RunLoop.Mode("SocketStreamsTests.Second")
+        let pair = makePair(port: port)
+        let recorder = DelegateRecorder(sending: "two modes")
+        recorder.attach(pair)
+        for stream in [pair.input as Stream, pair.output as Stream] {
+            stream.delegate = recorder
+            stream.schedule(in: .current, forMode: .default)
+            stream.schedule(in: .current, forMode: custom)
+        }
+        pair.input.open()
+        pair.output.open()
+        XCTAssertTrue(runUntil(timeout: shortTimeout, mode: custom) { recorder.snapshot.receivedString == "two modes" },
+                      recorder.trace)
+        XCTAssertEqual(recorder.snapshot.events(.input).filter { $0 == .openCompleted }.count, 1)
+        XCTAssertEqual(recorder.snapshot.events(.output).filter { $0 == .openCompleted }.count, 1)
+        // Dropping one mode keeps the other working.
+        for stream in [pair.input as Stream, pair.output as Stream] { stream.remove(from: .current, forMode: custom) }
+        XCTAssertTrue(writeAll(pair.output, Data(" again".utf8)))
+        XCTAssertTrue(runUntil(timeout: shortTimeout, mode: .default) { recorder.snapshot.receivedString == "two modes again" },
+                      recorder.trace)
+    }
 }

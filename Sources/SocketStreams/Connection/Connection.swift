@@ -202,8 +202,10 @@ final class Connection: @unchecked Sendable {
             return nil
         }
         // The connect's waits run where the opening stream's events will be delivered, so the open
-        // completes there without a thread hop; unscheduled, on the stream thread.
-        let home = halves[half.rawValue].reactors.first ?? StreamThread.reactor
+        // completes there without a thread hop. Unscheduled, or scheduled in several places (any of
+        // which may be the one that runs), they run on the stream thread, which always runs.
+        let reactors = halves[half.rawValue].reactors
+        let home = reactors.count == 1 ? reactors[0] : StreamThread.reactor
         let connector = Connector(connection: self, endpoint: endpoint, timeout: connectTimeout,
                                   home: ReactorRegistry.shared.acquire(cfRunLoop: home.runLoop, mode: home.mode))
         phase = .connecting(connector)
@@ -337,6 +339,7 @@ final class Connection: @unchecked Sendable {
                 }
             }
             if halves[h].pending != 0 { reactor.markReady(ReadyItem(connection: self, half: half)) }
+            connectWithoutClientRunLoop()  // the connect must not depend on the earlier schedule alone
             rebuildRegistrations()
             return true
         }
@@ -349,6 +352,7 @@ final class Connection: @unchecked Sendable {
             guard let index = halves[half.rawValue].reactors.firstIndex(where: { $0.runLoop === target && $0.mode == mode.rawValue })
             else { return nil }
             let reactor = halves[half.rawValue].reactors.remove(at: index)
+            connectWithoutClientRunLoop()  // nor on a run loop the stream has just left
             rebuildRegistrations()
             return reactor
         }
