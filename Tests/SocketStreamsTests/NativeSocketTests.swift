@@ -135,4 +135,18 @@ final class NativeSocketTests: SocketStreamsTestCase {
         assertPOSIXError(pair.input.streamError, [ENOENT, ECONNREFUSED])
         XCTAssertEqual(pair.input.streamStatus, .error)
     }
+
+    /// A pair around an fd that is not open fails its open with EBADF: an error, not a crash.
+    func testInvalidNativeSocketFailsTheOpen() throws {
+        let pair = createStreamPair(nativeSocket: -1)
+        closeAfterTest(pair)
+        let recorder = startRecorder(pair)
+        XCTAssertTrue(runUntil(timeout: shortTimeout) {
+            recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+        }, recorder.trace)
+        assertPOSIXError(pair.input.streamError, [EBADF])
+        var byte: UInt8 = 0
+        XCTAssertEqual(pair.input.read(&byte, maxLength: 1), -1)
+        XCTAssertEqual(pair.output.write(&byte, maxLength: 1), -1)
+    }
 }
