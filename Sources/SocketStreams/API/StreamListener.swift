@@ -117,6 +117,7 @@ public final class StreamListener: @unchecked Sendable {
     ) {
         let newReactor = ReactorRegistry.shared.acquire(runLoop: runLoop, mode: mode)
         let acceptor = Acceptor(fd: handle.fd, accept: accept)
+        acceptor.listener = self
         let old = lock.withLock { () -> Reactor? in
             guard !closed else { return newReactor }
             let old = stopLocked()
@@ -146,6 +147,26 @@ public final class StreamListener: @unchecked Sendable {
         if let old { ReactorRegistry.shared.release(old) }
     }
 
+    /// Out of file descriptors: the pending connection stays queued and the listening fd stays
+    /// readable, so stop watching it for a while instead of making the run loop spin.
+    fileprivate func backOff(from reactor: Reactor) {
+        lock.withLock {
+            guard !closed, self.reactor === reactor else { return }
+            reactor.remove(fd: handle.fd, token: token)
+            reactor.schedule(after: Self.exhaustionBackOff) { [weak self] in self?.resume(on: reactor) }
+        }
+    }
+
+    private func resume(on reactor: Reactor) {
+        lock.withLock {
+            guard !closed, self.reactor === reactor, let acceptor else { return }
+            if let token = try? reactor.add(fd: handle.fd, events: cssh_epollin(), handler: acceptor) { self.token = token }
+        }
+    }
+
+    /// How long accepting pauses when the process is out of file descriptors.
+    static let exhaustionBackOff: UInt64 = 100_000_000
+
     private func stopLocked() -> Reactor? {
         guard let reactor else { return nil }
         reactor.remove(fd: handle.fd, token: token)
@@ -158,6 +179,7 @@ public final class StreamListener: @unchecked Sendable {
 /// Accepts every pending connection when the listening fd is readable, on the listener's run loop.
 private final class Acceptor: ReactorHandler, @unchecked Sendable {
     let fd: Int32
+    weak var listener: StreamListener?
     let accept: (SocketInputStream, SocketOutputStream) -> Void
 
     init(fd: Int32, accept: @escaping (SocketInputStream, SocketOutputStream) -> Void) {
@@ -172,9 +194,11 @@ private final class Acceptor: ReactorHandler, @unchecked Sendable {
             do {
                 result = try Posix.accept(fd)
             } catch {
-                // ECONNABORTED, EMFILE and the like: this connection is lost, the listener is not.
-                if error.code == EMFILE || error.code == ENFILE { return }
-                continue
+                if error.code == EMFILE || error.code == ENFILE {
+                    listener?.backOff(from: reactor)
+                    return
+                }
+                continue  // ECONNABORTED and the like: that connection is lost, the listener is not
             }
             guard case .processed(let client) = result else { return }
             let connection = Connection(endpoint: .native(fd: client))

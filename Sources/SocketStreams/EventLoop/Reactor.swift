@@ -4,7 +4,7 @@
 // mode, with no thread hop (measured: ../shared/reference/linux-runloop-notes.md).
 //
 // Besides sockets the epoll set holds an eventfd, used by other threads to post work (`post`,
-// `markReady`), and, created on demand, a timerfd for deadlines (`schedule(after:)`).
+// `markReady`), and a timerfd for deadlines (`schedule(after:)`).
 //
 // Lifetime: the CFRunLoopSource retains the reactor through its context's retain/release callbacks.
 // The registry counts users; when the count drops to zero the source is invalidated, CoreFoundation
@@ -35,7 +35,9 @@ final class Reactor: @unchecked Sendable {
     let mode: String
 
     private let wakeFD: Int32
-    private var timerFD: Int32 = -1
+    /// Created up front, not on first use: timers must work when the process is out of fds
+    /// (the listener's back-off depends on one).
+    private let timerFD: Int32
     private static let wakeToken: UInt64 = 1
     private static let timerToken: UInt64 = 2
 
@@ -68,13 +70,21 @@ final class Reactor: @unchecked Sendable {
             Posix.close(epollFD)
             throw error
         }
+        do {
+            timerFD = try Posix.timerFD()
+        } catch {
+            Posix.close(wakeFD)
+            Posix.close(epollFD)
+            throw error
+        }
         events = .allocate(capacity: Int(eventCapacity))
         try? Posix.epollControl(epollFD, EPOLL_CTL_ADD, wakeFD, events: cssh_epollin(), token: Self.wakeToken)
+        try? Posix.epollControl(epollFD, EPOLL_CTL_ADD, timerFD, events: cssh_epollin(), token: Self.timerToken)
     }
 
     deinit {
         Posix.close(wakeFD)
-        if timerFD >= 0 { Posix.close(timerFD) }
+        Posix.close(timerFD)
         Posix.close(epollFD)
         events.deallocate()
     }
@@ -180,10 +190,6 @@ final class Reactor: @unchecked Sendable {
     func schedule(after nanoseconds: UInt64, _ fire: @escaping @Sendable () -> Void) -> UInt64 {
         let deadline = Posix.monotonicNanoseconds() + max(nanoseconds, 1)
         return lock.withLock { () -> UInt64 in
-            if timerFD < 0, let fd = try? Posix.timerFD() {
-                timerFD = fd
-                try? Posix.epollControl(epollFD, EPOLL_CTL_ADD, fd, events: cssh_epollin(), token: Self.timerToken)
-            }
             let id = nextToken
             nextToken += 1
             let index = timers.firstIndex { $0.deadline > deadline } ?? timers.endIndex
