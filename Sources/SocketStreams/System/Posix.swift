@@ -47,7 +47,7 @@ enum Posix {
             let code = cssh_errno()
             switch code {
             case EINTR: continue
-            case EAGAIN, EWOULDBLOCK, EINPROGRESS: return .wouldBlock
+            case EAGAIN, EWOULDBLOCK: return .wouldBlock
             default:
                 check(function, code)
                 throw SystemError(code: code, function: "\(function)")
@@ -62,19 +62,18 @@ enum Posix {
         return fd
     }
 
-    /// `connect(2)` on a non-blocking socket: `.processed` when connected at once, `.wouldBlock` while in progress.
+    /// `connect(2)` on a non-blocking socket: `.processed` when connected at once, `.wouldBlock` while in
+    /// progress. Not retried on EINTR: the connect then goes on asynchronously (a second call would
+    /// fail with EALREADY), so it is in progress like EINPROGRESS.
     static func connect(_ fd: Int32, to address: SocketAddress) throws(SystemError) -> IOResult<Void> {
-        while true {
-            let rc = address.withSockAddr { Glibc.connect(fd, $0, $1) }
-            if rc == 0 { return .processed(()) }
-            let code = cssh_errno()
-            switch code {
-            case EINTR: continue  // the connect goes on asynchronously; treat like EINPROGRESS
-            case EINPROGRESS, EAGAIN: return .wouldBlock
-            default:
-                check("connect", code)
-                throw SystemError(code: code, function: "connect")
-            }
+        let rc = address.withSockAddr { Glibc.connect(fd, $0, $1) }
+        if rc == 0 { return .processed(()) }
+        let code = cssh_errno()
+        switch code {
+        case EINTR, EINPROGRESS, EAGAIN: return .wouldBlock
+        default:
+            check("connect", code)
+            throw SystemError(code: code, function: "connect")
         }
     }
 
