@@ -33,13 +33,13 @@ public final class BuiltInPageServer: @unchecked Sendable {
 
     /// Starts accepting connections on the server's run loop in the default mode.
     public func start() {
-        let runLoop = self.runLoop
         listener.start(in: runLoop, forMode: .default) { [self] input, output in
+            // The handler runs on the listener's run loop: schedule the pair there too.
             let connection = PageConnection(input: input, output: output) { [self] finished in
                 _ = lock.withLock { connections.removeValue(forKey: ObjectIdentifier(finished)) }
             }
             lock.withLock { connections[ObjectIdentifier(connection)] = connection }
-            connection.start(in: runLoop, forMode: .default)
+            connection.start(in: .current, forMode: .default)
         }
     }
 

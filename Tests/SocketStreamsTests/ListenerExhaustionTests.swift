@@ -13,9 +13,10 @@ final class ListenerExhaustionTests: SocketStreamsTestCase {
     func testOutOfDescriptorsPausesAcceptingInsteadOfSpinning() throws {
         let listener = try StreamListener(host: "127.0.0.1", port: 0)
         addCleanup { listener.close() }
-        var accepted: [(SocketInputStream, SocketOutputStream)] = []
-        listener.start(in: .current) { accepted.append(($0, $1)) }
-        addCleanup { for (input, output) in accepted { input.close(); output.close() } }
+        let acceptedPairs = UncheckedBox<[(SocketInputStream, SocketOutputStream)]>([])
+        listener.start(in: .current) { acceptedPairs.value.append(($0, $1)) }
+        addCleanup { for (input, output) in acceptedPairs.value { input.close(); output.close() } }
+        var accepted: [(SocketInputStream, SocketOutputStream)] { acceptedPairs.value }
 
         // The client is another process, so only this process runs out of descriptors. It connects
         // when told to (a line on stdin), says so, and holds its connections until stdin closes.

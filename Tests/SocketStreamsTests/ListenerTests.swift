@@ -98,12 +98,14 @@ final class ListenerTests: SocketStreamsTestCase {
         let customMode = RunLoop.Mode("SocketStreamsTests.AcceptMode")
         let listener = try StreamListener(host: "127.0.0.1", port: 0)
         addCleanup { listener.close() }
-        var accepted: [StreamPair] = []
-        var acceptThreads: [Thread] = []
+        let acceptedPairs = UncheckedBox<[StreamPair]>([])
+        let threads = UncheckedBox<[Thread]>([])
         listener.start(in: .current, forMode: customMode) { input, output in
-            accepted.append((input, output))
-            acceptThreads.append(Thread.current)
+            acceptedPairs.value.append((input, output))
+            threads.value.append(Thread.current)
         }
+        var accepted: [StreamPair] { acceptedPairs.value }
+        var acceptThreads: [Thread] { threads.value }
         let client = try RawSocket.connectTo(family: .v4, port: listener.port)
         defer { close(client) }
         runFor(0.3, mode: .default)

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CSocketStreamsShims
+import CoreFoundation
 import Foundation
 @testable import SocketStreams
 import XCTest
@@ -29,7 +30,7 @@ final class ReactorTests: SocketStreamsTestCase {
     func testReadinessBeyondOnePerformIsAllDelivered() throws {
         let sockets = 3_000
         XCTAssertGreaterThanOrEqual(RawSocket.raiseOpenFileLimit(to: UInt64(2 * sockets + 1_000)), UInt64(2 * sockets + 100))
-        let reactor = ReactorRegistry.shared.acquire(runLoop: .current, mode: .default)
+        let reactor = try ReactorRegistry.shared.acquire(cfRunLoop: CFRunLoopGetCurrent(), mode: RunLoop.Mode.default.rawValue)
         defer { ReactorRegistry.shared.release(reactor) }
         let count = Locked(0)
         var pairs: [(Int32, Int32, UInt64)] = []

@@ -1,6 +1,8 @@
+import CoreFoundation
 import CSocketStreamsShims
 import Foundation
 import Glibc
+import Synchronization
 
 /// Accepts connections and hands each one over as a stream pair: the accept side of CFNetwork
 /// (`CFSocketCreate` with `kCFSocketAcceptCallBack`, then `CFStreamCreatePairWithSocket`).
@@ -9,13 +11,18 @@ import Glibc
 /// arrives on the run loop given to `start(in:forMode:accept:)` as an UNOPENED pair that owns its fd
 /// (`kCFStreamPropertyShouldCloseNativeSocket` is true); set delegates, schedule and open it there,
 /// and `open()` completes at once.
-public final class StreamListener: @unchecked Sendable {
+public final class StreamListener: Sendable {
     private let handle: SocketHandle
     private let unixPath: String?
-    private let lock = NSLock()
-    private var reactor: Reactor?
-    private var token: UInt64 = 0
-    private var acceptor: Acceptor?
+
+    private struct State {
+        var reactor: Reactor?
+        var token: UInt64 = 0
+        var acceptor: Acceptor?
+        var closed = false
+    }
+
+    private let state = Mutex(State())
 
     /// The port the listener is bound to (the one picked by the kernel when created with port 0);
     /// 0 for a Unix-domain listener. `getsockname(2)`.
@@ -40,7 +47,8 @@ public final class StreamListener: @unchecked Sendable {
             } else {
                 switch Resolver.resolve(host: host, port: port, family: AF_UNSPEC, passive: true) {
                 case .success(let addresses): address = addresses[0]
-                case .failure(let error): throw StreamErrors.resolution(error, host: host, port: port)
+                case .failure(let error):
+                    throw StreamErrors.error(for: StreamFailure(.resolution(error), .resolve), target: .host(host, port: port))
                 }
             }
         } else {
@@ -107,39 +115,45 @@ public final class StreamListener: @unchecked Sendable {
         close()
     }
 
+    /// The handler `start(in:forMode:accept:)` calls with each accepted pair, on the listener's run loop.
+    public typealias AcceptHandler = @Sendable (SocketInputStream, SocketOutputStream) -> Void
+
     /// Starts accepting (`accept4(2)` whenever the listening socket is readable, as CFSocket's
     /// `kCFSocketAcceptCallBack` does). `accept` runs on `runLoop`'s thread while it runs in `mode`, once
     /// per connection, with the new pair. Calling `start` again moves the listener to another run loop.
-    public func start(
-        in runLoop: RunLoop,
-        forMode mode: RunLoop.Mode = .default,
-        accept: @escaping (SocketInputStream, SocketOutputStream) -> Void
-    ) {
-        let newReactor = ReactorRegistry.shared.acquire(runLoop: runLoop, mode: mode)
+    ///
+    /// If the run loop's event source cannot be created (the process is out of file descriptors),
+    /// the listener does not accept; `start` may be called again later.
+    public func start(in runLoop: RunLoop, forMode mode: RunLoop.Mode = .default, accept: @escaping AcceptHandler) {
+        onCFRunLoop(of: runLoop, mode: mode) { [weak self] cfRunLoop in
+            self?.start(on: cfRunLoop, mode: mode.rawValue, accept: accept)
+        }
+    }
+
+    private func start(on runLoop: CFRunLoop, mode: String, accept: @escaping AcceptHandler) {
+        guard let newReactor = try? ReactorRegistry.shared.acquire(cfRunLoop: runLoop, mode: mode) else { return }
         let acceptor = Acceptor(fd: handle.fd, accept: accept)
         acceptor.listener = self
-        let old = lock.withLock { () -> Reactor? in
-            guard !closed else { return newReactor }
-            let old = stopLocked()
+        let old = state.withLock { state -> Reactor? in
+            guard !state.closed else { return newReactor }
+            let old = stop(&state)
             if let token = try? newReactor.add(fd: handle.fd, events: cssh_epollin(), handler: acceptor) {
-                self.token = token
-                self.reactor = newReactor
-                self.acceptor = acceptor
+                state.token = token
+                state.reactor = newReactor
+                state.acceptor = acceptor
             }
             return old
         }
         if let old { ReactorRegistry.shared.release(old) }
     }
 
-    private var closed = false
-
     /// Stops accepting and closes the listening socket (`close(2)`; `unlink(2)` for a Unix socket file).
     /// Pairs already handed out are not affected.
     public func close() {
-        let old = lock.withLock { () -> Reactor? in
-            guard !closed else { return nil }
-            closed = true
-            let old = stopLocked()
+        let old = state.withLock { state -> Reactor? in
+            guard !state.closed else { return nil }
+            state.closed = true
+            let old = stop(&state)
             handle.release()
             if let unixPath { unlink(unixPath) }
             return old
@@ -150,28 +164,28 @@ public final class StreamListener: @unchecked Sendable {
     /// Out of file descriptors: the pending connection stays queued and the listening fd stays
     /// readable, so stop watching it for a while instead of making the run loop spin.
     fileprivate func backOff(from reactor: Reactor) {
-        lock.withLock {
-            guard !closed, self.reactor === reactor else { return }
-            reactor.remove(fd: handle.fd, token: token)
+        state.withLock { state in
+            guard !state.closed, state.reactor === reactor else { return }
+            reactor.remove(fd: handle.fd, token: state.token)
             reactor.schedule(after: Self.exhaustionBackOff) { [weak self] in self?.resume(on: reactor) }
         }
     }
 
     private func resume(on reactor: Reactor) {
-        lock.withLock {
-            guard !closed, self.reactor === reactor, let acceptor else { return }
-            if let token = try? reactor.add(fd: handle.fd, events: cssh_epollin(), handler: acceptor) { self.token = token }
+        state.withLock { state in
+            guard !state.closed, state.reactor === reactor, let acceptor = state.acceptor else { return }
+            if let token = try? reactor.add(fd: handle.fd, events: cssh_epollin(), handler: acceptor) { state.token = token }
         }
     }
 
     /// How long accepting pauses when the process is out of file descriptors.
     static let exhaustionBackOff: UInt64 = 100_000_000
 
-    private func stopLocked() -> Reactor? {
-        guard let reactor else { return nil }
-        reactor.remove(fd: handle.fd, token: token)
-        self.reactor = nil
-        acceptor = nil
+    private func stop(_ state: inout State) -> Reactor? {
+        guard let reactor = state.reactor else { return nil }
+        reactor.remove(fd: handle.fd, token: state.token)
+        state.reactor = nil
+        state.acceptor = nil
         return reactor
     }
 }
@@ -180,9 +194,9 @@ public final class StreamListener: @unchecked Sendable {
 private final class Acceptor: ReactorHandler, @unchecked Sendable {
     let fd: Int32
     weak var listener: StreamListener?
-    let accept: (SocketInputStream, SocketOutputStream) -> Void
+    let accept: StreamListener.AcceptHandler
 
-    init(fd: Int32, accept: @escaping (SocketInputStream, SocketOutputStream) -> Void) {
+    init(fd: Int32, accept: @escaping StreamListener.AcceptHandler) {
         self.fd = fd
         self.accept = accept
     }

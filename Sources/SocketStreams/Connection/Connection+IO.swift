@@ -1,64 +1,67 @@
-// Reading and writing: CFReadStreamRead / CFWriteStreamWrite semantics over the non-blocking socket.
-// Both block (in poll(2), never holding the lock) until at least one byte moves, waiting for the open
-// first; neither ever surfaces EAGAIN.
+// Reading and writing: CFReadStreamRead / CFWriteStreamWrite semantics over the connection's
+// transport. Both block (in poll(2), never holding the lock) until at least one byte moves, waiting
+// for the open and its handshakes first; neither ever surfaces EAGAIN.
 
 import CSocketStreamsShims
 import Foundation
 import Glibc
 
 extension Connection {
-    /// What a read or write may do after the status check.
-    private enum Gate {
-        case proceed(Int32)
-        case result(Int)
+    /// Waits while the half is opening or a handshake runs, then checks that it may transfer: nil if
+    /// it may, else what the read or write returns. Lock held on entry and exit.
+    @inline(__always)
+    private func gate(_ half: Half) -> Int? {
+        let h = half.rawValue
+        if halves[h].events.status == .opening || isNegotiating {
+            moveOpenToStreamThread()
+            while halves[h].events.status == .opening || isNegotiating && halves[h].events.status == .open {
+                lock.wait()
+            }
+        }
+        switch halves[h].events.status {
+        case .open, .reading, .writing:
+            return transport == nil ? -1 : nil
+        case .atEnd:
+            return half == .input ? 0 : -1
+        default:
+            return -1
+        }
     }
 
-    /// Waits while the half is opening, then checks that it may transfer. Lock held on entry and exit.
-    private func gate(_ half: Half) -> Gate {
-        if halves[half.rawValue].status == .opening { connectWithoutClientRunLoop() }
-        while halves[half.rawValue].status == .opening { lock.wait() }
-        switch halves[half.rawValue].status {
-        case .open, .reading, .writing:
-            guard let socket else { return .result(-1) }
-            return .proceed(socket.fd)
-        case .atEnd:
-            return .result(half == .input ? 0 : -1)
-        default:
-            return .result(-1)
-        }
+    /// `poll(2)` for the readiness a transport waits for.
+    private func wait(for interest: Interest, on fd: Int32, timeout: Int32 = -1) -> Bool {
+        var events: Int16 = 0
+        if interest.contains(.readable) { events |= Int16(POLLIN) }
+        if interest.contains(.writable) { events |= Int16(POLLOUT) }
+        return ((try? Posix.poll(fd, events: events, timeout: timeout)) ?? 0) != 0
     }
 
     /// `CFReadStreamRead`: >0 bytes, 0 at end of stream, -1 on error or when not open.
     func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength: Int) -> Int {
         lock.lock()
-        let fd: Int32
-        switch gate(.input) {
-        case .result(let value):
+        if let result = gate(.input) {
             lock.unlock()
-            return value
-        case .proceed(let descriptor):
-            fd = descriptor
+            return result
         }
+        let transport = self.transport.unsafelyUnwrapped
         let resume = halves[0].suppressed
-        halves[0].awaitingClient = false
+        halves[0].events.clientTransferred(.hasBytesAvailable)
         halves[0].suppressed = false
-        halves[0].pending &= ~Stream.Event.hasBytesAvailable.rawValue
         if resume { syncInterest() }
         lock.unlock()
         guard maxLength > 0 else { return 0 }
 
         while true {
-            let result: IOResult<Int>
-            do {
-                result = try Posix.recv(fd, buffer, maxLength)
-            } catch {
-                lock.withLock { fail(StreamErrors.posix(error.code, "Read from \(endpoint.label) failed"), from: .input) }
-                return -1
-            }
-            switch result {
-            case .processed(let count) where count > 0:
+            switch transport.read(buffer, maxLength) {
+            case .processed(let count):
+                // Bytes the transport still holds are readable though the fd may not be: say so now.
+                if transport.hasBufferedInput {
+                    lock.withLock {
+                        if halves[0].events.status == .open, !isNegotiating { signal(.input, .hasBytesAvailable) }
+                    }
+                }
                 return count
-            case .processed:
+            case .end:
                 return lock.withLock { () -> Int in
                     if let deferred = deferredInputError {
                         signal(.input, .errorOccurred, error: deferred)
@@ -68,6 +71,9 @@ extension Connection {
                     syncInterest()
                     return 0
                 }
+            case .failed(let failure):
+                lock.withLock { fail(failure, from: .input) }
+                return -1
             case .wouldBlock:
                 let failed = lock.withLock { () -> Bool in
                     guard let deferred = deferredInputError else { return false }
@@ -76,7 +82,7 @@ extension Connection {
                     return true
                 }
                 if failed { return -1 }
-                _ = try? Posix.poll(fd, events: Int16(POLLIN), timeout: -1)
+                _ = wait(for: transport.readInterest, on: transport.fd)
             }
         }
     }
@@ -84,59 +90,52 @@ extension Connection {
     /// `CFWriteStreamWrite`: ≥1 bytes written (short writes are normal), -1 on error or when not open.
     func write(_ buffer: UnsafePointer<UInt8>, maxLength: Int) -> Int {
         lock.lock()
-        let fd: Int32
-        switch gate(.output) {
-        case .result(let value):
+        if let result = gate(.output) {
             lock.unlock()
-            return value
-        case .proceed(let descriptor):
-            fd = descriptor
+            return result
         }
-        halves[Half.output.rawValue].awaitingClient = false
-        halves[Half.output.rawValue].pending &= ~Stream.Event.hasSpaceAvailable.rawValue
+        let transport = self.transport.unsafelyUnwrapped
+        halves[1].events.clientTransferred(.hasSpaceAvailable)
         lock.unlock()
         guard maxLength > 0 else { return 0 }
 
         while true {
-            let result: IOResult<Int>
-            do {
-                result = try Posix.send(fd, buffer, maxLength)
-            } catch {
-                lock.withLock { fail(StreamErrors.posix(error.code, "Write to \(endpoint.label) failed"), from: .output) }
-                return -1
-            }
-            switch result {
+            switch transport.write(buffer, maxLength) {
             case .processed(let count):
                 // Re-signal hasSpaceAvailable now if the socket still takes bytes, else when epoll says so.
                 // Only a scheduled stream has anyone to tell.
                 lock.lock()
                 defer { lock.unlock() }
-                guard halves[Half.output.rawValue].status == .open, !halves[Half.output.rawValue].reactors.isEmpty else {
+                guard halves[1].events.status == .open, !halves[1].reactors.isEmpty, !isNegotiating else {
                     return count
                 }
-                let writable = count == maxLength && ((try? Posix.poll(fd, events: Int16(POLLOUT), timeout: 0)) ?? 0) != 0
-                if writable {
+                if count == maxLength && wait(for: transport.writeInterest, on: transport.fd, timeout: 0) {
                     signal(.output, .hasSpaceAvailable)
-                } else if !halves[Half.output.rawValue].watchingSpace {
-                    halves[Half.output.rawValue].watchingSpace = true
+                } else if !halves[1].watchingSpace {
+                    halves[1].watchingSpace = true
                     syncInterest()
                 }
                 return count
             case .wouldBlock:
-                _ = try? Posix.poll(fd, events: Int16(POLLOUT), timeout: -1)
+                _ = wait(for: transport.writeInterest, on: transport.fd)
+            case .failed(let failure):
+                lock.withLock { fail(failure, from: .output) }
+                return -1
+            case .end:
+                return -1
             }
         }
     }
 
     /// `CFReadStreamHasBytesAvailable`: never blocks; true if a read would not block. Like
     /// CFNetwork, it answers from the signalled event while that is unconsumed (only a read can
-    /// consume the bytes), and otherwise asks the socket.
+    /// consume the bytes), then from bytes the transport holds, and otherwise asks the socket.
     var hasBytesAvailable: Bool {
         lock.withLock {
-            if halves[0].status == .opening { connectWithoutClientRunLoop() }
-            guard halves[Half.input.rawValue].status == .open, let socket else { return false }
-            if deferredInputError != nil || halves[0].awaitingClient { return true }
-            return ((try? Posix.poll(socket.fd, events: Int16(POLLIN), timeout: 0)) ?? 0) != 0
+            if halves[0].events.status == .opening || isNegotiating { moveOpenToStreamThread() }
+            guard halves[0].events.status == .open, !isNegotiating, let transport else { return false }
+            if deferredInputError != nil || halves[0].events.awaitingClient || transport.hasBufferedInput { return true }
+            return wait(for: transport.readInterest, on: transport.fd, timeout: 0)
         }
     }
 
@@ -144,10 +143,10 @@ extension Connection {
     /// unconsumed `hasSpaceAvailable` event (only a write can use the space up), else asks the socket.
     var hasSpaceAvailable: Bool {
         lock.withLock {
-            if halves[1].status == .opening { connectWithoutClientRunLoop() }
-            guard halves[Half.output.rawValue].status == .open, let socket else { return false }
-            if halves[1].awaitingClient { return true }
-            return ((try? Posix.poll(socket.fd, events: Int16(POLLOUT), timeout: 0)) ?? 0) != 0
+            if halves[1].events.status == .opening || isNegotiating { moveOpenToStreamThread() }
+            guard halves[1].events.status == .open, !isNegotiating, let transport else { return false }
+            if halves[1].events.awaitingClient { return true }
+            return wait(for: transport.writeInterest, on: transport.fd, timeout: 0)
         }
     }
 }

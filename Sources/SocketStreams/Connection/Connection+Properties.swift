@@ -11,25 +11,25 @@ extension Connection {
                 let fd: Int32
                 if let socket {
                     fd = socket.fd
-                } else if case .native(let native) = endpoint {
+                } else if case .native(let native) = target {
                     fd = native
                 } else {
                     return nil
                 }
                 return withUnsafeBytes(of: fd) { Data($0) } as NSData
             case kCFStreamPropertySocketRemoteHostName:
-                switch endpoint {
+                switch target {
                 case .host(let name, _): return NSString(string: name)
                 case .unix(let path): return NSString(string: path)
                 case .native: return nil
                 }
             case kCFStreamPropertySocketRemotePortNumber:
-                if case .host(_, let port) = endpoint { return NSNumber(value: port & 0xFFFF) }
+                if case .host(_, let port) = target { return NSNumber(value: port & 0xFFFF) }
                 return nil
             case kCFStreamPropertyShouldCloseNativeSocket:
                 // Unset on host pairs (nil); native-socket pairs store false, as CFNetwork does.
                 if closesNativeSocketWasSet { return NSNumber(value: closesNativeSocket) }
-                if case .native = endpoint, !closesNativeSocket { return NSNumber(value: false) }
+                if case .native = target, !closesNativeSocket { return NSNumber(value: false) }
                 return nil
             case Stream.PropertyKey.connectTimeoutKey.rawValue:
                 return connectTimeout.map { NSNumber(value: $0) }
@@ -56,7 +56,7 @@ extension Connection {
                 connectTimeout = seconds
             case Stream.PropertyKey.tcpNoDelayKey.rawValue:
                 guard let flag = PropertyValue.bool(value) else { return false }
-                if case .unix = endpoint { return false }
+                if case .unix = target { return false }
                 noDelay = flag
                 if let socket {
                     try? Posix.setOption(socket.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: flag ? 1 : 0)

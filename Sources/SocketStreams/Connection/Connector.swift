@@ -1,28 +1,27 @@
-// Establishing the TCP (or Unix-domain) connection.
+// Establishing the TCP (or Unix-domain) connection to the first hop.
 //
 // Happy Eyeballs (RFC 8305), kept as a small state machine in a class:
 // - Resolution: AAAA and A are looked up in parallel (getaddrinfo per family, on a Dispatch worker so
 //   no run-loop thread ever blocks in DNS). Connecting starts when the IPv6 answer arrives, or 50 ms
-//   after the IPv4 answer if IPv6 is still outstanding (the Resolution Delay).
-// - Addresses are interleaved by family, IPv6 first. A new attempt starts every 250 ms (the Connection
-//   Attempt Delay) or as soon as the previous attempt fails, whichever comes first.
+//   after the IPv4 answer if IPv6 is still outstanding (the Resolution Delay, §3).
+// - Addresses are interleaved by family, IPv6 first (§4). A new attempt starts every 250 ms (the
+//   Connection Attempt Delay, §5) or as soon as the previous attempt fails, whichever comes first.
 // - The first attempt to connect wins; every other attempt is closed.
-// - An optional overall timeout (connectTimeoutKey) fails the open with ETIMEDOUT.
-// Numeric addresses and Unix paths skip resolution.
+// Numeric addresses and Unix paths skip resolution. The open's deadline (connectTimeoutKey) belongs to
+// the connection, which cancels the connector when it passes.
 //
-// Threads: the state is guarded by `lock`, so whichever thread has news drives the machine: the
+// Threads: the state is guarded by a mutex, so whichever thread has news drives the machine: the
 // thread calling `open()` starts it, Dispatch workers deliver answers, and the *home* reactor runs
-// the waits (connect completion, timers). Home is the run loop the opening stream is scheduled on,
-// as CFNetwork schedules its connect on the stream's run loops, so the open completes there with no
-// thread hop; for unscheduled streams it is the stream thread. A blocking call or a status poll
-// during the open must not depend on some run loop being run (CFNetwork runs the caller's own run
-// loop for it), so it first moves the waits to the stream thread (`moveToStreamThread`). The
-// connector calls into its connection only with `lock` released.
+// the waits (connect completion, timers). Home is chosen by the connection (see Connection.swift);
+// `moveToStreamThread` moves the waits when the connection says so. Time comes from the connection's
+// `TimeSource`, so tests can advance it. The connector calls into its connection only with its own
+// lock released.
 
 import CSocketStreamsShims
 import Dispatch
 import Foundation
 import Glibc
+import Synchronization
 
 final class Connector: @unchecked Sendable {
     /// RFC 8305 §3: wait this long for AAAA after A has arrived.
@@ -34,42 +33,41 @@ final class Connector: @unchecked Sendable {
     private enum Outcome {
         case none
         case connected(SocketHandle)
-        case failed(NSError)
+        case failed(StreamFailure)
+    }
+
+    private struct State {
+        var home: Reactor
+        var resolutions: [Int32: Result<[SocketAddress], ResolutionError>] = [:]
+        var queue: [SocketAddress] = []
+        var startedConnecting = false
+        var attempts: [Attempt] = []
+        var attemptTimer: UInt64?
+        var lastAttemptStart: UInt64 = 0
+        var delayTimer: UInt64?
+        var lastError: SystemError?
+        var finished = false
     }
 
     private weak var connection: Connection?
+    /// The address dialled: the pair's target, or its first hop.
+    private let endpoint: Endpoint
     private let host: String
     private let port: Int
-    private let endpoint: Endpoint
-    /// How errors name the endpoint (built only when one is reported).
-    private var label: String { endpoint.label }
     private let fixedAddress: SocketAddress?
     private let isUnix: Bool
-    private let timeout: Double?
     private let resolve: ResolveFunction
+    private let time: any TimeSource
+    private let state: Mutex<State>
 
-    private let lock = NSLock()
-    // Guarded by `lock`.
-    private var home: Reactor
-    private var resolutions: [Int32: Result<[SocketAddress], ResolutionError>] = [:]
-    private var queue: [SocketAddress] = []
-    private var startedConnecting = false
-    private var attempts: [Attempt] = []
-    private var attemptTimer: UInt64?
-    private var lastAttemptStart: UInt64 = 0
-    private var delayTimer: UInt64?
-    private var timeoutTimer: UInt64?
-    private var deadline: UInt64 = 0
-    private var lastError: SystemError?
-    private var finished = false
-
-    /// A connector for `endpoint` (a host or a Unix path) whose waits run on `home`, which it holds
-    /// a registry use of until it finishes.
-    init(connection: Connection, endpoint: Endpoint, timeout: Double?, home: Reactor) {
+    /// A connector for `endpoint` (a host or a Unix path) whose waits run on `home`, of which it takes
+    /// a registry use until it finishes.
+    init(connection: Connection, endpoint: Endpoint, home: Reactor, time: any TimeSource, resolve: @escaping ResolveFunction) {
         self.connection = connection
-        self.timeout = timeout
-        self.resolve = connection.resolve
-        self.home = home
+        self.resolve = resolve
+        self.time = time
+        ReactorRegistry.shared.retain(home)
+        state = Mutex(State(home: home))
         switch endpoint {
         case .host(let name, let port):
             host = name
@@ -91,27 +89,19 @@ final class Connector: @unchecked Sendable {
 
     /// Starts connecting. For a numeric address the first `connect(2)` happens right here.
     func start() {
-        lock.lock()
-        if let timeout, timeout > 0 {
-            deadline = Posix.monotonicNanoseconds() + UInt64(timeout * 1e9)
-            timeoutTimer = home.schedule(after: UInt64(timeout * 1e9)) { self.timedOut() }
-        }
         if let fixedAddress {
-            queue = [fixedAddress]
-            resolutions = [AF_INET6: .success([]), AF_INET: .success([])]
-            startedConnecting = true
-            let outcome = connectNext()
-            lock.unlock()
-            report(outcome)
-            return
+            let outcome = state.withLock { state -> Outcome in
+                state.queue = [fixedAddress]
+                state.resolutions = [AF_INET6: .success([]), AF_INET: .success([])]
+                state.startedConnecting = true
+                return connectNext(&state)
+            }
+            return report(outcome)
         }
         if isUnix {
-            let outcome = finish(.failed(StreamErrors.posix(ENAMETOOLONG, "Could not connect to \(label)")))
-            lock.unlock()
-            report(outcome)
-            return
+            let outcome = state.withLock { finish(&$0, .failed(.posix(ENAMETOOLONG, .connect, endpoint: endpoint))) }
+            return report(outcome)
         }
-        lock.unlock()
         let (host, port, resolve) = (self.host, self.port, self.resolve)
         for family in [AF_INET6, AF_INET] {
             DispatchQueue.global().async {
@@ -123,35 +113,29 @@ final class Connector: @unchecked Sendable {
 
     /// Stops everything. Called with the connection lock held; never calls back.
     func cancel() {
-        lock.withLock { _ = finish(.none) }
+        state.withLock { _ = finish(&$0, .none) }
     }
 
-    /// Moves the waits to the stream thread, which always runs, for a caller that blocks on or polls
-    /// the open. Called with the connection lock held; never calls back.
-    func moveToStreamThread() {
-        lock.withLock {
-            let target = StreamThread.reactor
-            guard !finished, home !== target else { return }
-            _ = ReactorRegistry.shared.acquire(cfRunLoop: target.runLoop, mode: target.mode)
-            let old = home
-            for attempt in attempts {
+    /// Moves the waits to `target` (the stream thread's reactor), which always runs, for a caller
+    /// that blocks on or polls the open. Called with the connection lock held; never calls back.
+    func move(to target: Reactor) {
+        state.withLock { state in
+            guard !state.finished, state.home !== target else { return }
+            ReactorRegistry.shared.retain(target)
+            let old = state.home
+            for attempt in state.attempts {
                 old.remove(fd: attempt.handle.fd, token: attempt.token)
                 attempt.token = (try? target.add(fd: attempt.handle.fd, events: cssh_epollout(), handler: attempt)) ?? 0
             }
-            home = target
-            let now = Posix.monotonicNanoseconds()
-            if let timer = timeoutTimer {
-                old.cancelTimer(timer)
-                timeoutTimer = target.schedule(after: deadline > now ? deadline - now : 1) { self.timedOut() }
+            state.home = target
+            if let timer = state.attemptTimer {
+                time.cancel(timer, on: old)
+                state.attemptTimer = nil
+                armAttemptTimer(&state)
             }
-            if let timer = attemptTimer {
-                old.cancelTimer(timer)
-                attemptTimer = nil
-                armAttemptTimer()
-            }
-            if let timer = delayTimer {
-                old.cancelTimer(timer)
-                delayTimer = target.schedule(after: Self.resolutionDelay) { self.resolutionDelayPassed() }
+            if let timer = state.delayTimer {
+                time.cancel(timer, on: old)
+                state.delayTimer = time.schedule(after: Self.resolutionDelay, on: target) { self.resolutionDelayPassed() }
             }
             ReactorRegistry.shared.release(old)
         }
@@ -160,112 +144,97 @@ final class Connector: @unchecked Sendable {
     // MARK: inputs
 
     private func resolved(_ family: Int32, _ result: Result<[SocketAddress], ResolutionError>) {
-        lock.lock()
-        guard !finished else { return lock.unlock() }
-        resolutions[family] = result
-        let addresses = (try? result.get()) ?? []
-        var outcome = Outcome.none
-        if startedConnecting {
-            merge(addresses)
-            if attempts.isEmpty {
-                outcome = connectNext()
-            } else if attemptTimer == nil, !queue.isEmpty {
-                armAttemptTimer()
+        let outcome = state.withLock { state -> Outcome in
+            guard !state.finished else { return .none }
+            state.resolutions[family] = result
+            let addresses = (try? result.get()) ?? []
+            if state.startedConnecting {
+                merge(&state, addresses)
+                if state.attempts.isEmpty { return connectNext(&state) }
+                if state.attemptTimer == nil, !state.queue.isEmpty { armAttemptTimer(&state) }
+            } else if family == AF_INET, state.resolutions[AF_INET6] == nil, !addresses.isEmpty {
+                state.delayTimer = time.schedule(after: Self.resolutionDelay, on: state.home) { self.resolutionDelayPassed() }
+            } else if family == AF_INET6 && !addresses.isEmpty || state.resolutions.count == 2 {
+                return beginConnecting(&state)
             }
-        } else if family == AF_INET, resolutions[AF_INET6] == nil, !addresses.isEmpty {
-            delayTimer = home.schedule(after: Self.resolutionDelay) { self.resolutionDelayPassed() }
-        } else if family == AF_INET6 && !addresses.isEmpty || resolutions.count == 2 {
-            outcome = beginConnecting()
+            return .none
         }
-        lock.unlock()
         report(outcome)
     }
 
     private func resolutionDelayPassed() {
-        lock.lock()
-        delayTimer = nil
-        let outcome = finished ? .none : beginConnecting()
-        lock.unlock()
+        let outcome = state.withLock { state -> Outcome in
+            state.delayTimer = nil
+            return state.finished ? .none : beginConnecting(&state)
+        }
         report(outcome)
     }
 
     fileprivate func attemptFinished(_ attempt: Attempt) {
-        lock.lock()
-        guard !finished, attempts.contains(where: { $0 === attempt }) else { return lock.unlock() }
-        let code = Posix.pendingError(attempt.handle.fd)
-        home.remove(fd: attempt.handle.fd, token: attempt.token)
-        attempts.removeAll { $0 === attempt }
-        let outcome: Outcome
-        if code == 0 {
-            outcome = finish(.connected(attempt.handle))
-        } else {
+        let outcome = state.withLock { state -> Outcome in
+            guard !state.finished, state.attempts.contains(where: { $0 === attempt }) else { return .none }
+            let code = Posix.pendingError(attempt.handle.fd)
+            state.home.remove(fd: attempt.handle.fd, token: attempt.token)
+            state.attempts.removeAll { $0 === attempt }
+            if code == 0 { return finish(&state, .connected(attempt.handle)) }
             attempt.handle.release()
-            lastError = SystemError(code: code, function: "connect")
-            outcome = connectNext()
+            state.lastError = SystemError(code: code, function: "connect")
+            return connectNext(&state)
         }
-        lock.unlock()
         report(outcome)
     }
 
     private func attemptDelayPassed() {
-        lock.lock()
-        attemptTimer = nil
-        let outcome = finished ? .none : connectNext()
-        lock.unlock()
-        report(outcome)
-    }
-
-    private func timedOut() {
-        lock.lock()
-        timeoutTimer = nil
-        let outcome = finished ? .none : finish(.failed(StreamErrors.posix(ETIMEDOUT, "Could not connect to \(label)")))
-        lock.unlock()
+        let outcome = state.withLock { state -> Outcome in
+            state.attemptTimer = nil
+            return state.finished ? .none : connectNext(&state)
+        }
         report(outcome)
     }
 
     // MARK: the machine (lock held)
 
-    private func beginConnecting() -> Outcome {
-        guard !startedConnecting else { return .none }
-        if let delayTimer { home.cancelTimer(delayTimer) }
-        delayTimer = nil
-        startedConnecting = true
+    private func beginConnecting(_ state: inout State) -> Outcome {
+        guard !state.startedConnecting else { return .none }
+        if let delayTimer = state.delayTimer { time.cancel(delayTimer, on: state.home) }
+        state.delayTimer = nil
+        state.startedConnecting = true
         for family in [AF_INET6, AF_INET] {
-            if case .success(let addresses) = resolutions[family] { merge(addresses) }
+            if case .success(let addresses) = state.resolutions[family] { merge(&state, addresses) }
         }
-        return connectNext()
+        return connectNext(&state)
     }
 
     /// Adds addresses to the queue, alternating families (RFC 8305 §4).
-    private func merge(_ addresses: [SocketAddress]) {
-        var v6 = queue.filter { $0.family == AF_INET6 } + addresses.filter { $0.family == AF_INET6 }
-        var v4 = queue.filter { $0.family != AF_INET6 } + addresses.filter { $0.family != AF_INET6 }
-        queue.removeAll()
+    private func merge(_ state: inout State, _ addresses: [SocketAddress]) {
+        var v6 = state.queue.filter { $0.family == AF_INET6 } + addresses.filter { $0.family == AF_INET6 }
+        var v4 = state.queue.filter { $0.family != AF_INET6 } + addresses.filter { $0.family != AF_INET6 }
+        state.queue.removeAll()
         while !v6.isEmpty || !v4.isEmpty {
-            if !v6.isEmpty { queue.append(v6.removeFirst()) }
-            if !v4.isEmpty { queue.append(v4.removeFirst()) }
+            if !v6.isEmpty { state.queue.append(v6.removeFirst()) }
+            if !v4.isEmpty { state.queue.append(v4.removeFirst()) }
         }
     }
 
     /// Starts the next attempt, or fails when nothing is left to try and nothing is in flight.
-    private func connectNext() -> Outcome {
-        if let attemptTimer { home.cancelTimer(attemptTimer) }
-        attemptTimer = nil
-        while !queue.isEmpty {
-            let address = queue.removeFirst()
-            do {
+    private func connectNext(_ state: inout State) -> Outcome {
+        if let attemptTimer = state.attemptTimer { time.cancel(attemptTimer, on: state.home) }
+        state.attemptTimer = nil
+        while !state.queue.isEmpty {
+            let address = state.queue.removeFirst()
+            do throws(SystemError) {
                 let fd = try Posix.socket(family: address.family)
                 let handle = SocketHandle(fd: fd, closesOnRelease: true)
                 do {
                     switch try Posix.connect(fd, to: address) {
                     case .processed:
-                        return finish(.connected(handle))
+                        return finish(&state, .connected(handle))
                     case .wouldBlock:
                         let attempt = Attempt(connector: self, handle: handle)
-                        attempt.token = try home.add(fd: fd, events: cssh_epollout(), handler: attempt)
-                        attempts.append(attempt)
-                        lastAttemptStart = Posix.monotonicNanoseconds()
-                        if !queue.isEmpty { armAttemptTimer() }
+                        attempt.token = try state.home.add(fd: fd, events: cssh_epollout(), handler: attempt)
+                        state.attempts.append(attempt)
+                        state.lastAttemptStart = time.now()
+                        if !state.queue.isEmpty { armAttemptTimer(&state) }
                         return .none
                     }
                 } catch {
@@ -273,55 +242,54 @@ final class Connector: @unchecked Sendable {
                     throw error
                 }
             } catch {
-                lastError = error as? SystemError
+                state.lastError = error
             }
         }
-        guard attempts.isEmpty, resolutions.count == 2 else { return .none }
-        return finish(.failed(failure()))
+        guard state.attempts.isEmpty, state.resolutions.count == 2 else { return .none }
+        return finish(&state, .failed(failure(state)))
     }
 
     /// Starts the next attempt once the Connection Attempt Delay has passed since the last one started.
-    private func armAttemptTimer() {
-        let elapsed = Posix.monotonicNanoseconds() - lastAttemptStart
+    private func armAttemptTimer(_ state: inout State) {
+        let elapsed = time.now() &- state.lastAttemptStart
         let wait = elapsed >= Self.attemptDelay ? 1 : Self.attemptDelay - elapsed
-        attemptTimer = home.schedule(after: wait) { self.attemptDelayPassed() }
+        state.attemptTimer = time.schedule(after: wait, on: state.home) { self.attemptDelayPassed() }
     }
 
-    /// The error for "every address failed": the resolution error if nothing resolved, else the last
-    /// connect error.
-    private func failure() -> NSError {
+    /// The failure for "every address failed": the resolution error if nothing resolved, else the
+    /// last connect error.
+    private func failure(_ state: State) -> StreamFailure {
         let resolutionFailures = [AF_INET, AF_INET6].compactMap { family -> ResolutionError? in
-            if case .failure(let error) = resolutions[family] { return error }
+            if case .failure(let error) = state.resolutions[family] { return error }
             return nil
         }
-        if lastError == nil,
+        if state.lastError == nil,
            let error = resolutionFailures.first(where: { $0.code != cssh_eai_nodata() }) ?? resolutionFailures.first {
-            return StreamErrors.resolution(error, host: host, port: port)
+            return StreamFailure(.resolution(error), .resolve, endpoint: endpoint)
         }
-        return StreamErrors.posix(lastError?.code ?? EINVAL, "Could not connect to \(label)")
+        return .posix(state.lastError?.code ?? EINVAL, .connect, endpoint: endpoint)
     }
 
     /// Ends the machine: closes every other attempt, cancels every timer, gives back the home reactor.
-    private func finish(_ outcome: Outcome) -> Outcome {
-        guard !finished else {
+    private func finish(_ state: inout State, _ outcome: Outcome) -> Outcome {
+        guard !state.finished else {
             if case .connected(let handle) = outcome { handle.release() }
             return .none
         }
-        finished = true
-        for attempt in attempts {
-            home.remove(fd: attempt.handle.fd, token: attempt.token)
+        state.finished = true
+        for attempt in state.attempts {
+            state.home.remove(fd: attempt.handle.fd, token: attempt.token)
             attempt.handle.release()
         }
-        attempts.removeAll()
-        for timer in [attemptTimer, delayTimer, timeoutTimer].compactMap({ $0 }) { home.cancelTimer(timer) }
-        attemptTimer = nil
-        delayTimer = nil
-        timeoutTimer = nil
-        ReactorRegistry.shared.release(home)
+        state.attempts.removeAll()
+        for timer in [state.attemptTimer, state.delayTimer].compactMap({ $0 }) { time.cancel(timer, on: state.home) }
+        state.attemptTimer = nil
+        state.delayTimer = nil
+        ReactorRegistry.shared.release(state.home)
         return outcome
     }
 
-    /// Tells the connection, with `lock` released.
+    /// Tells the connection, with the lock released.
     private func report(_ outcome: Outcome) {
         switch outcome {
         case .none:
@@ -332,8 +300,8 @@ final class Connector: @unchecked Sendable {
             } else {
                 handle.release()
             }
-        case .failed(let error):
-            connection?.connectFailed(error)
+        case .failed(let failure):
+            connection?.connectFailed(failure)
         }
     }
 }
@@ -344,6 +312,7 @@ private final class Attempt: ReactorHandler, @unchecked Sendable {
     /// was closed and its connector freed; that late event is then ignored.
     weak var connector: Connector?
     let handle: SocketHandle
+    /// Guarded by the connector's lock.
     var token: UInt64 = 0
 
     init(connector: Connector, handle: SocketHandle) {

@@ -2,7 +2,8 @@ import Foundation
 import Glibc
 
 /// Builds the `NSError`s that CFNetwork reports for socket streams (the shapes of
-/// `_CFErrorCreateWithStreamError`), with descriptions that name the endpoint.
+/// `_CFErrorCreateWithStreamError`), with descriptions that name the endpoint. This is the edge
+/// where a typed `StreamFailure` becomes a stream's `streamError`.
 enum StreamErrors {
     /// `kCFErrorDomainCFNetwork`.
     static let cfNetworkDomain = "kCFErrorDomainCFNetwork"
@@ -18,26 +19,52 @@ enum StreamErrors {
     /// `kCFStreamErrorDomainNetDB`.
     static let netDBStreamDomain = 12
 
+    /// The `streamError` for `failure`; `target` is named when the failure names no endpoint.
+    static func error(for failure: StreamFailure, target: Endpoint) -> NSError {
+        let endpoint = failure.endpoint ?? target
+        switch failure.reason {
+        case .posix(let code):
+            return posix(code, "\(describe(failure.operation, endpoint))")
+        case .resolution(let resolution):
+            var host = endpoint.label, port = 0
+            if case .host(let name, let number) = endpoint { (host, port) = (name, number & 0xFFFF) }
+            if resolution.code == EAI_SYSTEM, resolution.systemErrno != 0 {
+                return posix(resolution.systemErrno, "Could not resolve \(host) (port \(port))")
+            }
+            return NSError(domain: cfNetworkDomain, code: 2, userInfo: [
+                getAddrInfoFailureKey: Int(resolution.code),
+                streamErrorCodeKey: Int(resolution.code),
+                streamErrorDomainKey: netDBStreamDomain,
+                NSLocalizedDescriptionKey: "Could not resolve host \(host) (port \(port)): \(resolution.message)",
+            ])
+        case .protocolError(let detail):
+            var userInfo: [String: Any] = detail.userInfo
+            userInfo[streamErrorCodeKey] = detail.streamCode
+            userInfo[streamErrorDomainKey] = detail.streamDomain
+            userInfo[NSLocalizedDescriptionKey] = "\(describe(failure.operation, endpoint)): \(detail.message)"
+            return NSError(domain: detail.domain, code: detail.code, userInfo: userInfo)
+        }
+    }
+
+    /// "Could not connect to example.com port 80", "Read from … failed", …
+    private static func describe(_ operation: StreamFailure.Operation, _ endpoint: Endpoint) -> String {
+        switch operation {
+        case .resolve: return "Could not resolve \(endpoint.label)"
+        case .connect: return "Could not connect to \(endpoint.label)"
+        case .adopt: return "Could not use \(endpoint.label)"
+        case .schedule: return "Could not watch \(endpoint.label) on a run loop"
+        case .read: return "Read from \(endpoint.label) failed"
+        case .write: return "Write to \(endpoint.label) failed"
+        case .handshake(let name): return "\(name) with \(endpoint.label) failed"
+        }
+    }
+
     /// A POSIX error (`NSPOSIXErrorDomain`, code = errno), e.g. ECONNREFUSED from connect.
     static func posix(_ code: Int32, _ what: String) -> NSError {
         NSError(domain: NSPOSIXErrorDomain, code: Int(code), userInfo: [
             streamErrorCodeKey: Int(code),
             streamErrorDomainKey: posixStreamDomain,
             NSLocalizedDescriptionKey: "\(what): \(Posix.errorString(code))",
-        ])
-    }
-
-    /// A name-lookup failure: `kCFErrorDomainCFNetwork` code 2 (`kCFHostErrorUnknown`) with the getaddrinfo code.
-    /// `EAI_SYSTEM` is reported as the POSIX errno, as CFNetwork does.
-    static func resolution(_ error: ResolutionError, host: String, port: Int) -> NSError {
-        if error.code == EAI_SYSTEM, error.systemErrno != 0 {
-            return posix(error.systemErrno, "Could not resolve \(host) (port \(port))")
-        }
-        return NSError(domain: cfNetworkDomain, code: 2, userInfo: [
-            getAddrInfoFailureKey: Int(error.code),
-            streamErrorCodeKey: Int(error.code),
-            streamErrorDomainKey: netDBStreamDomain,
-            NSLocalizedDescriptionKey: "Could not resolve host \(host) (port \(port)): \(error.message)",
         ])
     }
 }

@@ -1,7 +1,9 @@
 // One epoll set per (run loop, mode), plugged into that run loop as a version-1 CFRunLoopSource whose
 // port is the epoll fd. On Linux CoreFoundation waits on its ports with epoll, so a socket becoming
 // ready wakes the run loop directly and our `perform` runs on the run loop's own thread, in the right
-// mode, with no thread hop (measured: ../shared/reference/linux-runloop-notes.md).
+// mode, with no thread hop. (Measured on this project's machines: a 1-byte ping-pong into a run loop
+// takes ~34 µs this way, against ~50 µs for CFRunLoopPerformBlock plus CFRunLoopWakeUp from another
+// thread and ~500 µs for a Timer; RunLoop.perform from another thread does not wake the loop at all.)
 //
 // Besides sockets the epoll set holds an eventfd, used by other threads to post work (`post`,
 // `markReady`), and a timerfd for deadlines (`schedule(after:)`).
@@ -14,6 +16,7 @@ import CoreFoundation
 import CSocketStreamsShims
 import Foundation
 import Glibc
+import Synchronization
 
 /// Receives readiness for an fd registered with a `Reactor`, on the reactor's thread.
 protocol ReactorHandler: AnyObject, Sendable {
@@ -21,10 +24,17 @@ protocol ReactorHandler: AnyObject, Sendable {
     func reactor(_ reactor: Reactor, fired events: UInt32)
 }
 
-/// Something with stream events to deliver on a reactor's thread (a stream half).
-struct ReadyItem: @unchecked Sendable {
-    let connection: Connection
-    let half: Half
+/// Something with events to deliver on a reactor's thread: a stream half, known to the event loop
+/// only as a target and a slot number.
+protocol EventTarget: AnyObject, Sendable {
+    /// Delivers what is pending for `slot`, on `reactor`'s thread, from inside its `perform`.
+    func deliverEvents(_ slot: Int, on reactor: Reactor)
+}
+
+/// One `markReady` request.
+struct ReadyItem: Sendable {
+    let target: any EventTarget
+    let slot: Int
 }
 
 final class Reactor: @unchecked Sendable {
@@ -51,6 +61,7 @@ final class Reactor: @unchecked Sendable {
     @exclusivity(unchecked) private var performing: pthread_t?
     private var timers: [(deadline: UInt64, id: UInt64, fire: @Sendable () -> Void)] = []
     private var source: CFRunLoopSource?
+    /// Guarded by the registry's lock.
     fileprivate var useCount = 0
 
     // Touched only inside `perform`, on the run loop's thread.
@@ -90,7 +101,7 @@ final class Reactor: @unchecked Sendable {
     }
 
     /// Creates the run-loop source and adds it to the run loop in `mode`.
-    fileprivate func attach() {
+    fileprivate func attach() throws(SystemError) {
         var context = CFRunLoopSourceContext1()
         context.version = 1
         context.info = Unmanaged.passUnretained(self).toOpaque()
@@ -104,7 +115,7 @@ final class Reactor: @unchecked Sendable {
         let created = withUnsafeMutablePointer(to: &context) { pointer in
             pointer.withMemoryRebound(to: CFRunLoopSourceContext.self, capacity: 1) { CFRunLoopSourceCreate(nil, 0, $0) }
         }
-        guard let created else { fatalError("CFRunLoopSourceCreate failed") }
+        guard let created else { throw SystemError(code: ENOMEM, function: "CFRunLoopSourceCreate") }
         lock.withLock { source = created }
         CFRunLoopAddSource(runLoop, created, makeCFString(mode))
         CFRunLoopWakeUp(runLoop)
@@ -266,7 +277,7 @@ final class Reactor: @unchecked Sendable {
             swap(&ready, &spareReady)
             lock.unlock()
             for task in spareTasks { task() }
-            for item in spareReady { item.connection.deliverEvents(item.half, on: self) }
+            for item in spareReady { item.target.deliverEvents(item.slot, on: self) }
             spareTasks.removeAll(keepingCapacity: true)
             spareReady.removeAll(keepingCapacity: true)
         }
@@ -312,82 +323,126 @@ final class ReactorRegistry: @unchecked Sendable {
         let mode: String
     }
 
-    private let lock = NSLock()
-    private var reactors: [Key: Reactor] = [:]
-    /// Reactors with no users, oldest first.
-    private var idle: [Reactor] = []
-
-    /// The reactor for `runLoop` in `mode`, created and attached on first use. Balance with `release`.
-    func acquire(runLoop: RunLoop, mode: RunLoop.Mode) -> Reactor {
-        acquire(cfRunLoop: cfRunLoop(of: runLoop), mode: mode.rawValue)
+    private struct State {
+        var reactors: [Key: Reactor] = [:]
+        /// Reactors with no users, oldest first.
+        var idle: [Reactor] = []
     }
 
-    func acquire(cfRunLoop: CFRunLoop, mode: String) -> Reactor {
+    private let state = Mutex(State())
+
+    /// The reactor for `cfRunLoop` in `mode`, created and attached on first use. Balance with
+    /// `release`. Fails (EMFILE, ENFILE, ENOMEM) when the epoll set, eventfd or timerfd of a new
+    /// reactor cannot be created.
+    func acquire(cfRunLoop: CFRunLoop, mode: String) throws(SystemError) -> Reactor {
         let key = Key(runLoop: ObjectIdentifier(cfRunLoop), mode: mode)
-        let (reactor, created) = lock.withLock { () -> (Reactor, Bool) in
-            if let existing = reactors[key] {
-                if existing.useCount == 0 { idle.removeAll { $0 === existing } }
-                existing.useCount += 1
-                return (existing, false)
-            }
-            do {
-                let reactor = try Reactor(runLoop: cfRunLoop, mode: mode)
-                reactor.useCount = 1
-                reactors[key] = reactor
-                return (reactor, true)
-            } catch {
-                fatalError("cannot create the run-loop event source: \(error)")
-            }
+        let existing = state.withLock { state -> Reactor? in
+            guard let existing = state.reactors[key] else { return nil }
+            if existing.useCount == 0 { state.idle.removeAll { $0 === existing } }
+            existing.useCount += 1
+            return existing
         }
-        if created { reactor.attach() }
-        return reactor
+        if let existing { return existing }
+        let reactor = try Reactor(runLoop: cfRunLoop, mode: mode)
+        try reactor.attach()
+        // Another thread may have created one meanwhile: keep the first, drop ours.
+        let (kept, spare) = state.withLock { state -> (Reactor, Reactor?) in
+            if let first = state.reactors[key] {
+                if first.useCount == 0 { state.idle.removeAll { $0 === first } }
+                first.useCount += 1
+                return (first, reactor)
+            }
+            reactor.useCount = 1
+            state.reactors[key] = reactor
+            return (reactor, nil)
+        }
+        spare?.detach()
+        return kept
+    }
+
+    /// One more use of a reactor the caller already holds a use of.
+    func retain(_ reactor: Reactor) {
+        state.withLock { _ in reactor.useCount += 1 }
     }
 
     /// Drops one use. An unused reactor goes to the idle cache; the oldest idle one beyond its
     /// capacity is detached from its run loop.
     func release(_ reactor: Reactor) {
-        let evicted = lock.withLock { () -> Reactor? in
+        let evicted = state.withLock { state -> Reactor? in
             reactor.useCount -= 1
             guard reactor.useCount == 0 else { return nil }
-            idle.append(reactor)
-            guard idle.count > Self.idleCapacity else { return nil }
-            let oldest = idle.removeFirst()
-            reactors.removeValue(forKey: Key(runLoop: ObjectIdentifier(oldest.runLoop), mode: oldest.mode))
+            state.idle.append(reactor)
+            guard state.idle.count > Self.idleCapacity else { return nil }
+            let oldest = state.idle.removeFirst()
+            state.reactors.removeValue(forKey: Key(runLoop: ObjectIdentifier(oldest.runLoop), mode: oldest.mode))
             return oldest
         }
         evicted?.detach()
     }
 }
 
-/// The CFRunLoop behind a Foundation RunLoop. `RunLoop.getCFRunLoop()` is internal on Linux, so this
-/// reads the stored `_cfRunLoopStorage` for loops other than the current and main ones.
-func cfRunLoop(of runLoop: RunLoop) -> CFRunLoop {
+/// The CFRunLoop behind a Foundation RunLoop, or nil when it cannot be known from this thread.
+///
+/// `RunLoop.getCFRunLoop()` is internal on Linux. The current and main run loops and the stream
+/// thread's are known directly; any other is read from the RunLoop's stored `_cfRunLoopStorage` by
+/// reflection. Should a Foundation release rename that field, this returns nil and callers use
+/// `onCFRunLoop(of:mode:_:)`'s fallback instead of trapping.
+func cfRunLoop(of runLoop: RunLoop) -> CFRunLoop? {
     if runLoop === RunLoop.current { return CFRunLoopGetCurrent() }
     if runLoop === RunLoop.main { return CFRunLoopGetMain() }
-    if runLoop === StreamThread.runLoop { return StreamThread.reactor.runLoop }  // no reflection for our own
-    return ReflectedRunLoops.shared.cfRunLoop(of: runLoop)
+    if let ours = StreamThread.knownRunLoop, runLoop === ours.runLoop { return ours.cfRunLoop }
+    return RunLoopDirectory.shared.cfRunLoop(of: runLoop)
 }
 
-/// Reflection is slow (~20k instructions), so its answers are kept for the last few run loops.
-/// Entries hold their RunLoop, so an address cannot be reused by another run loop while cached.
-private final class ReflectedRunLoops: @unchecked Sendable {
-    static let shared = ReflectedRunLoops()
-    private let lock = NSLock()
-    private var entries: [(runLoop: RunLoop, cf: CFRunLoop)] = []
+/// Runs `body` with `runLoop`'s CFRunLoop: at once when it is known, else (the fallback) from a
+/// one-shot timer on `runLoop` in `mode`, whose callback runs on that run loop's own thread, where
+/// `CFRunLoopGetCurrent()` names it. The fallback runs `body` only once that run loop runs in
+/// `mode`, which is also the first moment a stream scheduled there could get an event.
+func onCFRunLoop(of runLoop: RunLoop, mode: RunLoop.Mode, _ body: @escaping @Sendable (CFRunLoop) -> Void) {
+    if let known = cfRunLoop(of: runLoop) { return body(known) }
+    let timer = Timer(fire: Date(), interval: 0, repeats: false) { _ in
+        let current = CFRunLoopGetCurrent()!
+        RunLoopDirectory.shared.learn(RunLoop.current, current)
+        body(current)
+    }
+    runLoop.add(timer, forMode: mode)
+}
 
-    func cfRunLoop(of runLoop: RunLoop) -> CFRunLoop {
-        if let hit = lock.withLock({ entries.first { $0.runLoop === runLoop }?.cf }) { return hit }
+/// CFRunLoops of run loops other than the current and main ones: found by reflection (~20k
+/// instructions, so kept for the last few run loops) or learnt on their own thread. Entries hold
+/// their RunLoop, so an address cannot be reused by another run loop while cached.
+final class RunLoopDirectory: Sendable {
+    /// A run loop and its CFRunLoop. Both are thread-safe objects that Swift does not mark Sendable.
+    private struct Entry: @unchecked Sendable {
+        let runLoop: RunLoop
+        let cf: CFRunLoop
+    }
+
+    static let shared = RunLoopDirectory()
+    private let entries = Mutex<[Entry]>([])
+    /// Tests turn reflection off to exercise the fallback.
+    let reflectionEnabled = Atomic<Bool>(true)
+
+    func cfRunLoop(of runLoop: RunLoop) -> CFRunLoop? {
+        if let hit = entries.withLock({ entries in entries.first { $0.runLoop === runLoop } }) { return hit.cf }
+        guard reflectionEnabled.load(ordering: .relaxed) else { return nil }
         for child in Mirror(reflecting: runLoop).children where child.label == "_cfRunLoopStorage" {
             if let value = child.value as AnyObject? {
                 // A CF object with no Swift class to check against: reinterpret the reference.
                 let cf = Unmanaged<CFRunLoop>.fromOpaque(Unmanaged.passUnretained(value).toOpaque()).takeUnretainedValue()
-                lock.withLock {
-                    entries.insert((runLoop, cf), at: 0)
-                    if entries.count > 8 { entries.removeLast() }
-                }
+                learn(runLoop, cf)
                 return cf
             }
         }
-        fatalError("cannot find the CFRunLoop of \(runLoop)")
+        return nil
+    }
+
+    func learn(_ runLoop: RunLoop, _ cf: CFRunLoop) {
+        let entry = Entry(runLoop: runLoop, cf: cf)
+        entries.withLock { entries in
+            guard !entries.contains(where: { $0.runLoop === entry.runLoop }) else { return }
+            entries.insert(entry, at: 0)
+            if entries.count > 8 { entries.removeLast() }
+        }
     }
 }

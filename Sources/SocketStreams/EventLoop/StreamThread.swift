@@ -1,49 +1,71 @@
 import CoreFoundation
 import Foundation
+import Synchronization
 
 /// The package's own run-loop thread, started on first use.
 ///
-/// It runs a Foundation `RunLoop` in the default mode forever. Connection establishment (name
-/// resolution results, non-blocking connects, Happy Eyeballs and connect-timeout timers) runs on its
-/// reactor, and clients may schedule streams on its run loop (`RunLoop.socketStreams`) the way
-/// GCDAsyncSocket schedules its CFStreams on a dedicated thread.
+/// It runs a Foundation `RunLoop` in the default mode forever. Opens that no client run loop can be
+/// trusted to drive (name resolution results, non-blocking connects, Happy Eyeballs and deadline
+/// timers, handshake stages of unscheduled or blocking clients) run on its reactor, and clients may
+/// schedule streams on its run loop (`RunLoop.socketStreams`) the way GCDAsyncSocket schedules its
+/// CFStreams on a dedicated thread.
 enum StreamThread {
-    private final class Startup: @unchecked Sendable {
-        let ready = DispatchSemaphore(value: 0)
-        var runLoop: RunLoop?
-        var reactor: Reactor?
-    }
-
-    private final class Shared: @unchecked Sendable {
-        let runLoop: RunLoop
-        let reactor: Reactor
-        init(_ runLoop: RunLoop, _ reactor: Reactor) {
+    private final class Loop: Sendable {
+        nonisolated(unsafe) let runLoop: RunLoop
+        nonisolated(unsafe) let cfRunLoop: CFRunLoop
+        init(_ runLoop: RunLoop, _ cfRunLoop: CFRunLoop) {
             self.runLoop = runLoop
-            self.reactor = reactor
+            self.cfRunLoop = cfRunLoop
         }
     }
 
-    private static let shared: Shared = {
-        let startup = Startup()
+    private static let started = Mutex<Loop?>(nil)
+    private static let reactorSlot = Mutex<Reactor?>(nil)
+
+    private static let loop: Loop = {
+        let ready = DispatchSemaphore(value: 0)
+        let handoff = Mutex<Loop?>(nil)
         let thread = Thread {
-            startup.runLoop = RunLoop.current
-            // Never released: the reactor's source keeps the run loop alive.
-            startup.reactor = ReactorRegistry.shared.acquire(cfRunLoop: CFRunLoopGetCurrent(), mode: RunLoop.Mode.default.rawValue)
-            startup.ready.signal()
+            // A timer that never fires keeps `run` waiting even while no source is attached (before
+            // the reactor exists, or if it could not be created).
+            let keepAlive = Timer(fire: .distantFuture, interval: 1_000_000, repeats: true) { _ in }
+            RunLoop.current.add(keepAlive, forMode: .default)
+            handoff.withLock { $0 = Loop(RunLoop.current, CFRunLoopGetCurrent()) }
+            ready.signal()
             while true {
                 _ = RunLoop.current.run(mode: .default, before: .distantFuture)
             }
         }
         thread.name = "SocketStreams"
         thread.start()
-        startup.ready.wait()
-        return Shared(startup.runLoop!, startup.reactor!)
+        ready.wait()
+        let loop = handoff.withLock { $0! }
+        started.withLock { $0 = loop }
+        return loop
     }()
 
-    /// The stream thread's run loop.
-    static var runLoop: RunLoop { shared.runLoop }
-    /// The reactor serving the stream thread's run loop in the default mode.
-    static var reactor: Reactor { shared.reactor }
+    /// The stream thread's run loop (starting the thread).
+    static var runLoop: RunLoop { loop.runLoop }
+
+    /// The stream thread's run loop and its CFRunLoop if the thread has started, without starting it.
+    static var knownRunLoop: (runLoop: RunLoop, cfRunLoop: CFRunLoop)? {
+        started.withLock { $0.map { ($0.runLoop, $0.cfRunLoop) } }
+    }
+
+    /// The reactor serving the stream thread's run loop in the default mode, created on first use
+    /// and never released. Throws when it cannot be created (out of file descriptors); a later call
+    /// tries again.
+    static func reactor() throws(SystemError) -> Reactor {
+        if let reactor = reactorSlot.withLock({ $0 }) { return reactor }
+        let created = try ReactorRegistry.shared.acquire(cfRunLoop: loop.cfRunLoop, mode: RunLoop.Mode.default.rawValue)
+        let (kept, spare) = reactorSlot.withLock { slot -> (Reactor, Reactor?) in
+            if let first = slot { return (first, created) }
+            slot = created
+            return (created, nil)
+        }
+        if let spare { ReactorRegistry.shared.release(spare) }
+        return kept
+    }
 }
 
 extension RunLoop {

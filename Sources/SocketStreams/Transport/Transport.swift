@@ -1,0 +1,154 @@
+// The seam between a connection and its bytes. A connection reads and writes through a transport,
+// never through its fd directly: the plain socket (`SocketTransport`), a buffer of bytes a handshake
+// read past its reply (`PrefixedTransport`), and later TLS, each wrapping the one below.
+//
+// A transport may hold bytes the kernel does not show (decrypted plaintext, bytes read past a proxy's
+// reply), so the fd's readiness alone cannot say whether a read would block: `hasBufferedInput`
+// tells. It may need the opposite readiness to make progress (TLS reading may need to write, and
+// writing may need to read), so it reports the readiness each direction waits for, and `ready(_:)`
+// turns what the fd reported into what the stream can now do.
+
+/// Readiness of the socket, as a transport waits for it.
+struct Interest: OptionSet, Sendable {
+    let rawValue: UInt8
+    static let readable = Interest(rawValue: 1)
+    static let writable = Interest(rawValue: 2)
+}
+
+/// The outcome of a non-blocking transport read or write.
+enum TransportIO {
+    /// This many bytes (more than 0) moved.
+    case processed(Int)
+    /// Nothing can move until the transport's interest for this direction is reported.
+    case wouldBlock
+    /// Read only: the peer ended the stream cleanly.
+    case end
+    /// The transport failed; the connection fails with it. (Boxed, so the common cases stay small.)
+    indirect case failed(StreamFailure)
+}
+
+/// A byte stream over one socket, possibly layered over another transport.
+protocol Transport: AnyObject, Sendable {
+    /// The socket's fd: what the connection registers with epoll and polls on.
+    var fd: Int32 { get }
+
+    /// Reads up to `count` bytes without blocking (`count` > 0).
+    func read(_ buffer: UnsafeMutableRawPointer, _ count: Int) -> TransportIO
+
+    /// Writes up to `count` bytes without blocking (`count` > 0).
+    func write(_ buffer: UnsafeRawPointer, _ count: Int) -> TransportIO
+
+    /// The readiness the next read waits for after `.wouldBlock`.
+    var readInterest: Interest { get }
+
+    /// The readiness the next write waits for after `.wouldBlock`.
+    var writeInterest: Interest { get }
+
+    /// Bytes held here that a read returns without the fd being readable.
+    var hasBufferedInput: Bool { get }
+
+    /// Bytes accepted by `write` that have not reached the kernel yet.
+    var hasPendingOutput: Bool { get }
+
+    /// Pushes pending output towards the kernel: `.processed` once none is left, else `.wouldBlock`.
+    func flush() -> TransportIO
+
+    /// The fd reported `events`: returns the directions that can now make progress. A transport may
+    /// do work here (TLS reads records into its plaintext buffer).
+    func ready(_ events: Interest) -> Interest
+
+    /// Ends the transport and releases what it holds (a TLS session), then closes the transport below.
+    /// Called exactly once, by the connection, after the fd has left every epoll set; the fd itself
+    /// belongs to the connection's socket handle, which gives it back afterwards.
+    func close()
+}
+
+extension Transport {
+    var readInterest: Interest { .readable }
+    var writeInterest: Interest { .writable }
+    var hasPendingOutput: Bool { false }
+    func flush() -> TransportIO { .processed(0) }
+    func ready(_ events: Interest) -> Interest { events }
+}
+
+/// The transport a connection holds: the plain socket as its bare fd, called directly, so the common
+/// path has neither witness-table dispatch nor reference counting, or a layered transport.
+/// (Callgrind, ping-pong 20,000 round trips with polling streams: calling the plain socket as
+/// `any Transport` cost 5.9M instructions more than the fd-only code it replaced; this, about 0.2M.)
+enum ActiveTransport {
+    case socket(fd: Int32)
+    case layered(any Transport)
+
+    init(_ transport: any Transport) {
+        if let socket = transport as? SocketTransport {
+            self = .socket(fd: socket.fd)
+        } else {
+            self = .layered(transport)
+        }
+    }
+
+    /// As a transport a stage can wrap.
+    var base: any Transport {
+        switch self {
+        case .socket(let fd): return SocketTransport(fd: fd)
+        case .layered(let transport): return transport
+        }
+    }
+
+    var fd: Int32 {
+        switch self {
+        case .socket(let fd): return fd
+        case .layered(let transport): return transport.fd
+        }
+    }
+
+    @inline(__always)
+    func read(_ buffer: UnsafeMutableRawPointer, _ count: Int) -> TransportIO {
+        switch self {
+        case .socket(let fd): return SocketTransport.read(fd, buffer, count)
+        case .layered(let transport): return transport.read(buffer, count)
+        }
+    }
+
+    @inline(__always)
+    func write(_ buffer: UnsafeRawPointer, _ count: Int) -> TransportIO {
+        switch self {
+        case .socket(let fd): return SocketTransport.write(fd, buffer, count)
+        case .layered(let transport): return transport.write(buffer, count)
+        }
+    }
+
+    var readInterest: Interest {
+        if case .layered(let transport) = self { return transport.readInterest }
+        return .readable
+    }
+
+    var writeInterest: Interest {
+        if case .layered(let transport) = self { return transport.writeInterest }
+        return .writable
+    }
+
+    var hasBufferedInput: Bool {
+        if case .layered(let transport) = self { return transport.hasBufferedInput }
+        return false
+    }
+
+    var hasPendingOutput: Bool {
+        if case .layered(let transport) = self { return transport.hasPendingOutput }
+        return false
+    }
+
+    func flush() -> TransportIO {
+        if case .layered(let transport) = self { return transport.flush() }
+        return .processed(0)
+    }
+
+    func ready(_ events: Interest) -> Interest {
+        if case .layered(let transport) = self { return transport.ready(events) }
+        return events
+    }
+
+    func close() {
+        if case .layered(let transport) = self { transport.close() }
+    }
+}
