@@ -2,7 +2,7 @@
 import Glibc
 #endif
 import Foundation
-import SocketStreams
+@testable import SocketStreams
 import XCTest
 
 /// Getting connected: address families, names, timeouts, the Apple entry point.
@@ -43,21 +43,27 @@ final class ConnectTests: SocketStreamsTestCase {
         XCTAssertEqual(pair.input.property(forKey: CFKey.remoteHostName) as? String, "localhost")
     }
 
-    /// connectTimeoutKey: against a listener whose backlog is full the connect hangs; with a
-    /// 0.5 s timeout the pair fails with ETIMEDOUT well within 2 s.
+    /// connectTimeoutKey: against a listener whose backlog is full the connect hangs; with a 0.5 s
+    /// timeout the pair fails with ETIMEDOUT on both streams once 0.5 s have passed, not before
+    /// (the clock is advanced by hand).
     func testConnectTimeoutPropertyFailsAHangingConnect() throws {
         let blackhole = try BacklogFullListener(family: .v4)
         let pair = makePair(port: blackhole.port)
+        let clock = ManualTime()
+        pair.input.connection.time = clock
         XCTAssertTrue(pair.input.setProperty(NSNumber(value: 0.5), forKey: .connectTimeoutKey))
-        let started = Date()
         let recorder = startRecorder(pair)
+        XCTAssertEqual(clock.pending, [0.5])
 
-        XCTAssertTrue(runUntil(timeout: 3) {
+        clock.advance(by: 0.499)
+        settle()
+        XCTAssertEqual(recorder.snapshot.entries, [], recorder.trace)
+        XCTAssertEqual(pair.input.streamStatus, .opening)
+
+        clock.advance(by: 0.001)
+        XCTAssertTrue(runUntil(timeout: shortTimeout) {
             recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
         }, "no timeout error; trace: \(recorder.trace)")
-        let elapsed = Date().timeIntervalSince(started)
-        XCTAssertGreaterThanOrEqual(elapsed, 0.4, "failed before the timeout expired")
-        XCTAssertLessThanOrEqual(elapsed, 2.0)
         XCTAssertFalse(recorder.has(.openCompleted, on: .input))
         for stream in [pair.input as Stream, pair.output as Stream] {
             XCTAssertEqual(stream.streamStatus, .error)
@@ -66,16 +72,50 @@ final class ConnectTests: SocketStreamsTestCase {
             XCTAssertEqual(error.code, Int(ETIMEDOUT))
             XCTAssertEqual(intValue(error.userInfo["_kCFStreamErrorCodeKey"]), Int(ETIMEDOUT), "\(error.userInfo)")
             XCTAssertEqual(intValue(error.userInfo["_kCFStreamErrorDomainKey"]), 1, "\(error.userInfo)")
+            XCTAssertEqual(error.localizedDescription, "Could not connect to 127.0.0.1 port \(blackhole.port): Connection timed out")
         }
         withExtendedLifetime(blackhole) {}
     }
 
-    /// Without a timeout property a hanging connect just stays .opening (no premature error).
+    /// The same with the real clock (the reactor's timerfd), and with a blocking reader: the
+    /// timeout still fires while the connect runs on the stream thread.
+    func testConnectTimeoutWithTheSystemClock() throws {
+        let blackhole = try BacklogFullListener(family: .v4)
+        let pair = makePair(port: blackhole.port)
+        XCTAssertTrue(pair.input.setProperty(0.2, forKey: .connectTimeoutKey))
+        let result = callWithDeadline(shortTimeout) { () -> Int in
+            pair.input.open()
+            var byte: UInt8 = 0
+            return pair.input.read(&byte, maxLength: 1)
+        }
+        XCTAssertEqual(result, -1)
+        assertPOSIXError(pair.input.streamError, [ETIMEDOUT])
+        withExtendedLifetime(blackhole) {}
+    }
+
+    /// Absurd timeouts (infinity, 1e308, NaN is refused) are no timeout in practice, never a crash.
+    func testHugeConnectTimeoutsAreAccepted() throws {
+        for value in [Double.infinity, 1e308, 1e11] {
+            let blackhole = try BacklogFullListener(family: .v4)
+            let pair = makePair(port: blackhole.port)
+            XCTAssertTrue(pair.input.setProperty(value, forKey: .connectTimeoutKey), "\(value)")
+            pair.input.open()
+            XCTAssertEqual(pair.input.streamStatus, .opening)
+            pair.input.close()
+        }
+        XCTAssertFalse(makePair(port: 1).input.setProperty(Double.nan, forKey: .connectTimeoutKey))
+    }
+
+    /// Without a timeout property a hanging connect just stays .opening: nothing is scheduled that
+    /// could end it.
     func testHangingConnectStaysOpeningWithoutTimeout() throws {
         let blackhole = try BacklogFullListener(family: .v4)
         let pair = makePair(port: blackhole.port)
+        let clock = ManualTime()
+        pair.input.connection.time = clock
         let recorder = startRecorder(pair)
-        runFor(1.0)
+        settle()
+        XCTAssertEqual(clock.pending, [], "a timer that could end the open")
         XCTAssertEqual(recorder.snapshot.entries, [], "trace: \(recorder.trace)")
         XCTAssertEqual(pair.input.streamStatus, .opening)
         XCTAssertEqual(pair.output.streamStatus, .opening)

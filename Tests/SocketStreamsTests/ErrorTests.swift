@@ -16,7 +16,7 @@ final class ErrorTests: SocketStreamsTestCase {
         XCTAssertTrue(runUntil(timeout: shortTimeout) {
             recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
         }, "trace: \(recorder.trace)")
-        runFor(0.2)
+        settle()
         let snapshot = recorder.snapshot
         XCTAssertFalse(snapshot.has(.openCompleted, on: .input), recorder.trace)
         XCTAssertFalse(snapshot.has(.openCompleted, on: .output), recorder.trace)

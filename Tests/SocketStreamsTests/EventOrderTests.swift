@@ -22,8 +22,8 @@ final class EventOrderTests: SocketStreamsTestCase {
 
         XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.endEncountered, on: .input) },
                       "trace: \(recorder.trace)")
-        // Let anything that would (wrongly) follow arrive.
-        runFor(0.3)
+        // Deliver anything that would (wrongly) follow.
+        settle()
         let snapshot = recorder.snapshot
         let trace = recorder.trace
 
@@ -89,7 +89,11 @@ final class EventOrderTests: SocketStreamsTestCase {
         recorder.send("second")
         XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.bytesWritten == 11 },
                       "output stopped working after the input was closed: \(recorder.trace)")
-        runFor(0.5)
+        // The echo is in the socket (what the input left of "first", and all of "second"),
+        // readable: whatever the library would deliver for it, it delivers now.
+        let fd = try XCTUnwrap(nativeHandle(of: pair.output))
+        XCTAssertTrue(waitForKernelBytes(fd, atLeast: 11 - recorder.received.count), "socat did not echo")
+        settle()
         let snapshot = recorder.snapshot
         let inputEvents = snapshot.entries[closeIndex...].filter {
             if case .event(.input, _) = $0 { return true }
@@ -102,7 +106,7 @@ final class EventOrderTests: SocketStreamsTestCase {
         // Closing the output too: no events for it afterwards.
         recorder.close(pair.output)
         let outputCloseIndex = recorder.snapshot.entries.count - 1
-        runFor(0.3)
+        settle()
         let outputAfterClose = recorder.snapshot.entries[outputCloseIndex...].filter {
             if case .event(.output, _) = $0 { return true }
             return false
@@ -129,7 +133,7 @@ final class EventOrderTests: SocketStreamsTestCase {
         XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.hasBytesAvailable, on: .input) },
                       "trace: \(recorder.trace)")
         XCTAssertTrue(sent.wait(timeout: shortTimeout), "server could not send its data")
-        runFor(0.4)
+        settle()
         XCTAssertEqual(recorder.count(.hasBytesAvailable, on: .input), 1,
                        "re-posted without a read: \(recorder.trace)")
 
@@ -138,7 +142,7 @@ final class EventOrderTests: SocketStreamsTestCase {
         XCTAssertEqual(pair.input.read(&buffer, maxLength: 1024), 1024)
         XCTAssertTrue(runUntil(timeout: 2) { recorder.count(.hasBytesAvailable, on: .input) >= 2 },
                       "not re-posted after a read that left data: \(recorder.trace)")
-        runFor(0.3)
+        settle()
         XCTAssertEqual(recorder.count(.hasBytesAvailable, on: .input), 2, recorder.trace)
 
         // Draining one read per event delivers everything, in order.
@@ -168,7 +172,7 @@ final class EventOrderTests: SocketStreamsTestCase {
 
         XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.hasSpaceAvailable, on: .output) },
                       "trace: \(recorder.trace)")
-        runFor(0.4)
+        settle()
         XCTAssertEqual(recorder.count(.hasSpaceAvailable, on: .output), 1,
                        "re-posted without a write: \(recorder.trace)")
 
@@ -192,7 +196,7 @@ final class EventOrderTests: SocketStreamsTestCase {
         let recorder = startRecorder(pair)
         XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.hasSpaceAvailable, on: .output) },
                       "trace: \(recorder.trace)")
-        runFor(0.3)
+        settle()
         let snapshot = recorder.snapshot
         XCTAssertEqual(snapshot.events(.input), [.openCompleted], recorder.trace)
         XCTAssertEqual(snapshot.events(.output), [.openCompleted, .hasSpaceAvailable], recorder.trace)

@@ -103,13 +103,17 @@ final class LifecycleTests: SocketStreamsTestCase {
         pair.output.open()
         XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.hasSpaceAvailable, on: .output) },
                       "trace: \(recorder.trace)")
+        XCTAssertTrue(server.waitForAccepted(1, timeout: shortTimeout))
+        // A connect would create a socket inside open() itself.
+        let descriptors = RawSocket.openDescriptorCount()
         pair.input.open()
         pair.output.open()
-        runFor(0.3)
+        XCTAssertEqual(RawSocket.openDescriptorCount(), descriptors, "a second open must not connect again")
+        settle()
         XCTAssertEqual(recorder.count(.openCompleted, on: .input), 1, recorder.trace)
         XCTAssertEqual(recorder.count(.openCompleted, on: .output), 1, recorder.trace)
         XCTAssertEqual(pair.input.streamStatus, .open)
-        XCTAssertEqual(server.acceptedCount, 1, "a second open must not connect again")
+        XCTAssertEqual(server.acceptedCount, 1)
     }
 
     /// Closing the output stream does not shut the socket down: the input keeps reading and
@@ -192,19 +196,32 @@ final class LifecycleTests: SocketStreamsTestCase {
         XCTAssertEqual(String(decoding: afterShutdown.value, as: UTF8.self), "written after the peer's FIN")
     }
 
-    /// Closing only the client's output stream sends no FIN: socat (which would close the
-    /// connection about 0.5 s after seeing EOF) keeps echoing and never ends our input.
+    /// Closing only the client's output stream sends no FIN: the peer, asked right after the
+    /// close, finds no end of stream waiting, and the echo still reaches the open input.
     func testEchoStillArrivesAfterTheClientClosesItsOutput() throws {
-        let port = try startSocatEcho(.v4)
-        let pair = makePair(port: port)
-        let recorder = DelegateRecorder(sending: "echo after close")
+        let message = "echo after close"
+        let check = Signal()
+        let peerSawEnd = Locked<Bool?>(nil)
+        let server = try startRawServer { connection in
+            guard let request = try? connection.readExactly(message.utf8.count) else { return }
+            try? connection.write(request)
+            guard check.wait(timeout: 10) else { return }
+            var byte: UInt8 = 0
+            let peeked = recv(connection.fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+            peerSawEnd.value = peeked >= 0  // 0: a FIN is waiting; EAGAIN (-1): nothing is
+            _ = try? connection.readToEOF(timeout: 10)
+        }
+        let pair = makePair(port: server.port)
+        let recorder = DelegateRecorder(sending: message)
         recorder.closesOutputAfterWriting = true
         _ = startRecorder(pair, recorder: recorder)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == "echo after close" },
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == message },
                       "trace: \(recorder.trace)")
         XCTAssertEqual(pair.output.streamStatus, .closed)
-        runFor(1.0)
-        XCTAssertFalse(recorder.has(.endEncountered, on: .input), "closing the output stream sent a FIN")
+        check.raise()
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { peerSawEnd.value != nil })
+        XCTAssertEqual(peerSawEnd.value, false, "closing the output stream sent a FIN")
+        XCTAssertFalse(recorder.has(.endEncountered, on: .input))
         XCTAssertEqual(pair.input.streamStatus, .open)
     }
 

@@ -108,7 +108,7 @@ final class ListenerTests: SocketStreamsTestCase {
         var acceptThreads: [Thread] { threads.value }
         let client = try RawSocket.connectTo(family: .v4, port: listener.port)
         defer { close(client) }
-        runFor(0.3, mode: .default)
+        settle(mode: .default)  // the connection is queued: a wrong-mode accept would run now
         XCTAssertEqual(accepted.count, 0, "accept ran while the run loop ran another mode")
         XCTAssertTrue(runUntil(timeout: shortTimeout, mode: customMode) { accepted.count == 1 })
         XCTAssertTrue(acceptThreads.allSatisfy(isMainThread))

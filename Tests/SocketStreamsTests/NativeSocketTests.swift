@@ -41,7 +41,7 @@ final class NativeSocketTests: SocketStreamsTestCase {
 
         pair.input.close()
         pair.output.close()
-        runFor(0.2)
+        settle()
         XCTAssertTrue(RawSocket.isOpen(mine, sameAs: identity), "the library closed an fd it does not own")
         // Still a working socket: the other end sees no EOF, and data still flows.
         XCTAssertNoThrow(try RawSocket.writeAll(mine, Data("still mine".utf8)))
@@ -84,7 +84,7 @@ final class NativeSocketTests: SocketStreamsTestCase {
         assertExchange(pair, otherEnd: server)
         pair.input.close()
         pair.output.close()
-        runFor(0.2)
+        settle()
         XCTAssertTrue(RawSocket.isOpen(client, sameAs: identity))
         XCTAssertFalse(try RawSocket.waitReadable(server, timeout: 0.1), "peer saw EOF/data although the fd stays open")
     }
@@ -103,7 +103,7 @@ final class NativeSocketTests: SocketStreamsTestCase {
             pair.output.open()
             XCTAssertEqual(pair.input.streamStatus, .open, "a native pair opens synchronously")
         }
-        runFor(0.2)
+        settle()
         XCTAssertTrue(RawSocket.isOpen(mine, sameAs: identity))
     }
 

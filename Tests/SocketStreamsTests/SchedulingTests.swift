@@ -1,5 +1,5 @@
 import Foundation
-import SocketStreams
+@testable import SocketStreams
 import XCTest
 
 /// Where and when delegate events are delivered: the scheduled run loop, in the scheduled mode.
@@ -30,12 +30,52 @@ final class SchedulingTests: SocketStreamsTestCase {
         }
     }
 
+    /// Streams scheduled from the main thread on another thread's run loop (not the current one, so
+    /// the library finds its CFRunLoop by reflection): every callback runs on that thread.
+    func testSchedulingOnAnotherThreadsRunLoopFromThisThread() throws {
+        try assertDeliveryOnAWorkerScheduledFromMain()
+    }
+
+    /// The same when reflection cannot find the CFRunLoop (a Foundation that renamed its field):
+    /// the documented fallback completes the schedule on the worker's own thread, and the events
+    /// raised meanwhile (openCompleted among them) wait for it instead of being lost.
+    func testSchedulingFallbackWithoutReflection() throws {
+        RunLoopDirectory.shared.reflectionEnabled.store(false, ordering: .relaxed)
+        addCleanup { RunLoopDirectory.shared.reflectionEnabled.store(true, ordering: .relaxed) }
+        try assertDeliveryOnAWorkerScheduledFromMain()
+    }
+
+    private func assertDeliveryOnAWorkerScheduledFromMain(file: StaticString = #filePath, line: UInt = #line) throws {
+        let port = try startSocatEcho(.v4)
+        let worker = RunLoopThread(name: "test.scheduled-from-main")
+        addCleanup { worker.stop() }
+        let pair = makePair(port: port)
+        let recorder = DelegateRecorder(sending: "scheduled from main")
+        recorder.start(pair, on: worker.runLoop, mode: .default)
+        XCTAssertTrue(recorder.wait(timeout: shortTimeout) { $0.receivedString == "scheduled from main" },
+                      "trace: \(recorder.trace)", file: file, line: line)
+        let snapshot = recorder.snapshot
+        XCTAssertTrue(snapshot.eventThreads.allSatisfy { $0 === worker.thread }, "a callback ran off the worker", file: file, line: line)
+        XCTAssertEqual(snapshot.events(.input).first, .openCompleted, recorder.trace, file: file, line: line)
+        XCTAssertEqual(snapshot.events(.output).first, .openCompleted, recorder.trace, file: file, line: line)
+        // Unscheduling from here finds the same run loop.
+        for stream in [pair.input as Stream, pair.output as Stream] { stream.remove(from: worker.runLoop, forMode: .default) }
+        XCTAssertTrue(worker.sync { pair.input.connection.lock.withLock { pair.input.connection.halves.allSatisfy { $0.reactors.isEmpty } } } ?? false,
+                      "still scheduled after remove(from:forMode:)", file: file, line: line)
+        worker.sync {
+            pair.input.close()
+            pair.output.close()
+        }
+    }
+
     /// Scheduled only in a custom mode: running the default mode delivers nothing, even once
     /// the peer has accepted and sent data; running the custom mode then delivers the events.
     func testEventsArriveOnlyWhileTheScheduledModeRuns() throws {
         let customMode = RunLoop.Mode("SocketStreamsTests.CustomMode")
+        let greeted = Signal()
         let server = try startRawServer { connection in
             try? connection.write("greeting")
+            greeted.raise()
             _ = try? connection.readToEOF(timeout: 10)
         }
         let pair = makePair(port: server.port)
@@ -43,8 +83,8 @@ final class SchedulingTests: SocketStreamsTestCase {
         _ = startRecorder(pair, recorder: recorder, mode: customMode)
 
         // Default mode: whatever the connection does meanwhile, no callback may run.
-        _ = runUntil(timeout: 2) { server.acceptedCount >= 1 }
-        runFor(0.3)
+        XCTAssertTrue(greeted.wait(timeout: shortTimeout))
+        settle()
         XCTAssertEqual(recorder.snapshot.entries, [], "events delivered in the wrong mode: \(recorder.trace)")
 
         // The custom mode delivers them.
@@ -100,7 +140,9 @@ final class SchedulingTests: SocketStreamsTestCase {
 
         pair.input.remove(from: .current, forMode: .default)
         go.raise()
-        runFor(0.5)
+        let fd = try XCTUnwrap(nativeHandle(of: pair.input))
+        XCTAssertTrue(waitForKernelBytes(fd, atLeast: 17), "the server did not send")
+        settle()
         XCTAssertFalse(recorder.has(.hasBytesAvailable, on: .input),
                        "event delivered to an unscheduled stream: \(recorder.trace)")
 
@@ -120,7 +162,7 @@ final class SchedulingTests: SocketStreamsTestCase {
             stream.remove(from: .current, forMode: .default)
             stream.remove(from: .current, forMode: .default)
         }
-        runFor(0.2)
+        settle()
         XCTAssertEqual(pair.input.streamStatus, .closed)
         XCTAssertEqual(pair.output.streamStatus, .closed)
     }

@@ -51,7 +51,10 @@ final class Reactor: @unchecked Sendable {
     private static let wakeToken: UInt64 = 1
     private static let timerToken: UInt64 = 2
 
-    // Guarded by `lock`.
+    // Guarded by `lock`. `@exclusivity(unchecked)` where `perform` touches a field on every wake-up:
+    // the lock (or, for the spare lists, the run loop's single thread) serialises access, and Swift's
+    // dynamic checks cost 18% (callgrind, delegate ping-pong 20,000 round trips: 173.3M → 204.4M
+    // instructions).
     private let lock = NSLock()
     @exclusivity(unchecked) private var handlers: [UInt64: any ReactorHandler] = [:]
     private var nextToken: UInt64 = 16
@@ -283,6 +286,16 @@ final class Reactor: @unchecked Sendable {
         }
     }
 
+    /// Nothing to deliver, no posted work, and nothing ready in the epoll set (peeked without
+    /// consuming: every registration is level-triggered). Lets tests run a run loop until every
+    /// readiness the kernel reports has been handled, instead of waiting to see that nothing happens.
+    var isQuiescent: Bool {
+        let idle = lock.withLock { tasks.isEmpty && ready.isEmpty }
+        guard idle else { return false }
+        var event = epoll_event()
+        return Posix.epollPoll(epollFD, &event, 1) == 0
+    }
+
     private func fireTimers() {
         Posix.drainCounter(timerFD)
         let now = Posix.monotonicNanoseconds()
@@ -358,6 +371,11 @@ final class ReactorRegistry: @unchecked Sendable {
         }
         spare?.detach()
         return kept
+    }
+
+    /// The reactor of a (run loop, mode), if one exists, without counting a use.
+    func existing(cfRunLoop: CFRunLoop, mode: String) -> Reactor? {
+        state.withLock { $0.reactors[Key(runLoop: ObjectIdentifier(cfRunLoop), mode: mode)] }
     }
 
     /// One more use of a reactor the caller already holds a use of.

@@ -13,9 +13,11 @@ enum StreamThread {
     private final class Loop: Sendable {
         nonisolated(unsafe) let runLoop: RunLoop
         nonisolated(unsafe) let cfRunLoop: CFRunLoop
-        init(_ runLoop: RunLoop, _ cfRunLoop: CFRunLoop) {
+        nonisolated(unsafe) let thread: Thread
+        init(_ runLoop: RunLoop, _ cfRunLoop: CFRunLoop, _ thread: Thread) {
             self.runLoop = runLoop
             self.cfRunLoop = cfRunLoop
+            self.thread = thread
         }
     }
 
@@ -30,7 +32,7 @@ enum StreamThread {
             // the reactor exists, or if it could not be created).
             let keepAlive = Timer(fire: .distantFuture, interval: 1_000_000, repeats: true) { _ in }
             RunLoop.current.add(keepAlive, forMode: .default)
-            handoff.withLock { $0 = Loop(RunLoop.current, CFRunLoopGetCurrent()) }
+            handoff.withLock { $0 = Loop(RunLoop.current, CFRunLoopGetCurrent(), Thread.current) }
             ready.signal()
             while true {
                 _ = RunLoop.current.run(mode: .default, before: .distantFuture)
@@ -46,6 +48,9 @@ enum StreamThread {
 
     /// The stream thread's run loop (starting the thread).
     static var runLoop: RunLoop { loop.runLoop }
+
+    /// The stream thread (starting it).
+    static var thread: Thread { loop.thread }
 
     /// The stream thread's run loop and its CFRunLoop if the thread has started, without starting it.
     static var knownRunLoop: (runLoop: RunLoop, cfRunLoop: CFRunLoop)? {
