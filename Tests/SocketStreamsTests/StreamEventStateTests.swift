@@ -44,7 +44,7 @@ final class StreamEventStateTests: XCTestCase {
                     XCTAssertEqual(accepted, expected != nil, label)
                     XCTAssertEqual(state.status, expected ?? status, label)
                     // Recorded for delivery only when accepted and scheduled somewhere.
-                    XCTAssertEqual(state.pending, accepted && scheduled ? event.rawValue : 0, label)
+                    XCTAssertEqual(UInt(state.pending), accepted && scheduled ? event.rawValue : 0, label)
                 }
             }
         }
@@ -74,7 +74,7 @@ final class StreamEventStateTests: XCTestCase {
         state.signal(.hasSpaceAvailable, scheduled: true)
         state.signal(.endEncountered, scheduled: true)
         state.clientTransferred(.hasSpaceAvailable)
-        XCTAssertEqual(state.pending, Stream.Event.endEncountered.rawValue, "only the consumed event goes")
+        XCTAssertEqual(UInt(state.pending), Stream.Event.endEncountered.rawValue, "only the consumed event goes")
     }
 
     func testCloseKeepsAnErrorAndDropsPendingEvents() {

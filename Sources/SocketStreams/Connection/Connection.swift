@@ -47,11 +47,12 @@ typealias ResolveFunction = @Sendable (_ host: String, _ port: Int, _ family: In
 
 final class Connection: EventTarget, @unchecked Sendable {
     struct HalfState {
-        /// Status, pending events, and whether the one-shot has-event awaits the client.
-        var events = StreamEventState()
+        // References first, then the bytes: 24 bytes a half.
         /// The reactors (run loop + mode) this half is scheduled on.
         var reactors: [Reactor] = []
         var error: NSError?
+        /// Status, pending events, and whether the one-shot has-event awaits the client.
+        var events = StreamEventState()
         /// Closed or deinitialised: the half no longer holds the socket open.
         var gone = false
         /// Input: readiness came again while `hasBytesAvailable` awaited the client; stop watching until `read`.
@@ -60,7 +61,29 @@ final class Connection: EventTarget, @unchecked Sendable {
         var watchingSpace = false
         /// Schedules waiting for their run loop's CFRunLoop (`onCFRunLoop`'s fallback): events are
         /// kept for them meanwhile, as for a scheduled half.
-        var schedulesPending = 0
+        var schedulesPending: UInt8 = 0
+    }
+
+    /// What only an open (connect and stages) needs: allocated when it starts or a stage is added,
+    /// dropped once the pair is live, failed or closed, so an idle pair carries none of it.
+    final class OpenState {
+        /// Stages still to run, in order; the first one runs while `phase` is `.negotiating`.
+        var stages: [any HandshakeStage] = []
+        /// Where the open's waits run, with a registry use held.
+        var home: Reactor?
+        /// When the open deadline expires (`time`'s clock), and its timer on `home`.
+        var deadline: UInt64 = 0
+        var deadlineTimer: UInt64?
+        /// What the running stage (or a flush before it) waits for.
+        var negotiationInterest: Interest = []
+    }
+
+    /// Settings few pairs change: the first hop, the connect timeout, and the tests' seams.
+    final class Options {
+        var firstHop: Endpoint?
+        var connectTimeout: Double?
+        var time: any TimeSource = SystemTime()
+        var resolve: ResolveFunction = Connection.systemResolve
     }
 
     enum Phase {
@@ -75,8 +98,6 @@ final class Connection: EventTarget, @unchecked Sendable {
 
     /// What the pair was created for: what stages and error messages name.
     let target: Endpoint
-    /// What is dialled when it is not the target (a proxy).
-    var firstHop: Endpoint?
     /// Also the condition blocking calls wait on (an open, a handshake). Not a `Mutex`: callers wait on it.
     let lock = NSCondition()
 
@@ -95,29 +116,66 @@ final class Connection: EventTarget, @unchecked Sendable {
     @exclusivity(unchecked) var registrations: [Registration] = []
     /// An error that reaches the input stream only once the bytes that arrived before it are read.
     var deferredInputError: NSError?
-
-    // The open and its stages. Guarded by `lock`.
-    /// Stages still to run, in order; the first one runs while `phase` is `.negotiating`.
-    var stages: [any HandshakeStage] = []
-    /// What the running stage (or a flush before it) waits for.
-    var negotiationInterest: Interest = []
-    /// Where the open's waits run, with a registry use held; nil when no open is in progress.
-    var openHome: Reactor?
-    /// A blocking call or status poll moved the open to the stream thread; later stages stay there.
-    var openOnStreamThread = false
-    /// The open deadline's timer on `openHome`, and when it expires (`time`'s clock).
-    var deadlineTimer: UInt64?
-    var deadline: UInt64 = 0
-    /// Time for the connector and the deadline; tests substitute a clock they advance.
-    var time: any TimeSource = SystemTime()
-    var resolve: ResolveFunction = { Resolver.resolve(host: $0, port: $1, family: $2) }
+    /// The open in progress, or stages waiting for one.
+    var opening: OpenState?
+    private var options: Options?
 
     // Properties. Guarded by `lock`.
     var closesNativeSocket: Bool
     /// Whether ShouldCloseNativeSocket was set explicitly (an unset one reads back as nil, as in CFNetwork).
     var closesNativeSocketWasSet = false
-    var connectTimeout: Double?
     var noDelay: Bool?
+    /// A blocking call or status poll moved the open to the stream thread; later stages stay there.
+    var openOnStreamThread = false
+
+    private var someOptions: Options {
+        if let options { return options }
+        let created = Options()
+        options = created
+        return created
+    }
+
+    /// What is dialled when it is not the target (a proxy).
+    var firstHop: Endpoint? {
+        get { options?.firstHop }
+        set { someOptions.firstHop = newValue }
+    }
+
+    /// `connectTimeoutKey`, in seconds.
+    var connectTimeout: Double? {
+        get { options?.connectTimeout }
+        set { someOptions.connectTimeout = newValue }
+    }
+
+    /// Time for the connector and the deadline; tests substitute a clock they advance.
+    var time: any TimeSource {
+        get { options?.time ?? SystemTime() }
+        set { someOptions.time = newValue }
+    }
+
+    /// Name resolution; tests substitute their own answers.
+    var resolve: ResolveFunction {
+        get { options?.resolve ?? Self.systemResolve }
+        set { someOptions.resolve = newValue }
+    }
+
+    private static let systemResolve: ResolveFunction = { Resolver.resolve(host: $0, port: $1, family: $2) }
+
+    private var openState: OpenState {
+        if let opening { return opening }
+        let created = OpenState()
+        opening = created
+        return created
+    }
+
+    /// Stages still to run. Lock held.
+    var stages: [any HandshakeStage] {
+        get { opening?.stages ?? [] }
+        set { openState.stages = newValue }
+    }
+
+    /// Where the open's waits run. Lock held.
+    var openHome: Reactor? { opening?.home }
 
     init(endpoint: Endpoint) {
         self.target = endpoint
@@ -249,25 +307,25 @@ final class Connection: EventTarget, @unchecked Sendable {
             openOnStreamThread = true
         }
         ReactorRegistry.shared.retain(home)
-        openHome = home
+        let state = openState
+        state.home = home
         if let timeout = connectTimeout, timeout > 0 {
             let nanoseconds = timeout.saturatingNanoseconds
-            deadline = time.now() &+ nanoseconds
+            state.deadline = time.now() &+ nanoseconds
             armDeadline(after: nanoseconds, on: home)
         }
     }
 
     private func armDeadline(after nanoseconds: UInt64, on reactor: Reactor) {
-        let id = time.schedule(after: nanoseconds, on: reactor) { [weak self] in self?.deadlinePassed() }
-        deadlineTimer = id
+        opening?.deadlineTimer = time.schedule(after: nanoseconds, on: reactor) { [weak self] in self?.deadlinePassed() }
     }
 
     /// The open deadline passed (`connectTimeoutKey`): the connect or the handshake in progress fails
     /// with ETIMEDOUT.
     private func deadlinePassed() {
         lock.withLock {
-            guard deadlineTimer != nil, time.now() >= deadline else { return }
-            deadlineTimer = nil
+            guard let state = opening, state.deadlineTimer != nil, time.now() >= state.deadline else { return }
+            state.deadlineTimer = nil
             switch phase {
             case .connecting(let connector):
                 connector.cancel()
@@ -280,31 +338,35 @@ final class Connection: EventTarget, @unchecked Sendable {
         }
     }
 
-    /// The open is over (live, failed or closed): its deadline and home go. Lock held.
+    /// The open is over (live, failed or closed): its deadline and home go, and with no stage left
+    /// to run, the whole open state. Lock held.
     private func endOpen() {
-        guard let home = openHome else { return }
-        if let timer = deadlineTimer { time.cancel(timer, on: home) }
-        deadlineTimer = nil
-        openHome = nil
-        ReactorRegistry.shared.release(home)
+        guard let state = opening else { return }
+        if let home = state.home {
+            if let timer = state.deadlineTimer { time.cancel(timer, on: home) }
+            ReactorRegistry.shared.release(home)
+        }
+        state.deadlineTimer = nil
+        state.home = nil
+        if state.stages.isEmpty { opening = nil }
     }
 
     /// Before a call waits for (or polls) an open in progress: make sure the open does not depend on
     /// some client run loop being run. Lock held.
     func moveOpenToStreamThread() {
-        guard isOpening, let old = openHome else { return }
+        guard isOpening, let state = opening, let old = state.home else { return }
         guard let target = try? StreamThread.reactor(), target !== old else {
             openOnStreamThread = true
             return
         }
         openOnStreamThread = true
         ReactorRegistry.shared.retain(target)
-        openHome = target
+        state.home = target
         if case .connecting(let connector) = phase { connector.move(to: target) }
-        if let timer = deadlineTimer {
+        if let timer = state.deadlineTimer {
             time.cancel(timer, on: old)
             let now = time.now()
-            armDeadline(after: deadline > now ? deadline - now : 1, on: target)
+            armDeadline(after: state.deadline > now ? state.deadline - now : 1, on: target)
         }
         if isNegotiating { rebuildRegistrations() }
         ReactorRegistry.shared.release(old)
@@ -403,7 +465,7 @@ final class Connection: EventTarget, @unchecked Sendable {
         }
         halves[0].suppressed = false
         halves[1].watchingSpace = false
-        negotiationInterest = []
+        openState.negotiationInterest = []
         rebuildRegistrations()
         advanceNegotiation()
     }
@@ -429,14 +491,14 @@ final class Connection: EventTarget, @unchecked Sendable {
                 return fail(failure, from: nil)
             case .done(let next):
                 transport = ActiveTransport(next)
-                stages.removeFirst()
+                opening?.stages.removeFirst()
             }
         }
         if isNegotiating { goLive(writable: false) }
     }
 
     private func waitForNegotiation(_ interest: Interest) {
-        negotiationInterest = interest
+        opening?.negotiationInterest = interest
         syncInterest()
     }
 
@@ -457,6 +519,7 @@ final class Connection: EventTarget, @unchecked Sendable {
         default: break
         }
         if case .closed = phase {} else { phase = .failed(error) }
+        opening?.stages.removeAll()
         endOpen()
         for half in [Half.input, .output] {
             let status = halves[half.rawValue].events.status
@@ -506,8 +569,8 @@ final class Connection: EventTarget, @unchecked Sendable {
     private func tearDown() {
         if case .connecting(let connector) = phase { connector.cancel() }
         phase = .closed
+        opening?.stages.removeAll()
         endOpen()
-        stages.removeAll()
         for registration in registrations { registration.leave() }
         registrations.removeAll()
         transport?.close()
@@ -605,7 +668,7 @@ final class Connection: EventTarget, @unchecked Sendable {
         case .socket?: (reading, writing) = (.readable, .writable)
         case .layered(let layered)?: (reading, writing) = (layered.readInterest, layered.writeInterest)
         }
-        if isNegotiating { return reactor === openHome ? Self.epollEvents(negotiationInterest) : 0 }
+        if isNegotiating { return reactor === openHome ? Self.epollEvents(opening?.negotiationInterest ?? []) : 0 }
         var events: UInt32 = 0
         if halves[0].events.status == .open, !halves[0].suppressed, halves[0].reactors.contains(where: { $0 === reactor }) {
             events |= Self.epollEvents(reading)

@@ -19,8 +19,8 @@ import Foundation
 struct StreamEventState: Sendable, Equatable {
     /// `CFStreamStatus`. The transient `.reading`/`.writing` are never reported.
     private(set) var status: Stream.Status = .notOpen
-    /// Signalled events not yet delivered (`Stream.Event` bits).
-    private(set) var pending: UInt = 0
+    /// Signalled events not yet delivered (`Stream.Event` bits; five of them, so a byte holds them).
+    private(set) var pending: UInt8 = 0
     /// `hasBytesAvailable` (input) or `hasSpaceAvailable` (output) was signalled and the client has
     /// not read (or written) since.
     private(set) var awaitingClient = false
@@ -58,7 +58,7 @@ struct StreamEventState: Sendable, Equatable {
         default:
             break
         }
-        if scheduled { pending |= event.rawValue }
+        if scheduled { pending |= UInt8(truncatingIfNeeded: event.rawValue) }
         return true
     }
 
@@ -73,7 +73,7 @@ struct StreamEventState: Sendable, Equatable {
     /// (CFNetwork clears it before the transfer).
     mutating func clientTransferred(_ event: Stream.Event) {
         awaitingClient = false
-        pending &= ~event.rawValue
+        pending &= ~UInt8(truncatingIfNeeded: event.rawValue)
     }
 
     /// `close()`: status `.closed`, unless in error, which is terminal. Pending events are dropped.
@@ -87,7 +87,7 @@ struct StreamEventState: Sendable, Equatable {
 
     /// Withholds a pending has-bytes/has-space event (a handshake began on a live pair).
     mutating func withdraw(_ event: Stream.Event) {
-        pending &= ~event.rawValue
+        pending &= ~UInt8(truncatingIfNeeded: event.rawValue)
         awaitingClient = false
     }
 
@@ -98,6 +98,6 @@ struct StreamEventState: Sendable, Equatable {
         guard pending != 0 else { return nil }
         let bit = pending & (~pending &+ 1)
         pending &= ~bit
-        return Stream.Event(rawValue: bit)
+        return Stream.Event(rawValue: UInt(bit))
     }
 }
