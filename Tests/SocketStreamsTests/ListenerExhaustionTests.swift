@@ -43,15 +43,8 @@ final class ListenerExhaustionTests: SocketStreamsTestCase {
         _ = RunLoop.current.run(mode: .default, before: Date())
 
         // No new fd fits below the soft limit from here on.
-        var saved = rlimit()
-        XCTAssertEqual(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &saved), 0)
-        let lowest = open("/dev/null", O_RDONLY)
-        XCTAssertGreaterThanOrEqual(lowest, 0)
-        close(lowest)
-        var tight = saved
-        tight.rlim_cur = rlim_t(lowest)
-        XCTAssertEqual(setrlimit(Int32(RLIMIT_NOFILE.rawValue), &tight), 0)
-        let restore = { var limit = saved; _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) }
+        let restore = tightenDescriptorLimit()
+        XCTAssertEqual(open("/dev/null", O_RDONLY), -1, "a descriptor was still free")
 
         toClient.fileHandleForWriting.write(Data("go\n".utf8))
         var said = Data()

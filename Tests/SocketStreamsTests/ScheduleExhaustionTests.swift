@@ -9,18 +9,12 @@ import XCTest
 /// eventfd, timerfd). With none free, the stream gets EMFILE as its error instead of a trap.
 final class ScheduleExhaustionTests: SocketStreamsTestCase {
 
-    /// Runs `body` with RLIMIT_NOFILE lowered so that no new fd fits, then restores it.
+    /// Runs `body` with no fd free, then restores the limit.
     private func withNoFreeDescriptors(_ body: () -> Void) {
-        var saved = rlimit()
-        XCTAssertEqual(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &saved), 0)
-        let lowest = open("/dev/null", O_RDONLY)
-        XCTAssertGreaterThanOrEqual(lowest, 0)
-        close(lowest)
-        var tight = saved
-        tight.rlim_cur = rlim_t(lowest)
-        XCTAssertEqual(setrlimit(Int32(RLIMIT_NOFILE.rawValue), &tight), 0)
+        let restore = tightenDescriptorLimit()
+        XCTAssertEqual(open("/dev/null", O_RDONLY), -1, "a descriptor was still free")
         body()
-        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &saved)
+        restore()
     }
 
     /// A fresh thread with a running run loop, so CoreFoundation's own fds for it exist already.

@@ -345,3 +345,17 @@ final class BacklogFullListener {
         close(listenFD)
     }
 }
+
+/// Lowers RLIMIT_NOFILE so that no new fd fits (the soft limit becomes the lowest free fd number),
+/// for tests of running out of descriptors. Returns the function that restores the old limit.
+func tightenDescriptorLimit() -> () -> Void {
+    var saved = rlimit()
+    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &saved) == 0 else { return {} }
+    let lowest = open("/dev/null", O_RDONLY)
+    guard lowest >= 0 else { return {} }
+    close(lowest)
+    var tight = saved
+    tight.rlim_cur = rlim_t(lowest)
+    _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &tight)
+    return { var limit = saved; _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) }
+}
