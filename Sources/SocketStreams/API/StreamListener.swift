@@ -2,7 +2,6 @@ import CoreFoundation
 import CSocketStreamsShims
 import Foundation
 import Glibc
-import Synchronization
 
 /// Accepts connections and hands each one over as a stream pair: the accept side of CFNetwork
 /// (`CFSocketCreate` with `kCFSocketAcceptCallBack`, then `CFStreamCreatePairWithSocket`).
@@ -22,7 +21,7 @@ public final class StreamListener: Sendable {
         var closed = false
     }
 
-    private let state = Mutex(State())
+    private let state = Guarded(State())
 
     /// The port the listener is bound to (the one picked by the kernel when created with port 0);
     /// 0 for a Unix-domain listener. `getsockname(2)`.

@@ -64,14 +64,13 @@ final class Connection: EventTarget, @unchecked Sendable {
         var schedulesPending: UInt8 = 0
     }
 
-    /// What only an open (connect and stages) needs: allocated when it starts or a stage is added,
-    /// dropped once the pair is live, failed or closed, so an idle pair carries none of it.
+    /// What only an open with a deadline or stages needs: allocated when a stage is added or a
+    /// deadline armed, dropped once the pair is live, failed or closed, so neither an idle pair nor
+    /// a plain connect carries it.
     final class OpenState {
         /// Stages still to run, in order; the first one runs while `phase` is `.negotiating`.
         var stages: [any HandshakeStage] = []
-        /// Where the open's waits run, with a registry use held.
-        var home: Reactor?
-        /// When the open deadline expires (`time`'s clock), and its timer on `home`.
+        /// When the open deadline expires (`time`'s clock), and its timer on the open's home.
         var deadline: UInt64 = 0
         var deadlineTimer: UInt64?
         /// What the running stage (or a flush before it) waits for.
@@ -98,7 +97,7 @@ final class Connection: EventTarget, @unchecked Sendable {
 
     /// What the pair was created for: what stages and error messages name.
     let target: Endpoint
-    /// Also the condition blocking calls wait on (an open, a handshake). Not a `Mutex`: callers wait on it.
+    /// Also the condition blocking calls wait on (an open, a handshake). Not a `Guarded`: callers wait on it.
     let lock = NSCondition()
 
     // Guarded by `lock`. `@exclusivity(unchecked)` on the fields every read, write and event touches:
@@ -116,7 +115,9 @@ final class Connection: EventTarget, @unchecked Sendable {
     @exclusivity(unchecked) var registrations: [Registration] = []
     /// An error that reaches the input stream only once the bytes that arrived before it are read.
     var deferredInputError: NSError?
-    /// The open in progress, or stages waiting for one.
+    /// Where the open's waits run, with a registry use held; nil when no open is in progress.
+    var openHome: Reactor?
+    /// The open's deadline and stages, when it has any.
     var opening: OpenState?
     private var options: Options?
 
@@ -173,9 +174,6 @@ final class Connection: EventTarget, @unchecked Sendable {
         get { opening?.stages ?? [] }
         set { openState.stages = newValue }
     }
-
-    /// Where the open's waits run. Lock held.
-    var openHome: Reactor? { opening?.home }
 
     init(endpoint: Endpoint) {
         self.target = endpoint
@@ -307,11 +305,10 @@ final class Connection: EventTarget, @unchecked Sendable {
             openOnStreamThread = true
         }
         ReactorRegistry.shared.retain(home)
-        let state = openState
-        state.home = home
+        openHome = home
         if let timeout = connectTimeout, timeout > 0 {
             let nanoseconds = timeout.saturatingNanoseconds
-            state.deadline = time.now() &+ nanoseconds
+            openState.deadline = time.now() &+ nanoseconds
             armDeadline(after: nanoseconds, on: home)
         }
     }
@@ -341,29 +338,30 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// The open is over (live, failed or closed): its deadline and home go, and with no stage left
     /// to run, the whole open state. Lock held.
     private func endOpen() {
-        guard let state = opening else { return }
-        if let home = state.home {
-            if let timer = state.deadlineTimer { time.cancel(timer, on: home) }
+        if let state = opening {
+            if let home = openHome, let timer = state.deadlineTimer { time.cancel(timer, on: home) }
+            state.deadlineTimer = nil
+            if state.stages.isEmpty { opening = nil }
+        }
+        if let home = openHome {
+            openHome = nil
             ReactorRegistry.shared.release(home)
         }
-        state.deadlineTimer = nil
-        state.home = nil
-        if state.stages.isEmpty { opening = nil }
     }
 
     /// Before a call waits for (or polls) an open in progress: make sure the open does not depend on
     /// some client run loop being run. Lock held.
     func moveOpenToStreamThread() {
-        guard isOpening, let state = opening, let old = state.home else { return }
+        guard isOpening, let old = openHome else { return }
         guard let target = try? StreamThread.reactor(), target !== old else {
             openOnStreamThread = true
             return
         }
         openOnStreamThread = true
         ReactorRegistry.shared.retain(target)
-        state.home = target
+        openHome = target
         if case .connecting(let connector) = phase { connector.move(to: target) }
-        if let timer = state.deadlineTimer {
+        if let state = opening, let timer = state.deadlineTimer {
             time.cancel(timer, on: old)
             let now = time.now()
             armDeadline(after: state.deadline > now ? state.deadline - now : 1, on: target)

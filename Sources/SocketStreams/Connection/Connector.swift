@@ -10,18 +10,17 @@
 // Numeric addresses and Unix paths skip resolution. The open's deadline (connectTimeoutKey) belongs to
 // the connection, which cancels the connector when it passes.
 //
-// Threads: the state is guarded by a mutex, so whichever thread has news drives the machine: the
-// thread calling `open()` starts it, Dispatch workers deliver answers, and the *home* reactor runs
-// the waits (connect completion, timers). Home is chosen by the connection (see Connection.swift);
-// `moveToStreamThread` moves the waits when the connection says so. Time comes from the connection's
-// `TimeSource`, so tests can advance it. The connector calls into its connection only with its own
-// lock released.
+// Threads: the state is guarded by the connection's own lock (one lock per connection), so whichever
+// thread has news drives the machine: the thread calling `open()` starts it, Dispatch workers deliver
+// answers, and the *home* reactor runs the waits (connect completion, timers). Home is chosen by the
+// connection (see Connection.swift); `move(to:)` moves the waits when the connection says so. Time
+// comes from the connection's `TimeSource`, so tests can advance it. The connector reports to its
+// connection with the lock released.
 
 import CSocketStreamsShims
 import Dispatch
 import Foundation
 import Glibc
-import Synchronization
 
 final class Connector: @unchecked Sendable {
     /// RFC 8305 §3: wait this long for AAAA after A has arrived.
@@ -58,7 +57,9 @@ final class Connector: @unchecked Sendable {
     private let isUnix: Bool
     private let resolve: ResolveFunction
     private let time: any TimeSource
-    private let state: Mutex<State>
+    /// The connection's lock, which guards `state` as well.
+    private let lock: NSCondition
+    @exclusivity(unchecked) private var state: State
 
     /// A connector for `endpoint` (a host or a Unix path) whose waits run on `home`, of which it takes
     /// a registry use until it finishes.
@@ -67,7 +68,8 @@ final class Connector: @unchecked Sendable {
         self.resolve = resolve
         self.time = time
         ReactorRegistry.shared.retain(home)
-        state = Mutex(State(home: home))
+        lock = connection.lock
+        state = State(home: home)
         switch endpoint {
         case .host(let name, let port):
             host = name
@@ -85,12 +87,20 @@ final class Connector: @unchecked Sendable {
         self.endpoint = endpoint
     }
 
+    /// Runs `body` on the state under the connection's lock.
+    @inline(__always)
+    private func locked<Result>(_ body: (inout State) -> Result) -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&state)
+    }
+
     // MARK: entry points (any thread, connection lock not held unless stated)
 
     /// Starts connecting. For a numeric address the first `connect(2)` happens right here.
     func start() {
         if let fixedAddress {
-            let outcome = state.withLock { state -> Outcome in
+            let outcome = locked { state -> Outcome in
                 state.queue = [fixedAddress]
                 state.resolutions = [AF_INET6: .success([]), AF_INET: .success([])]
                 state.startedConnecting = true
@@ -99,7 +109,7 @@ final class Connector: @unchecked Sendable {
             return report(outcome)
         }
         if isUnix {
-            let outcome = state.withLock { finish(&$0, .failed(.posix(ENAMETOOLONG, .connect, endpoint: endpoint))) }
+            let outcome = locked { finish(&$0, .failed(.posix(ENAMETOOLONG, .connect, endpoint: endpoint))) }
             return report(outcome)
         }
         let (host, port, resolve) = (self.host, self.port, self.resolve)
@@ -113,13 +123,13 @@ final class Connector: @unchecked Sendable {
 
     /// Stops everything. Called with the connection lock held; never calls back.
     func cancel() {
-        state.withLock { _ = finish(&$0, .none) }
+        _ = finish(&state, .none)
     }
 
     /// Moves the waits to `target` (the stream thread's reactor), which always runs, for a caller
     /// that blocks on or polls the open. Called with the connection lock held; never calls back.
     func move(to target: Reactor) {
-        state.withLock { state in
+        do {
             guard !state.finished, state.home !== target else { return }
             ReactorRegistry.shared.retain(target)
             let old = state.home
@@ -144,7 +154,7 @@ final class Connector: @unchecked Sendable {
     // MARK: inputs
 
     private func resolved(_ family: Int32, _ result: Result<[SocketAddress], ResolutionError>) {
-        let outcome = state.withLock { state -> Outcome in
+        let outcome = locked { state -> Outcome in
             guard !state.finished else { return .none }
             state.resolutions[family] = result
             let addresses = (try? result.get()) ?? []
@@ -163,7 +173,7 @@ final class Connector: @unchecked Sendable {
     }
 
     private func resolutionDelayPassed() {
-        let outcome = state.withLock { state -> Outcome in
+        let outcome = locked { state -> Outcome in
             state.delayTimer = nil
             return state.finished ? .none : beginConnecting(&state)
         }
@@ -171,7 +181,7 @@ final class Connector: @unchecked Sendable {
     }
 
     fileprivate func attemptFinished(_ attempt: Attempt) {
-        let outcome = state.withLock { state -> Outcome in
+        let outcome = locked { state -> Outcome in
             guard !state.finished, state.attempts.contains(where: { $0 === attempt }) else { return .none }
             let code = Posix.pendingError(attempt.handle.fd)
             state.home.remove(fd: attempt.handle.fd, token: attempt.token)
@@ -185,7 +195,7 @@ final class Connector: @unchecked Sendable {
     }
 
     private func attemptDelayPassed() {
-        let outcome = state.withLock { state -> Outcome in
+        let outcome = locked { state -> Outcome in
             state.attemptTimer = nil
             return state.finished ? .none : connectNext(&state)
         }
@@ -312,7 +322,7 @@ private final class Attempt: ReactorHandler, @unchecked Sendable {
     /// was closed and its connector freed; that late event is then ignored.
     weak var connector: Connector?
     let handle: SocketHandle
-    /// Guarded by the connector's lock.
+    /// Guarded by the connection's lock.
     var token: UInt64 = 0
 
     init(connector: Connector, handle: SocketHandle) {

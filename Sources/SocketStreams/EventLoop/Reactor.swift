@@ -342,7 +342,7 @@ final class ReactorRegistry: @unchecked Sendable {
         var idle: [Reactor] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Guarded(State())
 
     /// The reactor for `cfRunLoop` in `mode`, created and attached on first use. Balance with
     /// `release`. Fails (EMFILE, ENFILE, ENOMEM) when the epoll set, eventfd or timerfd of a new
@@ -437,7 +437,7 @@ final class RunLoopDirectory: Sendable {
     }
 
     static let shared = RunLoopDirectory()
-    private let entries = Mutex<[Entry]>([])
+    private let entries = Guarded<[Entry]>([])
     /// Tests turn reflection off to exercise the fallback.
     let reflectionEnabled = Atomic<Bool>(true)
 

@@ -21,12 +21,13 @@ enum StreamThread {
         }
     }
 
-    private static let started = Mutex<Loop?>(nil)
-    private static let reactorSlot = Mutex<Reactor?>(nil)
+    /// Set once the thread runs; read without a lock on every schedule.
+    private static let started = Atomic<Bool>(false)
+    private static let reactorSlot = Guarded<Reactor?>(nil)
 
     private static let loop: Loop = {
         let ready = DispatchSemaphore(value: 0)
-        let handoff = Mutex<Loop?>(nil)
+        let handoff = Guarded<Loop?>(nil)
         let thread = Thread {
             // A timer that never fires keeps `run` waiting even while no source is attached (before
             // the reactor exists, or if it could not be created).
@@ -42,7 +43,7 @@ enum StreamThread {
         thread.start()
         ready.wait()
         let loop = handoff.withLock { $0! }
-        started.withLock { $0 = loop }
+        started.store(true, ordering: .releasing)
         return loop
     }()
 
@@ -54,7 +55,8 @@ enum StreamThread {
 
     /// The stream thread's run loop and its CFRunLoop if the thread has started, without starting it.
     static var knownRunLoop: (runLoop: RunLoop, cfRunLoop: CFRunLoop)? {
-        started.withLock { $0.map { ($0.runLoop, $0.cfRunLoop) } }
+        guard started.load(ordering: .acquiring) else { return nil }
+        return (loop.runLoop, loop.cfRunLoop)
     }
 
     /// The reactor serving the stream thread's run loop in the default mode, created on first use

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// Bytes a handshake stage read past its reply (a proxy's response head followed by the target's
 /// first bytes in one segment), served before anything else from the transport below. Without it
@@ -7,11 +6,11 @@ import Synchronization
 final class PrefixedTransport: Transport, @unchecked Sendable {
     let inner: any Transport
     /// The bytes not read yet. Reads may run on one thread while another asks `hasBufferedInput`.
-    private let prefix: Mutex<ArraySlice<UInt8>>
+    private let prefix: Guarded<ArraySlice<UInt8>>
 
     init(prefix: [UInt8], over inner: any Transport) {
         self.inner = inner
-        self.prefix = Mutex(prefix[...])
+        self.prefix = Guarded(prefix[...])
     }
 
     var fd: Int32 { inner.fd }
