@@ -46,12 +46,6 @@ struct StreamFailure: Error, Sendable {
     static func posix(_ code: Int32, _ operation: Operation, endpoint: Endpoint? = nil) -> StreamFailure {
         StreamFailure(.posix(code), operation, endpoint: endpoint)
     }
-
-    /// The errno, for POSIX failures.
-    var errno: Int32? {
-        if case .posix(let code) = reason { return code }
-        return nil
-    }
 }
 
 /// A failure a handshake stage reports in CFNetwork's own terms (a SOCKS reply code, a TLS alert).
