@@ -11,9 +11,15 @@ let package = Package(
     targets: [
         // C declarations Swift cannot import directly (epoll, eventfd, timerfd, errno).
         .target(name: "CSocketStreamsShims"),
+        // The system's OpenSSL 3 (Debian: libssl-dev), found with pkg-config, plus C functions for its macros.
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
         .target(
             name: "SocketStreams",
-            dependencies: ["CSocketStreamsShims"]
+            dependencies: ["CSocketStreamsShims", "COpenSSL"]
         ),
         // HTTP/1.1 response parser, URL parsing, built-in page server and the fetch logic of `stream-get`.
         .target(

@@ -35,6 +35,16 @@ extension Connection {
                 return connectTimeout.map { NSNumber(value: $0) }
             case Stream.PropertyKey.tcpNoDelayKey.rawValue:
                 return noDelay.map { NSNumber(value: $0) }
+            case kCFStreamPropertySocketSecurityLevel:
+                return securityLevelProperty()
+            case kCFStreamPropertySSLSettings:
+                return tlsDictionary
+            case kCFStreamPropertySSLPeerCertificates:
+                return peerCertificatesProperty()
+            case Stream.PropertyKey.tlsSettingsKey.rawValue:
+                return tlsSettings.map { $0 as AnyObject }
+            case Stream.PropertyKey.tlsConnectionInfoKey.rawValue:
+                return activeTLS?.info.map { $0 as AnyObject }
             default:
                 return nil
             }
@@ -61,6 +71,12 @@ extension Connection {
                 if let socket {
                     try? Posix.setOption(socket.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: flag ? 1 : 0)
                 }
+            case kCFStreamPropertySocketSecurityLevel:
+                return setSecurityLevel(value)
+            case kCFStreamPropertySSLSettings:
+                return setSSLSettings(value)
+            case Stream.PropertyKey.tlsSettingsKey.rawValue:
+                return setTypedTLSSettings(value)
             default:
                 return false
             }

@@ -77,10 +77,14 @@ final class Connection: EventTarget, @unchecked Sendable {
         var negotiationInterest: Interest = []
     }
 
-    /// Settings few pairs change: the first hop, the connect timeout, and the tests' seams.
+    /// Settings few pairs change: the first hop, the connect timeout, TLS, and the tests' seams.
     final class Options {
         var firstHop: Endpoint?
         var connectTimeout: Double?
+        var tlsSettings: TLSSettings?
+        /// The security level and settings dictionary as set, for reading back.
+        var tlsLevel: String?
+        var tlsDictionary: AnyObject?
         var time: any TimeSource = SystemTime()
         var resolve: ResolveFunction = Connection.systemResolve
     }
@@ -146,6 +150,22 @@ final class Connection: EventTarget, @unchecked Sendable {
     var connectTimeout: Double? {
         get { options?.connectTimeout }
         set { someOptions.connectTimeout = newValue }
+    }
+
+    /// TLS to run after TCP (and a proxy), if any.
+    var tlsSettings: TLSSettings? {
+        get { options?.tlsSettings }
+        set { someOptions.tlsSettings = newValue }
+    }
+
+    var tlsLevel: String? {
+        get { options?.tlsLevel }
+        set { someOptions.tlsLevel = newValue }
+    }
+
+    var tlsDictionary: AnyObject? {
+        get { options?.tlsDictionary }
+        set { someOptions.tlsDictionary = newValue }
     }
 
     /// Time for the connector and the deadline; tests substitute a clock they advance.
@@ -264,6 +284,8 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// The first `open()` of either half starts the shared work. Lock held. Returns the connector to
     /// start once the lock is released.
     private func start() -> Connector? {
+        let configured = configuredStages()
+        if !configured.isEmpty { stages.insert(contentsOf: configured, at: 0) }
         if case .native(let fd) = target {
             do {
                 try Posix.setNonBlocking(fd)
@@ -440,12 +462,17 @@ final class Connection: EventTarget, @unchecked Sendable {
                 return true
             case .live:
                 stages.append(stage)
-                beginNegotiation()
+                startStagesOnLivePair()
                 return true
             case .failed, .closed:
                 return false
             }
         }
+    }
+
+    /// Stages were added to a live pair: run them now. Lock held.
+    func startStagesOnLivePair() {
+        beginNegotiation()
     }
 
     /// Enters `negotiating` and starts the first stage. Lock held.

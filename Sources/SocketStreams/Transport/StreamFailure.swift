@@ -56,8 +56,8 @@ struct ProtocolFailure: Sendable {
     /// The `CFStreamError` behind it (`_kCFStreamErrorDomainKey`/`_kCFStreamErrorCodeKey`).
     var streamDomain: Int
     var streamCode: Int
-    /// Extra userInfo entries (string values only, so the failure stays Sendable).
-    var userInfo: [String: String] = [:]
+    /// Extra userInfo entries (strings, numbers, arrays of them).
+    var userInfo: [String: any Sendable] = [:]
     /// What the message says after the operation and endpoint.
     var message: String
 }

@@ -166,6 +166,16 @@ final class Peer: @unchecked Sendable {
         return peer
     }
 
+    /// `openssl s_server -accept 127.0.0.1:0 ARGUMENTS` (e.g. `-www`, `-cert`, `-key`, `-tls1_3`):
+    /// a TLS server from OpenSSL itself; returns the peer and its port.
+    static func opensslServer(_ arguments: [String], family: IPFamily = .v4) throws -> (peer: Peer, port: Int) {
+        let openssl = try locate("openssl", hint: "apt-get install -y --no-install-recommends openssl")
+        let accept = family == .v4 ? "127.0.0.1:0" : "[::1]:0"
+        let peer = Peer(name: "openssl s_server", executable: openssl, arguments: ["s_server", "-accept", accept] + arguments)
+        let port = try peer.start(readyPattern: #"^ACCEPT .*:(\d+)\s*$"#)
+        return (peer, try parsePort(port, peer: peer))
+    }
+
     private static func parsePort(_ text: String, peer: Peer) throws -> Int {
         guard let port = Int(text), port > 0, port < 65536 else {
             throw PeerError.notReady(peer.name, output: peer.printed)

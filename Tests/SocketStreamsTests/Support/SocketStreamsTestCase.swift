@@ -68,6 +68,18 @@ class SocketStreamsTestCase: XCTestCase {
         return server
     }
 
+    /// `openssl s_server` on loopback with `arguments`; returns its port and the peer (for its output).
+    func startOpenSSLServer(_ arguments: [String], family: IPFamily = .v4) throws -> (port: Int, peer: Peer) {
+        let (peer, port) = try Peer.opensslServer(arguments, family: family)
+        addCleanup { peer.stop() }
+        return (port, peer)
+    }
+
+    /// The certificates made for this test run.
+    var pki: TestPKI {
+        get throws { try TestPKI.shared.get() }
+    }
+
     /// The library's own listener, echoing.
     func startStreamEchoServer(host: String? = "127.0.0.1", backlog: Int32 = 128) throws -> StreamEchoServer {
         let server = try StreamEchoServer(host: host, backlog: backlog)

@@ -1,0 +1,57 @@
+// The system OpenSSL (3.x, Debian's libssl-dev), and C functions for the macros Swift cannot call.
+#ifndef C_OPENSSL_SHIM_H
+#define C_OPENSSL_SHIM_H
+
+#include <openssl/ssl.h>
+#include <openssl/err.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <openssl/pem.h>
+#include <openssl/pkcs12.h>
+#include <openssl/evp.h>
+#include <openssl/bio.h>
+#include <openssl/rand.h>
+#include <openssl/ec.h>
+
+static inline int cssl_ctx_set_min_proto_version(SSL_CTX *ctx, int version) {
+    return (int)SSL_CTX_set_min_proto_version(ctx, version);
+}
+static inline int cssl_ctx_set_max_proto_version(SSL_CTX *ctx, int version) {
+    return (int)SSL_CTX_set_max_proto_version(ctx, version);
+}
+static inline long cssl_ctx_set_mode(SSL_CTX *ctx, long mode) { return SSL_CTX_set_mode(ctx, mode); }
+static inline long cssl_ctx_set_session_cache_mode(SSL_CTX *ctx, long mode) {
+    return SSL_CTX_set_session_cache_mode(ctx, mode);
+}
+static inline int cssl_ctx_add1_chain_cert(SSL_CTX *ctx, X509 *cert) { return (int)SSL_CTX_add1_chain_cert(ctx, cert); }
+static inline int cssl_set_tlsext_host_name(SSL *ssl, const char *name) {
+    return (int)SSL_set_tlsext_host_name(ssl, name);
+}
+static inline void cssl_bio_set_retry_read(BIO *bio) { BIO_set_retry_read(bio); }
+static inline void cssl_bio_set_retry_write(BIO *bio) { BIO_set_retry_write(bio); }
+static inline void cssl_bio_clear_retry_flags(BIO *bio) { BIO_clear_retry_flags(bio); }
+static inline long cssl_bio_get_mem_data(BIO *bio, char **data) { return BIO_get_mem_data(bio, data); }
+static inline int cssl_sk_X509_num(const STACK_OF(X509) *stack) { return sk_X509_num(stack); }
+static inline X509 *cssl_sk_X509_value(const STACK_OF(X509) *stack, int index) { return sk_X509_value(stack, index); }
+static inline void cssl_sk_X509_pop_free(STACK_OF(X509) *stack) { sk_X509_pop_free(stack, X509_free); }
+static inline void cssl_free(void *pointer) { OPENSSL_free(pointer); }
+
+static inline uint64_t cssl_op_no_renegotiation(void) { return SSL_OP_NO_RENEGOTIATION; }
+
+// Version constants (macros of expressions Swift does not import as constants).
+static inline int cssl_tls1_2_version(void) { return TLS1_2_VERSION; }
+static inline int cssl_tls1_3_version(void) { return TLS1_3_VERSION; }
+
+// Ex-data indexes (the *_get_ex_new_index macros).
+static inline int cssl_ctx_get_ex_new_index(void) {
+    return CRYPTO_get_ex_new_index(CRYPTO_EX_INDEX_SSL_CTX, 0, NULL, NULL, NULL, NULL);
+}
+static inline int cssl_get_ex_new_index(void) {
+    return CRYPTO_get_ex_new_index(CRYPTO_EX_INDEX_SSL, 0, NULL, NULL, NULL, NULL);
+}
+
+// Error-queue helpers.
+static inline int cssl_err_lib(unsigned long code) { return ERR_GET_LIB(code); }
+static inline int cssl_err_reason(unsigned long code) { return ERR_GET_REASON(code); }
+
+#endif

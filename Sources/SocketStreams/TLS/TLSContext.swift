@@ -1,0 +1,373 @@
+// An OpenSSL SSL_CTX built from TLSSettings, shared by every connection with the same settings.
+//
+// Building one is expensive (measured with OpenSSL 3.0 on this project's machines: SSL_CTX_new plus
+// SSL_CTX_set_default_verify_paths takes ~28 ms, because it parses the whole system bundle, where
+// SSL_new on a shared context takes ~4 µs), so contexts are cached by the settings that shape them.
+// The per-connection parts (the peer name, pins) are set on each SSL, not here.
+
+import COpenSSL
+import Foundation
+
+final class TLSContext: @unchecked Sendable {
+    /// The `SSL_CTX*`. Immutable once built, so any thread may create SSLs from it.
+    let context: OpaquePointer
+    /// The ALPN list in wire format (length-prefixed names), kept alive for the server's callback.
+    private let alpnWire: UnsafeMutableBufferPointer<UInt8>?
+    /// Client sessions for resumption, by "host:port".
+    let sessions = TLSSessionCache()
+
+    private init(context: OpaquePointer, alpnWire: UnsafeMutableBufferPointer<UInt8>?) {
+        self.context = context
+        self.alpnWire = alpnWire
+    }
+
+    deinit {
+        SSL_CTX_free(context)
+        alpnWire?.deallocate()
+    }
+
+    // MARK: the cache
+
+    /// The settings that shape a context (everything but what is set per connection).
+    private struct Key: Hashable {
+        let settings: TLSSettings
+        init(_ settings: TLSSettings) {
+            var shaping = settings
+            shaping.peerName = .pairHost
+            shaping.pinnedPublicKeySHA256 = []
+            shaping.requiresCloseNotify = false
+            shaping.refusedLevel = nil
+            self.settings = shaping
+        }
+    }
+
+    private static let cache = Guarded<[Key: TLSContext]>([:])
+    /// Distinct settings kept at once; beyond that the cache starts again (contexts in use live on).
+    private static let cacheCapacity = 32
+
+    /// The shared context for `settings`, built on first use.
+    static func shared(for settings: TLSSettings) throws(TLSSetupError) -> TLSContext {
+        let key = Key(settings)
+        if let cached = cache.withLock({ $0[key] }) { return cached }
+        let built = try build(settings)
+        return cache.withLock { cache in
+            if let raced = cache[key] { return raced }
+            if cache.count >= cacheCapacity { cache.removeAll() }
+            cache[key] = built
+            return built
+        }
+    }
+
+    // MARK: building
+
+    private static func build(_ settings: TLSSettings) throws(TLSSetupError) -> TLSContext {
+        ERR_clear_error()
+        let method = settings.role == .client ? TLS_client_method() : TLS_server_method()
+        guard let context = SSL_CTX_new(method) else { throw TLSSetupError("SSL_CTX_new failed") }
+        var alpnWire: UnsafeMutableBufferPointer<UInt8>?
+        do throws(TLSSetupError) {
+            try configure(context, settings, alpnWire: &alpnWire)
+        } catch {
+            SSL_CTX_free(context)
+            alpnWire?.deallocate()
+            throw error
+        }
+        return TLSContext(context: context, alpnWire: alpnWire)
+    }
+
+    private static func configure(_ context: OpaquePointer, _ settings: TLSSettings,
+                                  alpnWire: inout UnsafeMutableBufferPointer<UInt8>?) throws(TLSSetupError) {
+        guard cssl_ctx_set_min_proto_version(context, Int32(settings.minimumVersion.rawValue)) == 1,
+              cssl_ctx_set_max_proto_version(context, Int32(settings.maximumVersion?.rawValue ?? 0)) == 1
+        else { throw TLSSetupError("cannot limit the TLS versions to \(settings.minimumVersion)…\(settings.maximumVersion.map(String.init(describing:)) ?? "newest")") }
+        if let maximum = settings.maximumVersion, maximum < settings.minimumVersion {
+            throw TLSSetupError("the newest version allowed (\(maximum)) is older than the oldest (\(settings.minimumVersion))")
+        }
+        // Partial writes with a buffer that may move between retries: the stream's write semantics.
+        _ = cssl_ctx_set_mode(context, Int(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER))
+        SSL_CTX_set_options(context, cssl_op_no_renegotiation())
+
+        for root in settings.trustRoots { try addTrust(root, to: context) }
+
+        let flags = VerifyFlags(settings)
+        SSL_CTX_set_ex_data(context, verifyFlagsIndex, UnsafeMutableRawPointer(bitPattern: flags.rawValue))
+        switch settings.role {
+        case .client:
+            SSL_CTX_set_verify(context, settings.validatesCertificateChain ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, verifyCallback)
+            if settings.resumesSessions {
+                _ = cssl_ctx_set_session_cache_mode(context, Int(SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE))
+                SSL_CTX_sess_set_new_cb(context, newSessionCallback)
+            } else {
+                _ = cssl_ctx_set_session_cache_mode(context, Int(SSL_SESS_CACHE_OFF))
+            }
+        case .server:
+            guard settings.identity != nil else { throw TLSSetupError("a TLS server needs an identity (kCFStreamSSLCertificates)") }
+            var mode: Int32 = SSL_VERIFY_NONE
+            switch settings.clientCertificates {
+            case .none: break
+            case .request: mode = SSL_VERIFY_PEER
+            case .require: mode = SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT
+            }
+            SSL_CTX_set_verify(context, mode, verifyCallback)
+            let sessionContext = Array("SocketStreams".utf8)
+            _ = SSL_CTX_set_session_id_context(context, sessionContext, UInt32(sessionContext.count))
+        }
+
+        if let identity = settings.identity { try use(identity, in: context) }
+
+        if !settings.alpnProtocols.isEmpty {
+            var wire: [UInt8] = []
+            for name in settings.alpnProtocols {
+                let bytes = Array(name.utf8)
+                guard !bytes.isEmpty, bytes.count <= 255 else { throw TLSSetupError("ALPN protocol name \"\(name)\" must be 1 to 255 bytes") }
+                wire.append(UInt8(bytes.count))
+                wire += bytes
+            }
+            let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: wire.count)
+            _ = buffer.initialize(from: wire)
+            alpnWire = buffer
+            switch settings.role {
+            case .client:
+                guard SSL_CTX_set_alpn_protos(context, buffer.baseAddress, UInt32(buffer.count)) == 0 else {
+                    throw TLSSetupError("cannot set the ALPN protocols")
+                }
+            case .server:
+                SSL_CTX_set_alpn_select_cb(context, alpnSelectCallback, UnsafeMutableRawPointer(buffer.baseAddress))
+                SSL_CTX_set_ex_data(context, alpnLengthIndex, UnsafeMutableRawPointer(bitPattern: buffer.count))
+            }
+        }
+    }
+
+    private static func addTrust(_ root: TLSTrustRoot, to context: OpaquePointer) throws(TLSSetupError) {
+        switch root {
+        case .system:
+            guard SSL_CTX_set_default_verify_paths(context) == 1 else { throw TLSSetupError("cannot load the system trust store") }
+        case .pemFile(let path):
+            guard SSL_CTX_load_verify_locations(context, path, nil) == 1 else {
+                throw TLSSetupError("cannot load trusted certificates from \(path)")
+            }
+        case .directory(let path):
+            guard SSL_CTX_load_verify_locations(context, nil, path) == 1 else {
+                throw TLSSetupError("cannot use the certificate directory \(path)")
+            }
+        case .pem(let data):
+            let certificates = try PEM.certificates(data, what: "trusted certificates")
+            let store = SSL_CTX_get_cert_store(context)
+            for certificate in certificates {
+                X509_STORE_add_cert(store, certificate)
+                X509_free(certificate)
+            }
+        }
+    }
+
+    private static func use(_ identity: TLSIdentity, in context: OpaquePointer) throws(TLSSetupError) {
+        let chain: [OpaquePointer]
+        let key: OpaquePointer
+        switch identity.source {
+        case .pem(let chainPEM, let keyPEM, let password):
+            chain = try PEM.certificates(chainPEM, what: "the identity's certificate chain")
+            key = try PEM.privateKey(keyPEM, password: password)
+        case .pemFiles(let chainFile, let keyFile, let password):
+            guard let chainPEM = FileManager.default.contents(atPath: chainFile) else {
+                throw TLSSetupError("cannot read the certificate chain file \(chainFile)")
+            }
+            guard let keyPEM = FileManager.default.contents(atPath: keyFile) else {
+                throw TLSSetupError("cannot read the private key file \(keyFile)")
+            }
+            chain = try PEM.certificates(chainPEM, what: "the certificate chain in \(chainFile)")
+            key = try PEM.privateKey(keyPEM, password: password)
+        case .pkcs12(let archive, let password):
+            (chain, key) = try PEM.pkcs12(archive, password: password)
+        }
+        defer {
+            for certificate in chain { X509_free(certificate) }
+            EVP_PKEY_free(key)
+        }
+        guard SSL_CTX_use_certificate(context, chain[0]) == 1 else { throw TLSSetupError("the identity's certificate cannot be used") }
+        for intermediate in chain.dropFirst() {
+            guard cssl_ctx_add1_chain_cert(context, intermediate) == 1 else { throw TLSSetupError("the certificate chain cannot be used") }
+        }
+        guard SSL_CTX_use_PrivateKey(context, key) == 1, SSL_CTX_check_private_key(context) == 1 else {
+            throw TLSSetupError("the private key does not match the identity's certificate")
+        }
+    }
+}
+
+/// What the verify callback may overlook, kept as the context's ex-data (a small integer, not a pointer).
+struct VerifyFlags: OptionSet {
+    let rawValue: Int
+    static let expiredCertificates = VerifyFlags(rawValue: 1 << 4)
+    static let expiredRoots = VerifyFlags(rawValue: 1 << 5)
+    static let anyRoot = VerifyFlags(rawValue: 1 << 6)
+    /// Always set, so the stored value is never a null pointer.
+    static let present = VerifyFlags(rawValue: 1 << 8)
+
+    init(rawValue: Int) { self.rawValue = rawValue }
+
+    init(_ settings: TLSSettings) {
+        var flags: VerifyFlags = .present
+        if settings.allowsExpiredCertificates { flags.insert(.expiredCertificates) }
+        if settings.allowsExpiredRoots { flags.insert(.expiredRoots) }
+        if settings.allowsAnyRoot { flags.insert(.anyRoot) }
+        self = flags
+    }
+}
+
+private let verifyFlagsIndex = cssl_ctx_get_ex_new_index()
+private let alpnLengthIndex = cssl_ctx_get_ex_new_index()
+
+/// `SSL_CTX_set_verify`'s callback: OpenSSL's verdict, except for the failures the settings allow
+/// (`kCFStreamSSLAllowsExpiredCertificates`, `…AllowsExpiredRoots`, `…AllowsAnyRoot`).
+private let verifyCallback: @convention(c) (Int32, OpaquePointer?) -> Int32 = { ok, store in
+    guard ok != 1, let store else { return ok }
+    guard let ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()),
+          let raw = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(OpaquePointer(ssl)), verifyFlagsIndex)
+    else { return 0 }
+    let flags = VerifyFlags(rawValue: Int(bitPattern: raw))
+    let error = X509_STORE_CTX_get_error(store)
+    let depth = X509_STORE_CTX_get_error_depth(store)
+    let chainLength = X509_STORE_CTX_get0_chain(store).map { cssl_sk_X509_num($0) } ?? 0
+    let atRoot = depth >= chainLength - 1
+    switch error {
+    case X509_V_ERR_CERT_HAS_EXPIRED, X509_V_ERR_CERT_NOT_YET_VALID:
+        return (atRoot ? flags.contains(.expiredRoots) : flags.contains(.expiredCertificates)) ? 1 : 0
+    case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT, X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN,
+         X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY, X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT,
+         X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE, X509_V_ERR_CERT_UNTRUSTED:
+        return flags.contains(.anyRoot) ? 1 : 0
+    default:
+        return 0
+    }
+}
+
+/// The server's ALPN choice: its own first preference that the client offers.
+private let alpnSelectCallback: @convention(c) (
+    OpaquePointer?, UnsafeMutablePointer<UnsafePointer<UInt8>?>?, UnsafeMutablePointer<UInt8>?,
+    UnsafePointer<UInt8>?, UInt32, UnsafeMutableRawPointer?
+) -> Int32 = { ssl, out, outLength, offered, offeredLength, argument in
+    guard let ssl, let out, let outLength, let offered, let argument,
+          let raw = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), alpnLengthIndex)
+    else { return SSL_TLSEXT_ERR_NOACK }
+    let ours = UnsafeBufferPointer(start: argument.assumingMemoryBound(to: UInt8.self), count: Int(bitPattern: raw))
+    let theirs = UnsafeBufferPointer(start: offered, count: Int(offeredLength))
+    var index = 0
+    while index < ours.count {
+        let length = Int(ours[index])
+        let name = ours[(index + 1)...].prefix(length)
+        var cursor = 0
+        while cursor < theirs.count {
+            let theirLength = Int(theirs[cursor])
+            if theirs[(cursor + 1)...].prefix(theirLength).elementsEqual(name) {
+                out.pointee = offered + cursor + 1
+                outLength.pointee = UInt8(theirLength)
+                return SSL_TLSEXT_ERR_OK
+            }
+            cursor += 1 + theirLength
+        }
+        index += 1 + length
+    }
+    return SSL_TLSEXT_ERR_ALERT_FATAL  // RFC 7301: no protocol in common
+}
+
+/// Keeps each new client session (TLS 1.3 sends them after the handshake) for the next connection
+/// to the same host and port.
+private let newSessionCallback: @convention(c) (OpaquePointer?, OpaquePointer?) -> Int32 = { ssl, session in
+    guard let ssl, let session, let transport = TLSTransport.owner(of: ssl), let key = transport.sessionKey else { return 0 }
+    transport.context.sessions.store(session, for: key)
+    return 1  // we keep the reference
+}
+
+/// Client sessions by "host:port", most recent only, bounded.
+final class TLSSessionCache: @unchecked Sendable {
+    private let sessions = Guarded<[String: OpaquePointer]>([:])
+
+    func store(_ session: OpaquePointer, for key: String) {
+        let replaced = sessions.withLock { sessions -> OpaquePointer? in
+            if sessions.count >= 256, sessions[key] == nil, let first = sessions.keys.first {
+                SSL_SESSION_free(sessions.removeValue(forKey: first))
+            }
+            return sessions.updateValue(session, forKey: key)
+        }
+        if let replaced { SSL_SESSION_free(replaced) }
+    }
+
+    /// Sets the stored session for `key` on `ssl`, if any.
+    func resume(_ ssl: OpaquePointer, key: String) {
+        sessions.withLock { sessions in
+            if let session = sessions[key] { SSL_set_session(ssl, session) }
+        }
+    }
+
+    deinit {
+        sessions.withLock { sessions in for session in sessions.values { SSL_SESSION_free(session) } }
+    }
+}
+
+/// Settings OpenSSL cannot use: a bad PEM, a wrong password, a key that does not match.
+struct TLSSetupError: Error {
+    var message: String
+    /// OpenSSL's error queue at the time, oldest first.
+    var queue: [String]
+
+    init(_ message: String) {
+        self.message = message
+        queue = TLSErrors.drainQueue()
+    }
+}
+
+/// Reading PEM and PKCS#12 with OpenSSL's parsers.
+enum PEM {
+    /// Every certificate in PEM `data` (at least one), each to be `X509_free`d.
+    static func certificates(_ data: Data, what: String) throws(TLSSetupError) -> [OpaquePointer] {
+        var certificates: [OpaquePointer] = []
+        data.withUnsafeBytes { raw in
+            guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return }
+            defer { BIO_free(bio) }
+            while let certificate = PEM_read_bio_X509(bio, nil, nil, nil) { certificates.append(certificate) }
+        }
+        ERR_clear_error()  // the loop ends on "no start line"
+        guard !certificates.isEmpty else { throw TLSSetupError("no PEM certificate found in \(what)") }
+        return certificates
+    }
+
+    /// The private key in PEM `data`, decrypted with `password` if it is encrypted.
+    static func privateKey(_ data: Data, password: String?) throws(TLSSetupError) -> OpaquePointer {
+        let key = data.withUnsafeBytes { raw -> OpaquePointer? in
+            guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return nil }
+            defer { BIO_free(bio) }
+            return (password ?? "").withCString { passphrase in
+                PEM_read_bio_PrivateKey(bio, nil, nil, UnsafeMutableRawPointer(mutating: passphrase))
+            }
+        }
+        guard let key else { throw TLSSetupError(password == nil ? "cannot read the private key (encrypted keys need a password)" : "cannot read the private key (wrong password?)") }
+        return key
+    }
+
+    /// The certificate chain (leaf first) and key in a PKCS#12 archive.
+    static func pkcs12(_ data: Data, password: String) throws(TLSSetupError) -> ([OpaquePointer], OpaquePointer) {
+        var key: OpaquePointer?
+        var leaf: OpaquePointer?
+        var others: OpaquePointer?
+        let parsed = data.withUnsafeBytes { raw -> Bool in
+            guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return false }
+            defer { BIO_free(bio) }
+            guard let archive = d2i_PKCS12_bio(bio, nil) else { return false }
+            defer { PKCS12_free(archive) }
+            return PKCS12_parse(archive, password, &key, &leaf, &others) == 1
+        }
+        guard parsed, let key, let leaf else {
+            if let key { EVP_PKEY_free(key) }
+            if let leaf { X509_free(leaf) }
+            if let others { cssl_sk_X509_pop_free(others) }
+            throw TLSSetupError("cannot read the PKCS#12 identity (wrong password?)")
+        }
+        var chain = [leaf]
+        if let others {
+            for index in 0..<cssl_sk_X509_num(others) {
+                if let certificate = cssl_sk_X509_value(others, index), X509_up_ref(certificate) == 1 { chain.append(certificate) }
+            }
+            cssl_sk_X509_pop_free(others)
+        }
+        return (chain, key)
+    }
+}

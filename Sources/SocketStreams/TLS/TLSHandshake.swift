@@ -1,0 +1,66 @@
+import Foundation
+
+/// The TLS handshake as a connection stage: builds (or reuses) the context, creates the SSL over
+/// the transport below, drives `SSL_do_handshake`, checks pins, and hands over the TLS transport.
+final class TLSHandshake: HandshakeStage, @unchecked Sendable {
+    static let stageName = "TLS handshake"
+    let name = TLSHandshake.stageName
+
+    let settings: TLSSettings
+    /// The name SNI and verification use, nil for none.
+    private let hostName: String?
+    /// "host:port" for session resumption.
+    private let sessionKey: String?
+    private let peerLabel: String
+    private var transport: TLSTransport?
+
+    /// A handshake for a pair created for `target` (whose host is the default peer name).
+    init(settings: TLSSettings, target: Endpoint) {
+        self.settings = settings
+        var pairHost: String?
+        var port = 0
+        if case .host(let name, let number) = target {
+            pairHost = name
+            port = number & 0xFFFF
+        }
+        switch settings.peerName {
+        case .pairHost: hostName = settings.role == .client ? pairHost : nil
+        case .name(let name): hostName = name
+        case .none: hostName = nil
+        }
+        sessionKey = settings.resumesSessions && settings.role == .client ? hostName.map { "\($0):\(port)" } : nil
+        peerLabel = hostName.map { port > 0 ? "\($0) port \(port)" : $0 } ?? target.label
+    }
+
+    func advance(over inner: any Transport) -> HandshakeStep {
+        if transport == nil {
+            if let level = settings.refusedLevel {
+                return .failed(TLSErrors.failure(TLSStatus.peerProtocolVersion,
+                                                 "\(level) is not offered: SSLv2 and SSLv3 are broken, TLS 1.2 is the oldest version supported",
+                                                 .handshake(name)))
+            }
+            do {
+                transport = try TLSTransport(context: TLSContext.shared(for: settings), over: inner, settings: settings,
+                                             hostName: hostName, sessionKey: sessionKey, peerLabel: peerLabel)
+            } catch {
+                return .failed(TLSErrors.configuration(error))
+            }
+        }
+        guard let transport else { return .failed(.posix(EINVAL, .handshake(name))) }
+        switch transport.handshake() {
+        case .wait(let interest):
+            return .wait(interest)
+        case .failed(let failure):
+            return .failed(failure)
+        case .done:
+            if !settings.pinnedPublicKeySHA256.isEmpty {
+                guard let key = transport.peerPublicKeyDER(), settings.pinnedPublicKeySHA256.contains(SHA256.digest(key)) else {
+                    return .failed(TLSErrors.failure(TLSStatus.certChainInvalid,
+                                                     "the certificate for \(peerLabel) does not carry a pinned public key",
+                                                     .handshake(name)))
+                }
+            }
+            return .done(transport)
+        }
+    }
+}

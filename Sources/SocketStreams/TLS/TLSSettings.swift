@@ -1,0 +1,157 @@
+import Foundation
+
+/// How a stream pair secures itself with TLS: the typed form of `kCFStreamPropertySSLSettings`.
+///
+/// Set it with `stream.setProperty(settings, forKey: .tlsSettingsKey)` (either stream of the pair)
+/// before `open()`, or on an open pair to upgrade it in place (STARTTLS). The CFNetwork dictionary
+/// and `kCFStreamPropertySocketSecurityLevel` map onto it. The defaults are safe: the system trust
+/// store, the pair's host name verified, TLS 1.2 or newer.
+public struct TLSSettings: Sendable, Hashable {
+    /// Which end of the handshake this pair plays (`kCFStreamSSLIsServer`).
+    public enum Role: Sendable, Hashable {
+        case client
+        case server
+    }
+
+    /// The name checked against the peer's certificate and sent as SNI (`kCFStreamSSLPeerName`).
+    public enum PeerName: Sendable, Hashable {
+        /// The host the pair was created with (an IP literal is checked as an IP address and sends
+        /// no SNI). Pairs made from a native socket or a Unix path have none: no name is checked.
+        case pairHost
+        /// This name.
+        case name(String)
+        /// No name check and no SNI; the chain is still verified (`kCFNull` as the peer name).
+        case none
+    }
+
+    /// What a server asks of its clients.
+    public enum ClientCertificates: Sendable, Hashable {
+        /// Never asks (the default).
+        case none
+        /// Asks, and verifies a certificate if one is sent; a client without one is accepted.
+        case request
+        /// Asks and fails the handshake unless a trusted certificate is sent.
+        case require
+    }
+
+    public var role: Role = .client
+    /// The oldest version offered; TLS 1.2 unless set.
+    public var minimumVersion: TLSVersion = .v1_2
+    /// The newest version offered; nil is the newest OpenSSL knows.
+    public var maximumVersion: TLSVersion?
+    /// Where trusted certificates come from. `[.system]` by default; list `.system` with others to
+    /// add to the system store, leave it out to replace it.
+    public var trustRoots: [TLSTrustRoot] = [.system]
+    /// Verify the peer's certificate chain (`kCFStreamSSLValidatesCertificateChain`). With false,
+    /// any certificate is accepted (pins, if set, are still checked).
+    public var validatesCertificateChain = true
+    public var peerName: PeerName = .pairHost
+    /// Accept expired (or not yet valid) certificates in the chain (`kCFStreamSSLAllowsExpiredCertificates`).
+    public var allowsExpiredCertificates = false
+    /// Accept an expired root (`kCFStreamSSLAllowsExpiredRoots`).
+    public var allowsExpiredRoots = false
+    /// Accept a chain that does not end in a trusted root (`kCFStreamSSLAllowsAnyRoot`).
+    public var allowsAnyRoot = false
+    /// ALPN protocols offered (client) or accepted (server), most preferred first, e.g. `["h2", "http/1.1"]`.
+    public var alpnProtocols: [String] = []
+    /// The local certificate and key (`kCFStreamSSLCertificates`): required for a server, optional
+    /// for a client asked for one.
+    public var identity: TLSIdentity?
+    /// For servers: whether clients must present a certificate, verified against `trustRoots`.
+    public var clientCertificates: ClientCertificates = .none
+    /// SHA-256 digests of the peer's SubjectPublicKeyInfo (DER); when not empty, the leaf's key must
+    /// match one of them, in addition to (or, with `validatesCertificateChain` false, instead of)
+    /// chain verification.
+    public var pinnedPublicKeySHA256: [Data] = []
+    /// Clients: offer a session from an earlier connection to the same host and port, so repeated
+    /// connections can skip the full handshake.
+    public var resumesSessions = false
+    /// Treat the peer closing the TCP connection without a TLS `close_notify` as an error
+    /// (errSSLClosedNoNotify, -9816) rather than as end of stream. Off by default: many servers
+    /// close without one, and HTTP frames its bodies anyway; turn it on for protocols that rely on
+    /// the connection end to mark the end of the data.
+    public var requiresCloseNotify = false
+    /// A legacy security level that cannot be honoured (SSLv2, SSLv3): the handshake then fails with
+    /// errSSLPeerProtocolVersion instead of silently offering something else.
+    var refusedLevel: String?
+
+    /// Client settings with the safe defaults.
+    public init() {}
+
+    /// Server settings presenting `identity`.
+    public static func server(identity: TLSIdentity) -> TLSSettings {
+        var settings = TLSSettings()
+        settings.role = .server
+        settings.identity = identity
+        return settings
+    }
+}
+
+/// A TLS protocol version.
+public enum TLSVersion: Int, Sendable, Hashable, Comparable, CustomStringConvertible {
+    case v1_2 = 0x0303
+    case v1_3 = 0x0304
+
+    public static func < (lhs: TLSVersion, rhs: TLSVersion) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    public var description: String {
+        switch self {
+        case .v1_2: return "TLSv1.2"
+        case .v1_3: return "TLSv1.3"
+        }
+    }
+}
+
+/// A source of trusted certificates.
+public enum TLSTrustRoot: Sendable, Hashable {
+    /// The system store (OpenSSL's default paths: `/etc/ssl/certs` on Debian).
+    case system
+    /// Certificates in a PEM file (`SSL_CTX_load_verify_locations`).
+    case pemFile(String)
+    /// A hashed certificate directory, as `c_rehash` makes.
+    case directory(String)
+    /// PEM text holding one or more certificates.
+    case pem(Data)
+}
+
+/// The local certificate chain and private key a TLS server (or a client asked for a certificate)
+/// presents: the Linux form of the `SecIdentity` CFNetwork takes in `kCFStreamSSLCertificates`.
+public struct TLSIdentity: Sendable, Hashable {
+    enum Source: Sendable, Hashable {
+        case pem(chain: Data, key: Data, password: String?)
+        case pemFiles(chain: String, key: String, password: String?)
+        case pkcs12(Data, password: String)
+    }
+
+    let source: Source
+
+    /// A PEM certificate chain (leaf first) and a PEM private key, encrypted if `password` is given.
+    public init(certificateChainPEM: Data, privateKeyPEM: Data, password: String? = nil) {
+        source = .pem(chain: certificateChainPEM, key: privateKeyPEM, password: password)
+    }
+
+    /// PEM files: the certificate chain (leaf first) and the private key.
+    public init(certificateChainFile: String, privateKeyFile: String, password: String? = nil) {
+        source = .pemFiles(chain: certificateChainFile, key: privateKeyFile, password: password)
+    }
+
+    /// A PKCS#12 archive (`.p12`/`.pfx`) holding the key, its certificate and any chain.
+    public init(pkcs12: Data, password: String) {
+        source = .pkcs12(pkcs12, password: password)
+    }
+}
+
+/// What a completed handshake negotiated, readable from the first `hasSpaceAvailable` or
+/// `hasBytesAvailable` after it (`stream.property(forKey: .tlsConnectionInfoKey) as? TLSConnectionInfo`).
+public struct TLSConnectionInfo: Sendable, Hashable {
+    /// "TLSv1.3", "TLSv1.2".
+    public let protocolVersion: String
+    /// The cipher suite's standard name, e.g. "TLS_AES_256_GCM_SHA384".
+    public let cipherSuite: String
+    /// The ALPN protocol agreed on, if any.
+    public let alpnProtocol: String?
+    /// The peer's certificates, DER, leaf first (what `kCFStreamPropertySSLPeerCertificates` returns).
+    public let peerCertificates: [Data]
+    /// Whether an earlier session was resumed.
+    public let resumedSession: Bool
+}

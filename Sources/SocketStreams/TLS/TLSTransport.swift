@@ -1,0 +1,327 @@
+// TLS over any transport: an OpenSSL `SSL` whose BIO reads and writes the transport below directly
+// (no memory-BIO copies), so it layers over a plain socket as over bytes a proxy left behind.
+//
+// - One SSL is never used by two threads at once: every call on it happens under `lock`, whatever
+//   the client does with its two streams.
+// - Readiness: OpenSSL may need to write to make progress on a read (and the reverse), so each
+//   direction remembers what it last waited for, and `ready(_:)` maps what epoll reported back.
+//   A readable socket may carry only a TLS 1.3 session ticket, which yields no plaintext; `ready`
+//   therefore peeks, so hasBytesAvailable is signalled only when a read will return something
+//   (or an end or error), never leaving a delegate's read blocked.
+// - Bytes OpenSSL has decrypted but not handed out are invisible to epoll: `hasBufferedInput`
+//   reports them, and the connection re-signals hasBytesAvailable while they last.
+// - End: a peer's close_notify is end of stream. A TCP end without it is end of stream too unless
+//   the settings say `requiresCloseNotify` (see TLSSettings). Closing sends close_notify (best
+//   effort, without waiting) before freeing the SSL.
+
+import COpenSSL
+import Foundation
+
+final class TLSTransport: Transport, @unchecked Sendable {
+    let inner: any Transport
+    let context: TLSContext
+    /// "host:port" for session resumption, when the settings ask for it.
+    let sessionKey: String?
+    private let ssl: OpaquePointer
+    private let wire: TLSWire
+    private let requiresCloseNotify: Bool
+    /// How messages name the peer, e.g. "localhost port 4433".
+    let peerLabel: String
+    private let lock = NSLock()
+    // Guarded by `lock`.
+    private var readWants: Interest = .readable
+    private var writeWants: Interest = .writable
+    private var closed = false
+    private(set) var info: TLSConnectionInfo?
+
+    private static let ownerIndex = cssl_get_ex_new_index()
+    /// Live SSL objects, for leak checks in tests.
+    nonisolated(unsafe) private static var liveCount = 0
+    private static let countLock = NSLock()
+    static var openCount: Int { countLock.withLock { liveCount } }
+
+    /// Creates the SSL for one connection. The peer name (SNI and the name verified) is set here.
+    init(context: TLSContext, over inner: any Transport, settings: TLSSettings, hostName: String?, sessionKey: String?,
+         peerLabel: String) throws(TLSSetupError) {
+        ERR_clear_error()
+        guard let ssl = SSL_new(context.context), let bio = BIO_new(TLSWire.method) else { throw TLSSetupError("SSL_new failed") }
+        self.ssl = ssl
+        self.inner = inner
+        self.context = context
+        self.sessionKey = sessionKey
+        self.peerLabel = peerLabel
+        requiresCloseNotify = settings.requiresCloseNotify
+        wire = TLSWire(inner)
+        BIO_set_data(bio, Unmanaged.passUnretained(wire).toOpaque())
+        BIO_set_init(bio, 1)
+        SSL_set_bio(ssl, bio, bio)
+        SSL_set_ex_data(ssl, Self.ownerIndex, Unmanaged.passUnretained(self).toOpaque())
+        Self.countLock.withLock { Self.liveCount += 1 }
+
+        switch settings.role {
+        case .client:
+            SSL_set_connect_state(ssl)
+            if let hostName {
+                let param = SSL_get0_param(ssl)
+                if SocketAddress(numericHost: hostName, port: 0) != nil {
+                    // An IP literal: checked against the certificate's IP addresses; no SNI (RFC 6066 §3).
+                    let bare = hostName.hasPrefix("[") ? String(hostName.dropFirst().dropLast()) : hostName
+                    guard X509_VERIFY_PARAM_set1_ip_asc(param, bare) == 1 else { throw TLSSetupError("cannot verify the address \(hostName)") }
+                } else {
+                    guard SSL_set1_host(ssl, hostName) == 1, cssl_set_tlsext_host_name(ssl, hostName) == 1 else {
+                        throw TLSSetupError("cannot use \(hostName) as the TLS server name")
+                    }
+                }
+            }
+            if let sessionKey { context.sessions.resume(ssl, key: sessionKey) }
+        case .server:
+            SSL_set_accept_state(ssl)
+        }
+    }
+
+    deinit {
+        SSL_free(ssl)
+        Self.countLock.withLock { Self.liveCount -= 1 }
+    }
+
+    /// The transport that owns `ssl` (for OpenSSL callbacks).
+    static func owner(of ssl: OpaquePointer) -> TLSTransport? {
+        SSL_get_ex_data(ssl, ownerIndex).map { Unmanaged<TLSTransport>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    var fd: Int32 { inner.fd }
+
+    // MARK: handshake
+
+    enum HandshakeProgress {
+        case done
+        case wait(Interest)
+        case failed(StreamFailure)
+    }
+
+    /// Drives `SSL_do_handshake` as far as it goes.
+    func handshake() -> HandshakeProgress {
+        lock.withLock {
+            ERR_clear_error()
+            wire.failure = nil
+            let result = SSL_do_handshake(ssl)
+            if result == 1 {
+                info = makeInfo()
+                return .done
+            }
+            let code = SSL_get_error(ssl, result)
+            switch code {
+            case SSL_ERROR_WANT_READ: return .wait(inner.readInterest)
+            case SSL_ERROR_WANT_WRITE: return .wait(inner.writeInterest)
+            default:
+                if let failure = wire.failure { return .failed(failure) }
+                return .failed(TLSErrors.sslFailure(ssl, code: code, operation: .handshake(TLSHandshake.stageName),
+                                                    peer: peerLabel, duringHandshake: true))
+            }
+        }
+    }
+
+    /// The peer's leaf certificate's SubjectPublicKeyInfo, DER (for pinning).
+    func peerPublicKeyDER() -> Data? {
+        lock.withLock {
+            guard let leaf = SSL_get0_peer_certificate(ssl), let key = X509_get_X509_PUBKEY(leaf) else { return nil }
+            var buffer: UnsafeMutablePointer<UInt8>?
+            let length = i2d_X509_PUBKEY(key, &buffer)
+            guard length > 0, let buffer else { return nil }
+            defer { cssl_free(buffer) }
+            return Data(bytes: buffer, count: Int(length))
+        }
+    }
+
+    /// Lock held.
+    private func makeInfo() -> TLSConnectionInfo {
+        var alpn: UnsafePointer<UInt8>?
+        var alpnLength: UInt32 = 0
+        SSL_get0_alpn_selected(ssl, &alpn, &alpnLength)
+        var certificates: [Data] = []
+        func append(_ certificate: OpaquePointer) {
+            var buffer: UnsafeMutablePointer<UInt8>?
+            let length = i2d_X509(certificate, &buffer)
+            if length > 0, let buffer {
+                let der = Data(bytes: buffer, count: Int(length))
+                if !certificates.contains(der) { certificates.append(der) }
+                cssl_free(buffer)
+            }
+        }
+        if let leaf = SSL_get0_peer_certificate(ssl) { append(leaf) }
+        if let chain = SSL_get_peer_cert_chain(ssl) {
+            for index in 0..<cssl_sk_X509_num(chain) {
+                if let certificate = cssl_sk_X509_value(chain, index) { append(certificate) }
+            }
+        }
+        return TLSConnectionInfo(
+            protocolVersion: String(cString: SSL_get_version(ssl)),
+            cipherSuite: SSL_get_current_cipher(ssl).flatMap { SSL_CIPHER_standard_name($0) }.map { String(cString: $0) } ?? "",
+            alpnProtocol: alpn.map { String(decoding: UnsafeBufferPointer(start: $0, count: Int(alpnLength)), as: UTF8.self) },
+            peerCertificates: certificates,
+            resumedSession: SSL_session_reused(ssl) == 1)
+    }
+
+    // MARK: Transport
+
+    func read(_ buffer: UnsafeMutableRawPointer, _ count: Int) -> TransportIO {
+        lock.withLock {
+            ERR_clear_error()
+            wire.failure = nil
+            var done = 0
+            let result = SSL_read_ex(ssl, buffer, count, &done)
+            if result == 1 {
+                readWants = .readable
+                return .processed(done)
+            }
+            return outcome(SSL_get_error(ssl, result), reading: true)
+        }
+    }
+
+    func write(_ buffer: UnsafeRawPointer, _ count: Int) -> TransportIO {
+        lock.withLock {
+            ERR_clear_error()
+            wire.failure = nil
+            var done = 0
+            let result = SSL_write_ex(ssl, buffer, count, &done)
+            if result == 1 {
+                writeWants = .writable
+                return .processed(done)
+            }
+            return outcome(SSL_get_error(ssl, result), reading: false)
+        }
+    }
+
+    /// A failed `SSL_read_ex`/`SSL_write_ex`. Lock held.
+    private func outcome(_ code: Int32, reading: Bool) -> TransportIO {
+        switch code {
+        case SSL_ERROR_WANT_READ:
+            if reading { readWants = inner.readInterest } else { writeWants = inner.readInterest }
+            return .wouldBlock
+        case SSL_ERROR_WANT_WRITE:
+            if reading { readWants = inner.writeInterest } else { writeWants = inner.writeInterest }
+            return .wouldBlock
+        case SSL_ERROR_ZERO_RETURN where reading:
+            return .end  // close_notify
+        default:
+            if let failure = wire.failure {
+                var failure = failure
+                failure.operation = reading ? .read : .write
+                return .failed(failure)
+            }
+            let failure = TLSErrors.sslFailure(ssl, code: code, operation: reading ? .read : .write, peer: peerLabel,
+                                               duringHandshake: false)
+            if reading, !requiresCloseNotify, case .protocolError(let detail) = failure.reason,
+               detail.code == TLSStatus.closedNoNotify {
+                return .end  // a TCP end without close_notify, accepted as the end (TLSSettings.requiresCloseNotify)
+            }
+            return .failed(failure)
+        }
+    }
+
+    var readInterest: Interest { lock.withLock { readWants } }
+    var writeInterest: Interest { lock.withLock { writeWants } }
+
+    /// Plaintext OpenSSL holds, readable though the socket may not be.
+    var hasBufferedInput: Bool { lock.withLock { SSL_pending(ssl) > 0 } }
+
+    /// Readiness arrived: a read can make progress only if a record yields plaintext (or an end or
+    /// an error). Peeking processes what arrived, so a session ticket alone signals nothing.
+    func ready(_ events: Interest) -> Interest {
+        lock.withLock {
+            var result: Interest = []
+            if !events.isDisjoint(with: writeWants) { result.insert(.writable) }
+            guard !events.isDisjoint(with: readWants) else { return result }
+            ERR_clear_error()
+            wire.failure = nil
+            var byte: UInt8 = 0
+            var peeked = 0
+            let status = SSL_peek_ex(ssl, &byte, 1, &peeked)
+            if status == 1 {
+                readWants = .readable
+                result.insert(.readable)
+                return result
+            }
+            switch SSL_get_error(ssl, status) {
+            case SSL_ERROR_WANT_READ: readWants = inner.readInterest
+            case SSL_ERROR_WANT_WRITE: readWants = inner.writeInterest
+            default: result.insert(.readable)  // an end or an error: the read reports it
+            }
+            ERR_clear_error()
+            return result
+        }
+    }
+
+    /// Sends close_notify if the session is up (without waiting for the peer's), then closes the
+    /// transport below. The SSL itself is freed with this object.
+    func close() {
+        lock.withLock {
+            guard !closed else { return }
+            closed = true
+            if SSL_is_init_finished(ssl) == 1 {
+                ERR_clear_error()
+                _ = SSL_shutdown(ssl)
+                ERR_clear_error()
+            }
+        }
+        inner.close()
+    }
+}
+
+/// The BIO's target: the transport below, and the failure it reported if any (OpenSSL only sees
+/// "the BIO failed").
+final class TLSWire: @unchecked Sendable {
+    let inner: any Transport
+    var failure: StreamFailure?
+
+    init(_ inner: any Transport) {
+        self.inner = inner
+    }
+
+    /// A source/sink BIO type whose callbacks call the transport directly.
+    nonisolated(unsafe) static let method: OpaquePointer = {
+        let method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "SocketStreams transport")!
+        BIO_meth_set_read_ex(method) { bio, data, length, done in
+            guard let bio, let data, let done, let wire = TLSWire.of(bio) else { return 0 }
+            cssl_bio_clear_retry_flags(bio)
+            switch wire.inner.read(data, length) {
+            case .processed(let count):
+                done.pointee = count
+                return 1
+            case .wouldBlock:
+                cssl_bio_set_retry_read(bio)
+                return 0
+            case .end:
+                return 0
+            case .failed(let failure):
+                wire.failure = failure
+                return 0
+            }
+        }
+        BIO_meth_set_write_ex(method) { bio, data, length, done in
+            guard let bio, let data, let done, let wire = TLSWire.of(bio) else { return 0 }
+            cssl_bio_clear_retry_flags(bio)
+            switch wire.inner.write(data, length) {
+            case .processed(let count):
+                done.pointee = count
+                return 1
+            case .wouldBlock:
+                cssl_bio_set_retry_write(bio)
+                return 0
+            case .end:
+                return 0
+            case .failed(let failure):
+                wire.failure = failure
+                return 0
+            }
+        }
+        BIO_meth_set_ctrl(method) { _, command, _, _ in
+            command == BIO_CTRL_FLUSH ? 1 : 0
+        }
+        return method
+    }()
+
+    private static func of(_ bio: OpaquePointer) -> TLSWire? {
+        BIO_get_data(bio).map { Unmanaged<TLSWire>.fromOpaque($0).takeUnretainedValue() }
+    }
+}

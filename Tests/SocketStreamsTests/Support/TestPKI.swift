@@ -1,0 +1,141 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// Certificates and keys made at test time with the `openssl` command (no key material is
+/// committed): a CA, and certificates it signs for the server (localhost, 127.0.0.1, ::1), a client,
+/// a wrong name, an expired and a not-yet-valid server, plus a self-signed server certificate and a
+/// PKCS#12 copy of the server identity. Made once per test process, in a temporary directory.
+final class TestPKI: @unchecked Sendable {
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    let directory: URL
+    func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
+    func data(_ name: String) -> Data { FileManager.default.contents(atPath: path(name)) ?? Data() }
+
+    var caCertificate: String { path("ca.pem") }
+    var serverCertificate: String { path("server.pem") }
+    var serverKey: String { path("server.key") }
+    var serverChain: String { path("server-chain.pem") }
+    var clientCertificate: String { path("client.pem") }
+    var clientKey: String { path("client.key") }
+    /// PKCS#12 of the server key, certificate and CA, password `p12secret`.
+    var serverPKCS12: String { path("server.p12") }
+    static let pkcs12Password = "p12secret"
+
+    /// Certificates for the server's key pair with other problems: (certificate, key) paths.
+    var wrongName: (String, String) { (path("wrong-name.pem"), path("wrong-name.key")) }
+    var expired: (String, String) { (path("expired.pem"), path("expired.key")) }
+    var notYetValid: (String, String) { (path("not-yet-valid.pem"), path("not-yet-valid.key")) }
+    var selfSigned: (String, String) { (path("self-signed.pem"), path("self-signed.key")) }
+
+    static let shared: Result<TestPKI, Failure> = Result { () throws(Failure) -> TestPKI in try TestPKI() }
+
+    private init() throws(Failure) {
+        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("ssT-pki-\(getpid())")
+        try? FileManager.default.removeItem(at: directory)
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        } catch {
+            throw Failure(description: "cannot create \(directory.path): \(error)")
+        }
+        try make()
+    }
+
+    private func openssl(_ arguments: [String]) throws(Failure) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = arguments
+        process.currentDirectoryURL = directory
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        do {
+            try process.run()
+        } catch {
+            throw Failure(description: "cannot run openssl (apt-get install openssl): \(error)")
+        }
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw Failure(description: "openssl \(arguments.joined(separator: " ")) failed:\n\(text)")
+        }
+    }
+
+    private func write(_ name: String, _ text: String) throws(Failure) {
+        do {
+            try Data(text.utf8).write(to: directory.appendingPathComponent(name))
+        } catch {
+            throw Failure(description: "cannot write \(name): \(error)")
+        }
+    }
+
+    private static let ecKey = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+    /// A key and a CSR for `subject`.
+    private func request(_ name: String, subject: String) throws(Failure) {
+        try openssl(["req", "-new"] + Self.ecKey + ["-keyout", "\(name).key", "-out", "\(name).csr", "-subj", subject])
+    }
+
+    /// Signs `name`.csr with the CA, valid for a day unless dates are given.
+    private func sign(_ name: String, extensions: String, start: String? = nil, end: String? = nil) throws(Failure) {
+        try write("\(name).ext", extensions)
+        var arguments = ["ca", "-batch", "-config", "ca.cnf", "-notext", "-in", "\(name).csr", "-out", "\(name).pem",
+                         "-extfile", "\(name).ext"]
+        if let start, let end {
+            arguments += ["-startdate", start, "-enddate", end]
+        } else {
+            arguments += ["-days", "1"]
+        }
+        try openssl(arguments)
+    }
+
+    private func make() throws(Failure) {
+        try write("ca.cnf", """
+            [ ca ]
+            default_ca = test
+            [ test ]
+            dir = .
+            database = index.txt
+            new_certs_dir = .
+            serial = serial
+            certificate = ca.pem
+            private_key = ca.key
+            default_md = sha256
+            policy = anything
+            unique_subject = no
+            [ anything ]
+            commonName = supplied
+
+            """)
+        try write("index.txt", "")
+        try write("serial", "1000\n")
+        try openssl(["req", "-x509"] + Self.ecKey + ["-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+                     "-subj", "/CN=SocketStreams Test CA",
+                     "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+        let serverExtensions = "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\nextendedKeyUsage=serverAuth\n"
+        try request("server", subject: "/CN=localhost")
+        try sign("server", extensions: serverExtensions)
+        try request("client", subject: "/CN=SocketStreams Test Client")
+        try sign("client", extensions: "extendedKeyUsage=clientAuth\n")
+        try request("wrong-name", subject: "/CN=wrong.example")
+        try sign("wrong-name", extensions: "subjectAltName=DNS:wrong.example\nextendedKeyUsage=serverAuth\n")
+        try request("expired", subject: "/CN=localhost")
+        try sign("expired", extensions: serverExtensions, start: "20200101000000Z", end: "20200102000000Z")
+        try request("not-yet-valid", subject: "/CN=localhost")
+        try sign("not-yet-valid", extensions: serverExtensions, start: "20991231000000Z", end: "21000101000000Z")
+        try openssl(["req", "-x509"] + Self.ecKey + ["-keyout", "self-signed.key", "-out", "self-signed.pem", "-days", "1",
+                     "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1"])
+        let chain = data("server.pem") + data("ca.pem")
+        do {
+            try chain.write(to: directory.appendingPathComponent("server-chain.pem"))
+        } catch {
+            throw Failure(description: "cannot write the chain: \(error)")
+        }
+        try openssl(["pkcs12", "-export", "-inkey", "server.key", "-in", "server.pem", "-certfile", "ca.pem",
+                     "-passout", "pass:\(Self.pkcs12Password)", "-out", "server.p12"])
+    }
+}
