@@ -32,6 +32,9 @@ final class TLSTransport: Transport, @unchecked Sendable {
     private var readWants: Interest = .readable
     private var writeWants: Interest = .writable
     private var closed = false
+    /// What a peek in `ready` found instead of data (an end, an error), for the next read to report:
+    /// OpenSSL reports a fatal alert only once.
+    private var peekedOutcome: TransportIO?
     private(set) var info: TLSConnectionInfo?
 
     private static let ownerIndex = cssl_get_ex_new_index()
@@ -166,6 +169,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
 
     func read(_ buffer: UnsafeMutableRawPointer, _ count: Int) -> TransportIO {
         lock.withLock {
+            if let peeked = peekedOutcome { return peeked }
             ERR_clear_error()
             wire.failure = nil
             var done = 0
@@ -222,8 +226,8 @@ final class TLSTransport: Transport, @unchecked Sendable {
     var readInterest: Interest { lock.withLock { readWants } }
     var writeInterest: Interest { lock.withLock { writeWants } }
 
-    /// Plaintext OpenSSL holds, readable though the socket may not be.
-    var hasBufferedInput: Bool { lock.withLock { SSL_pending(ssl) > 0 } }
+    /// Plaintext OpenSSL holds (or an end or error a peek found), readable though the socket may not be.
+    var hasBufferedInput: Bool { lock.withLock { SSL_pending(ssl) > 0 || peekedOutcome != nil } }
 
     /// Readiness arrived: a read can make progress only if a record yields plaintext (or an end or
     /// an error). Peeking processes what arrived, so a session ticket alone signals nothing.
@@ -242,10 +246,14 @@ final class TLSTransport: Transport, @unchecked Sendable {
                 result.insert(.readable)
                 return result
             }
-            switch SSL_get_error(ssl, status) {
+            let code = SSL_get_error(ssl, status)
+            switch code {
             case SSL_ERROR_WANT_READ: readWants = inner.readInterest
             case SSL_ERROR_WANT_WRITE: readWants = inner.writeInterest
-            default: result.insert(.readable)  // an end or an error: the read reports it
+            default:
+                // An end or an error: the next read reports it.
+                peekedOutcome = outcome(code, reading: true)
+                result.insert(.readable)
             }
             ERR_clear_error()
             return result
