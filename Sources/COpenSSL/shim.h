@@ -38,6 +38,8 @@ static inline void cssl_free(void *pointer) { OPENSSL_free(pointer); }
 
 static inline uint64_t cssl_op_no_renegotiation(void) { return SSL_OP_NO_RENEGOTIATION; }
 
+static inline unsigned long cssl_xn_flag_rfc2253(void) { return XN_FLAG_RFC2253; }
+
 // Version constants (macros of expressions Swift does not import as constants).
 static inline int cssl_tls1_2_version(void) { return TLS1_2_VERSION; }
 static inline int cssl_tls1_3_version(void) { return TLS1_3_VERSION; }

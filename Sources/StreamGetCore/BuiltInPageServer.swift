@@ -10,23 +10,27 @@ public final class BuiltInPageServer: @unchecked Sendable {
     private let listener: StreamListener
     /// The run loop (and its mode) the listener and the connections are scheduled on.
     private let runLoop: RunLoop
+    /// TLS for every accepted connection (a server identity), or nil for plain HTTP.
+    private let tls: TLSSettings?
     /// Guards `connections`.
     private let lock = NSLock()
     /// Connections being served, kept alive here because streams do not retain their delegates.
     private var connections: [ObjectIdentifier: PageConnection] = [:]
 
-    /// Binds a listener to 127.0.0.1 on a free port; call `start()` to accept connections.
+    /// Binds a listener to 127.0.0.1 on a free port; call `start()` to accept connections. With `tls`
+    /// (server settings with an identity), every connection is served over TLS.
     /// - Throws: the listener's error when the socket cannot be created or bound.
-    public init(runLoop: RunLoop = .socketStreams) throws {
+    public init(runLoop: RunLoop = .socketStreams, tls: TLSSettings? = nil) throws {
         listener = try StreamListener(host: "127.0.0.1", port: 0)
         self.runLoop = runLoop
+        self.tls = tls
     }
 
     /// The bound port.
     public var port: Int { listener.port }
 
-    /// The URL that fetches the page, `http://127.0.0.1:<port>/`.
-    public var url: HTTPURL { HTTPURL(host: "127.0.0.1", port: port, path: "/") }
+    /// The URL that fetches the page, `http://127.0.0.1:<port>/` (or `https://` with TLS).
+    public var url: HTTPURL { HTTPURL(host: "127.0.0.1", port: port, path: "/", secure: tls != nil) }
 
     /// The number of connections accepted and not yet finished.
     public var activeConnectionCount: Int { lock.withLock { connections.count } }
@@ -35,6 +39,7 @@ public final class BuiltInPageServer: @unchecked Sendable {
     public func start() {
         listener.start(in: runLoop, forMode: .default) { [self] input, output in
             // The handler runs on the listener's run loop: schedule the pair there too.
+            if let tls { _ = input.setProperty(tls, forKey: .tlsSettingsKey) }
             let connection = PageConnection(input: input, output: output) { [self] finished in
                 _ = lock.withLock { connections.removeValue(forKey: ObjectIdentifier(finished)) }
             }

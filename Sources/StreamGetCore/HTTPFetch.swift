@@ -56,10 +56,15 @@ public final class HTTPFetch: NSObject, StreamDelegate {
     private var streams: (input: InputStream, output: OutputStream)?
     /// The read buffer.
     private var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+    /// TLS settings for an https:// URL.
+    private let tls: TLSSettings?
+    /// Whether the TLS session has been traced.
+    private var tracedTLS = false
 
     /// Prepares a fetch; nothing touches the network until `run(timeout:)`.
-    public init(url: HTTPURL, includeHeaders: Bool, verbose: Bool, out: OutputSink, err: OutputSink) {
+    public init(url: HTTPURL, includeHeaders: Bool, verbose: Bool, out: OutputSink, err: OutputSink, tls: TLSSettings? = nil) {
         self.url = url
+        self.tls = tls
         self.includeHeaders = includeHeaders
         self.verbose = verbose
         self.out = out
@@ -72,7 +77,8 @@ public final class HTTPFetch: NSObject, StreamDelegate {
     public func run(timeout: Double?) -> FetchOutcome {
         let pair = createStreamPair(host: url.host, port: url.port)
         streams = (pair.input, pair.output)
-        trace("* connecting to \(url.host) port \(url.port)")
+        if let tls { _ = pair.input.setProperty(tls, forKey: .tlsSettingsKey) }
+        trace("* connecting to \(url.host) port \(url.port)\(tls == nil ? "" : " (TLS)")")
         let runLoop = RunLoop.current
         for stream in [pair.input, pair.output] as [Stream] {
             stream.delegate = self
@@ -110,6 +116,7 @@ public final class HTTPFetch: NSObject, StreamDelegate {
         trace("* \(name): \(Self.name(of: eventCode))")
         switch eventCode {
         case .hasSpaceAvailable where !isInput:
+            traceTLS(streams.output)
             writeRequest(to: streams.output)
         case .hasBytesAvailable where isInput:
             readResponse(from: streams.input)
@@ -219,6 +226,22 @@ public final class HTTPFetch: NSObject, StreamDelegate {
         trace("< \(head.statusLine)")
         for field in head.headers { trace("< \(field)") }
         trace("<")
+    }
+
+    /// Traces the TLS session once, at the first `hasSpaceAvailable` (the handshake is done by then).
+    private func traceTLS(_ stream: Stream) {
+        guard verbose, !tracedTLS, tls != nil, let info = stream.property(forKey: .tlsConnectionInfoKey) as? TLSConnectionInfo else { return }
+        tracedTLS = true
+        trace("* TLS: \(info.protocolVersion), cipher \(info.cipherSuite)\(info.resumedSession ? ", session resumed" : "")")
+        trace("* ALPN: \(info.alpnProtocol.map { "server accepted \($0)" } ?? "none negotiated")")
+        if let leaf = info.peerCertificates.first.flatMap(TLSCertificate.init(der:)) {
+            let format = ISO8601DateFormatter()
+            trace("* server certificate:")
+            trace("*   subject: \(leaf.subject)")
+            trace("*   issuer: \(leaf.issuer)")
+            trace("*   start date: \(format.string(from: leaf.notBefore))")
+            trace("*   expire date: \(format.string(from: leaf.notAfter))")
+        }
     }
 
     /// Writes a line to `err` when verbose.

@@ -6,9 +6,7 @@ import Darwin
 
 /// Why a command-line URL was rejected.
 public enum HTTPURLError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// `https://` URLs need TLS, which `stream-get` does not do yet.
-    case httpsNotSupported
-    /// A scheme other than `http` (or `https`).
+    /// A scheme other than `http` or `https`.
     case unsupportedScheme(String)
     /// No host between `//` and the path.
     case missingHost
@@ -24,10 +22,8 @@ public enum HTTPURLError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A one-line explanation suitable for an error message.
     public var description: String {
         switch self {
-        case .httpsNotSupported:
-            return "https:// URLs are not supported yet (TLS comes in a later version); use http://"
         case .unsupportedScheme(let scheme):
-            return "unsupported URL scheme \"\(scheme)\": only http:// URLs are supported"
+            return "unsupported URL scheme \"\(scheme)\": only http:// and https:// URLs are supported"
         case .missingHost:
             return "the URL has no host"
         case .invalidHost(let host):
@@ -42,30 +38,37 @@ public enum HTTPURLError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// An `http://host[:port]/path` URL, split into what an HTTP/1.1 GET needs.
+/// An `http://` or `https://host[:port]/path` URL, split into what an HTTP/1.1 GET needs.
 public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
+    /// `https`: the connection is TLS, and the default port 443.
+    public var secure: Bool
     /// The host to connect to: a DNS name, an IPv4 address, or an IPv6 address without brackets
     /// (a zone, if any, follows `%`).
     public var host: String
-    /// The TCP port (80 when the URL has none).
+    /// The TCP port (80, or 443 for https, when the URL has none).
     public var port: Int
     /// The request target in origin form: the path (at least `/`) and the query, without the fragment.
     public var path: String
 
     /// Creates a URL from its parts.
-    public init(host: String, port: Int = 80, path: String = "/") {
+    public init(host: String, port: Int? = nil, path: String = "/", secure: Bool = false) {
         self.host = host
-        self.port = port
+        self.port = port ?? (secure ? 443 : 80)
         self.path = path
+        self.secure = secure
     }
+
+    /// The port the scheme implies.
+    public var defaultPort: Int { secure ? 443 : 80 }
 
     /// Parses a command-line URL.
     ///
-    /// Accepts `http://host[:port][/path][?query][#fragment]` with a DNS name, an IPv4 address or a bracketed IPv6
-    /// literal (`http://[::1]:8080/`, zones as `[fe80::1%25eth0]`); the scheme may be omitted (`localhost:8080/x`).
-    /// Non-ASCII characters in the path are percent-encoded as UTF-8.
-    /// - Throws: `HTTPURLError`, in particular `.httpsNotSupported` for `https://`.
+    /// Accepts `http://` and `https://host[:port][/path][?query][#fragment]` with a DNS name, an IPv4 address or a
+    /// bracketed IPv6 literal (`http://[::1]:8080/`, zones as `[fe80::1%25eth0]`); the scheme may be omitted
+    /// (`localhost:8080/x` is http). Non-ASCII characters in the path are percent-encoded as UTF-8.
+    /// - Throws: `HTTPURLError`.
     public init(parsing string: String) throws(HTTPURLError) {
+        secure = false
         if string.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F }) {
             throw .invalidCharacter
         }
@@ -74,7 +77,7 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
             let scheme = rest[..<separator.lowerBound].lowercased()
             switch scheme {
             case "http": break
-            case "https": throw .httpsNotSupported
+            case "https": secure = true
             default: throw .unsupportedScheme(String(rest[..<separator.lowerBound]))
             }
             rest = rest[separator.upperBound...]
@@ -128,7 +131,7 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
             else { throw .invalidPort(String(portPart)) }
             port = value
         } else {
-            port = 80  // "http://host:/" means the default port (RFC 3986 §3.2.3)
+            port = secure ? 443 : 80  // "http://host:/" means the default port (RFC 3986 §3.2.3)
         }
         var pathText = String(target)
         if pathText.isEmpty || pathText.hasPrefix("?") { pathText = "/" + pathText }
@@ -182,7 +185,7 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
             if let percent = name.firstIndex(of: "%") { name = String(name[..<percent]) }
             name = "[" + name + "]"
         }
-        return port == 80 ? name : "\(name):\(port)"
+        return port == defaultPort ? name : "\(name):\(port)"
     }
 
     /// `host:port` as used in messages (`[::1]:8080` for IPv6).
@@ -190,9 +193,10 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
         isIPv6Literal ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 
-    /// The normalised URL, e.g. `http://[::1]:8080/index.html` (the port is omitted when it is 80).
+    /// The normalised URL, e.g. `http://[::1]:8080/index.html` (the port is omitted when it is the scheme's default).
     public var description: String {
-        port == 80 ? "http://\(hostForURL)\(path)" : "http://\(hostForURL):\(port)\(path)"
+        let scheme = secure ? "https" : "http"
+        return port == defaultPort ? "\(scheme)://\(hostForURL)\(path)" : "\(scheme)://\(hostForURL):\(port)\(path)"
     }
 }
 

@@ -1,3 +1,6 @@
+import Foundation
+import SocketStreams
+
 /// A command line `stream-get` cannot run with.
 public struct StreamGetUsageError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What is wrong, e.g. `unknown option "-x"`.
@@ -8,6 +11,47 @@ public struct StreamGetUsageError: Error, Sendable, Equatable, CustomStringConve
 
     /// The message.
     public var description: String { message }
+}
+
+/// The TLS options of `stream-get`, in curl's spellings.
+public struct StreamGetTLSOptions: Sendable, Equatable {
+    /// `--cacert FILE`: trust only the certificates in FILE (PEM).
+    public var caCertificateFile: String?
+    /// `--capath DIR`: trust only the certificates in a hashed directory.
+    public var caPath: String?
+    /// `-k`/`--insecure`: accept any certificate for any name.
+    public var insecure = false
+    /// `--cert FILE` and `--key FILE`: a client certificate (PEM; the key may be in the same file).
+    public var certificateFile: String?
+    public var keyFile: String?
+    /// `--tlsv1.2`/`--tlsv1.3`: the oldest version allowed; `--tls-max`: the newest.
+    public var minimumVersion: TLSVersion?
+    public var maximumVersion: TLSVersion?
+    /// `--alpn LIST` (comma-separated), `--no-alpn`: the ALPN protocols offered (default `http/1.1`).
+    public var alpn: [String] = ["http/1.1"]
+    /// `--pinnedpubkey sha256//BASE64[;sha256//BASE64…]`: the public keys accepted.
+    public var pins: [Data] = []
+
+    public init() {}
+
+    /// The settings these options describe.
+    public var settings: TLSSettings {
+        var settings = TLSSettings()
+        if let caCertificateFile { settings.trustRoots = [.pemFile(caCertificateFile)] }
+        if let caPath { settings.trustRoots = (caCertificateFile == nil ? [] : settings.trustRoots) + [.directory(caPath)] }
+        if insecure {
+            settings.validatesCertificateChain = false
+            settings.peerName = .none
+        }
+        if let certificateFile {
+            settings.identity = TLSIdentity(certificateChainFile: certificateFile, privateKeyFile: keyFile ?? certificateFile)
+        }
+        if let minimumVersion { settings.minimumVersion = minimumVersion }
+        settings.maximumVersion = maximumVersion
+        settings.alpnProtocols = alpn
+        settings.pinnedPublicKeySHA256 = pins
+        return settings
+    }
 }
 
 /// The parsed command line of `stream-get`.
@@ -22,6 +66,12 @@ public struct StreamGetOptions: Sendable, Equatable {
     public var timeout: Double?
     /// `-h`/`--help`: print the usage and exit.
     public var showHelp = false
+    /// TLS options for https:// URLs.
+    public var tls = StreamGetTLSOptions()
+    /// `--self-test-tls`: serve the built-in page over TLS (a certificate made at run time) and fetch it.
+    public var selfTestTLS = false
+    /// The settings the self-test fetch uses instead of `tls` (trusting the certificate it made).
+    var trustOverride: TLSSettings?
 
     /// Creates options with the defaults (no URL, no flags, no timeout).
     public init(url: String? = nil, includeHeaders: Bool = false, verbose: Bool = false, timeout: Double? = nil) {
@@ -32,7 +82,7 @@ public struct StreamGetOptions: Sendable, Equatable {
     }
 
     /// The one-line synopsis, printed after a usage error.
-    public static let synopsis = "usage: stream-get [-i] [-v] [--timeout SECONDS] [URL]"
+    public static let synopsis = "usage: stream-get [-i] [-v] [-k] [--timeout SECONDS] [TLS options] [--self-test-tls] [URL]"
 
     /// The help text printed by `--help`.
     public static let usage = """
@@ -41,19 +91,35 @@ public struct StreamGetOptions: Sendable, Equatable {
         Fetches URL with an HTTP/1.1 GET over SocketStreams socket streams and writes the body to stdout.
         The status line goes to stderr (with -i, the whole response head goes to stdout before the body).
 
-        URL is http://host[:port][/path], e.g. http://127.0.0.1:8080/index.html or http://[::1]:8080/
-        (https:// is not supported yet). Without a URL, stream-get serves a small built-in HTML page from a
-        listener on 127.0.0.1 (a free port) and fetches it, which needs no network.
+        URL is http[s]://host[:port][/path], e.g. http://127.0.0.1:8080/index.html, http://[::1]:8080/ or
+        https://localhost:8443/. Without a URL, stream-get serves a small built-in HTML page from a listener on
+        127.0.0.1 (a free port) and fetches it, which needs no network; with --self-test-tls it serves and
+        fetches it over TLS, with a certificate made at run time and verified.
 
         options:
           -i, --include          also write the response head (status line and headers) to stdout
-          -v, --verbose          trace stream events and bytes read/written on stderr
+          -v, --verbose          trace stream events, bytes read/written and the TLS session on stderr
               --timeout SECONDS  give up when the whole fetch takes longer than SECONDS
+              --self-test-tls    fetch the built-in page over TLS (no URL)
           -h, --help             show this help
 
+        TLS options (https:// URLs; curl's spellings):
+              --cacert FILE      trust only the CA certificates in FILE (PEM) instead of the system store
+              --capath DIR       trust only the certificates in DIR (a hashed directory)
+          -k, --insecure         accept any server certificate, for any name
+              --cert FILE        present the client certificate in FILE (PEM)
+              --key FILE         its private key (PEM; default: the --cert file)
+              --tlsv1.2          allow TLS 1.2 and newer (the default)
+              --tlsv1.3          allow TLS 1.3 only
+              --tls-max VERSION  allow nothing newer than VERSION (1.2 or 1.3)
+              --alpn LIST        offer these ALPN protocols, comma-separated (default: http/1.1)
+              --no-alpn          offer no ALPN protocol
+              --pinnedpubkey sha256//BASE64[;sha256//BASE64…]
+                                 accept only these public keys (SHA-256 of the SubjectPublicKeyInfo)
+
         Exit status: 0 when a complete response arrived (whatever its status code), 1 when the fetch failed
-        (connection error, malformed or truncated response, timeout), 2 for a usage error or an unusable
-        URL (including https://).
+        (connection error, TLS failure, malformed or truncated response, timeout), 2 for a usage error or an
+        unusable URL.
         """
 
     /// Parses the arguments after the program name.
@@ -75,6 +141,28 @@ public struct StreamGetOptions: Sendable, Equatable {
             }
             return value
         }
+        func value(_ flag: String) throws(StreamGetUsageError) -> String {
+            guard index < arguments.count else { throw StreamGetUsageError("\(flag) needs a value") }
+            index += 1
+            return arguments[index - 1]
+        }
+        func parseVersion(_ text: String) throws(StreamGetUsageError) -> TLSVersion {
+            switch text {
+            case "1.2": return .v1_2
+            case "1.3": return .v1_3
+            default: throw StreamGetUsageError("invalid TLS version \"\(text)\": expected 1.2 or 1.3")
+            }
+        }
+        func parsePins(_ text: String) throws(StreamGetUsageError) -> [Data] {
+            var pins: [Data] = []
+            for item in text.split(separator: ";") {
+                guard item.hasPrefix("sha256//"), let digest = Data(base64Encoded: String(item.dropFirst(8))), digest.count == 32 else {
+                    throw StreamGetUsageError("invalid --pinnedpubkey \"\(item)\": expected sha256//BASE64 of a 32-byte digest")
+                }
+                pins.append(digest)
+            }
+            return pins
+        }
         while index < arguments.count {
             let argument = arguments[index]
             index += 1
@@ -87,6 +175,18 @@ public struct StreamGetOptions: Sendable, Equatable {
                 case "--include": includeHeaders = true
                 case "--verbose": verbose = true
                 case "--help": showHelp = true
+                case "--insecure": tls.insecure = true
+                case "--cacert": tls.caCertificateFile = try value(argument)
+                case "--capath": tls.caPath = try value(argument)
+                case "--cert": tls.certificateFile = try value(argument)
+                case "--key": tls.keyFile = try value(argument)
+                case "--tlsv1.2": tls.minimumVersion = .v1_2
+                case "--tlsv1.3": tls.minimumVersion = .v1_3
+                case "--tls-max": tls.maximumVersion = try parseVersion(try value(argument))
+                case "--alpn": tls.alpn = try value(argument).split(separator: ",").map(String.init)
+                case "--no-alpn": tls.alpn = []
+                case "--pinnedpubkey": tls.pins = try parsePins(try value(argument))
+                case "--self-test-tls": selfTestTLS = true
                 case "--timeout":
                     guard index < arguments.count else { throw StreamGetUsageError("--timeout needs a number of seconds") }
                     timeout = try parseTimeout(arguments[index])
@@ -106,6 +206,7 @@ public struct StreamGetOptions: Sendable, Equatable {
                     case "i": includeHeaders = true
                     case "v": verbose = true
                     case "h": showHelp = true
+                    case "k": tls.insecure = true
                     default: throw StreamGetUsageError("unknown option \"-\(flag)\"")
                     }
                 }

@@ -1,4 +1,5 @@
 import Foundation
+import SocketStreams
 
 /// The `stream-get` command: parses the command line, fetches the URL (or the built-in page) and returns the exit
 /// status. `main.swift` only calls `run(arguments:)`.
@@ -7,7 +8,7 @@ public enum StreamGetTool {
     public static let exitSuccess: Int32 = 0
     /// Exit status for a failed fetch: connection error, malformed or truncated response, timeout.
     public static let exitFailure: Int32 = 1
-    /// Exit status for a bad command line or an unusable URL (e.g. https://).
+    /// Exit status for a bad command line or an unusable URL.
     public static let exitUsage: Int32 = 2
 
     /// Runs the command.
@@ -35,6 +36,10 @@ public enum StreamGetTool {
         guard let urlArgument = options.url else {
             return fetchBuiltInPage(options: options, out: out, err: err)
         }
+        if options.selfTestTLS {
+            err.write("stream-get: --self-test-tls fetches the built-in page and takes no URL\n")
+            return exitUsage
+        }
         let url: HTTPURL
         do {
             url = try HTTPURL(parsing: urlArgument)
@@ -45,11 +50,21 @@ public enum StreamGetTool {
         return fetch(url, options: options, out: out, err: err)
     }
 
-    /// Starts the built-in page server on `RunLoop.socketStreams` and fetches its page.
+    /// Starts the built-in page server on `RunLoop.socketStreams` and fetches its page. With `--self-test-tls`
+    /// the server presents a certificate made at run time and the fetch trusts exactly that certificate.
     static func fetchBuiltInPage(options: StreamGetOptions, out: OutputSink, err: OutputSink) -> Int32 {
+        var options = options
         let server: BuiltInPageServer
         do {
-            server = try BuiltInPageServer()
+            if options.selfTestTLS {
+                let (identity, certificate) = try TLSIdentity.makeSelfSigned(dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"])
+                server = try BuiltInPageServer(tls: .server(identity: identity))
+                var settings = options.tls.settings
+                settings.trustRoots = [.pem(certificate)]
+                options.trustOverride = settings
+            } else {
+                server = try BuiltInPageServer()
+            }
         } catch {
             err.write("stream-get: cannot start the built-in page server: \((error as NSError).localizedDescription)\n")
             return exitFailure
@@ -63,7 +78,8 @@ public enum StreamGetTool {
     /// Fetches `url` and reports a failure on `err`.
     static func fetch(_ url: HTTPURL, options: StreamGetOptions, out: OutputSink, err: OutputSink) -> Int32 {
         let fetch = HTTPFetch(
-            url: url, includeHeaders: options.includeHeaders, verbose: options.verbose, out: out, err: err)
+            url: url, includeHeaders: options.includeHeaders, verbose: options.verbose, out: out, err: err,
+            tls: url.secure ? (options.trustOverride ?? options.tls.settings) : nil)
         switch fetch.run(timeout: options.timeout) {
         case .completed:
             return exitSuccess

@@ -50,11 +50,22 @@ final class StreamGetCoreTests: XCTestCase {
         XCTAssertFalse(try HTTPURL(parsing: "http://127.0.0.1/").isIPv6Literal)
     }
 
-    /// https://, other schemes and malformed hosts, ports and characters are rejected.
+    /// https:// URLs default to port 443 and say so in their description.
+    func testParsesHTTPSURLs() throws {
+        let url = try HTTPURL(parsing: "HTTPS://example.com/x")
+        XCTAssertTrue(url.secure)
+        XCTAssertEqual(url.port, 443)
+        XCTAssertEqual(url.description, "https://example.com/x")
+        XCTAssertEqual(url.hostHeader, "example.com")
+        let other = try HTTPURL(parsing: "https://[::1]:8443/")
+        XCTAssertEqual(other.description, "https://[::1]:8443/")
+        XCTAssertEqual(other.hostHeader, "[::1]:8443")
+        XCTAssertFalse(try HTTPURL(parsing: "http://example.com:443/").secure)
+    }
+
+    /// Other schemes and malformed hosts, ports and characters are rejected.
     func testRejectsUnusableURLs() {
         let cases: [(String, HTTPURLError)] = [
-            ("https://example.com/", .httpsNotSupported),
-            ("HTTPS://example.com/", .httpsNotSupported),
             ("ftp://example.com/", .unsupportedScheme("ftp")),
             ("http://", .missingHost),
             ("http:///path", .missingHost),
@@ -82,7 +93,7 @@ final class StreamGetCoreTests: XCTestCase {
                 XCTAssertEqual(error as? HTTPURLError, expected, text)
             }
         }
-        XCTAssertTrue(HTTPURLError.httpsNotSupported.description.contains("https:// URLs are not supported"))
+        XCTAssertTrue(HTTPURLError.unsupportedScheme("ftp").description.contains("only http:// and https://"))
     }
 
     /// The GET request has Host (with the port), User-Agent, Accept and Connection: close.
@@ -129,8 +140,8 @@ final class StreamGetCoreTests: XCTestCase {
         }
     }
 
-    /// --help, usage errors and https:// are handled before any stream is created.
-    func testToolHelpUsageErrorsAndHTTPSRejectionNeedNoNetwork() {
+    /// --help and usage errors are handled before any stream is created.
+    func testToolHelpAndUsageErrorsNeedNoNetwork() {
         let out = CapturingSink()
         let err = CapturingSink()
         XCTAssertEqual(StreamGetTool.run(arguments: ["--help"], out: out, err: err), StreamGetTool.exitSuccess)
@@ -146,9 +157,13 @@ final class StreamGetCoreTests: XCTestCase {
         let out3 = CapturingSink()
         let err3 = CapturingSink()
         XCTAssertEqual(
-            StreamGetTool.run(arguments: ["https://127.0.0.1/"], out: out3, err: err3), StreamGetTool.exitUsage)
+            StreamGetTool.run(arguments: ["--tls-max", "1.1", "https://127.0.0.1/"], out: out3, err: err3), StreamGetTool.exitUsage)
         XCTAssertEqual(out3.text, "")
-        XCTAssertEqual(err3.text, "stream-get: \(HTTPURLError.httpsNotSupported)\n")
+        XCTAssertTrue(err3.text.contains("invalid TLS version \"1.1\""), err3.text)
+        let err4 = CapturingSink()
+        XCTAssertEqual(StreamGetTool.run(arguments: ["--pinnedpubkey", "md5//x", "https://a/"], out: out3, err: err4),
+                       StreamGetTool.exitUsage)
+        XCTAssertTrue(err4.text.contains("invalid --pinnedpubkey"), err4.text)
     }
 
     /// The built-in page server's responses are complete, well-framed HTTP/1.1 responses.

@@ -81,8 +81,8 @@ class SocketStreamsTestCase: XCTestCase {
     }
 
     /// The library's own listener, echoing.
-    func startStreamEchoServer(host: String? = "127.0.0.1", backlog: Int32 = 128) throws -> StreamEchoServer {
-        let server = try StreamEchoServer(host: host, backlog: backlog)
+    func startStreamEchoServer(host: String? = "127.0.0.1", backlog: Int32 = 128, tls: TLSSettings? = nil) throws -> StreamEchoServer {
+        let server = try StreamEchoServer(host: host, backlog: backlog, tls: tls)
         addCleanup { server.stop() }
         return server
     }

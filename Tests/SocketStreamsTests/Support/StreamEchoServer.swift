@@ -41,9 +41,12 @@ final class StreamEchoServer: @unchecked Sendable {
 
     var port: Int { host.port }
 
-    /// Listens on TCP (`host` nil = all interfaces).
-    convenience init(host: String?, backlog: Int32 = 128) throws {
-        try self.init(listener: StreamListener(host: host, port: 0, backlog: backlog))
+    /// TLS settings given to every accepted pair before it is opened (nil: plain).
+    private let tls: TLSSettings?
+
+    /// Listens on TCP (`host` nil = all interfaces); with `tls`, every connection is a TLS server.
+    convenience init(host: String?, backlog: Int32 = 128, tls: TLSSettings? = nil) throws {
+        try self.init(listener: StreamListener(host: host, port: 0, backlog: backlog), tls: tls)
     }
 
     /// Listens on a Unix-domain socket path.
@@ -51,7 +54,8 @@ final class StreamEchoServer: @unchecked Sendable {
         try self.init(listener: StreamListener(unixSocketPath: unixSocketPath))
     }
 
-    init(listener: StreamListener) throws {
+    init(listener: StreamListener, tls: TLSSettings? = nil) throws {
+        self.tls = tls
         host = ListenerHost(listener, name: "StreamEchoServer") { [unowned self] pair in
             self.accept(pair)
         }
@@ -76,6 +80,7 @@ final class StreamEchoServer: @unchecked Sendable {
     }
 
     private func accept(_ pair: StreamPair) {
+        if let tls { _ = pair.input.setProperty(tls, forKey: .tlsSettingsKey) }
         let connection = EchoConnection(pair: pair) { [unowned self] finished in
             self.lock.lock()
             if self.connections.removeValue(forKey: ObjectIdentifier(finished)) != nil {

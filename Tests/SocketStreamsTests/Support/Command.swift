@@ -1,0 +1,51 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// What a finished command printed.
+struct CommandResult {
+    var status: Int32
+    var stdout: Data
+    var stderr: String
+    var stdoutText: String { String(decoding: stdout, as: UTF8.self) }
+}
+
+/// Runs `tool` (found in PATH) with `arguments`, writing `input` to its stdin and then closing it,
+/// and waits at most `timeout` seconds (then kills it and throws).
+func runCommand(_ tool: String, _ arguments: [String], input: Data = Data(), timeout: TimeInterval = 30) throws -> CommandResult {
+    struct TimedOut: Error, CustomStringConvertible {
+        let description: String
+    }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: try Peer.locate(tool, hint: "apt-get install \(tool)"))
+    process.arguments = arguments
+    let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
+    process.standardInput = stdin
+    process.standardOutput = stdout
+    process.standardError = stderr
+    let exited = DispatchSemaphore(value: 0)
+    process.terminationHandler = { _ in exited.signal() }
+    let output = Locked(Data()), errors = Locked(Data())
+    let drained = DispatchGroup()
+    for (pipe, sink) in [(stdout, output), (stderr, errors)] {
+        drained.enter()
+        Thread.detachNewThread {
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            sink.value = data
+            drained.leave()
+        }
+    }
+    try process.run()
+    try? stdin.fileHandleForWriting.write(contentsOf: input)
+    try? stdin.fileHandleForWriting.close()
+    if exited.wait(timeout: .now() + timeout) == .timedOut {
+        process.terminate()
+        exited.wait()
+        _ = drained.wait(timeout: .now() + 5)
+        throw TimedOut(description: "\(tool) \(arguments.joined(separator: " ")) did not finish in \(timeout) s; stderr:\n"
+                       + String(decoding: errors.value, as: UTF8.self))
+    }
+    _ = drained.wait(timeout: .now() + 5)
+    return CommandResult(status: process.terminationStatus, stdout: output.value, stderr: String(decoding: errors.value, as: UTF8.self))
+}
