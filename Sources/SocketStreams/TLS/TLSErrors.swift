@@ -154,9 +154,13 @@ enum TLSErrors {
                 break
             }
         }
-        if code == SSL_ERROR_SYSCALL || code == SSL_ERROR_ZERO_RETURN {
-            return failure(duringHandshake ? TLSStatus.closedAbort : TLSStatus.closedGraceful,
-                           duringHandshake ? "\(peer) closed the connection during the TLS handshake" : "\(peer) closed the TLS session",
+        if code == SSL_ERROR_ZERO_RETURN {
+            return failure(TLSStatus.closedGraceful, "\(peer) closed the TLS session", operation, queue: queue)
+        }
+        if code == SSL_ERROR_SYSCALL {
+            return failure(duringHandshake ? TLSStatus.closedAbort : TLSStatus.closedNoNotify,
+                           duringHandshake ? "\(peer) closed the connection during the TLS handshake"
+                                           : "\(peer) closed the connection without a TLS close_notify",
                            operation, queue: queue)
         }
         return failure(TLSStatus.protocolError, "TLS failed with \(peer): \(queue.first.map(shortReason) ?? "SSL error \(code)")",

@@ -281,6 +281,9 @@ final class TLSTransport: Transport, @unchecked Sendable {
 final class TLSWire: @unchecked Sendable {
     let inner: any Transport
     var failure: StreamFailure?
+    /// The transport below reported its end (for `BIO_CTRL_EOF`, which tells OpenSSL the end was
+    /// unexpected rather than a would-block).
+    var sawEnd = false
 
     init(_ inner: any Transport) {
         self.inner = inner
@@ -300,6 +303,7 @@ final class TLSWire: @unchecked Sendable {
                 cssl_bio_set_retry_read(bio)
                 return 0
             case .end:
+                wire.sawEnd = true
                 return 0
             case .failed(let failure):
                 wire.failure = failure
@@ -323,8 +327,12 @@ final class TLSWire: @unchecked Sendable {
                 return 0
             }
         }
-        BIO_meth_set_ctrl(method) { _, command, _, _ in
-            command == BIO_CTRL_FLUSH ? 1 : 0
+        BIO_meth_set_ctrl(method) { bio, command, _, _ in
+            switch command {
+            case BIO_CTRL_FLUSH: return 1
+            case BIO_CTRL_EOF: return bio.flatMap(TLSWire.of)?.sawEnd == true ? 1 : 0
+            default: return 0
+            }
         }
         return method
     }()

@@ -1,0 +1,103 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+@testable import SocketStreams
+import XCTest
+
+/// STARTTLS: a plain exchange, then TLS set on the open pair upgrades it in place, on the client
+/// (our client against our server, and against `openssl s_client -starttls smtp`'s peer role) and on
+/// the server side.
+final class TLSStartTLSTests: SocketStreamsTestCase {
+
+    private func serverSettings() throws -> TLSSettings {
+        let pki = try self.pki
+        return TLSSettings.server(identity: TLSIdentity(certificateChainFile: pki.serverChain, privateKeyFile: pki.serverKey))
+    }
+
+    /// Reads one line (blocking) from `input`.
+    private func readLine(_ input: InputStream) -> String? {
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        while input.read(&byte, maxLength: 1) == 1 {
+            if byte == 10 { return String(decoding: line, as: UTF8.self) }
+            line.append(byte)
+        }
+        return nil
+    }
+
+    private func writeText(_ output: OutputStream, _ text: String) {
+        _ = writeAll(output, Data(text.utf8))
+    }
+
+    /// Our client (delegate style) and our server (blocking style): "STARTTLS" / "GO" in plain text,
+    /// both sides switch, and the echo after it is encrypted; hasSpaceAvailable comes back only after
+    /// the handshake, and the server saw TLS (not plain) bytes after "GO".
+    func testClientAndServerUpgradeInPlace() throws {
+        let settings = try serverSettings()
+        let listener = try StreamListener(host: "127.0.0.1", port: 0)
+        let serverSaw = Locked<String?>(nil)
+        let host = ListenerHost(listener) { pair in
+            pair.input.open()
+            pair.output.open()
+            guard self.readLine(pair.input) == "STARTTLS" else { return serverSaw.value = "no STARTTLS" }
+            self.writeText(pair.output, "GO\n")
+            XCTAssertTrue(pair.input.setProperty(settings, forKey: .tlsSettingsKey), "server-side STARTTLS refused")
+            serverSaw.value = self.readLine(pair.input)  // decrypted by then
+            self.writeText(pair.output, "echo: \(serverSaw.value ?? "")\n")
+            pair.output.close()
+            pair.input.close()
+        }
+        addCleanup { host.stop() }
+
+        let pair = makePair(host: "localhost", port: listener.port)
+        let recorder = DelegateRecorder(sending: "STARTTLS\n")
+        var upgraded = false
+        var clientSettings = TLSSettings()
+        clientSettings.trustRoots = [.pemFile(try pki.caCertificate)]
+        recorder.onEvent = { stream, event in
+            guard !upgraded, event == .hasBytesAvailable, recorder.snapshot.receivedString == "GO\n" else { return }
+            upgraded = true
+            XCTAssertTrue(stream.setProperty(clientSettings, forKey: .tlsSettingsKey), "client-side STARTTLS refused")
+            XCTAssertEqual(stream.property(forKey: .socketSecurityLevelKey) as? String, kCFStreamSocketSecurityLevelNegotiatedSSL)
+            recorder.send("secret\n")
+        }
+        _ = startRecorder(pair, recorder: recorder)
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.endEncountered, on: .input) }, recorder.trace)
+        XCTAssertEqual(serverSaw.value, "secret")
+        XCTAssertEqual(recorder.snapshot.receivedString, "GO\necho: secret\n")
+        XCTAssertEqual(pair.input.property(forKey: .socketSecurityLevelKey) as? String, kCFStreamSocketSecurityLevelTLSv1)
+        XCTAssertNotNil(pair.input.property(forKey: .tlsConnectionInfoKey) as? TLSConnectionInfo)
+        XCTAssertTrue(recorder.snapshot.errors.isEmpty, "\(recorder.snapshot.errors)")
+        // TLS cannot be turned off again, nor its settings changed.
+        XCTAssertFalse(pair.output.setProperty(StreamSocketSecurityLevel.none, forKey: .socketSecurityLevelKey))
+    }
+
+    /// `openssl s_client -starttls smtp` (a real STARTTLS client) against our SMTP-like server, which
+    /// upgrades on the server side after "220 go ahead".
+    func testOpenSSLClientStartTLSAgainstOurServer() throws {
+        let settings = try serverSettings()
+        let listener = try StreamListener(host: "127.0.0.1", port: 0)
+        let afterTLS = Locked<String?>(nil)
+        let host = ListenerHost(listener) { pair in
+            pair.input.open()
+            pair.output.open()
+            self.writeText(pair.output, "220 test ESMTP\r\n")
+            guard let hello = self.readLine(pair.input), hello.uppercased().hasPrefix("EHLO") else { return }
+            self.writeText(pair.output, "250-test\r\n250 STARTTLS\r\n")
+            guard let command = self.readLine(pair.input), command.uppercased().hasPrefix("STARTTLS") else { return }
+            self.writeText(pair.output, "220 go ahead\r\n")
+            _ = pair.input.setProperty(settings, forKey: .tlsSettingsKey)
+            afterTLS.value = self.readLine(pair.input)
+            self.writeText(pair.output, "221 bye\r\n")
+            pair.output.close()
+            pair.input.close()
+        }
+        addCleanup { host.stop() }
+        let result = try runCommand("openssl", ["s_client", "-connect", "127.0.0.1:\(listener.port)", "-starttls", "smtp",
+                                                "-CAfile", try pki.caCertificate, "-verify_return_error", "-quiet", "-ign_eof"],
+                                    input: Data("NOOP over TLS\r\n".utf8))
+        XCTAssertEqual(afterTLS.value, "NOOP over TLS\r", result.stderr)
+        XCTAssertTrue(result.stdoutText.contains("221 bye"), result.stdoutText + result.stderr)
+    }
+}
