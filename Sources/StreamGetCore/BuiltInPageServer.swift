@@ -23,6 +23,8 @@ public final class BuiltInPageServer: @unchecked Sendable {
     public init(runLoop: RunLoop = .socketStreams, tls: TLSSettings? = nil) throws {
         listener = try StreamListener(host: "127.0.0.1", port: 0)
         self.runLoop = runLoop
+        var tls = tls
+        if tls?.alpnProtocols.isEmpty == true { tls?.alpnProtocols = ["http/1.1"] }  // the one protocol it speaks
         self.tls = tls
     }
 

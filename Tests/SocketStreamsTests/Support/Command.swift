@@ -11,14 +11,14 @@ struct CommandResult {
     var stdoutText: String { String(decoding: stdout, as: UTF8.self) }
 }
 
-/// Runs `tool` (found in PATH) with `arguments`, writing `input` to its stdin and then closing it,
+/// Runs `tool` (a path, or a name found in PATH) with `arguments`, writing `input` to its stdin and then closing it,
 /// and waits at most `timeout` seconds (then kills it and throws).
 func runCommand(_ tool: String, _ arguments: [String], input: Data = Data(), timeout: TimeInterval = 30) throws -> CommandResult {
     struct TimedOut: Error, CustomStringConvertible {
         let description: String
     }
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: try Peer.locate(tool, hint: "apt-get install \(tool)"))
+    process.executableURL = URL(fileURLWithPath: tool.contains("/") ? tool : try Peer.locate(tool, hint: "apt-get install \(tool)"))
     process.arguments = arguments
     let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
     process.standardInput = stdin
