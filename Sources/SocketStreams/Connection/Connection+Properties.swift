@@ -91,7 +91,13 @@ enum PropertyValue {
     static func bool(_ value: AnyObject?) -> Bool? {
         if let flag = value as? Bool { return flag }
         if let number = value as? NSNumber { return number.boolValue }
-        if let text = value as? String { return ["true", "yes", "1"].contains(text.lowercased()) }
+        if let text = value as? String {
+            switch text.lowercased() {
+            case "true", "yes", "1": return true
+            case "false", "no", "0": return false
+            default: return nil  // "maybe" is not a Bool: refuse it rather than guess
+            }
+        }
         return nil
     }
 

@@ -176,6 +176,28 @@ final class Peer: @unchecked Sendable {
         return (peer, try parsePort(port, peer: peer))
     }
 
+    /// stunnel4 in the foreground, terminating TLS on 127.0.0.1:`port` with `certificate`/`key` and
+    /// forwarding the plaintext to 127.0.0.1:`target` (and nowhere else). stunnel cannot report an
+    /// ephemeral port, so the caller picks a free one; readiness is its "Configuration successful" line.
+    static func stunnel(port: Int, target: Int, certificate: String, key: String, directory: URL) throws -> Peer {
+        let stunnel = try locate("stunnel4", hint: "apt-get install -y --no-install-recommends stunnel4")
+        let configuration = directory.appendingPathComponent("stunnel.conf")
+        try Data("""
+            foreground = yes
+            pid =
+            debug = 5
+            [tls]
+            accept = 127.0.0.1:\(port)
+            connect = 127.0.0.1:\(target)
+            cert = \(certificate)
+            key = \(key)
+
+            """.utf8).write(to: configuration)
+        let peer = Peer(name: "stunnel4", executable: stunnel, arguments: [configuration.path])
+        _ = try peer.start(readyPattern: #"(Configuration successful)"#)
+        return peer
+    }
+
     private static func parsePort(_ text: String, peer: Peer) throws -> Int {
         guard let port = Int(text), port > 0, port < 65536 else {
             throw PeerError.notReady(peer.name, output: peer.printed)

@@ -137,6 +137,26 @@ final class TLSStreamTests: SocketStreamsTestCase {
         }, "\(recorders.filter { !$0.snapshot.errors.isEmpty }.count) failed")
     }
 
+    /// 200 TLS pairs at once through stunnel4 (Debian's, OpenSSL-based) in front of a socat echo server.
+    func testTwoHundredConcurrentPairsThroughStunnel() throws {
+        let pki = try self.pki
+        let echo = try startSocatEcho()
+        let port = try RawSocket.unusedPort()
+        let stunnel = try Peer.stunnel(port: port, target: echo, certificate: pki.serverChain, key: pki.serverKey,
+                                       directory: try makeTemporaryDirectory())
+        addCleanup { stunnel.stop() }
+        let client = try clientSettings()
+        var recorders: [DelegateRecorder] = []
+        for index in 0..<200 {
+            let pair = makePair(host: "localhost", port: port)
+            XCTAssertTrue(pair.input.setProperty(client, forKey: .tlsSettingsKey))
+            recorders.append(startRecorder(pair, recorder: DelegateRecorder(sending: "stunnel \(index)")))
+        }
+        XCTAssertTrue(runUntil(timeout: 60) {
+            recorders.enumerated().allSatisfy { $0.element.snapshot.receivedString == "stunnel \($0.offset)" }
+        }, "\(recorders.filter { !$0.snapshot.errors.isEmpty }.first.map { "\($0.snapshot.errors)" } ?? "no errors, not finished")")
+    }
+
     /// 1,000 TLS connections, half of them refused (untrusted certificate), leave no SSL object, fd
     /// or socket handle behind.
     func testNoLeakOverAThousandTLSConnections() throws {
