@@ -2,7 +2,7 @@ import Foundation
 import SocketStreams
 import XCTest
 
-// The README's two examples, kept here verbatim (apart from host and port) so they cannot rot.
+// The README's examples, kept here verbatim (apart from host and port) so they cannot rot.
 
 final class ReadmeDelegateClient: NSObject, StreamDelegate {
     var input: InputStream?
@@ -69,5 +69,43 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
         XCTAssertGreaterThan(n, 0)
         XCTAssertEqual(Array(buffer[..<n]), Array(message[..<n]))
         input.close(); output.close()
+    }
+
+    /// The TLS section: both client spellings against a listener made TLS server as shown.
+    func testTLSExamples() throws {
+        let listener = try StreamListener(host: "127.0.0.1", port: 0)
+        addCleanup { listener.close() }
+        let (identity, certificatePEM) = try TLSIdentity.makeSelfSigned(dnsNames: ["localhost"])
+        let served = UncheckedBox<[(StreamPair, DelegateRecorder)]>([])
+        listener.start(in: .current) { input, output in
+            input.setProperty(TLSSettings.server(identity: identity), forKey: .tlsSettingsKey)
+            // (the test: echo what arrives, one reply per event)
+            let echo = DelegateRecorder()
+            echo.onEvent = { _, event in
+                guard event == .hasBytesAvailable || event == .hasSpaceAvailable else { return }
+                let pending = echo.received.dropFirst(echo.snapshot.bytesWritten)
+                if !pending.isEmpty { echo.send(Data(pending)) }
+            }
+            served.value.append(((input, output), echo))
+            echo.start((input, output))
+        }
+        let host = "localhost", port = listener.port
+        let caCertificatePEM = certificatePEM
+
+        let (input, output) = createStreamPair(host: host, port: port)
+        input.setProperty(StreamSocketSecurityLevel.negotiatedSSL, forKey: .socketSecurityLevelKey)   // Apple code, unchanged
+
+        var tls = TLSSettings()          // the defaults: the system trust store, the host name verified, TLS 1.2 or newer
+        tls.trustRoots = [.system, .pem(caCertificatePEM)]
+        tls.alpnProtocols = ["http/1.1"]
+        input.setProperty(tls, forKey: .tlsSettingsKey)
+
+        closeAfterTest((input, output))
+        let recorder = startRecorder((input, output), recorder: DelegateRecorder(sending: "over TLS"))
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == "over TLS" }, recorder.trace)
+        for ((input, output), _) in served.value {
+            input.close()
+            output.close()
+        }
     }
 }
