@@ -32,7 +32,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "stream-bench",
-            dependencies: ["SocketStreams", "CSocketStreamsShims"],
+            dependencies: ["SocketStreams", "CSocketStreamsShims", "COpenSSL"],
             path: "Benchmarks/Sources/stream-bench"
         ),
         .testTarget(

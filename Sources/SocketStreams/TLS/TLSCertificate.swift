@@ -75,6 +75,17 @@ extension TLSIdentity {
         commonName: String = "localhost", dnsNames: [String] = ["localhost"], ipAddresses: [String] = ["127.0.0.1", "::1"],
         validity: TimeInterval = 86_400
     ) throws -> (identity: TLSIdentity, certificatePEM: Data) {
+        let (certificatePEM, privateKeyPEM) = try makeSelfSignedPEM(commonName: commonName, dnsNames: dnsNames,
+                                                                    ipAddresses: ipAddresses, validity: validity)
+        return (TLSIdentity(certificateChainPEM: certificatePEM, privateKeyPEM: privateKeyPEM), certificatePEM)
+    }
+
+    /// `makeSelfSigned`'s certificate and private key as PEM text, for programs that hand them to
+    /// something else (another process's OpenSSL, a file).
+    public static func makeSelfSignedPEM(
+        commonName: String = "localhost", dnsNames: [String] = ["localhost"], ipAddresses: [String] = ["127.0.0.1", "::1"],
+        validity: TimeInterval = 86_400
+    ) throws -> (certificatePEM: Data, privateKeyPEM: Data) {
         func failure(_ what: String) -> NSError {
             NSError(domain: TLSErrors.domain, code: TLSStatus.badConfiguration, userInfo: [
                 NSLocalizedDescriptionKey: "Could not make a self-signed certificate: \(what)",
@@ -126,6 +137,6 @@ extension TLSIdentity {
         }
         let certificatePEM = try pem { PEM_write_bio_X509($0, certificate) }
         let keyPEM = try pem { PEM_write_bio_PrivateKey($0, key, nil, nil, 0, nil, nil) }
-        return (TLSIdentity(certificateChainPEM: certificatePEM, privateKeyPEM: keyPEM), certificatePEM)
+        return (certificatePEM, keyPEM)
     }
 }

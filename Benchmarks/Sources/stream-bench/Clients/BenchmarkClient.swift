@@ -18,7 +18,7 @@ enum ClientKind: String, CaseIterable, Codable {
 
     func supports(_ workload: Workload) -> Bool {
         switch self {
-        case .filehandle: return workload == .download || workload == .pingpong
+        case .filehandle: return workload == .download || workload == .pingpong  // no TLS either
         default: return true
         }
     }

@@ -108,6 +108,7 @@ class StreamSession: NSObject, StreamDelegate {
 
     init(port: UInt16, monitor: SessionMonitor) {
         let streams = createStreamPair(host: "127.0.0.1", port: Int(port))
+        BenchTLS.apply(to: streams.input)
         inputStream = streams.input
         outputStream = streams.output
         self.monitor = monitor

@@ -11,6 +11,7 @@ struct StreamsPollingClient: BenchmarkClient {
 
         init(port: UInt16) {
             let streams = createStreamPair(host: "127.0.0.1", port: Int(port))
+            BenchTLS.apply(to: streams.input)
             input = streams.input
             output = streams.output
             _ = output.setProperty(NSNumber(value: true), forKey: .tcpNoDelayKey)

@@ -3,6 +3,7 @@
 // Markdown table, the JSON figures and the SVG chart. Exits non-zero if any measurement failed.
 
 import Foundation
+import Glibc
 
 struct Harness {
     let options: Options
@@ -37,14 +38,22 @@ struct Harness {
             Posix.printError("stream-bench: note: baseline not selected, so no ratios are computed")
         }
         let executable = try ChildProcess.currentExecutable()
-        let server = try ChildProcess.spawn(executable, ["server", "--cpu", "\(options.cpus.serverCPU)"],
+        // The TLS workloads' certificate: made now, trusted by every client, removed at the end.
+        let certificateDirectory = NSTemporaryDirectory() + "stream-bench-\(getpid())"
+        try FileManager.default.createDirectory(atPath: certificateDirectory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: certificateDirectory) }
+        let certificate = try BenchTLS.makeCertificate(in: certificateDirectory)
+        let server = try ChildProcess.spawn(executable, ["server", "--cpu", "\(options.cpus.serverCPU)",
+                                                         "--tls-cert", certificate.certificate, "--tls-key", certificate.key],
                                             stdin: .pipe, stdout: .pipe, stderr: .inherit)
         defer {
             server.closeStdin()
             server.wait(timeout: 10)
         }
-        guard let port = UInt16(try server.readLine(timeout: 30)) else { throw BenchError("server did not print a port") }
-        Posix.printError("stream-bench: server pid \(server.pid) on 127.0.0.1:\(port); \(machine.summary)")
+        let ports = try server.readLine(timeout: 30).split(separator: " ").compactMap { UInt16($0) }
+        guard ports.count == 2 else { throw BenchError("server did not print its two ports") }
+        let (port, tlsPort) = (ports[0], ports[1])
+        Posix.printError("stream-bench: server pid \(server.pid) on 127.0.0.1:\(port) (TLS \(tlsPort)); \(machine.summary)")
 
         var failures: [String] = []
         var workloadResults: [WorkloadResult] = []
@@ -56,7 +65,9 @@ struct Harness {
             for run in 1...options.effectiveRuns {
                 for client in clients where errors[client] == nil {
                     do {
-                        var sample = try measure(executable: executable, client: client, workload: workload, port: port)
+                        var sample = try measure(executable: executable, client: client, workload: workload,
+                                                 port: workload.isTLS ? tlsPort : port,
+                                                 caFile: workload.isTLS ? certificate.certificate : nil)
                         sample.run = run
                         samples[client, default: []].append(sample)
                         Posix.printError("  \(workload.rawValue) run \(run)/\(options.effectiveRuns) \(client.rawValue): "
@@ -95,9 +106,10 @@ struct Harness {
     }
 
     /// Runs one `measure` child and decodes its sample.
-    private func measure(executable: String, client: ClientKind, workload: Workload, port: UInt16) throws -> Sample {
+    private func measure(executable: String, client: ClientKind, workload: Workload, port: UInt16, caFile: String?) throws -> Sample {
         var arguments = ["measure", "--client", client.rawValue, "--workload", workload.rawValue,
                          "--port", "\(port)", "--cpu", "\(options.cpus.clientCPU)"]
+        if let caFile { arguments += ["--tls-ca", caFile] }
         if options.quick { arguments.append("--quick") }
         let child = try ChildProcess.spawn(executable, arguments, stdin: .devNull, stdout: .pipe, stderr: .pipe)
         let output = try child.collectOutput(timeout: options.effectiveTimeout)

@@ -12,6 +12,7 @@ enum MeasureCommand {
         var port: UInt16?
         var cpu = -1
         var quick = false
+        var caFile: String?
         var iterator = arguments.makeIterator()
         while let argument = iterator.next() {
             switch argument {
@@ -20,6 +21,7 @@ enum MeasureCommand {
             case "--port": port = iterator.next().flatMap { UInt16($0) }
             case "--cpu": cpu = iterator.next().flatMap { Int($0) } ?? -1
             case "--quick": quick = true
+            case "--tls-ca": caFile = iterator.next()
             default:
                 Posix.printError("stream-bench measure: unknown argument \(argument)")
                 return 2
@@ -30,7 +32,7 @@ enum MeasureCommand {
             return 2
         }
         do {
-            let sample = try measure(client: client, workload: workload, port: port, cpu: cpu, quick: quick)
+            let sample = try measure(client: client, workload: workload, port: port, cpu: cpu, quick: quick, caFile: caFile)
             let encoder = JSONEncoder()
             encoder.outputFormatting = .sortedKeys
             let line = try encoder.encode(sample) + Data("\n".utf8)
@@ -42,7 +44,8 @@ enum MeasureCommand {
         }
     }
 
-    static func measure(client kind: ClientKind, workload: Workload, port: UInt16, cpu: Int, quick: Bool) throws -> Sample {
+    static func measure(client kind: ClientKind, workload: Workload, port: UInt16, cpu: Int, quick: Bool,
+                        caFile: String?) throws -> Sample {
         let descriptorLimit = Posix.raiseFileDescriptorLimit()
         if cpu >= 0 { try Posix.pinToCPU(cpu) }
         let p = workload.parameters(quick: quick)
@@ -50,15 +53,26 @@ enum MeasureCommand {
             throw BenchError("RLIMIT_NOFILE is \(descriptorLimit), too low for \(connections) connections")
         }
         guard kind.supports(workload) else { throw unsupported(kind, workload) }
-        let client = kind.makeClient()
+        let client: any BenchmarkClient
+        if workload.isTLS {
+            guard let caFile else { throw BenchError("a TLS workload needs --tls-ca") }
+            if kind == .baseline {
+                client = BaselineTLSClient(context: try BenchTLS.clientContext(caFile: caFile))
+            } else {
+                BenchTLS.clientSettings = BenchTLS.settings(caFile: caFile)
+                client = kind.makeClient()
+            }
+        } else {
+            client = kind.makeClient()
+        }
         try client.warmUp(port: port)
         // The first read of /proc/self/status pages in parsing code; keep that out of the idle figures.
         _ = try ProcessMemory.snapshot()
 
-        switch workload {
+        switch workload.plainCounterpart {
         case .download, .upload:
             let bytes = p.bytes!
-            let seconds = workload == .download
+            let seconds = workload.plainCounterpart == .download
                 ? try client.download(port: port, totalBytes: bytes)
                 : try client.upload(port: port, totalBytes: bytes)
             return Sample(value: Double(bytes) / seconds / 1e9, elapsedSeconds: seconds)
@@ -79,6 +93,8 @@ enum MeasureCommand {
                           peakRSSBytes: try ProcessMemory.peakResidentBytes(),
                           rssNoneBytes: none.residentBytes, rssOpenBytes: open.residentBytes,
                           anonNoneBytes: none.anonymousBytes, anonOpenBytes: open.anonymousBytes)
+        case .tlsDownload, .tlsUpload, .tlsPingpong, .tlsHandshake:
+            throw BenchError("\(workload.rawValue) has no plain counterpart")  // plainCounterpart never returns these
         }
     }
 }

@@ -9,16 +9,45 @@ enum Workload: String, CaseIterable, Codable {
     case many1k
     case many5k
     case idle
+    /// TLS 1.3 against the same server's TLS port (OpenSSL on the server side).
+    case tlsDownload = "tls-download"
+    case tlsUpload = "tls-upload"
+    case tlsPingpong = "tls-pingpong"
+    /// connect + full TLS 1.3 handshake + 1 byte each way + close.
+    case tlsHandshake = "tls-handshake"
 
     /// Command-line aliases that expand to several workloads.
     static let aliases: [String: [Workload]] = [
         "all": Workload.allCases,
         "many": [.many1k, .many5k, .idle],
         "ping-pong": [.pingpong],
+        "tls": [.tlsDownload, .tlsUpload, .tlsPingpong, .tlsHandshake],
+        "plain": [.download, .upload, .pingpong, .connect, .many1k, .many5k, .idle],
     ]
+
+    /// Whether the workload runs over TLS.
+    var isTLS: Bool {
+        switch self {
+        case .tlsDownload, .tlsUpload, .tlsPingpong, .tlsHandshake: return true
+        default: return false
+        }
+    }
+
+    /// The plain workload a TLS one runs over TLS (the same client code, the TLS port).
+    var plainCounterpart: Workload {
+        switch self {
+        case .tlsDownload: return .download
+        case .tlsUpload: return .upload
+        case .tlsPingpong: return .pingpong
+        case .tlsHandshake: return .connect
+        default: return self
+        }
+    }
 
     var unit: String {
         switch self {
+        case .tlsDownload, .tlsUpload, .tlsPingpong: return plainCounterpart.unit
+        case .tlsHandshake: return "hs/s"
         case .download, .upload: return "GB/s"
         case .pingpong: return "µs/RT"
         case .connect: return "conn/s"
@@ -30,7 +59,7 @@ enum Workload: String, CaseIterable, Codable {
     /// Whether a larger figure is better (ping-pong latency and idle memory are not).
     var higherIsBetter: Bool {
         switch self {
-        case .pingpong, .idle: return false
+        case .pingpong, .idle, .tlsPingpong: return false
         default: return true
         }
     }
@@ -46,6 +75,9 @@ enum Workload: String, CaseIterable, Codable {
         case .many1k: return .ratioAtLeast(0.65)
         case .many5k: return .ratioAtLeast(0.55)
         case .idle: return .valueAtMost(2048)
+        case .tlsDownload, .tlsUpload: return .ratioAtLeast(0.90)
+        case .tlsPingpong: return .ratioAtLeast(0.75)
+        case .tlsHandshake: return .ratioAtLeast(0.85)
         }
     }
 
@@ -65,6 +97,10 @@ enum Workload: String, CaseIterable, Codable {
                                       messageSize: Payload.messageSize)
         case .idle:
             return WorkloadParameters(connections: quick ? 200 : 10_000)
+        case .tlsDownload, .tlsUpload, .tlsPingpong:
+            return plainCounterpart.parameters(quick: quick)
+        case .tlsHandshake:
+            return WorkloadParameters(connections: quick ? 20 : 1_000)
         }
     }
 
@@ -79,6 +115,8 @@ enum Workload: String, CaseIterable, Codable {
         case .many1k, .many5k:
             return "many \(p.connections ?? 0) conns × \(p.roundTrips ?? 0) RT"
         case .idle: return "idle \(p.connections ?? 0) open pairs"
+        case .tlsDownload, .tlsUpload, .tlsPingpong: return "TLS 1.3 " + plainCounterpart.title(quick: quick)
+        case .tlsHandshake: return "TLS 1.3 full handshake \(p.connections ?? 0) × (1 B ⇄ 1 B)"
         }
     }
 }

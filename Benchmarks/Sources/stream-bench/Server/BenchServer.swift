@@ -1,8 +1,11 @@
 // The peer every client is measured against: a single-threaded, non-blocking, level-triggered
 // epoll server on raw syscalls (no SocketStreams). It runs as its own process
 // (`stream-bench server`), prints its ephemeral port on stdout, and exits when stdin closes,
-// so it never outlives the harness that started it.
+// so it never outlives the harness that started it. Given a certificate and key, it also listens on
+// a second port where every connection speaks TLS 1.3 through OpenSSL (non-blocking, the same
+// protocol inside); it then prints both ports.
 
+import COpenSSL
 import CSocketStreamsShims
 import Glibc
 
@@ -10,6 +13,10 @@ final class BenchServer {
     private let listenFD: Int32
     private let epollFD: Int32
     let port: UInt16
+    /// The TLS listener and its context, when TLS is on.
+    private let tlsListenFD: Int32
+    let tlsPort: UInt16
+    private let tlsContext: OpaquePointer?
     /// Connections indexed by fd.
     private var connections: [ServerConnection?] = []
     /// Group-echo groups still filling up: members and the per-member echo size.
@@ -24,14 +31,22 @@ final class BenchServer {
 
     private static let maxEvents: Int32 = 1024
 
-    init() throws {
+    init(tls: (certificate: String, key: String)?) throws {
         (listenFD, port) = try Posix.listenOnLoopback(backlog: 4096)
+        if let tls {
+            tlsContext = try BenchTLS.serverContext(certificate: tls.certificate, key: tls.key)
+            (tlsListenFD, tlsPort) = try Posix.listenOnLoopback(backlog: 4096)
+        } else {
+            tlsContext = nil
+            (tlsListenFD, tlsPort) = (-1, 0)
+        }
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
         if epollFD < 0 { throw BenchError.syscall("epoll_create1", errno: cssh_errno()) }
         chunk = .allocate(byteCount: Payload.chunkSize, alignment: 16)
         Payload.fillChunk(chunk)
         scratch = .allocate(byteCount: Payload.chunkSize, alignment: 16)
         try Self.register(epollFD, fd: listenFD, events: cssh_epollin())
+        if tlsListenFD >= 0 { try Self.register(epollFD, fd: tlsListenFD, events: cssh_epollin()) }
         // Stdin is the harness's pipe: EOF means "shut down". /dev/null or a regular file
         // cannot be watched by epoll (EPERM); then the server runs until killed.
         watchesStdin = (try? Self.register(epollFD, fd: 0, events: cssh_epollin())) != nil
@@ -57,7 +72,9 @@ final class BenchServer {
                 let fd = events[i].data.fd
                 let mask = events[i].events
                 if fd == listenFD {
-                    try acceptAll()
+                    try acceptAll(from: listenFD)
+                } else if fd == tlsListenFD {
+                    try acceptAll(from: tlsListenFD)
                 } else if fd == 0 && watchesStdin {
                     if stdinClosed() {
                         shutDown()
@@ -72,10 +89,20 @@ final class BenchServer {
 
     // MARK: Accepting and closing
 
-    private func acceptAll() throws {
-        while let fd = try Posix.accept(listenFD) {
+    private func acceptAll(from listener: Int32) throws {
+        while let fd = try Posix.accept(listener) {
             try? Posix.setNoDelay(fd)
             let connection = ServerConnection(fd: fd, registeredEvents: cssh_epollin())
+            if listener == tlsListenFD, let tlsContext {
+                guard let ssl = SSL_new(tlsContext) else {
+                    Posix.close(fd)
+                    continue
+                }
+                SSL_set_fd(ssl, fd)
+                SSL_set_accept_state(ssl)
+                connection.ssl = ssl
+                connection.handshaking = true
+            }
             do {
                 try Self.register(epollFD, fd: fd, events: connection.registeredEvents)
             } catch {
@@ -93,12 +120,15 @@ final class BenchServer {
         guard !connection.isClosed else { return }
         connection.isClosed = true
         connections[Int(connection.fd)] = nil
+        if let ssl = connection.ssl { SSL_free(ssl) }
         Posix.close(connection.fd)  // also removes it from the epoll set
     }
 
     private func shutDown() {
         for case let connection? in connections { close(connection) }
         Posix.close(listenFD)
+        if tlsListenFD >= 0 { Posix.close(tlsListenFD) }
+        if let tlsContext { SSL_CTX_free(tlsContext) }
         Posix.close(epollFD)
     }
 
@@ -117,7 +147,11 @@ final class BenchServer {
                 try readAvailable(connection)
             }
             if !connection.isClosed && events & cssh_epollout() != 0 {
-                try flush(connection)
+                if connection.tlsWantsOutput {
+                    connection.tlsWantsOutput = false
+                    try readAvailable(connection)  // a handshake or read that waited to write
+                }
+                if !connection.isClosed { try flush(connection) }
             }
             if !connection.isClosed {
                 try updateInterest(connection)
@@ -136,7 +170,7 @@ final class BenchServer {
             if case .echoing(let remaining) = connection.state {
                 limit = Int(min(UInt64(limit), remaining))
             }
-            switch try Posix.read(connection.fd, into: scratch.baseAddress!, count: limit) {
+            switch try receive(connection, into: scratch.baseAddress!, count: limit) {
             case .wouldBlock:
                 return
             case .endOfFile:
@@ -258,8 +292,7 @@ final class BenchServer {
     private func flush(_ connection: ServerConnection) throws {
         while connection.hasPendingOutput {
             let sent = try connection.output.withUnsafeBytes { bytes in
-                try Posix.send(connection.fd, bytes.baseAddress! + connection.outputOffset,
-                               count: bytes.count - connection.outputOffset)
+                try transmit(connection, bytes.baseAddress! + connection.outputOffset, count: bytes.count - connection.outputOffset)
             }
             guard case .processed(let n) = sent else { return }
             connection.outputOffset += n
@@ -270,7 +303,7 @@ final class BenchServer {
         if case .sendingDownload(var remaining) = connection.state {
             while remaining > 0 {
                 let count = Int(min(UInt64(chunk.count), remaining))
-                guard case .processed(let n) = try Posix.send(connection.fd, chunk.baseAddress!, count: count) else {
+                guard case .processed(let n) = try transmit(connection, chunk.baseAddress!, count: count) else {
                     connection.state = .sendingDownload(remaining: remaining)
                     return
                 }
@@ -279,6 +312,10 @@ final class BenchServer {
             connection.state = .finishingAfterFlush
         }
         if case .finishingAfterFlush = connection.state {
+            if let ssl = connection.ssl {
+                _ = SSL_shutdown(ssl)  // close_notify, before the FIN
+                ERR_clear_error()
+            }
             try Posix.shutdownWrite(connection.fd)
             connection.state = .draining
         }
@@ -287,7 +324,7 @@ final class BenchServer {
     private func updateInterest(_ connection: ServerConnection) throws {
         var events: UInt32 = 0
         if !(connection.isEchoing && connection.hasPendingOutput) { events |= cssh_epollin() }
-        if connection.hasPendingOutput || connection.isSendingDownload { events |= cssh_epollout() }
+        if connection.hasPendingOutput || connection.isSendingDownload || connection.tlsWantsOutput { events |= cssh_epollout() }
         guard events != connection.registeredEvents else { return }
         var event = epoll_event()
         event.events = events
@@ -296,6 +333,59 @@ final class BenchServer {
             throw BenchError.syscall("epoll_ctl(MOD)", errno: cssh_errno())
         }
         connection.registeredEvents = events
+    }
+
+    // MARK: Plain or TLS I/O
+
+    /// Reads plaintext: straight from the socket, or through OpenSSL (finishing the handshake first).
+    private func receive(_ connection: ServerConnection, into buffer: UnsafeMutableRawPointer, count: Int) throws -> IOResult {
+        guard let ssl = connection.ssl else { return try Posix.read(connection.fd, into: buffer, count: count) }
+        if connection.handshaking, try !advanceHandshake(connection, ssl) { return .wouldBlock }
+        var done = 0
+        if SSL_read_ex(ssl, buffer, count, &done) == 1 { return .processed(done) }
+        switch SSL_get_error(ssl, 0) {
+        case SSL_ERROR_WANT_READ: return .wouldBlock
+        case SSL_ERROR_WANT_WRITE:
+            connection.tlsWantsOutput = true
+            return .wouldBlock
+        case SSL_ERROR_ZERO_RETURN:
+            return .endOfFile
+        default:
+            ERR_clear_error()
+            return .endOfFile  // an end without close_notify, or a failure: the client reports its own
+        }
+    }
+
+    /// Writes plaintext: straight to the socket, or through OpenSSL.
+    private func transmit(_ connection: ServerConnection, _ buffer: UnsafeRawPointer, count: Int) throws -> IOResult {
+        guard let ssl = connection.ssl else { return try Posix.send(connection.fd, buffer, count: count) }
+        if connection.handshaking, try !advanceHandshake(connection, ssl) { return .wouldBlock }
+        var done = 0
+        if SSL_write_ex(ssl, buffer, count, &done) == 1 { return .processed(done) }
+        switch SSL_get_error(ssl, 0) {
+        case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE: return .wouldBlock
+        default:
+            ERR_clear_error()
+            throw BenchError("TLS write failed")
+        }
+    }
+
+    /// Drives the server handshake; true once it is done.
+    private func advanceHandshake(_ connection: ServerConnection, _ ssl: OpaquePointer) throws -> Bool {
+        let result = SSL_do_handshake(ssl)
+        if result == 1 {
+            connection.handshaking = false
+            return true
+        }
+        switch SSL_get_error(ssl, result) {
+        case SSL_ERROR_WANT_READ: return false
+        case SSL_ERROR_WANT_WRITE:
+            connection.tlsWantsOutput = true
+            return false
+        default:
+            ERR_clear_error()
+            throw BenchError("TLS handshake failed")
+        }
     }
 
     private func protocolViolation(_ connection: ServerConnection, _ message: String) {
@@ -317,9 +407,13 @@ final class BenchServer {
 enum ServerCommand {
     static func run(_ arguments: [String]) -> Int32 {
         var cpu = -1
+        var certificate: String?
+        var key: String?
         var iterator = arguments.makeIterator()
         while let argument = iterator.next() {
             switch argument {
+            case "--tls-cert": certificate = iterator.next()
+            case "--tls-key": key = iterator.next()
             case "--cpu":
                 guard let value = iterator.next().flatMap(Int.init) else {
                     Posix.printError("stream-bench server: --cpu needs a number")
@@ -334,9 +428,9 @@ enum ServerCommand {
         do {
             Posix.raiseFileDescriptorLimit()
             if cpu >= 0 { try Posix.pinToCPU(cpu) }
-            let server = try BenchServer()
-            // Readiness: the port on stdout (unbuffered, so the harness sees it at once).
-            let line = Array("\(server.port)\n".utf8)
+            let server = try BenchServer(tls: certificate.flatMap { certificate in key.map { (certificate, $0) } })
+            // Readiness: the port (and the TLS port) on stdout, unbuffered, so the harness sees it at once.
+            let line = Array((server.tlsPort == 0 ? "\(server.port)\n" : "\(server.port) \(server.tlsPort)\n").utf8)
             _ = line.withUnsafeBytes { Glibc.write(1, $0.baseAddress!, $0.count) }
             try server.run()
             return 0

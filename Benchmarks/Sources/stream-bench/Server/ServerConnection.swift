@@ -32,6 +32,12 @@ final class ServerConnection {
     /// The epoll events this fd is currently registered for.
     var registeredEvents: UInt32
     var isClosed = false
+    /// The OpenSSL session on a TLS connection (freed with the connection).
+    var ssl: OpaquePointer?
+    /// The TLS handshake is not finished yet.
+    var handshaking = false
+    /// OpenSSL needs the socket writable to go on (a handshake or read that had to send).
+    var tlsWantsOutput = false
 
     init(fd: Int32, registeredEvents: UInt32) {
         self.fd = fd
