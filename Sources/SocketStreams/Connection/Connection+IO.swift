@@ -107,9 +107,16 @@ extension Connection {
                 lock.lock()
                 defer { lock.unlock() }
                 guard halves[1].events.status == .open, !halves[1].reactors.isEmpty, !isNegotiating else {
+                    lock.unlock()
+                    // Unscheduled: nobody would send bytes the transport still holds (a TLS record's
+                    // tail) once this returns, so send them now, as a blocking write would.
+                    while transport.hasPendingOutput, case .wouldBlock = transport.flush() {
+                        _ = wait(for: transport.writeInterest, on: transport.fd)
+                    }
+                    lock.lock()
                     return count
                 }
-                if count == maxLength && wait(for: transport.writeInterest, on: transport.fd, timeout: 0) {
+                if count == maxLength && !transport.hasPendingOutput && wait(for: transport.writeInterest, on: transport.fd, timeout: 0) {
                     signal(.output, .hasSpaceAvailable)
                 } else if !halves[1].watchingSpace {
                     halves[1].watchingSpace = true

@@ -10,6 +10,13 @@
 //   (or an end or error), never leaving a delegate's read blocked.
 // - Bytes OpenSSL has decrypted but not handed out are invisible to epoll: `hasBufferedInput`
 //   reports them, and the connection re-signals hasBytesAvailable while they last.
+// - Writes: OpenSSL commits a record once it has encrypted it, so a record the socket takes only in
+//   part must not be left to OpenSSL (it would have to be retried with the same bytes, which a
+//   stream's caller need not do). The BIO keeps the unsent tail of that one record (at most ~16 KiB,
+//   CFNetwork's SecureTransport buffered likewise), `write` reports the record's plaintext as written,
+//   stops there, and sends the tail before anything else: on the next write or read, when the socket
+//   becomes writable (`ready`), and on close. So one `write` moves as many whole records as the
+//   socket takes, not one record per call.
 // - End: a peer's close_notify is end of stream. A TCP end without it is end of stream too unless
 //   the settings say `requiresCloseNotify` (see TLSSettings). Closing sends close_notify (best
 //   effort, without waiting) before freeing the SSL.
@@ -105,10 +112,13 @@ final class TLSTransport: Transport, @unchecked Sendable {
     /// Drives `SSL_do_handshake` as far as it goes.
     func handshake() -> HandshakeProgress {
         lock.withLock {
+            if let blocked = flushTail() { return blocked.isEmpty ? .failed(wire.failure ?? .posix(EPIPE, .write)) : .wait(blocked) }
             ERR_clear_error()
             wire.failure = nil
             let result = SSL_do_handshake(ssl)
             if result == 1 {
+                // The last flight must be out before the stage is done: nothing else would send it.
+                if let blocked = flushTail() { return blocked.isEmpty ? .failed(wire.failure ?? .posix(EPIPE, .write)) : .wait(blocked) }
                 info = makeInfo()
                 return .done
             }
@@ -170,30 +180,77 @@ final class TLSTransport: Transport, @unchecked Sendable {
     func read(_ buffer: UnsafeMutableRawPointer, _ count: Int) -> TransportIO {
         lock.withLock {
             if let peeked = peekedOutcome { return peeked }
-            ERR_clear_error()
-            wire.failure = nil
-            var done = 0
-            let result = SSL_read_ex(ssl, buffer, count, &done)
-            if result == 1 {
-                readWants = .readable
-                return .processed(done)
+            _ = flushTail()  // a request's tail must go out before waiting for the reply
+            // Records while they come without waiting (one SSL_read_ex returns at most one), so a
+            // 64 KiB read is one call, not four. What stops the loop after some data (an end, an
+            // error) is kept for the next read.
+            var total = 0
+            while total < count {
+                ERR_clear_error()
+                wire.failure = nil
+                var done = 0
+                let result = SSL_read_ex(ssl, buffer + total, count - total, &done)
+                if result == 1 {
+                    total += done
+                    continue
+                }
+                let code = SSL_get_error(ssl, result)
+                if total == 0 { return outcome(code, reading: true) }
+                if code != SSL_ERROR_WANT_READ && code != SSL_ERROR_WANT_WRITE {
+                    peekedOutcome = outcome(code, reading: true)
+                }
+                ERR_clear_error()
+                break
             }
-            return outcome(SSL_get_error(ssl, result), reading: true)
+            readWants = .readable
+            return .processed(total)
         }
     }
 
     func write(_ buffer: UnsafeRawPointer, _ count: Int) -> TransportIO {
         lock.withLock {
-            ERR_clear_error()
-            wire.failure = nil
-            var done = 0
-            let result = SSL_write_ex(ssl, buffer, count, &done)
-            if result == 1 {
-                writeWants = .writable
-                return .processed(done)
+            if let blocked = flushTail() {
+                if blocked.isEmpty, let failure = wire.failure { return .failed(failure) }
+                writeWants = blocked
+                return .wouldBlock
             }
-            return outcome(SSL_get_error(ssl, result), reading: false)
+            var total = 0
+            while total < count {
+                ERR_clear_error()
+                wire.failure = nil
+                var done = 0
+                let result = SSL_write_ex(ssl, buffer + total, count - total, &done)  // one record (partial-write mode)
+                if result != 1 {
+                    if total > 0 { break }
+                    return outcome(SSL_get_error(ssl, result), reading: false)
+                }
+                total += done
+                if !wire.tail.isEmpty { break }  // the socket is full: this record's tail waits
+            }
+            writeWants = .writable
+            return .processed(total)
         }
+    }
+
+    /// Sends the unsent tail of the last record. Lock held. Nil when none is left; otherwise what
+    /// to wait for (empty after a failure, which `wire.failure` holds).
+    private func flushTail() -> Interest? {
+        guard !wire.tail.isEmpty else { return nil }
+        while !wire.tail.isEmpty {
+            let result = wire.tail.withUnsafeBytes { inner.write($0.baseAddress!, $0.count) }
+            switch result {
+            case .processed(let count): wire.tail.removeFirst(count)
+            case .wouldBlock: return inner.writeInterest
+            case .failed(let failure):
+                wire.failure = failure
+                wire.tail.removeAll()
+                return []
+            case .end:
+                wire.tail.removeAll()
+                return []
+            }
+        }
+        return nil
     }
 
     /// A failed `SSL_read_ex`/`SSL_write_ex`. Lock held.
@@ -223,8 +280,18 @@ final class TLSTransport: Transport, @unchecked Sendable {
         }
     }
 
-    var readInterest: Interest { lock.withLock { readWants } }
+    /// What the next read waits for; also writability while a record's tail waits to go out.
+    var readInterest: Interest { lock.withLock { wire.tail.isEmpty ? readWants : readWants.union(inner.writeInterest) } }
     var writeInterest: Interest { lock.withLock { writeWants } }
+    var hasPendingOutput: Bool { lock.withLock { !wire.tail.isEmpty } }
+
+    func flush() -> TransportIO {
+        lock.withLock {
+            guard let blocked = flushTail() else { return .processed(0) }
+            if blocked.isEmpty, let failure = wire.failure { return .failed(failure) }
+            return .wouldBlock
+        }
+    }
 
     /// Plaintext OpenSSL holds (or an end or error a peek found), readable though the socket may not be.
     var hasBufferedInput: Bool { lock.withLock { SSL_pending(ssl) > 0 || peekedOutcome != nil } }
@@ -234,7 +301,11 @@ final class TLSTransport: Transport, @unchecked Sendable {
     func ready(_ events: Interest) -> Interest {
         lock.withLock {
             var result: Interest = []
-            if !events.isDisjoint(with: writeWants) { result.insert(.writable) }
+            if events.contains(.writable), !wire.tail.isEmpty, flushTail() != nil {
+                // Still sending the last record's tail: nothing new may be written yet.
+            } else if !events.isDisjoint(with: writeWants) {
+                result.insert(.writable)
+            }
             guard !events.isDisjoint(with: readWants) else { return result }
             ERR_clear_error()
             wire.failure = nil
@@ -266,6 +337,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
         lock.withLock {
             guard !closed else { return }
             closed = true
+            _ = flushTail()
             if SSL_is_init_finished(ssl) == 1 {
                 ERR_clear_error()
                 _ = SSL_shutdown(ssl)
@@ -284,6 +356,8 @@ final class TLSWire: @unchecked Sendable {
     /// The transport below reported its end (for `BIO_CTRL_EOF`, which tells OpenSSL the end was
     /// unexpected rather than a would-block).
     var sawEnd = false
+    /// Ciphertext of the last record the socket did not take (see TLSTransport: at most one record).
+    var tail: [UInt8] = []
 
     init(_ inner: any Transport) {
         self.inner = inner
@@ -313,13 +387,20 @@ final class TLSWire: @unchecked Sendable {
         BIO_meth_set_write_ex(method) { bio, data, length, done in
             guard let bio, let data, let done, let wire = TLSWire.of(bio) else { return 0 }
             cssl_bio_clear_retry_flags(bio)
-            switch wire.inner.write(data, length) {
-            case .processed(let count):
-                done.pointee = count
-                return 1
-            case .wouldBlock:
+            // A tail still waiting (a record written since it could not be sent): nothing may pass it.
+            guard wire.tail.isEmpty else {
                 cssl_bio_set_retry_write(bio)
                 return 0
+            }
+            switch wire.inner.write(data, length) {
+            case .processed(let count):
+                if count < length { wire.tail = Array(UnsafeRawBufferPointer(start: data + count, count: length - count)) }
+                done.pointee = length
+                return 1
+            case .wouldBlock:
+                wire.tail = Array(UnsafeRawBufferPointer(start: data, count: length))
+                done.pointee = length
+                return 1
             case .end:
                 return 0
             case .failed(let failure):
