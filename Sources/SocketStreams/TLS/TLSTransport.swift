@@ -39,9 +39,9 @@ final class TLSTransport: Transport, @unchecked Sendable {
     private var readWants: Interest = .readable
     private var writeWants: Interest = .writable
     private var closed = false
-    /// What a peek in `ready` found instead of data (an end, an error), for the next read to report:
-    /// OpenSSL reports a fatal alert only once.
-    private var peekedOutcome: TransportIO?
+    /// An end or error found by a peek in `ready` or after a read that returned data, for the next read
+    /// to report: OpenSSL reports a fatal alert only once.
+    private var deferredReadOutcome: TransportIO?
     private(set) var info: TLSConnectionInfo?
 
     private static let ownerIndex = cssl_get_ex_new_index()
@@ -112,13 +112,13 @@ final class TLSTransport: Transport, @unchecked Sendable {
     /// Drives `SSL_do_handshake` as far as it goes.
     func handshake() -> HandshakeProgress {
         lock.withLock {
-            if let blocked = flushTail() { return blocked.isEmpty ? .failed(wire.failure ?? .posix(EPIPE, .write)) : .wait(blocked) }
+            if let blocked = flushTail() { return handshakeBlocked(blocked) }
             ERR_clear_error()
             wire.failure = nil
             let result = SSL_do_handshake(ssl)
             if result == 1 {
                 // The last flight must be out before the stage is done: nothing else would send it.
-                if let blocked = flushTail() { return blocked.isEmpty ? .failed(wire.failure ?? .posix(EPIPE, .write)) : .wait(blocked) }
+                if let blocked = flushTail() { return handshakeBlocked(blocked) }
                 info = makeInfo()
                 return .done
             }
@@ -132,6 +132,11 @@ final class TLSTransport: Transport, @unchecked Sendable {
                                                     peer: peerLabel, duringHandshake: true))
             }
         }
+    }
+
+    /// A handshake waiting for a record's tail to go out (or failed sending it). Lock held.
+    private func handshakeBlocked(_ blocked: Interest) -> HandshakeProgress {
+        blocked.isEmpty ? .failed(wire.failure ?? .posix(EPIPE, .write)) : .wait(blocked)
     }
 
     /// The peer's leaf certificate's SubjectPublicKeyInfo, DER (for pinning).
@@ -179,7 +184,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
 
     func read(_ buffer: UnsafeMutableRawPointer, _ count: Int) -> TransportIO {
         lock.withLock {
-            if let peeked = peekedOutcome { return peeked }
+            if let peeked = deferredReadOutcome { return peeked }
             _ = flushTail()  // a request's tail must go out before waiting for the reply
             // Records while they come without waiting (one SSL_read_ex returns at most one), so a
             // 64 KiB read is one call, not four. What stops the loop after some data (an end, an
@@ -197,7 +202,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
                 let code = SSL_get_error(ssl, result)
                 if total == 0 { return outcome(code, reading: true) }
                 if code != SSL_ERROR_WANT_READ && code != SSL_ERROR_WANT_WRITE {
-                    peekedOutcome = outcome(code, reading: true)
+                    deferredReadOutcome = outcome(code, reading: true)
                 }
                 ERR_clear_error()
                 break
@@ -294,7 +299,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
     }
 
     /// Plaintext OpenSSL holds (or an end or error a peek found), readable though the socket may not be.
-    var hasBufferedInput: Bool { lock.withLock { SSL_pending(ssl) > 0 || peekedOutcome != nil } }
+    var hasBufferedInput: Bool { lock.withLock { SSL_pending(ssl) > 0 || deferredReadOutcome != nil } }
 
     /// Readiness arrived: a read can make progress only if a record yields plaintext (or an end or
     /// an error). Peeking processes what arrived, so a session ticket alone signals nothing.
@@ -323,7 +328,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
             case SSL_ERROR_WANT_WRITE: readWants = inner.writeInterest
             default:
                 // An end or an error: the next read reports it.
-                peekedOutcome = outcome(code, reading: true)
+                deferredReadOutcome = outcome(code, reading: true)
                 result.insert(.readable)
             }
             ERR_clear_error()
