@@ -17,14 +17,16 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
         ),
+        // The HTTP/1.1 response parser: the library's CONNECT proxy stage and `stream-get` both use it.
+        .target(name: "HTTPParsing"),
         .target(
             name: "SocketStreams",
-            dependencies: ["CSocketStreamsShims", "COpenSSL"]
+            dependencies: ["CSocketStreamsShims", "COpenSSL", "HTTPParsing"]
         ),
-        // HTTP/1.1 response parser, URL parsing, built-in page server and the fetch logic of `stream-get`.
+        // URL parsing, the built-in page server and the fetch logic of `stream-get`.
         .target(
             name: "StreamGetCore",
-            dependencies: ["SocketStreams"]
+            dependencies: ["SocketStreams", "HTTPParsing"]
         ),
         .executableTarget(
             name: "stream-get",
@@ -38,7 +40,7 @@ let package = Package(
         .testTarget(
             name: "SocketStreamsTests",
             // The executables are listed so that `swift test` builds the binaries the end-to-end tests run.
-            dependencies: ["SocketStreams", "CSocketStreamsShims", "StreamGetCore", "stream-get", "stream-bench"]
+            dependencies: ["SocketStreams", "CSocketStreamsShims", "HTTPParsing", "StreamGetCore", "stream-get", "stream-bench"]
         ),
     ],
     swiftLanguageModes: [.v6]

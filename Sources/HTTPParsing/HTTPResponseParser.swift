@@ -88,7 +88,7 @@ public struct HTTPResponseHead: Sendable, Equatable {
 
 /// How the length of a response body is determined (RFC 9112 §6.3).
 public enum HTTPBodyFraming: Sendable, Equatable, CustomStringConvertible {
-    /// No body at all (204, 304).
+    /// No body at all (204, 304, a 2xx response to CONNECT).
     case empty
     /// Exactly this many bytes follow the head.
     case contentLength(Int)
@@ -207,7 +207,18 @@ private func quoted(_ text: String) -> String {
 /// validated and ignored, trailers are reported) and close-delimited bodies, skips 1xx responses, and never buffers
 /// body bytes: each `.body` event holds the body bytes of the piece just fed. Bare LF line endings are accepted
 /// (RFC 9112 §2.2); obs-folded field lines are unfolded (§5.2). HEAD responses are not supported.
+///
+/// For the response to a `CONNECT` (`request: .connect`), a 2xx head ends the response: what follows is the tunnel
+/// (RFC 9110 §9.3.6), and those bytes are not parsed but counted in `bytesAfterEnd`, so the caller can hand them on.
 public struct HTTPResponseParser: Sendable {
+    /// The request the response answers, where that changes how it is framed.
+    public enum Request: Sendable, Equatable {
+        /// A GET (or any request whose response has a body framed as RFC 9112 §6.3 says).
+        case get
+        /// A CONNECT: a 2xx response has no body; the connection becomes a tunnel after its head.
+        case connect
+    }
+
     /// The default limit for the head and for the trailer section.
     public static let defaultMaxHeadSize = 64 * 1024
     /// The longest chunk-size line (including extensions) accepted.
@@ -237,11 +248,14 @@ public struct HTTPResponseParser: Sendable {
 
     /// The limit applied to the head and to the trailer section.
     public let maxHeadSize: Int
+    /// The request the response answers.
+    public let request: Request
     /// How the final response's body is framed; nil until its head is complete.
     public private(set) var bodyFraming: HTTPBodyFraming?
     /// Decoded body bytes delivered so far.
     public private(set) var bodyBytesReceived = 0
-    /// Bytes fed after the response was complete; they are ignored.
+    /// Bytes fed after the response was complete; they are not parsed (for a CONNECT, the tunnel's first bytes: the
+    /// last `bytesAfterEnd` bytes of the piece whose events held `.end`).
     public private(set) var bytesAfterEnd = 0
 
     /// The current state.
@@ -262,9 +276,12 @@ public struct HTTPResponseParser: Sendable {
     private var totalBytesFed = 0
 
     /// Creates a parser for one response.
-    /// - Parameter maxHeadSize: the largest head (status line, fields and line endings) and trailer section accepted.
-    public init(maxHeadSize: Int = HTTPResponseParser.defaultMaxHeadSize) {
+    /// - Parameters:
+    ///   - maxHeadSize: the largest head (status line, fields and line endings) and trailer section accepted.
+    ///   - request: the request the response answers (`.connect`: a 2xx head ends it).
+    public init(maxHeadSize: Int = HTTPResponseParser.defaultMaxHeadSize, request: Request = .get) {
         self.maxHeadSize = maxHeadSize
+        self.request = request
     }
 
     /// Whether the final response, including its body, has been completely parsed.
@@ -475,7 +492,8 @@ public struct HTTPResponseParser: Sendable {
             state = .statusLine
             return
         }
-        let framing = try Self.framing(of: head)
+        let tunnel = request == .connect && (200..<300).contains(head.statusCode)
+        let framing = tunnel ? HTTPBodyFraming.empty : try Self.framing(of: head)
         bodyFraming = framing
         events.append(.head(head))
         switch framing {

@@ -1,5 +1,6 @@
 import CoreFoundation
 import Foundation
+import HTTPParsing
 import SocketStreams
 
 /// How a fetch ended.

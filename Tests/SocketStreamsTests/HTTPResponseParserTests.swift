@@ -1,4 +1,4 @@
-import StreamGetCore
+import HTTPParsing
 import XCTest
 
 /// Unit tests of `HTTPResponseParser`: framing, splitting at every byte boundary, malformed input and truncation.

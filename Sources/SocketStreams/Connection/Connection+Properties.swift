@@ -45,6 +45,8 @@ extension Connection {
                 return tlsSettings.map { $0 as AnyObject }
             case Stream.PropertyKey.tlsConnectionInfoKey.rawValue:
                 return activeTLS?.info.map { $0 as AnyObject }
+            case kCFStreamPropertySOCKSProxy, kCFStreamPropertyCONNECTProxy, Stream.PropertyKey.proxyConfigurationKey.rawValue:
+                return proxyPropertyValue(forKey: key)
             default:
                 return nil
             }
@@ -77,6 +79,12 @@ extension Connection {
                 return setSSLSettings(value)
             case Stream.PropertyKey.tlsSettingsKey.rawValue:
                 return setTypedTLSSettings(value)
+            case kCFStreamPropertySOCKSProxy:
+                return setSOCKSProxy(value)
+            case kCFStreamPropertyCONNECTProxy:
+                return setCONNECTProxy(value)
+            case Stream.PropertyKey.proxyConfigurationKey.rawValue:
+                return setTypedProxy(value)
             default:
                 return false
             }

@@ -41,10 +41,14 @@ extension Connection {
         }
     }
 
-    /// The stages the configuration asks for at open: TLS (proxies come first, later). Lock held.
+    /// The stages the configuration asks for at open: the proxy's, then TLS. Lock held.
     func configuredStages() -> [any HandshakeStage] {
-        guard let tlsSettings else { return [] }
-        return [TLSHandshake(settings: tlsSettings, target: target)]
+        var stages: [any HandshakeStage] = []
+        if let proxy, let proxyTarget = ProxyTarget(target) {
+            stages.append(ProxyHandshake(configuration: proxy, target: proxyTarget))
+        }
+        if let tlsSettings { stages.append(TLSHandshake(settings: tlsSettings, target: target)) }
+        return stages
     }
 
     // MARK: property values

@@ -77,9 +77,11 @@ final class Connection: EventTarget, @unchecked Sendable {
         var negotiationInterest: Interest = []
     }
 
-    /// Settings few pairs change: the first hop, the connect timeout, TLS, and the tests' seams.
+    /// Settings few pairs change: the proxy, the connect timeout, TLS, and the tests' seams.
     final class Options {
-        var firstHop: Endpoint?
+        var proxy: ProxyConfiguration?
+        /// The proxy property as set (its key and value), for reading back.
+        var proxyProperty: (key: String, value: AnyObject)?
         var connectTimeout: Double?
         var tlsSettings: TLSSettings?
         /// The security level and settings dictionary as set, for reading back.
@@ -140,10 +142,20 @@ final class Connection: EventTarget, @unchecked Sendable {
         return created
     }
 
-    /// What is dialled when it is not the target (a proxy).
+    /// What is dialled when it is not the target: the proxy.
     var firstHop: Endpoint? {
-        get { options?.firstHop }
-        set { someOptions.firstHop = newValue }
+        options?.proxy.map { .host($0.host, port: $0.port) }
+    }
+
+    /// The proxy the open goes through, if any.
+    var proxy: ProxyConfiguration? {
+        get { options?.proxy }
+        set { someOptions.proxy = newValue }
+    }
+
+    var proxyProperty: (key: String, value: AnyObject)? {
+        get { options?.proxyProperty }
+        set { someOptions.proxyProperty = newValue }
     }
 
     /// `connectTimeoutKey`, in seconds.
@@ -408,6 +420,8 @@ final class Connection: EventTarget, @unchecked Sendable {
     func connectFailed(_ failure: StreamFailure) {
         lock.withLock {
             guard case .connecting = phase else { return }
+            var failure = failure
+            if let proxy, failure.operation == .connect { failure.operation = .connectToProxy(proxy.description) }
             fail(failure, from: nil)
         }
     }

@@ -41,7 +41,8 @@ enum StreamErrors {
             var userInfo: [String: Any] = detail.userInfo
             userInfo[streamErrorCodeKey] = detail.streamCode
             userInfo[streamErrorDomainKey] = detail.streamDomain
-            userInfo[NSLocalizedDescriptionKey] = "\(describe(failure.operation, endpoint)): \(detail.message)"
+            userInfo[NSLocalizedDescriptionKey] = failure.operation == .proxyReply
+                ? detail.message : "\(describe(failure.operation, endpoint)): \(detail.message)"
             return NSError(domain: detail.domain, code: detail.code, userInfo: userInfo)
         }
     }
@@ -56,6 +57,8 @@ enum StreamErrors {
         case .read: return "Read from \(endpoint.label) failed"
         case .write: return "Write to \(endpoint.label) failed"
         case .handshake(let name): return "\(name) with \(endpoint.label) failed"
+        case .proxyReply: return "The proxy refused \(endpoint.label)"
+        case .connectToProxy(let proxy): return "Could not connect to \(proxy)"
         }
     }
 

@@ -82,6 +82,17 @@ struct SocketAddress: @unchecked Sendable, CustomStringConvertible {
         }
     }
 
+    /// The address in network byte order: 4 bytes for IPv4, 16 for IPv6, none otherwise.
+    var addressBytes: [UInt8] {
+        withUnsafeBytes(of: storage) { raw in
+            switch family {
+            case AF_INET: return withUnsafeBytes(of: raw.load(as: sockaddr_in.self).sin_addr) { Array($0) }
+            case AF_INET6: return withUnsafeBytes(of: raw.load(as: sockaddr_in6.self).sin6_addr) { Array($0) }
+            default: return []
+            }
+        }
+    }
+
     /// The numeric host (`inet_ntop(3)`) or the Unix path.
     var host: String {
         var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)

@@ -28,8 +28,12 @@ struct StreamFailure: Error, Sendable {
         case schedule
         case read
         case write
-        /// A handshake stage, by its name ("SOCKS5 handshake", "TLS handshake").
+        /// A handshake stage, by its name ("SOCKS5 handshake via proxy 127.0.0.1 port 1080", "TLS handshake").
         case handshake(String)
+        /// A proxy's reply: the failure's message names the proxy and the target itself.
+        case proxyReply
+        /// Establishing TCP to the proxy, named as in "SOCKS5 proxy 127.0.0.1 port 1080".
+        case connectToProxy(String)
     }
 
     var reason: Reason
