@@ -61,11 +61,27 @@ public final class HTTPFetch: NSObject, StreamDelegate {
     private let tls: TLSSettings?
     /// Whether the TLS session has been traced.
     private var tracedTLS = false
+    /// The proxy to go through, if any.
+    private let proxy: ProxyConfiguration?
+    /// The host the pair is created for when it is not the URL's (an address resolved here for the proxy).
+    private let connectHost: String?
 
     /// Prepares a fetch; nothing touches the network until `run(timeout:)`.
-    public init(url: HTTPURL, includeHeaders: Bool, verbose: Bool, out: OutputSink, err: OutputSink, tls: TLSSettings? = nil) {
+    /// - Parameters:
+    ///   - proxy: the proxy the pair goes through.
+    ///   - connectHost: what the pair (and so the proxy) is asked to connect to instead of the URL's host;
+    ///     TLS still verifies the URL's host.
+    public init(url: HTTPURL, includeHeaders: Bool, verbose: Bool, out: OutputSink, err: OutputSink, tls: TLSSettings? = nil,
+                proxy: ProxyConfiguration? = nil, connectHost: String? = nil) {
         self.url = url
-        self.tls = tls
+        self.proxy = proxy
+        self.connectHost = connectHost
+        if var settings = tls, connectHost != nil, case .pairHost = settings.peerName {
+            settings.peerName = .name(url.host)
+            self.tls = settings
+        } else {
+            self.tls = tls
+        }
         self.includeHeaders = includeHeaders
         self.verbose = verbose
         self.out = out
@@ -76,10 +92,18 @@ public final class HTTPFetch: NSObject, StreamDelegate {
     /// Connects, sends the request and reads the response, running the current run loop in the default mode until
     /// the fetch is over or `timeout` seconds (if given) have passed. Closes the streams before returning.
     public func run(timeout: Double?) -> FetchOutcome {
-        let pair = createStreamPair(host: url.host, port: url.port)
+        let host = connectHost ?? url.host
+        let pair = createStreamPair(host: host, port: url.port)
         streams = (pair.input, pair.output)
         if let tls { _ = pair.input.setProperty(tls, forKey: .tlsSettingsKey) }
-        trace("* connecting to \(url.host) port \(url.port)\(tls == nil ? "" : " (TLS)")")
+        if let proxy, !pair.input.setProperty(proxy, forKey: .proxyConfigurationKey) {
+            pair.input.close()
+            pair.output.close()
+            streams = nil
+            return .failed("\(proxy) cannot be asked for \(host) port \(url.port)"
+                           + (proxy.kind == .socks4 && host.contains(":") ? " (SOCKS4 has no IPv6; use --socks5)" : ""))
+        }
+        trace("* connecting to \(host) port \(url.port)\(proxy.map { " via \($0)" } ?? "")\(tls == nil ? "" : " (TLS)")")
         let runLoop = RunLoop.current
         for stream in [pair.input, pair.output] as [Stream] {
             stream.delegate = self

@@ -72,6 +72,13 @@ public struct StreamGetOptions: Sendable, Equatable {
     public var selfTestTLS = false
     /// The settings the self-test fetch uses instead of `tls` (trusting the certificate it made).
     var trustOverride: TLSSettings?
+    /// `-x/--proxy [scheme://][user[:password]@]host[:port]`, or `--socks4`/`--socks4a`/`--socks5`/
+    /// `--socks5-hostname HOST[:PORT]` (kept as `scheme://HOST[:PORT]`); the last one given wins.
+    public var proxy: String?
+    /// `-U/--proxy-user user[:password]`.
+    public var proxyUser: String?
+    /// `--noproxy LIST`: hosts reached directly (overrides NO_PROXY).
+    public var noProxy: String?
 
     /// Creates options with the defaults (no URL, no flags, no timeout).
     public init(url: String? = nil, includeHeaders: Bool = false, verbose: Bool = false, timeout: Double? = nil) {
@@ -82,7 +89,8 @@ public struct StreamGetOptions: Sendable, Equatable {
     }
 
     /// The one-line synopsis, printed after a usage error.
-    public static let synopsis = "usage: stream-get [-i] [-v] [-k] [--timeout SECONDS] [TLS options] [--self-test-tls] [URL]"
+    public static let synopsis =
+        "usage: stream-get [-i] [-v] [-k] [--timeout SECONDS] [TLS options] [proxy options] [--self-test-tls] [URL]"
 
     /// The help text printed by `--help`.
     public static let usage = """
@@ -116,6 +124,27 @@ public struct StreamGetOptions: Sendable, Equatable {
               --no-alpn          offer no ALPN protocol
               --pinnedpubkey sha256//BASE64[;sha256//BASE64…]
                                  accept only these public keys (SHA-256 of the SubjectPublicKeyInfo)
+
+        Proxy options (curl's spellings; the proxy is asked for the URL's host and port):
+          -x, --proxy [SCHEME://][USER[:PASSWORD]@]HOST[:PORT]
+                                 go through this proxy. SCHEME is http (the default: an HTTP CONNECT
+                                 tunnel, as curl's -p), socks4, socks4a, socks5 or socks5h; PORT is 1080
+                                 unless given
+              --socks4 HOST[:PORT]
+                                 a SOCKS4 proxy; the URL's host is resolved here
+              --socks4a HOST[:PORT]
+                                 a SOCKS4a proxy, which resolves the URL's host
+              --socks5 HOST[:PORT]
+                                 a SOCKS5 proxy; the URL's host is resolved here
+              --socks5-hostname HOST[:PORT]
+                                 a SOCKS5 proxy, which resolves the URL's host
+          -U, --proxy-user USER[:PASSWORD]
+                                 the proxy's user name and password (SOCKS5, HTTP Basic; SOCKS4 USERID)
+              --noproxy LIST     reach these hosts directly (comma-separated; * for all)
+          -p, --proxytunnel      accepted for curl compatibility (an http:// proxy always tunnels)
+        Without -x or --socks*, the environment's proxy applies as in curl: http_proxy for http:// URLs,
+        https_proxy or HTTPS_PROXY for https://, then all_proxy or ALL_PROXY; no_proxy or NO_PROXY (or
+        --noproxy) excludes hosts. The built-in page ignores the environment.
 
         Exit status: 0 when a complete response arrived (whatever its status code), 1 when the fetch failed
         (connection error, TLS failure, malformed or truncated response, timeout), 2 for a usage error or an
@@ -187,6 +216,14 @@ public struct StreamGetOptions: Sendable, Equatable {
                 case "--no-alpn": tls.alpn = []
                 case "--pinnedpubkey": tls.pins = try parsePins(try value(argument))
                 case "--self-test-tls": selfTestTLS = true
+                case "--proxy": proxy = try value(argument)
+                case "--socks4": proxy = "socks4://" + (try value(argument))
+                case "--socks4a": proxy = "socks4a://" + (try value(argument))
+                case "--socks5": proxy = "socks5://" + (try value(argument))
+                case "--socks5-hostname": proxy = "socks5h://" + (try value(argument))
+                case "--proxy-user": proxyUser = try value(argument)
+                case "--noproxy": noProxy = try value(argument)
+                case "--proxytunnel": break
                 case "--timeout":
                     guard index < arguments.count else { throw StreamGetUsageError("--timeout needs a number of seconds") }
                     timeout = try parseTimeout(arguments[index])
@@ -200,6 +237,10 @@ public struct StreamGetOptions: Sendable, Equatable {
                 }
             } else if argument == "-" {
                 throw StreamGetUsageError("unknown option \"-\"")
+            } else if argument == "-x" {
+                proxy = try value(argument)
+            } else if argument == "-U" {
+                proxyUser = try value(argument)
             } else {
                 for flag in argument.dropFirst() {
                     switch flag {
@@ -207,6 +248,8 @@ public struct StreamGetOptions: Sendable, Equatable {
                     case "v": verbose = true
                     case "h": showHelp = true
                     case "k": tls.insecure = true
+                    case "p": break  // --proxytunnel
+                    case "x", "U": throw StreamGetUsageError("-\(flag) takes a value: give it as a separate argument")
                     default: throw StreamGetUsageError("unknown option \"-\(flag)\"")
                     }
                 }

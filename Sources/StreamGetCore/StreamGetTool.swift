@@ -47,7 +47,7 @@ public enum StreamGetTool {
             err.write("stream-get: \(error)\n")
             return exitUsage
         }
-        return fetch(url, options: options, out: out, err: err)
+        return fetch(url, options: options, environment: ProcessInfo.processInfo.environment, out: out, err: err)
     }
 
     /// Starts the built-in page server on `RunLoop.socketStreams` and fetches its page. With `--self-test-tls`
@@ -72,14 +72,34 @@ public enum StreamGetTool {
         server.start()
         defer { server.stop() }
         err.write("stream-get: no URL given; fetching the built-in page from \(server.url)\n")
-        return fetch(server.url, options: options, out: out, err: err)
+        return fetch(server.url, options: options, environment: nil, out: out, err: err)
     }
 
-    /// Fetches `url` and reports a failure on `err`.
-    static func fetch(_ url: HTTPURL, options: StreamGetOptions, out: OutputSink, err: OutputSink) -> Int32 {
+    /// Fetches `url` (through the proxy the options or `environment` give) and reports a failure on `err`.
+    static func fetch(_ url: HTTPURL, options: StreamGetOptions, environment: [String: String]?, out: OutputSink,
+                      err: OutputSink) -> Int32 {
+        let route: StreamGetProxyRoute?
+        do {
+            route = try StreamGetProxyRoute.route(for: url, proxy: options.proxy, proxyUser: options.proxyUser,
+                                                  noProxy: options.noProxy, environment: environment)
+        } catch {
+            err.write("stream-get: \(error)\n")
+            return exitUsage
+        }
+        var connectHost: String?
+        if let route, route.resolvesLocally {
+            let family = route.configuration.kind == .socks4 ? AF_INET : AF_UNSPEC
+            guard let address = StreamGetProxyRoute.resolveLocally(url.host, family: family) else {
+                err.write("stream-get: \(url.endpointDescription): could not resolve host \(url.host)"
+                          + (family == AF_INET ? " to an IPv4 address (SOCKS4)" : "") + "\n")
+                return exitFailure
+            }
+            connectHost = address
+        }
         let fetch = HTTPFetch(
             url: url, includeHeaders: options.includeHeaders, verbose: options.verbose, out: out, err: err,
-            tls: url.secure ? (options.trustOverride ?? options.tls.settings) : nil)
+            tls: url.secure ? (options.trustOverride ?? options.tls.settings) : nil,
+            proxy: route?.configuration, connectHost: connectHost)
         switch fetch.run(timeout: options.timeout) {
         case .completed:
             return exitSuccess

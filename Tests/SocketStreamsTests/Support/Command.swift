@@ -12,14 +12,16 @@ struct CommandResult {
 }
 
 /// Runs `tool` (a path, or a name found in PATH) with `arguments`, writing `input` to its stdin and then closing it,
-/// and waits at most `timeout` seconds (then kills it and throws).
-func runCommand(_ tool: String, _ arguments: [String], input: Data = Data(), timeout: TimeInterval = 30) throws -> CommandResult {
+/// and waits at most `timeout` seconds (then kills it and throws). `environment` replaces the test's environment.
+func runCommand(_ tool: String, _ arguments: [String], input: Data = Data(), timeout: TimeInterval = 30,
+                environment: [String: String]? = nil) throws -> CommandResult {
     struct TimedOut: Error, CustomStringConvertible {
         let description: String
     }
     let process = Process()
     process.executableURL = URL(fileURLWithPath: tool.contains("/") ? tool : try Peer.locate(tool, hint: "apt-get install \(tool)"))
     process.arguments = arguments
+    if let environment { process.environment = environment }
     let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
     process.standardInput = stdin
     process.standardOutput = stdout
