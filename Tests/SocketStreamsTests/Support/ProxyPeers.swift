@@ -15,9 +15,10 @@ import Foundation
 /// kernel refuses to route a 127/8 source address anywhere but loopback (EINVAL).
 ///
 /// They work both for root and for a user who is not root, whose network namespace lies inside a user
-/// namespace in which only uid 0 is mapped: no daemon here switches to another user, and none reads
-/// /etc/shadow. Files (configurations, keys) go into the test's temporary `directory`, logs go to
-/// stdout or stderr (`printed`), every daemon runs in the foreground so `stop()` ends it.
+/// namespace in which only uid 0 is mapped: no daemon here switches to another user (sshd runs in a
+/// nested user namespace instead, see `sshSOCKS`), and none needs /etc/shadow. Files (configurations,
+/// keys) go into the test's temporary `directory`, logs go to stdout or stderr (`printed`), and every
+/// daemon runs in the foreground, so `stop()` ends it.
 extension Peer {
     /// The source address of the outgoing connections of danted, microsocks and tinyproxy (IPv4 targets).
     static let proxyEgressAddress = "127.0.0.2"
@@ -72,8 +73,8 @@ extension Peer {
                 }
 
                 """.utf8).write(to: configuration)
-            let peer = Peer(name: "danted", executable: danted,
-                            arguments: ["-f", configuration.path, "-p", directory.appendingPathComponent("danted.pid").path])
+            let peer = try supervised(name: "danted", executable: danted,
+                                      arguments: ["-f", configuration.path, "-p", directory.appendingPathComponent("danted.pid").path])
             // e.g. "danted[123]: info: Dante/server[1/1] v1.4.2 running"
             _ = try peer.start(readyPattern: #"(Dante/server\[\d+/\d+\] v\S+ running)"#)
             return (peer, port)
@@ -190,7 +191,7 @@ extension Peer {
             .map(shellQuoted).joined(separator: " ").replacingOccurrences(of: "%", with: "%%")
 
         return try withUnusedPort(bothFamilies: false) { port in
-            let peer = Peer(name: "ssh -D", executable: ssh, arguments: [
+            let peer = try supervised(name: "ssh -D", executable: ssh, arguments: [
                 "-v", "-N", "-F", "/dev/null",
                 "-D", "127.0.0.1:\(port)",
                 "-o", "ProxyCommand=\(proxyCommand)",
@@ -210,7 +211,7 @@ extension Peer {
                 "-l", user, "localhost",
             ])
             let reported = try peer.start(readyPattern: #"Local forwarding listening on 127\.0\.0\.1 port (\d+)\."#)
-            guard try parsePort(reported, peer: peer) == port else {
+            guard Int(reported) == port else {
                 throw PeerError.notReady(peer.name, output: peer.printed)
             }
             return (peer, port)
@@ -284,6 +285,17 @@ extension Peer {
         throw PeerError.notInstalled(tool, hint: hint)
     }
 
+    /// A peer running `executable` under coreutils' `timeout 0` (no time limit), a supervisor that passes
+    /// SIGTERM on and exits when the program does. For programs that close the descriptors they
+    /// inherit (danted, ssh): Foundation's Process learns that a child ended when the child's end of a
+    /// socket pair closes, and then blocks in waitpid(2) for it; for a program that closed it at
+    /// startup, that wait lasts until the program exits, and meanwhile no other child's exit is seen
+    /// (`runCommand` hangs). The supervisor keeps that socket open for as long as the program runs.
+    private static func supervised(name: String, executable: String, arguments: [String]) throws -> Peer {
+        let timeout = try locate("timeout", hint: "apt-get install -y coreutils")
+        return Peer(name: name, executable: timeout, arguments: ["0", executable] + arguments)
+    }
+
     /// Calls `launch` with a port that was free a moment ago (in both families when `bothFamilies`, for
     /// a program that listens on 127.0.0.1 and ::1). Should another process take it in between, the
     /// program exits saying so, and `launch` runs again with another port (at most `attempts` times).
@@ -316,7 +328,8 @@ extension Peer {
 
     /// Starts a program that prints nothing when it is ready: a shell prints its pid and execs the
     /// program (same process, so `stop()` ends the program). Then connect() to `port` is polled until
-    /// it succeeds (ready) or the process is gone (exitedEarly) or `timeout` passes (notReady).
+    /// it succeeds (ready) or the process is gone (exitedEarly, with status -1: the status is not known
+    /// here) or `timeout` passes (notReady).
     private static func startQuiet(name: String, executable: String, arguments: [String],
                                    port: Int, family: IPFamily, timeout: TimeInterval = 10) throws -> Peer {
         let peer = Peer(name: name, executable: "/bin/sh",
