@@ -37,6 +37,13 @@ let package = Package(
             dependencies: ["SocketStreams", "CSocketStreamsShims", "COpenSSL"],
             path: "Benchmarks/Sources/stream-bench"
         ),
+        // A libFuzzer target for the proxy reply codecs and the HTTP head parser (built with
+        // -sanitize=fuzzer -DFUZZING by Scripts/test; without them it replays inputs).
+        .executableTarget(
+            name: "proxy-fuzz",
+            dependencies: ["SocketStreams", "HTTPParsing"],
+            path: "Tests/Fuzz"
+        ),
         .testTarget(
             name: "SocketStreamsTests",
             // The executables are listed so that `swift test` builds the binaries the end-to-end tests run.

@@ -134,7 +134,7 @@ enum ProxyErrors {
             info[ProxyConfiguration.errorHTTPStatusCodeKey] = status
             info[ProxyConfiguration.errorHTTPResponseHeadKey] = head
             let statusText = reason.isEmpty ? "\(status)" : "\(status) \(reason)"
-            if status == 407 {
+            if status == 407 || status == 401 {  // some proxies (tinyproxy) answer wrong credentials with 401
                 code = 307  // kCFErrorHTTPBadProxyCredentials
                 message = configuration.username?.isEmpty == false
                     ? "\(proxy) rejected the credentials (\(statusText))"

@@ -14,30 +14,36 @@
 import HTTPParsing
 
 /// The target as the proxy is asked for it.
-struct ProxyTarget: Sendable, Equatable {
-    enum Address: Sendable, Equatable {
+package struct ProxyTarget: Sendable, Equatable {
+    package enum Address: Sendable, Equatable {
         case ipv4([UInt8])
         case ipv6([UInt8])
         case name(String)
     }
 
-    var address: Address
-    var port: UInt16
+    package var address: Address
+    package var port: UInt16
     /// The host as the pair was created with it (an IPv6 literal without brackets).
-    var host: String
+    package var host: String
+
+    package init(address: Address, port: UInt16, host: String) {
+        self.address = address
+        self.port = port
+        self.host = host
+    }
 
     /// "example.com port 443", as error messages name it.
-    var label: String { "\(host) port \(port)" }
+    package var label: String { "\(host) port \(port)" }
 
     /// `host:port` as a CONNECT request names it (an IPv6 literal in brackets).
-    var authority: String {
+    package var authority: String {
         if case .ipv6 = address { return "[\(host)]:\(port)" }
         return "\(host):\(port)"
     }
 }
 
 /// Why a proxy handshake failed, in the proxy's own terms. `ProxyErrors` turns it into CFNetwork's.
-enum ProxyError: Error, Sendable, Equatable {
+package enum ProxyError: Error, Sendable, Equatable {
     /// SOCKS5: the proxy accepted none of the methods offered (it chose 0xFF).
     case noAcceptableMethod(offeredCredentials: Bool)
     /// SOCKS5: the proxy chose a method that was not offered.
@@ -59,14 +65,14 @@ enum ProxyError: Error, Sendable, Equatable {
     /// The proxy closed the connection before its reply was complete.
     case closed
 
-    enum Phase: Sendable, Equatable {
+    package enum Phase: Sendable, Equatable {
         case methodSelection, authentication, connectReply
     }
 }
 
 /// One proxy handshake, as a value: `output` to send, then `wanted` bytes at most to read and `receive`.
-struct ProxyClientHandshake: Sendable {
-    enum State: Sendable, Equatable {
+package struct ProxyClientHandshake: Sendable {
+    package enum State: Sendable, Equatable {
         /// SOCKS5: waiting for the 2-byte method selection.
         case socks5Method
         /// SOCKS5: waiting for the 2-byte RFC 1929 status.
@@ -84,23 +90,23 @@ struct ProxyClientHandshake: Sendable {
         case failed
     }
 
-    static let httpMaxHeadSize = 16 * 1024
+    package static let httpMaxHeadSize = 16 * 1024
 
-    let kind: ProxyConfiguration.Kind
+    package let kind: ProxyConfiguration.Kind
     private let username: [UInt8]
     private let password: [UInt8]
     private let target: ProxyTarget
-    private(set) var state: State
+    package private(set) var state: State
     /// Bytes to send before reading (taken by the driver).
     private(set) var output: [UInt8] = []
     /// The reply bytes gathered for the current state.
     private var reply: [UInt8] = []
     private var http: HTTPResponseParser
     /// HTTP: bytes after the response head, which belong to the stream.
-    private(set) var leftover: [UInt8] = []
+    package private(set) var leftover: [UInt8] = []
     private let offersCredentials: Bool
 
-    init(configuration: ProxyConfiguration, target: ProxyTarget) {
+    package init(configuration: ProxyConfiguration, target: ProxyTarget) {
         kind = configuration.kind
         username = Array((configuration.username ?? "").utf8)
         password = Array((configuration.password ?? "").utf8)
@@ -121,14 +127,14 @@ struct ProxyClientHandshake: Sendable {
     }
 
     /// Takes the bytes to send now.
-    mutating func takeOutput() -> [UInt8] {
+    package mutating func takeOutput() -> [UInt8] {
         defer { output = [] }
         return output
     }
 
     /// The most bytes the next read may take: exactly what the current SOCKS reply still lacks (0 when
     /// nothing is awaited), or a buffer's worth for an HTTP head.
-    var wanted: Int {
+    package var wanted: Int {
         switch state {
         case .socks5Method, .socks5Auth: return 2 - reply.count
         case .socks5ReplyHead: return 5 - reply.count
@@ -140,7 +146,7 @@ struct ProxyClientHandshake: Sendable {
     }
 
     /// Bytes received (at most `wanted`). The machine may produce `output` or reach `.established`.
-    mutating func receive(_ bytes: ArraySlice<UInt8>) throws(ProxyError) {
+    package mutating func receive(_ bytes: ArraySlice<UInt8>) throws(ProxyError) {
         do {
             try step(bytes)
         } catch {
@@ -150,7 +156,7 @@ struct ProxyClientHandshake: Sendable {
     }
 
     /// The proxy closed the connection: an error unless established.
-    mutating func endOfStream() -> ProxyError {
+    package mutating func endOfStream() -> ProxyError {
         state = .failed
         return .closed
     }

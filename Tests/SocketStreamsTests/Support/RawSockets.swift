@@ -154,6 +154,26 @@ enum RawSocket {
         portOf(fd, peer: true)
     }
 
+    /// The numeric address and port of a socket's peer (getpeername) or its own (getsockname).
+    static func address(_ fd: Int32, peer: Bool) -> (host: String, port: Int) {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let result = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                peer ? getpeername(fd, $0, &length) : getsockname(fd, $0, &length)
+            }
+        }
+        guard result == 0 else { return ("?", 0) }
+        var text = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+        let named = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                getnameinfo($0, length, &text, socklen_t(text.count), nil, 0, NI_NUMERICHOST)
+            }
+        }
+        guard named == 0 else { return ("?", 0) }
+        return (String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self), portOf(fd, peer: peer))
+    }
+
     private static func portOf(_ fd: Int32, peer: Bool) -> Int {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)

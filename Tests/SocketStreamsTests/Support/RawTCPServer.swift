@@ -52,11 +52,13 @@ final class RawTCPServer: @unchecked Sendable {
     private var accepted = 0
     private var finished = 0
 
-    init(family: IPFamily = .v4, backlog: Int32 = 128, handler: @escaping @Sendable (RawConnection) -> Void) throws {
+    /// Listens on the family's loopback address, on `port` (0: an ephemeral one).
+    init(family: IPFamily = .v4, port: Int = 0, backlog: Int32 = 128,
+         handler: @escaping @Sendable (RawConnection) -> Void) throws {
         self.family = family
         self.handler = handler
-        listenFD = try RawSocket.listener(family: family, backlog: backlog)
-        port = RawSocket.boundPort(listenFD)
+        listenFD = try RawSocket.listener(family: family, port: port, backlog: backlog)
+        self.port = RawSocket.boundPort(listenFD)
         let thread = Thread { [self] in self.acceptLoop() }
         thread.name = "RawTCPServer.accept"
         thread.start()
