@@ -108,4 +108,37 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
             output.close()
         }
     }
+
+    /// The proxy section: Apple's SOCKS dictionary through microsocks (with a username and password), and
+    /// the typed CONNECT proxy through tinyproxy, each to an echo target.
+    func testProxyExamples() throws {
+        let echo = try startSocatEcho()
+        let (socksPeer, socksPort) = try Peer.microsocks(user: "user", password: "secret")
+        addCleanup { socksPeer.stop() }
+        let (httpPeer, httpPort) = try Peer.tinyproxy(directory: try makeTemporaryDirectory(), user: "user", password: "secret")
+        addCleanup { httpPeer.stop() }
+        let proxyHost = "127.0.0.1", proxyPort = socksPort
+
+        do {
+            let (input, output) = createStreamPair(host: "127.0.0.1", port: echo)
+            let socks: [StreamSOCKSProxyConfiguration: Any] = [.hostKey: proxyHost, .portKey: proxyPort,
+                                                               .userKey: "user", .passwordKey: "secret"]
+            input.setProperty(socks, forKey: .socksProxyConfigurationKey)   // Apple code, unchanged (SOCKS5 by default)
+            try assertEchoes((input, output))
+        }
+        do {
+            let (input, output) = createStreamPair(host: "127.0.0.1", port: echo)
+            input.setProperty(ProxyConfiguration.httpConnect(host: proxyHost, port: httpPort, username: "user", password: "secret"),
+                              forKey: .proxyConfigurationKey)               // or typed: .socks4, .socks5, .httpConnect
+            try assertEchoes((input, output))
+        }
+    }
+
+    private func assertEchoes(_ pair: StreamPair, file: StaticString = #filePath, line: UInt = #line) throws {
+        closeAfterTest(pair)
+        let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "through the proxy"))
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == "through the proxy" },
+                      recorder.trace, file: file, line: line)
+        XCTAssertTrue(recorder.snapshot.errors.isEmpty, "\(recorder.snapshot.errors)", file: file, line: line)
+    }
 }
