@@ -77,6 +77,7 @@ extension Peer {
                                       arguments: ["-f", configuration.path, "-p", directory.appendingPathComponent("danted.pid").path])
             // e.g. "danted[123]: info: Dante/server[1/1] v1.4.2 running"
             _ = try peer.start(readyPattern: #"(Dante/server\[\d+/\d+\] v\S+ running)"#)
+            try waitUntilAccepting(peer, port: port, family: .v4)  // the line alone does not promise listen(2)
             return (peer, port)
         }
     }
@@ -214,6 +215,9 @@ extension Peer {
             guard Int(reported) == port else {
                 throw PeerError.notReady(peer.name, output: peer.printed)
             }
+            // ssh logs that line before its listen(2) (seen under load: a connect right after it was
+            // refused), so the port itself says when it is ready.
+            try waitUntilAccepting(peer, port: port, family: .v4)
             return (peer, port)
         }
     }
@@ -269,6 +273,7 @@ extension Peer {
             // -d: the foreground; without a LogFile it logs to stdout.
             let peer = Peer(name: "tinyproxy", executable: tinyproxy, arguments: ["-d", "-c", configuration.path])
             _ = try peer.start(readyPattern: #"(Starting main loop)"#)
+            try waitUntilAccepting(peer, port: port, family: .v4)  // the line alone does not promise listen(2)
             return (peer, port)
         }
     }
@@ -350,6 +355,19 @@ extension Peer {
                 throw PeerError.notReady(name, output: peer.printed)
             }
             usleep(10_000)
+        }
+    }
+
+    /// Polls connect() to `port` until it succeeds; throws notReady after `timeout`.
+    private static func waitUntilAccepting(_ peer: Peer, port: Int, family: IPFamily, timeout: TimeInterval = 10) throws {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while true {
+            if let fd = try? RawSocket.connectTo(family: family, port: port) {
+                close(fd)
+                return
+            }
+            if Date() > deadline { throw PeerError.notReady(peer.name, output: peer.printed) }
+            usleep(5_000)
         }
     }
 

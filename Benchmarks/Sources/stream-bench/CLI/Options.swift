@@ -55,7 +55,9 @@ struct Options {
           --quick                 Small sizes, 1 run (what the test suite runs).
           --runs N                Runs per client and workload (default 3; 1 with --quick).
           --workloads LIST        Comma-separated: download, upload, pingpong, connect, many1k,
-                                  many5k, idle; "many" = many1k,many5k,idle; "all" (default).
+                                  many5k, idle, tls-download, tls-upload, tls-pingpong,
+                                  tls-handshake, socks-connect, socks-download; "many" =
+                                  many1k,many5k,idle; "plain", "tls", "socks"; "all" (default).
           --clients LIST          Comma-separated: baseline, streams-delegate, streams-thread,
                                   streams-polling, filehandle; "all" (default).
           --cpus same|separate|none

@@ -1,10 +1,21 @@
 // The physical limit: raw POSIX sockets from Swift. Blocking read/write loops for the
-// single-connection workloads, one epoll loop for the many-connections workload.
+// single-connection workloads, one epoll loop for the many-connections workload. For the socks
+// workloads, each single connection first does the SOCKS5 exchange on its blocking socket.
 
 import CSocketStreamsShims
 import Glibc
 
 struct BaselineClient: BenchmarkClient {
+    /// The socks workloads: the server's SOCKS5 port. Download, upload, ping-pong and connect then go
+    /// through it (many and idle stay direct; no socks workload uses them).
+    var socksPort: UInt16?
+
+    /// A blocking connection to the server's `port`: straight, or through the SOCKS5 port.
+    private func dial(_ port: UInt16) throws -> Int32 {
+        guard let socksPort else { return try Posix.connectToLoopback(port: port) }
+        return try BenchSOCKS.connect(proxyPort: socksPort, targetPort: port)
+    }
+
     func warmUp(port: UInt16) throws {
         _ = try connect(port: port, count: 1)
     }
@@ -13,7 +24,7 @@ struct BaselineClient: BenchmarkClient {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Payload.chunkSize, alignment: 16)
         defer { buffer.deallocate() }
         let stopwatch = Stopwatch()
-        let fd = try Posix.connectToLoopback(port: port)
+        let fd = try dial(port)
         defer { Posix.close(fd) }
         try Posix.sendAll(fd, Request.download(bytes: UInt64(totalBytes)).encoded)
         var received = 0
@@ -30,7 +41,7 @@ struct BaselineClient: BenchmarkClient {
         defer { buffer.deallocate() }
         Payload.fillChunk(buffer)
         let stopwatch = Stopwatch()
-        let fd = try Posix.connectToLoopback(port: port)
+        let fd = try dial(port)
         defer { Posix.close(fd) }
         try Posix.sendAll(fd, Request.upload(bytes: UInt64(totalBytes)).encoded)
         var remaining = totalBytes
@@ -49,7 +60,7 @@ struct BaselineClient: BenchmarkClient {
         let messages = (0..<2).map { Payload.message(roundTrip: $0, size: messageSize) }
         var echo = [UInt8](repeating: 0, count: messageSize)
         let stopwatch = Stopwatch()
-        let fd = try Posix.connectToLoopback(port: port)
+        let fd = try dial(port)
         defer { Posix.close(fd) }
         try Posix.sendAll(fd, Request.echo(bytes: UInt64(roundTrips * messageSize)).encoded)
         for i in 0..<roundTrips {
@@ -66,7 +77,7 @@ struct BaselineClient: BenchmarkClient {
         var reply: UInt8 = 0
         let stopwatch = Stopwatch()
         for _ in 0..<count {
-            let fd = try Posix.connectToLoopback(port: port)
+            let fd = try dial(port)
             defer { Posix.close(fd) }
             try Posix.sendAll(fd, header)
             try withUnsafeMutableBytes(of: &reply) { try Posix.readExactly(fd, into: $0) }

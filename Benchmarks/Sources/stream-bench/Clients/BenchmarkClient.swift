@@ -18,7 +18,7 @@ enum ClientKind: String, CaseIterable, Codable {
 
     func supports(_ workload: Workload) -> Bool {
         switch self {
-        case .filehandle: return workload == .download || workload == .pingpong  // no TLS either
+        case .filehandle: return workload == .download || workload == .pingpong  // no TLS or SOCKS either
         default: return true
         }
     }

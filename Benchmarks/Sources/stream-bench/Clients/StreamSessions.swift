@@ -105,10 +105,17 @@ class StreamSession: NSObject, StreamDelegate {
     private var pendingOutput: [UInt8] = []
     private var pendingIndex = 0
     private(set) var isDone = false
+    /// Why the pair could not be set up (the proxy refused by `setProperty`); `open` then fails the session.
+    private var setupFailure: String?
 
     init(port: UInt16, monitor: SessionMonitor) {
         let streams = createStreamPair(host: "127.0.0.1", port: Int(port))
         BenchTLS.apply(to: streams.input)
+        do {
+            try BenchSOCKS.apply(to: streams.input)
+        } catch {
+            setupFailure = "\(error)"
+        }
         inputStream = streams.input
         outputStream = streams.output
         self.monitor = monitor
@@ -117,6 +124,7 @@ class StreamSession: NSObject, StreamDelegate {
 
     /// Sets the delegates, schedules both streams on `runLoop` (default mode) and opens them.
     func open(in runLoop: RunLoop) {
+        if let setupFailure { return fail(setupFailure) }
         self.runLoop = runLoop
         inputStream.delegate = self
         outputStream.delegate = self

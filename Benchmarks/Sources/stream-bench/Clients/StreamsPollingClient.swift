@@ -9,9 +9,10 @@ struct StreamsPollingClient: BenchmarkClient {
         let input: InputStream
         let output: OutputStream
 
-        init(port: UInt16) {
+        init(port: UInt16) throws {
             let streams = createStreamPair(host: "127.0.0.1", port: Int(port))
             BenchTLS.apply(to: streams.input)
+            try BenchSOCKS.apply(to: streams.input)
             input = streams.input
             output = streams.output
             _ = output.setProperty(NSNumber(value: true), forKey: .tcpNoDelayKey)
@@ -55,7 +56,7 @@ struct StreamsPollingClient: BenchmarkClient {
     func download(port: UInt16, totalBytes: Int) throws -> Double {
         var buffer = [UInt8](repeating: 0, count: Payload.chunkSize)
         let stopwatch = Stopwatch()
-        let pair = Pair(port: port)
+        let pair = try Pair(port: port)
         defer { pair.close() }
         try pair.writeAll(Request.download(bytes: UInt64(totalBytes)).encoded)
         var received = 0
@@ -73,7 +74,7 @@ struct StreamsPollingClient: BenchmarkClient {
         let chunk = (0..<Payload.chunkSize).map { UInt8(truncatingIfNeeded: $0) }
         var reply = [UInt8](repeating: 0, count: 8)
         let stopwatch = Stopwatch()
-        let pair = Pair(port: port)
+        let pair = try Pair(port: port)
         defer { pair.close() }
         try pair.writeAll(Request.upload(bytes: UInt64(totalBytes)).encoded)
         var remaining = totalBytes
@@ -91,7 +92,7 @@ struct StreamsPollingClient: BenchmarkClient {
         let messages = (0..<2).map { Payload.message(roundTrip: $0, size: messageSize) }
         var echo = [UInt8](repeating: 0, count: messageSize)
         let stopwatch = Stopwatch()
-        let pair = Pair(port: port)
+        let pair = try Pair(port: port)
         defer { pair.close() }
         try pair.writeAll(Request.echo(bytes: UInt64(roundTrips * messageSize)).encoded)
         for i in 0..<roundTrips {
@@ -107,7 +108,7 @@ struct StreamsPollingClient: BenchmarkClient {
         var reply = [UInt8](repeating: 0, count: 1)
         let stopwatch = Stopwatch()
         for _ in 0..<count {
-            let pair = Pair(port: port)
+            let pair = try Pair(port: port)
             defer { pair.close() }
             try pair.writeAll(header)
             try pair.readExactly(&reply)
@@ -128,7 +129,7 @@ struct StreamsPollingClient: BenchmarkClient {
         pairs.reserveCapacity(connections)
         defer { pairs.forEach { $0.close() } }
         for _ in 0..<connections {
-            let pair = Pair(port: port)
+            let pair = try Pair(port: port)
             pairs.append(pair)
             try pair.writeAll(header)
             try pair.readExactly(&byte)
@@ -160,7 +161,7 @@ struct StreamsPollingClient: BenchmarkClient {
         defer { pairs.forEach { $0.close() } }
         let memoryBefore = try ProcessMemory.snapshot()
         for _ in 0..<count {
-            let pair = Pair(port: port)
+            let pair = try Pair(port: port)
             pairs.append(pair)
             try pair.writeAll(header)
             try pair.readExactly(&byte)
@@ -168,7 +169,7 @@ struct StreamsPollingClient: BenchmarkClient {
         }
         let memoryOpen = try ProcessMemory.snapshot()
 
-        let release = Pair(port: port)
+        let release = try Pair(port: port)
         defer { release.close() }
         try release.writeAll(Request.release(group: group).encoded)
         try release.readExactly(&byte)

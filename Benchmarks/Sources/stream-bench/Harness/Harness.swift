@@ -51,9 +51,10 @@ struct Harness {
             server.wait(timeout: 10)
         }
         let ports = try server.readLine(timeout: 30).split(separator: " ").compactMap { UInt16($0) }
-        guard ports.count == 2 else { throw BenchError("server did not print its two ports") }
-        let (port, tlsPort) = (ports[0], ports[1])
-        Posix.printError("stream-bench: server pid \(server.pid) on 127.0.0.1:\(port) (TLS \(tlsPort)); \(machine.summary)")
+        guard ports.count == 3 else { throw BenchError("server did not print its three ports") }
+        let (port, tlsPort, socksPort) = (ports[0], ports[1], ports[2])
+        Posix.printError("stream-bench: server pid \(server.pid) on 127.0.0.1:\(port) (TLS \(tlsPort), SOCKS5 \(socksPort)); "
+                         + machine.summary)
 
         var failures: [String] = []
         var workloadResults: [WorkloadResult] = []
@@ -67,7 +68,8 @@ struct Harness {
                     do {
                         var sample = try measure(executable: executable, client: client, workload: workload,
                                                  port: workload.isTLS ? tlsPort : port,
-                                                 caFile: workload.isTLS ? certificate.certificate : nil)
+                                                 caFile: workload.isTLS ? certificate.certificate : nil,
+                                                 socksPort: workload.isSOCKS ? socksPort : nil)
                         sample.run = run
                         samples[client, default: []].append(sample)
                         Posix.printError("  \(workload.rawValue) run \(run)/\(options.effectiveRuns) \(client.rawValue): "
@@ -106,10 +108,12 @@ struct Harness {
     }
 
     /// Runs one `measure` child and decodes its sample.
-    private func measure(executable: String, client: ClientKind, workload: Workload, port: UInt16, caFile: String?) throws -> Sample {
+    private func measure(executable: String, client: ClientKind, workload: Workload, port: UInt16, caFile: String?,
+                         socksPort: UInt16?) throws -> Sample {
         var arguments = ["measure", "--client", client.rawValue, "--workload", workload.rawValue,
                          "--port", "\(port)", "--cpu", "\(options.cpus.clientCPU)"]
         if let caFile { arguments += ["--tls-ca", caFile] }
+        if let socksPort { arguments += ["--socks-port", "\(socksPort)"] }
         if options.quick { arguments.append("--quick") }
         let child = try ChildProcess.spawn(executable, arguments, stdin: .devNull, stdout: .pipe, stderr: .pipe)
         let output = try child.collectOutput(timeout: options.effectiveTimeout)

@@ -1,6 +1,7 @@
-// `stream-bench measure --client C --workload W --port P [--cpu N] [--quick]`: one measurement in
-// a fresh process (so VmHWM and idle RSS belong to this client alone, and a hung client can be
-// killed). Prints one JSON `Sample` line on stdout; any failure exits non-zero with a message.
+// `stream-bench measure --client C --workload W --port P [--cpu N] [--quick] [--tls-ca F]
+// [--socks-port S]`: one measurement in a fresh process (so VmHWM and idle RSS belong to this client
+// alone, and a hung client can be killed). Prints one JSON `Sample` line on stdout; any failure exits
+// non-zero with a message.
 
 import Foundation
 import Glibc
@@ -13,6 +14,7 @@ enum MeasureCommand {
         var cpu = -1
         var quick = false
         var caFile: String?
+        var socksPort: UInt16?
         var iterator = arguments.makeIterator()
         while let argument = iterator.next() {
             switch argument {
@@ -22,6 +24,7 @@ enum MeasureCommand {
             case "--cpu": cpu = iterator.next().flatMap { Int($0) } ?? -1
             case "--quick": quick = true
             case "--tls-ca": caFile = iterator.next()
+            case "--socks-port": socksPort = iterator.next().flatMap { UInt16($0) }
             default:
                 Posix.printError("stream-bench measure: unknown argument \(argument)")
                 return 2
@@ -32,7 +35,8 @@ enum MeasureCommand {
             return 2
         }
         do {
-            let sample = try measure(client: client, workload: workload, port: port, cpu: cpu, quick: quick, caFile: caFile)
+            let sample = try measure(client: client, workload: workload, port: port, cpu: cpu, quick: quick, caFile: caFile,
+                                     socksPort: socksPort)
             let encoder = JSONEncoder()
             encoder.outputFormatting = .sortedKeys
             let line = try encoder.encode(sample) + Data("\n".utf8)
@@ -45,7 +49,7 @@ enum MeasureCommand {
     }
 
     static func measure(client kind: ClientKind, workload: Workload, port: UInt16, cpu: Int, quick: Bool,
-                        caFile: String?) throws -> Sample {
+                        caFile: String?, socksPort: UInt16?) throws -> Sample {
         let descriptorLimit = Posix.raiseFileDescriptorLimit()
         if cpu >= 0 { try Posix.pinToCPU(cpu) }
         let p = workload.parameters(quick: quick)
@@ -60,6 +64,15 @@ enum MeasureCommand {
                 client = BaselineTLSClient(context: try BenchTLS.clientContext(caFile: caFile))
             } else {
                 BenchTLS.clientSettings = BenchTLS.settings(caFile: caFile)
+                client = kind.makeClient()
+            }
+        } else if workload.isSOCKS {
+            // The pairs are still made for 127.0.0.1:port (the target); the proxy is the SOCKS5 port.
+            guard let socksPort else { throw BenchError("a SOCKS workload needs --socks-port") }
+            if kind == .baseline {
+                client = BaselineClient(socksPort: socksPort)
+            } else {
+                BenchSOCKS.clientProxy = .socks5(host: "127.0.0.1", port: Int(socksPort))
                 client = kind.makeClient()
             }
         } else {
@@ -93,7 +106,7 @@ enum MeasureCommand {
                           peakRSSBytes: try ProcessMemory.peakResidentBytes(),
                           rssNoneBytes: none.residentBytes, rssOpenBytes: open.residentBytes,
                           anonNoneBytes: none.anonymousBytes, anonOpenBytes: open.anonymousBytes)
-        case .tlsDownload, .tlsUpload, .tlsPingpong, .tlsHandshake:
+        case .tlsDownload, .tlsUpload, .tlsPingpong, .tlsHandshake, .socksConnect, .socksDownload:
             throw BenchError("\(workload.rawValue) has no plain counterpart")  // plainCounterpart never returns these
         }
     }

@@ -15,6 +15,10 @@ enum Workload: String, CaseIterable, Codable {
     case tlsPingpong = "tls-pingpong"
     /// connect + full TLS 1.3 handshake + 1 byte each way + close.
     case tlsHandshake = "tls-handshake"
+    /// Through the same server's SOCKS5 port, which answers the handshake itself and then serves the
+    /// plain protocol on that connection (a terminating proxy, not a relay).
+    case socksConnect = "socks-connect"
+    case socksDownload = "socks-download"
 
     /// Command-line aliases that expand to several workloads.
     static let aliases: [String: [Workload]] = [
@@ -22,6 +26,7 @@ enum Workload: String, CaseIterable, Codable {
         "many": [.many1k, .many5k, .idle],
         "ping-pong": [.pingpong],
         "tls": [.tlsDownload, .tlsUpload, .tlsPingpong, .tlsHandshake],
+        "socks": [.socksConnect, .socksDownload],
         "plain": [.download, .upload, .pingpong, .connect, .many1k, .many5k, .idle],
     ]
 
@@ -33,20 +38,25 @@ enum Workload: String, CaseIterable, Codable {
         }
     }
 
-    /// The plain workload a TLS one runs over TLS (the same client code, the TLS port).
+    /// Whether every connection of the workload goes through the SOCKS5 port.
+    var isSOCKS: Bool {
+        self == .socksConnect || self == .socksDownload
+    }
+
+    /// The plain workload a TLS or SOCKS one runs (the same client code, over TLS or through the proxy).
     var plainCounterpart: Workload {
         switch self {
-        case .tlsDownload: return .download
+        case .tlsDownload, .socksDownload: return .download
         case .tlsUpload: return .upload
         case .tlsPingpong: return .pingpong
-        case .tlsHandshake: return .connect
+        case .tlsHandshake, .socksConnect: return .connect
         default: return self
         }
     }
 
     var unit: String {
         switch self {
-        case .tlsDownload, .tlsUpload, .tlsPingpong: return plainCounterpart.unit
+        case .tlsDownload, .tlsUpload, .tlsPingpong, .socksConnect, .socksDownload: return plainCounterpart.unit
         case .tlsHandshake: return "hs/s"
         case .download, .upload: return "GB/s"
         case .pingpong: return "µs/RT"
@@ -78,6 +88,7 @@ enum Workload: String, CaseIterable, Codable {
         case .tlsDownload, .tlsUpload: return .ratioAtLeast(0.90)
         case .tlsPingpong: return .ratioAtLeast(0.75)
         case .tlsHandshake: return .ratioAtLeast(0.85)
+        case .socksConnect, .socksDownload: return plainCounterpart.target
         }
     }
 
@@ -97,7 +108,7 @@ enum Workload: String, CaseIterable, Codable {
                                       messageSize: Payload.messageSize)
         case .idle:
             return WorkloadParameters(connections: quick ? 200 : 10_000)
-        case .tlsDownload, .tlsUpload, .tlsPingpong:
+        case .tlsDownload, .tlsUpload, .tlsPingpong, .socksConnect, .socksDownload:
             return plainCounterpart.parameters(quick: quick)
         case .tlsHandshake:
             return WorkloadParameters(connections: quick ? 20 : 1_000)
@@ -117,6 +128,7 @@ enum Workload: String, CaseIterable, Codable {
         case .idle: return "idle \(p.connections ?? 0) open pairs"
         case .tlsDownload, .tlsUpload, .tlsPingpong: return "TLS 1.3 " + plainCounterpart.title(quick: quick)
         case .tlsHandshake: return "TLS 1.3 full handshake \(p.connections ?? 0) × (1 B ⇄ 1 B)"
+        case .socksConnect, .socksDownload: return "SOCKS5 " + plainCounterpart.title(quick: quick)
         }
     }
 }

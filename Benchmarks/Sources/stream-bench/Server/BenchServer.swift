@@ -1,9 +1,12 @@
 // The peer every client is measured against: a single-threaded, non-blocking, level-triggered
 // epoll server on raw syscalls (no SocketStreams). It runs as its own process
-// (`stream-bench server`), prints its ephemeral port on stdout, and exits when stdin closes,
+// (`stream-bench server`), prints its ephemeral ports on stdout, and exits when stdin closes,
 // so it never outlives the harness that started it. Given a certificate and key, it also listens on
 // a second port where every connection speaks TLS 1.3 through OpenSSL (non-blocking, the same
-// protocol inside); it then prints both ports.
+// protocol inside). A third port is a SOCKS5 front: it answers the handshake itself and then serves
+// the plain protocol on the same connection, as if it were the target (terminating, not relaying, so
+// no relay's copies on the same CPUs hide the clients' differences). It prints "PORT TLSPORT
+// SOCKSPORT" (TLSPORT 0 without TLS).
 
 import COpenSSL
 import CSocketStreamsShims
@@ -17,6 +20,10 @@ final class BenchServer {
     private let tlsListenFD: Int32
     let tlsPort: UInt16
     private let tlsContext: OpaquePointer?
+    /// The SOCKS5 listener, and its success reply (bound to 127.0.0.1:`port`).
+    private let socksListenFD: Int32
+    let socksPort: UInt16
+    private let socksReply: [UInt8]
     /// Connections indexed by fd.
     private var connections: [ServerConnection?] = []
     /// Group-echo groups still filling up: members and the per-member echo size.
@@ -40,6 +47,8 @@ final class BenchServer {
             tlsContext = nil
             (tlsListenFD, tlsPort) = (-1, 0)
         }
+        (socksListenFD, socksPort) = try Posix.listenOnLoopback(backlog: 4096)
+        socksReply = BenchSOCKS.reply(port: port)
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
         if epollFD < 0 { throw BenchError.syscall("epoll_create1", errno: cssh_errno()) }
         chunk = .allocate(byteCount: Payload.chunkSize, alignment: 16)
@@ -47,6 +56,7 @@ final class BenchServer {
         scratch = .allocate(byteCount: Payload.chunkSize, alignment: 16)
         try Self.register(epollFD, fd: listenFD, events: cssh_epollin())
         if tlsListenFD >= 0 { try Self.register(epollFD, fd: tlsListenFD, events: cssh_epollin()) }
+        try Self.register(epollFD, fd: socksListenFD, events: cssh_epollin())
         // Stdin is the harness's pipe: EOF means "shut down". /dev/null or a regular file
         // cannot be watched by epoll (EPERM); then the server runs until killed.
         watchesStdin = (try? Self.register(epollFD, fd: 0, events: cssh_epollin())) != nil
@@ -75,6 +85,8 @@ final class BenchServer {
                     try acceptAll(from: listenFD)
                 } else if fd == tlsListenFD {
                     try acceptAll(from: tlsListenFD)
+                } else if fd == socksListenFD {
+                    try acceptAll(from: socksListenFD)
                 } else if fd == 0 && watchesStdin {
                     if stdinClosed() {
                         shutDown()
@@ -102,6 +114,8 @@ final class BenchServer {
                 SSL_set_accept_state(ssl)
                 connection.ssl = ssl
                 connection.handshaking = true
+            } else if listener == socksListenFD {
+                connection.socksPhase = .greeting
             }
             do {
                 try Self.register(epollFD, fd: fd, events: connection.registeredEvents)
@@ -128,6 +142,7 @@ final class BenchServer {
         for case let connection? in connections { close(connection) }
         Posix.close(listenFD)
         if tlsListenFD >= 0 { Posix.close(tlsListenFD) }
+        Posix.close(socksListenFD)
         if let tlsContext { SSL_CTX_free(tlsContext) }
         Posix.close(epollFD)
     }
@@ -335,10 +350,12 @@ final class BenchServer {
         connection.registeredEvents = events
     }
 
-    // MARK: Plain or TLS I/O
+    // MARK: Plain, TLS or SOCKS5 I/O
 
-    /// Reads plaintext: straight from the socket, or through OpenSSL (finishing the handshake first).
+    /// Reads plaintext: straight from the socket (finishing a SOCKS5 handshake first), or through
+    /// OpenSSL (finishing the TLS handshake first).
     private func receive(_ connection: ServerConnection, into buffer: UnsafeMutableRawPointer, count: Int) throws -> IOResult {
+        if connection.socksPhase != nil, try !advanceSOCKS(connection) { return .wouldBlock }
         guard let ssl = connection.ssl else { return try Posix.read(connection.fd, into: buffer, count: count) }
         if connection.handshaking, try !advanceHandshake(connection, ssl) { return .wouldBlock }
         var done = 0
@@ -388,6 +405,52 @@ final class BenchServer {
         }
     }
 
+    /// Drives the SOCKS5 handshake of a connection on the SOCKS5 port; true once it is done. It reads
+    /// exactly the greeting (05 01 00) and the CONNECT request (its length from ATYP), never a byte
+    /// more, so what follows in the socket is the plain protocol. Each reply is queued and flushed.
+    private func advanceSOCKS(_ connection: ServerConnection) throws -> Bool {
+        while let phase = connection.socksPhase {
+            let length: Int
+            switch phase {
+            case .greeting: length = BenchSOCKS.greeting.count
+            case .request:
+                guard let requestLength = BenchSOCKS.requestLength(connection.socksMessage) else {
+                    protocolViolation(connection, "SOCKS5 request \(connection.socksMessage) has an unknown address type")
+                    return false
+                }
+                length = requestLength
+            }
+            if connection.socksMessage.count < length {
+                let wanted = length - connection.socksMessage.count
+                switch try Posix.read(connection.fd, into: scratch.baseAddress!, count: wanted) {
+                case .wouldBlock: return false
+                case .endOfFile: throw BenchError("end of stream in the SOCKS5 handshake")
+                case .processed(let n): connection.socksMessage.append(contentsOf: scratch[0..<n])
+                }
+                continue  // a request's length grows as its address type and a name's length arrive
+            }
+            switch phase {
+            case .greeting:
+                guard connection.socksMessage == BenchSOCKS.greeting else {
+                    protocolViolation(connection, "SOCKS5 greeting \(connection.socksMessage), expected [5, 1, 0]")
+                    return false
+                }
+                connection.output.append(contentsOf: BenchSOCKS.methodReply)
+                connection.socksPhase = .request
+            case .request:
+                guard connection.socksMessage.starts(with: BenchSOCKS.requestPrefix) else {
+                    protocolViolation(connection, "SOCKS5 request \(connection.socksMessage) is not a CONNECT")
+                    return false
+                }
+                connection.output.append(contentsOf: socksReply)
+                connection.socksPhase = nil
+            }
+            connection.socksMessage.removeAll()
+            try flush(connection)
+        }
+        return true
+    }
+
     private func protocolViolation(_ connection: ServerConnection, _ message: String) {
         Posix.printError("stream-bench server: fd \(connection.fd): \(message); closing")
         close(connection)
@@ -403,7 +466,7 @@ final class BenchServer {
     }
 }
 
-/// `stream-bench server [--cpu N]`.
+/// `stream-bench server [--cpu N] [--tls-cert FILE --tls-key FILE]`.
 enum ServerCommand {
     static func run(_ arguments: [String]) -> Int32 {
         var cpu = -1
@@ -429,8 +492,9 @@ enum ServerCommand {
             Posix.raiseFileDescriptorLimit()
             if cpu >= 0 { try Posix.pinToCPU(cpu) }
             let server = try BenchServer(tls: certificate.flatMap { certificate in key.map { (certificate, $0) } })
-            // Readiness: the port (and the TLS port) on stdout, unbuffered, so the harness sees it at once.
-            let line = Array((server.tlsPort == 0 ? "\(server.port)\n" : "\(server.port) \(server.tlsPort)\n").utf8)
+            // Readiness: the plain, TLS (0 without TLS) and SOCKS5 ports on stdout, unbuffered, so the
+            // harness sees them at once.
+            let line = Array("\(server.port) \(server.tlsPort) \(server.socksPort)\n".utf8)
             _ = line.withUnsafeBytes { Glibc.write(1, $0.baseAddress!, $0.count) }
             try server.run()
             return 0

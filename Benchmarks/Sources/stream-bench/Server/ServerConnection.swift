@@ -38,6 +38,17 @@ final class ServerConnection {
     var handshaking = false
     /// OpenSSL needs the socket writable to go on (a handshake or read that had to send).
     var tlsWantsOutput = false
+    /// Where a connection on the SOCKS5 port is in its handshake (nil once done, and on the other ports).
+    var socksPhase: SOCKSPhase?
+    /// The SOCKS5 message read so far (the greeting, then the CONNECT request).
+    var socksMessage: [UInt8] = []
+
+    enum SOCKSPhase {
+        /// Reading the 3-byte greeting; the method reply follows.
+        case greeting
+        /// Reading the CONNECT request; the success reply follows, then the plain protocol.
+        case request
+    }
 
     init(fd: Int32, registeredEvents: UInt32) {
         self.fd = fd
