@@ -107,13 +107,15 @@ extension Connection {
                 lock.lock()
                 defer { lock.unlock() }
                 guard halves[1].events.status == .open, !halves[1].reactors.isEmpty, !isNegotiating else {
-                    lock.unlock()
                     // Unscheduled: nobody would send bytes the transport still holds (a TLS record's
                     // tail) once this returns, so send them now, as a blocking write would.
-                    while transport.hasPendingOutput, case .wouldBlock = transport.flush() {
-                        _ = wait(for: transport.writeInterest, on: transport.fd)
+                    if transport.hasPendingOutput {
+                        lock.unlock()
+                        while transport.hasPendingOutput, case .wouldBlock = transport.flush() {
+                            _ = wait(for: transport.writeInterest, on: transport.fd)
+                        }
+                        lock.lock()
                     }
-                    lock.lock()
                     return count
                 }
                 if count == maxLength && !transport.hasPendingOutput && wait(for: transport.writeInterest, on: transport.fd, timeout: 0) {

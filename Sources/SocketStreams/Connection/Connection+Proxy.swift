@@ -9,11 +9,12 @@ import Foundation
 extension Connection {
     /// Applies a proxy (nil: none) and remembers the property as set. Lock held.
     func setProxy(_ configuration: ProxyConfiguration?, property: (key: String, value: AnyObject)?) -> Bool {
-        guard case .idle = phase, case .host = target else { return false }
+        guard case .idle = phase, let proxyTarget = ProxyTarget(target) else { return false }
         if let configuration {
-            guard ProxyValidation.accepts(configuration, target: target) else { return false }
+            guard ProxyValidation.accepts(configuration, target: proxyTarget) else { return false }
         }
         proxy = configuration
+        self.proxyTarget = configuration == nil ? nil : proxyTarget
         proxyProperty = configuration == nil ? nil : property
         return true
     }
@@ -65,9 +66,9 @@ extension ProxyTarget {
 
 /// What a proxy configuration must satisfy before anything is sent.
 enum ProxyValidation {
-    static func accepts(_ configuration: ProxyConfiguration, target: Endpoint) -> Bool {
-        guard !configuration.host.isEmpty, isPrintable(configuration.host), (1...65535).contains(configuration.port),
-              let proxyTarget = ProxyTarget(target) else { return false }
+    static func accepts(_ configuration: ProxyConfiguration, target proxyTarget: ProxyTarget) -> Bool {
+        guard !configuration.host.isEmpty, isPrintable(configuration.host), (1...65535).contains(configuration.port)
+        else { return false }
         let user = Array((configuration.username ?? "").utf8)
         let password = Array((configuration.password ?? "").utf8)
         if case .name(let name) = proxyTarget.address, !isHostName(name) { return false }

@@ -44,7 +44,7 @@ extension Connection {
     /// The stages the configuration asks for at open: the proxy's, then TLS. Lock held.
     func configuredStages() -> [any HandshakeStage] {
         var stages: [any HandshakeStage] = []
-        if let proxy, let proxyTarget = ProxyTarget(target) {
+        if let proxy, let proxyTarget {
             stages.append(ProxyHandshake(configuration: proxy, target: proxyTarget))
         }
         if let tlsSettings { stages.append(TLSHandshake(settings: tlsSettings, target: target)) }

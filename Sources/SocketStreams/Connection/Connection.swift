@@ -80,6 +80,8 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// Settings few pairs change: the proxy, the connect timeout, TLS, and the tests' seams.
     final class Options {
         var proxy: ProxyConfiguration?
+        /// The pair's target as the proxy is asked for it (worked out once, when the proxy is set).
+        var proxyTarget: ProxyTarget?
         /// The proxy property as set (its key and value), for reading back.
         var proxyProperty: (key: String, value: AnyObject)?
         var connectTimeout: Double?
@@ -151,6 +153,11 @@ final class Connection: EventTarget, @unchecked Sendable {
     var proxy: ProxyConfiguration? {
         get { options?.proxy }
         set { someOptions.proxy = newValue }
+    }
+
+    var proxyTarget: ProxyTarget? {
+        get { options?.proxyTarget }
+        set { someOptions.proxyTarget = newValue }
     }
 
     var proxyProperty: (key: String, value: AnyObject)? {

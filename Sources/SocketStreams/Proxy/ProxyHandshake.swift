@@ -6,8 +6,6 @@ import Foundation
 import Glibc
 
 final class ProxyHandshake: HandshakeStage, @unchecked Sendable {
-    /// "SOCKS5 handshake via proxy 127.0.0.1 port 1080".
-    let name: String
     private let configuration: ProxyConfiguration
     private let target: ProxyTarget
     // Only touched by `advance`, which the connection calls with its lock held.
@@ -18,8 +16,12 @@ final class ProxyHandshake: HandshakeStage, @unchecked Sendable {
     init(configuration: ProxyConfiguration, target: ProxyTarget) {
         self.configuration = configuration
         self.target = target
-        name = "\(configuration.kindName) handshake via proxy \(Endpoint.host(configuration.host, port: configuration.port).label)"
         machine = ProxyClientHandshake(configuration: configuration, target: target)
+    }
+
+    /// "SOCKS5 handshake via proxy 127.0.0.1 port 1080" (built only for a message).
+    var name: String {
+        "\(configuration.kindName) handshake via proxy \(Endpoint.host(configuration.host, port: configuration.port).label)"
     }
 
     func advance(over transport: any Transport) -> HandshakeStep {
@@ -41,15 +43,23 @@ final class ProxyHandshake: HandshakeStage, @unchecked Sendable {
                 let leftover = machine.leftover
                 return .done(leftover.isEmpty ? transport : PrefixedTransport(prefix: leftover, over: transport))
             }
-            var buffer = [UInt8](repeating: 0, count: min(machine.wanted, 4096))
-            let io = buffer.withUnsafeMutableBytes { transport.read($0.baseAddress!, $0.count) }
-            switch io {
-            case .processed(let count):
-                do {
-                    try machine.receive(buffer[..<count])
-                } catch {
-                    return .failed(failure(error))
+            // Exactly what the reply still lacks (SOCKS), so the target's bytes stay in the socket.
+            var refused: ProxyError?
+            let io = withUnsafeTemporaryAllocation(byteCount: min(machine.wanted, 4096), alignment: 1) { buffer -> TransportIO in
+                let io = transport.read(buffer.baseAddress!, buffer.count)
+                if case .processed(let count) = io {
+                    do throws(ProxyError) {
+                        try machine.receive(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+                    } catch {
+                        refused = error
+                    }
                 }
+                return io
+            }
+            if let refused { return .failed(failure(refused)) }
+            switch io {
+            case .processed:
+                continue
             case .wouldBlock: return .wait(transport.readInterest)
             case .end: return .failed(failure(machine.endOfStream()))
             case .failed(let failure): return .failed(StreamFailure(failure.reason, .handshake(name)))

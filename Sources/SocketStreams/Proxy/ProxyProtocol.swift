@@ -146,7 +146,7 @@ package struct ProxyClientHandshake: Sendable {
     }
 
     /// Bytes received (at most `wanted`). The machine may produce `output` or reach `.established`.
-    package mutating func receive(_ bytes: ArraySlice<UInt8>) throws(ProxyError) {
+    package mutating func receive(_ bytes: UnsafeRawBufferPointer) throws(ProxyError) {
         do {
             try step(bytes)
         } catch {
@@ -155,13 +155,26 @@ package struct ProxyClientHandshake: Sendable {
         }
     }
 
+    /// `receive` for bytes in an array.
+    package mutating func receive(_ bytes: ArraySlice<UInt8>) throws(ProxyError) {
+        var failure: ProxyError?
+        bytes.withUnsafeBytes { raw in
+            do throws(ProxyError) {
+                try receive(raw)
+            } catch {
+                failure = error
+            }
+        }
+        if let failure { throw failure }
+    }
+
     /// The proxy closed the connection: an error unless established.
     package mutating func endOfStream() -> ProxyError {
         state = .failed
         return .closed
     }
 
-    private mutating func step(_ bytes: ArraySlice<UInt8>) throws(ProxyError) {
+    private mutating func step(_ bytes: UnsafeRawBufferPointer) throws(ProxyError) {
         if case .httpHead = state { return try stepHTTP(bytes) }
         precondition(bytes.count <= wanted, "read past the proxy's reply")
         reply.append(contentsOf: bytes)
@@ -212,7 +225,7 @@ package struct ProxyClientHandshake: Sendable {
         }
     }
 
-    private mutating func stepHTTP(_ bytes: ArraySlice<UInt8>) throws(ProxyError) {
+    private mutating func stepHTTP(_ bytes: UnsafeRawBufferPointer) throws(ProxyError) {
         let events: [HTTPResponseEvent]
         do {
             events = try http.feed(Array(bytes))
@@ -238,8 +251,16 @@ package struct ProxyClientHandshake: Sendable {
     static func socks4Request(_ target: ProxyTarget, userID: [UInt8]) -> [UInt8] {
         var bytes: [UInt8] = [4, 1, UInt8(target.port >> 8), UInt8(target.port & 0xFF)]
         switch target.address {
-        case .ipv4(let address): bytes += address + userID + [0]
-        case .name(let name): bytes += [0, 0, 0, 1] + userID + [0] + Array(name.utf8) + [0]
+        case .ipv4(let address):
+            bytes.append(contentsOf: address)
+            bytes.append(contentsOf: userID)
+            bytes.append(0)
+        case .name(let name):
+            bytes.append(contentsOf: [0, 0, 0, 1])
+            bytes.append(contentsOf: userID)
+            bytes.append(0)
+            bytes.append(contentsOf: name.utf8)
+            bytes.append(0)
         case .ipv6: preconditionFailure("refused when the proxy was set")
         }
         return bytes
@@ -247,15 +268,24 @@ package struct ProxyClientHandshake: Sendable {
 
     /// VER 5, CMD 1 (CONNECT), RSV, ATYP and address, DST.PORT.
     static func socks5Connect(_ target: ProxyTarget) -> [UInt8] {
-        var bytes: [UInt8] = [5, 1, 0]
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(7 + 255)
+        bytes.append(contentsOf: [5, 1, 0])
         switch target.address {
-        case .ipv4(let address): bytes += [1] + address
-        case .ipv6(let address): bytes += [4] + address
+        case .ipv4(let address):
+            bytes.append(1)
+            bytes.append(contentsOf: address)
+        case .ipv6(let address):
+            bytes.append(4)
+            bytes.append(contentsOf: address)
         case .name(let name):
-            let utf8 = Array(name.utf8)
-            bytes += [3, UInt8(utf8.count)] + utf8
+            bytes.append(3)
+            bytes.append(UInt8(name.utf8.count))
+            bytes.append(contentsOf: name.utf8)
         }
-        return bytes + [UInt8(target.port >> 8), UInt8(target.port & 0xFF)]
+        bytes.append(UInt8(target.port >> 8))
+        bytes.append(UInt8(target.port & 0xFF))
+        return bytes
     }
 
     /// `CONNECT host:port HTTP/1.1`, `Host`, Basic `Proxy-Authorization` when a username is given, then
