@@ -12,6 +12,9 @@ final class TLSHandshake: HandshakeStage, @unchecked Sendable {
     /// "host:port" for session resumption.
     private let sessionKey: String?
     private let peerLabel: String
+    /// A client that would verify a chain with no name to check it against (a pair from a native
+    /// socket or a Unix path, `.pairHost`): refused rather than accept a valid certificate for any name.
+    private let lacksPeerName: Bool
     private var transport: TLSTransport?
 
     /// A handshake for a pair created for `target` (whose host is the default peer name).
@@ -28,12 +31,20 @@ final class TLSHandshake: HandshakeStage, @unchecked Sendable {
         case .name(let name): hostName = name
         case .none: hostName = nil
         }
+        lacksPeerName = settings.role == .client && settings.validatesCertificateChain && hostName == nil
+            && settings.peerName == .pairHost
         sessionKey = settings.resumesSessions && settings.role == .client ? hostName.map { "\($0):\(port)" } : nil
         peerLabel = hostName.map { port > 0 ? "\($0) port \(port)" : $0 } ?? target.label
     }
 
     func advance(over inner: any Transport) -> HandshakeStep {
         if transport == nil {
+            if lacksPeerName {
+                return .failed(TLSErrors.failure(TLSStatus.badConfiguration,
+                                                 "the pair has no host name to verify the certificate against: set "
+                                                 + "kCFStreamSSLPeerName (or TLSSettings.peerName), or NSNull / .none to check the chain only",
+                                                 .handshake(name)))
+            }
             if let level = settings.refusedLevel {
                 return .failed(TLSErrors.failure(TLSStatus.peerProtocolVersion,
                                                  "\(level) is not offered: SSLv2 and SSLv3 are broken, TLS 1.2 is the oldest version supported",

@@ -16,7 +16,8 @@ public struct TLSSettings: Sendable, Hashable {
     /// The name checked against the peer's certificate and sent as SNI (`kCFStreamSSLPeerName`).
     public enum PeerName: Sendable, Hashable {
         /// The host the pair was created with (an IP literal is checked as an IP address and sends
-        /// no SNI). Pairs made from a native socket or a Unix path have none: no name is checked.
+        /// no SNI). Pairs made from a native socket or a Unix path have none: a client that verifies the
+        /// chain fails its handshake (errSSLBadConfiguration) until a name, or `.none`, is given.
         case pairHost
         /// This name.
         case name(String)

@@ -180,4 +180,41 @@ final class TLSVerificationTests: SocketStreamsTestCase {
         pinned.pinnedPublicKeySHA256 = [Data(repeating: 7, count: 32)]
         assertRefused(outcome(port: port, pinned), status: -9807, message: "pinned")
     }
+
+    /// A pair from a native socket has no host name: a verifying client refuses to start rather than
+    /// accept a valid certificate for any name, and works once it is given the name (or told to check
+    /// the chain only).
+    func testNativeSocketPairNeedsAPeerName() throws {
+        let port = try server((pki.serverCertificate, pki.serverKey))
+        func pair(_ settings: TLSSettings) throws -> StreamPair {
+            let fd = try RawSocket.connectTo(family: .v4, port: port)
+            let pair = createStreamPair(nativeSocket: fd)
+            pair.input.setProperty(true, forKey: Stream.PropertyKey(kCFStreamPropertyShouldCloseNativeSocket))
+            closeAfterTest(pair)
+            XCTAssertTrue(pair.input.setProperty(settings, forKey: .tlsSettingsKey))
+            return pair
+        }
+        func run(_ pair: StreamPair) -> DelegateRecorder {
+            let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "GET / HTTP/1.0\r\n\r\n"))
+            XCTAssertTrue(runUntil(timeout: shortTimeout) {
+                recorder.has(.endEncountered, on: .input) || recorder.has(.errorOccurred, on: .input)
+            }, recorder.trace)
+            pair.input.close()  // s_server serves one connection at a time
+            pair.output.close()
+            return recorder
+        }
+        let unnamed = try pair(try trustingCA)
+        _ = run(unnamed)
+        assertRefused(unnamed.input.streamError as NSError?, status: -9848, message: "no host name to verify")
+
+        var named = try trustingCA
+        named.peerName = .name("localhost")
+        let namedPair = try pair(named)
+        XCTAssertTrue(run(namedPair).snapshot.receivedString.hasPrefix("HTTP/1.0 200 ok"))
+
+        var chainOnly = try trustingCA
+        chainOnly.peerName = .none
+        let chainPair = try pair(chainOnly)
+        XCTAssertTrue(run(chainPair).snapshot.receivedString.hasPrefix("HTTP/1.0 200 ok"))
+    }
 }
