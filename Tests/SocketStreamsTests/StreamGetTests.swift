@@ -123,8 +123,8 @@ final class StreamGetCoreTests: XCTestCase {
         XCTAssertTrue(try StreamGetOptions(arguments: ["--help"]).showHelp)
         XCTAssertTrue(try StreamGetOptions(arguments: ["-h"]).showHelp)
         let bad: [([String], String)] = [
-            (["-x"], "unknown option \"-x\""),
-            (["-ix"], "unknown option \"-x\""),
+            (["-z"], "unknown option \"-z\""),
+            (["-iz"], "unknown option \"-z\""),
             (["--nope"], "unknown option \"--nope\""),
             (["-"], "unknown option \"-\""),
             (["a", "b"], "more than one URL given"),
