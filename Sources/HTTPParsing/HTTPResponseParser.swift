@@ -668,12 +668,7 @@ public struct HTTPResponseParser: Sendable {
     }
 
     /// Whether `byte` is a `tchar` (RFC 9110 §5.6.2).
-    static func isTokenCharacter(_ byte: UInt8) -> Bool {
-        switch byte {
-        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
-        default: return Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
-        }
-    }
+    static func isTokenCharacter(_ byte: UInt8) -> Bool { HTTPSyntax.isTokenCharacter(byte) }
 
     /// The slice without leading and trailing spaces and tabs.
     static func trimmingWhitespace(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
@@ -697,5 +692,36 @@ extension String {
         while let first = scalars.first, first == " " || first == "\t" { scalars.removeFirst() }
         while let last = scalars.last, last == " " || last == "\t" { scalars.removeLast() }
         return String(scalars)
+    }
+}
+
+/// Pieces of HTTP's grammar that requests are checked against too (by the library's CONNECT proxy
+/// stage and by `stream-get`).
+public enum HTTPSyntax {
+    /// Whether `byte` is a `tchar` (RFC 9110 §5.6.2).
+    public static func isTokenCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
+        default: return Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
+        }
+    }
+
+    /// Whether `text` is a token: one or more `tchar`s (a header field name).
+    public static func isToken(_ text: some StringProtocol) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy(isTokenCharacter)
+    }
+
+    /// Whether `text` is a plain DNS host name as a request may carry it: letters, digits, `-`, `.`
+    /// and `_` (no space, control character, `:`, `/` or anything that could end a request line).
+    public static func isHostName(_ text: some StringProtocol) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"):
+                return true
+            default:
+                return false
+            }
+        }
     }
 }

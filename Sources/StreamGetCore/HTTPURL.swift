@@ -1,3 +1,4 @@
+import HTTPParsing
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -113,16 +114,7 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
                 portPart = nil
             }
             guard !hostPart.isEmpty else { throw .missingHost }
-            let allowed = hostPart.utf8.allSatisfy { byte in
-                switch byte {
-                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                    UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"):
-                    return true
-                default:
-                    return false
-                }
-            }
-            guard allowed else { throw .invalidHost(String(hostPart)) }
+            guard HTTPSyntax.isHostName(hostPart) else { throw .invalidHost(String(hostPart)) }
             host = String(hostPart)
         }
         if let portPart, !portPart.isEmpty {

@@ -5,6 +5,7 @@
 // header injected or a name cut short.
 
 import Foundation
+import HTTPParsing
 
 extension Connection {
     /// Applies a proxy (nil: none) and remembers the property as set. Lock held.
@@ -71,7 +72,7 @@ enum ProxyValidation {
         else { return false }
         let user = Array((configuration.username ?? "").utf8)
         let password = Array((configuration.password ?? "").utf8)
-        if case .name(let name) = proxyTarget.address, !isHostName(name) { return false }
+        if case .name(let name) = proxyTarget.address, !HTTPSyntax.isHostName(name) { return false }
         switch configuration.kind {
         case .socks4:
             // No IPv6 in SOCKS4; the USERID is NUL-terminated.
@@ -84,38 +85,12 @@ enum ProxyValidation {
         case .httpConnect:
             // Basic credentials cannot hold a colon in the user-id (RFC 7617); no field may break the head.
             guard !user.contains(UInt8(ascii: ":")), isFieldValue(user), isFieldValue(password) else { return false }
-            return configuration.additionalHeaders.allSatisfy { isToken($0.name) && isFieldValue(Array($0.value.utf8)) }
-        }
-    }
-
-    /// A DNS name as a proxy is sent it: letters, digits, `-`, `.`, `_` (never a space, a control
-    /// character or anything that could end a request line).
-    static func isHostName(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"):
-                return true
-            default:
-                return false
-            }
+            return configuration.additionalHeaders.allSatisfy { HTTPSyntax.isToken($0.name) && isFieldValue(Array($0.value.utf8)) }
         }
     }
 
     private static func isPrintable(_ text: String) -> Bool {
         text.utf8.allSatisfy { $0 > 0x20 && $0 != 0x7F }
-    }
-
-    private static func isToken(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"):
-                return true
-            default:
-                return Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
-            }
-        }
     }
 
     private static func isFieldValue(_ bytes: [UInt8]) -> Bool {
