@@ -47,9 +47,7 @@ final class ProxyPeerTests: SocketStreamsTestCase {
 
     /// Waits (output arrives asynchronously) until `peer` printed `text`.
     private func assertEventuallyPrinted(_ peer: Peer, _ text: String, file: StaticString = #filePath, line: UInt = #line) {
-        let deadline = Date(timeIntervalSinceNow: shortTimeout)
-        while !peer.printed.contains(text) && Date() < deadline { usleep(10_000) }
-        XCTAssertTrue(peer.printed.contains(text), "\(peer.name) did not print \"\(text)\":\n\(peer.printed)",
+        XCTAssertTrue(peer.waitForOutput(containing: text, timeout: shortTimeout), "\(peer.name) did not print \"\(text)\":\n\(peer.printed)",
                       file: file, line: line)
     }
 

@@ -30,9 +30,7 @@ final class StreamGetProxyTests: SocketStreamsTestCase {
 
     /// The target logged a request from `address` (the log line can follow the response a moment later).
     func assertRequested(_ target: Peer, from address: String, file: StaticString = #filePath, line: UInt = #line) {
-        let deadline = Date(timeIntervalSinceNow: shortTimeout)
-        while !target.printed.contains("\(address) - - ") && Date() < deadline { usleep(10_000) }
-        XCTAssertTrue(target.printed.contains("\(address) - - "), "no request from \(address) in:\n\(target.printed)",
+        XCTAssertTrue(target.waitForOutput(containing: "\(address) - - ", timeout: shortTimeout), "no request from \(address) in:\n\(target.printed)",
                       file: file, line: line)
     }
 

@@ -61,6 +61,17 @@ final class Peer: @unchecked Sendable {
         return output
     }
 
+    /// Waits until the peer has printed `text` (its output arrives asynchronously); false after `timeout`.
+    func waitForOutput(containing text: String, timeout: TimeInterval = 5) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while !output.contains(text) {
+            if !condition.wait(until: deadline) { return output.contains(text) }
+        }
+        return true
+    }
+
     /// Launches the peer and waits until its output matches `readyPattern` (a regular expression
     /// with one capture group). Returns the captured text.
     func start(readyPattern: String, timeout: TimeInterval = 10) throws -> String {
