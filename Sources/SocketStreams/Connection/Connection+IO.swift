@@ -136,26 +136,47 @@ extension Connection {
         }
     }
 
-    /// `CFReadStreamHasBytesAvailable`: never blocks; true if a read would not block. Like
-    /// CFNetwork, it answers from the signalled event while that is unconsumed (only a read can
-    /// consume the bytes), then from bytes the transport holds, and otherwise asks the socket.
+    /// `CFReadStreamHasBytesAvailable`: never blocks; true only if a read would not block. Bytes the
+    /// transport holds (or an error waiting behind them) answer at once; otherwise the socket is asked
+    /// (a zero-timeout poll). An unconsumed `hasBytesAvailable` event is not trusted on its own: another
+    /// thread's read may have taken the bytes after the event was raised, so a flag the socket does not
+    /// confirm is cleared, and the stream goes back to watching for bytes.
     var hasBytesAvailable: Bool {
         lock.withLock {
             if halves[0].events.status == .opening || isNegotiating { moveOpenToStreamThread() }
             guard halves[0].events.status == .open, !isNegotiating, let transport else { return false }
-            if deferredInputError != nil || halves[0].events.awaitingClient || transport.hasBufferedInput { return true }
-            return wait(for: transport.readInterest, on: transport.fd, timeout: 0)
+            if deferredInputError != nil || transport.hasBufferedInput { return true }
+            // The socket is readable; a layered transport says whether that makes a read return (TLS:
+            // not for a session ticket alone).
+            let interest = transport.readInterest
+            if wait(for: interest, on: transport.fd, timeout: 0), transport.ready(interest).contains(.readable) { return true }
+            if halves[0].events.awaitingClient {
+                halves[0].events.clientTransferred(.hasBytesAvailable)
+                if halves[0].suppressed {
+                    halves[0].suppressed = false
+                    syncInterest()
+                }
+            }
+            return false
         }
     }
 
-    /// `CFWriteStreamCanAcceptBytes`: never blocks; true if a write would not block. Answers from an
-    /// unconsumed `hasSpaceAvailable` event (only a write can use the space up), else asks the socket.
+    /// `CFWriteStreamCanAcceptBytes`: never blocks; true only if a write would not block (the socket
+    /// is asked). A `hasSpaceAvailable` event another thread's write has used up is cleared, and the
+    /// stream watches for space again.
     var hasSpaceAvailable: Bool {
         lock.withLock {
             if halves[1].events.status == .opening || isNegotiating { moveOpenToStreamThread() }
             guard halves[1].events.status == .open, !isNegotiating, let transport else { return false }
-            if halves[1].events.awaitingClient { return true }
-            return wait(for: transport.writeInterest, on: transport.fd, timeout: 0)
+            if !transport.hasPendingOutput, wait(for: transport.writeInterest, on: transport.fd, timeout: 0) { return true }
+            if halves[1].events.awaitingClient {
+                halves[1].events.clientTransferred(.hasSpaceAvailable)
+                if !halves[1].reactors.isEmpty, !halves[1].watchingSpace {
+                    halves[1].watchingSpace = true
+                    syncInterest()
+                }
+            }
+            return false
         }
     }
 }
