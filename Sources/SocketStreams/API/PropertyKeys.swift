@@ -1,54 +1,54 @@
 import Foundation
 
 /// `kCFStreamPropertySocketNativeHandle`: `Data` holding the socket's `Int32` fd. Read-only.
-public let kCFStreamPropertySocketNativeHandle = "kCFStreamPropertySocketNativeHandle"
+nonisolated(unsafe) public let kCFStreamPropertySocketNativeHandle: CFString = "kCFStreamPropertySocketNativeHandle"
 /// `kCFStreamPropertySocketRemoteHostName`: the host name the pair was created with (or the Unix path). Read-only.
-public let kCFStreamPropertySocketRemoteHostName = "kCFStreamPropertySocketRemoteHostName"
+nonisolated(unsafe) public let kCFStreamPropertySocketRemoteHostName: CFString = "kCFStreamPropertySocketRemoteHostName"
 /// `kCFStreamPropertySocketRemotePortNumber`: the port the pair was created with, as an `NSNumber`. Read-only.
-public let kCFStreamPropertySocketRemotePortNumber = "kCFStreamPropertySocketRemotePortNumber"
+nonisolated(unsafe) public let kCFStreamPropertySocketRemotePortNumber: CFString = "kCFStreamPropertySocketRemotePortNumber"
 /// `kCFStreamPropertyShouldCloseNativeSocket`: whether the fd is closed with the streams. Default true
 /// for host and Unix pairs, false for native-socket pairs. May be set at any time.
-public let kCFStreamPropertyShouldCloseNativeSocket = "kCFStreamPropertyShouldCloseNativeSocket"
+nonisolated(unsafe) public let kCFStreamPropertyShouldCloseNativeSocket: CFString = "kCFStreamPropertyShouldCloseNativeSocket"
 
 /// `kCFStreamPropertySocketSecurityLevel` (`Stream.PropertyKey.socketSecurityLevelKey`): one of the
 /// `kCFStreamSocketSecurityLevel…` strings (or a `StreamSocketSecurityLevel`). Set before `open()`, or
 /// on an open plain pair to secure it in place (STARTTLS). Reads back what was set; after the
 /// handshake, `kCFStreamSocketSecurityLevelTLSv1` (the negotiated version: `tlsConnectionInfoKey`).
-public let kCFStreamPropertySocketSecurityLevel = "kCFStreamPropertySocketSecurityLevel"
+nonisolated(unsafe) public let kCFStreamPropertySocketSecurityLevel: CFString = "kCFStreamPropertySocketSecurityLevel"
 /// `kCFStreamSocketSecurityLevelNone`: no TLS.
-public let kCFStreamSocketSecurityLevelNone = "kCFStreamSocketSecurityLevelNone"
+nonisolated(unsafe) public let kCFStreamSocketSecurityLevelNone: CFString = "kCFStreamSocketSecurityLevelNone"
 /// `kCFStreamSocketSecurityLevelSSLv2`: refused; the handshake fails with errSSLPeerProtocolVersion (-9836).
-public let kCFStreamSocketSecurityLevelSSLv2 = "kCFStreamSocketSecurityLevelSSLv2"
+nonisolated(unsafe) public let kCFStreamSocketSecurityLevelSSLv2: CFString = "kCFStreamSocketSecurityLevelSSLv2"
 /// `kCFStreamSocketSecurityLevelSSLv3`: refused; the handshake fails with errSSLPeerProtocolVersion (-9836).
-public let kCFStreamSocketSecurityLevelSSLv3 = "kCFStreamSocketSecurityLevelSSLv3"
+nonisolated(unsafe) public let kCFStreamSocketSecurityLevelSSLv3: CFString = "kCFStreamSocketSecurityLevelSSLv3"
 /// `kCFStreamSocketSecurityLevelTLSv1`: TLS 1.2 or newer here.
-public let kCFStreamSocketSecurityLevelTLSv1 = "kCFStreamSocketSecurityLevelTLSv1"
+nonisolated(unsafe) public let kCFStreamSocketSecurityLevelTLSv1: CFString = "kCFStreamSocketSecurityLevelTLSv1"
 /// `kCFStreamSocketSecurityLevelNegotiatedSSL`: the newest TLS both sides support, 1.2 at least.
-public let kCFStreamSocketSecurityLevelNegotiatedSSL = "kCFStreamSocketSecurityLevelNegotiatedSSL"
+nonisolated(unsafe) public let kCFStreamSocketSecurityLevelNegotiatedSSL: CFString = "kCFStreamSocketSecurityLevelNegotiatedSSL"
 
 /// `kCFStreamPropertySSLSettings`: a `[String: Any]` with the `kCFStreamSSL…` keys below, mapped onto
 /// `TLSSettings`. Set before `open()` or on an open plain pair (STARTTLS). Keys it does not know are ignored.
-public let kCFStreamPropertySSLSettings = "kCFStreamPropertySSLSettings"
+nonisolated(unsafe) public let kCFStreamPropertySSLSettings: CFString = "kCFStreamPropertySSLSettings"
 /// `kCFStreamSSLLevel`: a security level string; NegotiatedSSL when absent.
-public let kCFStreamSSLLevel = "kCFStreamSSLLevel"
+nonisolated(unsafe) public let kCFStreamSSLLevel: CFString = "kCFStreamSSLLevel"
 /// `kCFStreamSSLPeerName`: the name verified and sent as SNI; `NSNull()` turns the name check off.
-public let kCFStreamSSLPeerName = "kCFStreamSSLPeerName"
+nonisolated(unsafe) public let kCFStreamSSLPeerName: CFString = "kCFStreamSSLPeerName"
 /// `kCFStreamSSLValidatesCertificateChain`: a Bool, true by default.
-public let kCFStreamSSLValidatesCertificateChain = "kCFStreamSSLValidatesCertificateChain"
+nonisolated(unsafe) public let kCFStreamSSLValidatesCertificateChain: CFString = "kCFStreamSSLValidatesCertificateChain"
 /// `kCFStreamSSLAllowsExpiredCertificates`: a Bool, false by default.
-public let kCFStreamSSLAllowsExpiredCertificates = "kCFStreamSSLAllowsExpiredCertificates"
+nonisolated(unsafe) public let kCFStreamSSLAllowsExpiredCertificates: CFString = "kCFStreamSSLAllowsExpiredCertificates"
 /// `kCFStreamSSLAllowsExpiredRoots`: a Bool, false by default.
-public let kCFStreamSSLAllowsExpiredRoots = "kCFStreamSSLAllowsExpiredRoots"
+nonisolated(unsafe) public let kCFStreamSSLAllowsExpiredRoots: CFString = "kCFStreamSSLAllowsExpiredRoots"
 /// `kCFStreamSSLAllowsAnyRoot`: a Bool, false by default.
-public let kCFStreamSSLAllowsAnyRoot = "kCFStreamSSLAllowsAnyRoot"
+nonisolated(unsafe) public let kCFStreamSSLAllowsAnyRoot: CFString = "kCFStreamSSLAllowsAnyRoot"
 /// `kCFStreamSSLCertificates`: the local identity. On Linux a `TLSIdentity`, alone or first in an array
 /// (Darwin's `SecIdentity` has no Linux counterpart).
-public let kCFStreamSSLCertificates = "kCFStreamSSLCertificates"
+nonisolated(unsafe) public let kCFStreamSSLCertificates: CFString = "kCFStreamSSLCertificates"
 /// `kCFStreamSSLIsServer`: a Bool; true makes the pair the TLS server (it then needs `kCFStreamSSLCertificates`).
-public let kCFStreamSSLIsServer = "kCFStreamSSLIsServer"
+nonisolated(unsafe) public let kCFStreamSSLIsServer: CFString = "kCFStreamSSLIsServer"
 /// `kCFStreamPropertySSLPeerCertificates`: read-only, from the first has-bytes/has-space event after the
 /// handshake: the peer's certificates as an array of DER `Data`, leaf first (Darwin returns `SecCertificate`s).
-public let kCFStreamPropertySSLPeerCertificates = "kCFStreamPropertySSLPeerCertificates"
+nonisolated(unsafe) public let kCFStreamPropertySSLPeerCertificates: CFString = "kCFStreamPropertySSLPeerCertificates"
 
 extension Stream.PropertyKey {
     /// SocketStreams' own: TLS as a typed `TLSSettings` value (the preferred spelling for new code; the

@@ -33,14 +33,14 @@ extension Connection {
         case .invalid: return false
         case .disabled: return setProxy(nil, property: nil)
         case .proxy(let configuration):
-            return setProxy(configuration, property: (kCFStreamPropertySOCKSProxy, value))
+            return setProxy(configuration, property: (kCFStreamPropertySOCKSProxy as String, value))
         }
     }
 
     func setCONNECTProxy(_ value: AnyObject?) -> Bool {
         guard let value, !(value is NSNull) else { return setProxy(nil, property: nil) }
         guard let configuration = ProxyDictionary.connect(value) else { return false }
-        return setProxy(configuration, property: (kCFStreamPropertyCONNECTProxy, value))
+        return setProxy(configuration, property: (kCFStreamPropertyCONNECTProxy as String, value))
     }
 
     func setTypedProxy(_ value: AnyObject?) -> Bool {

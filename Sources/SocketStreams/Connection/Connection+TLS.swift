@@ -57,13 +57,13 @@ extension Connection {
     /// negotiated (`kCFStreamSocketSecurityLevelTLSv1` for any TLS version: CFNetwork has no level
     /// names for 1.2 and 1.3; `tlsConnectionInfoKey` tells the exact version).
     func securityLevelProperty() -> AnyObject? {
-        if activeTLS != nil { return NSString(string: kCFStreamSocketSecurityLevelTLSv1) }
+        if activeTLS != nil { return kCFStreamSocketSecurityLevelTLSv1 }
         return tlsLevel.map { NSString(string: $0) }
     }
 
     func setSecurityLevel(_ value: AnyObject?) -> Bool {
         guard let level = SecurityLevel(value) else { return false }
-        guard level != .none else { return setTLS(nil, level: kCFStreamSocketSecurityLevelNone, dictionary: nil) }
+        guard level != .none else { return setTLS(nil, level: kCFStreamSocketSecurityLevelNone as String, dictionary: nil) }
         var settings = tlsSettings ?? TLSSettings()
         level.apply(to: &settings)
         return setTLS(settings, level: level.rawValue, dictionary: tlsDictionary)
@@ -78,7 +78,7 @@ extension Connection {
     func setTypedTLSSettings(_ value: AnyObject?) -> Bool {
         guard let value else { return setTLS(nil, level: nil, dictionary: nil) }
         guard let settings = value as? TLSSettings else { return false }
-        return setTLS(settings, level: kCFStreamSocketSecurityLevelNegotiatedSSL, dictionary: nil)
+        return setTLS(settings, level: kCFStreamSocketSecurityLevelNegotiatedSSL as String, dictionary: nil)
     }
 
     /// `kCFStreamPropertySSLPeerCertificates`: the peer's certificates, DER, leaf first.

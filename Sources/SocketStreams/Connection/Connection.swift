@@ -33,6 +33,7 @@
 
 import CSocketStreamsShims
 import CoreFoundation
+import Dispatch
 import Foundation
 import Glibc
 
@@ -91,6 +92,8 @@ final class Connection: EventTarget, @unchecked Sendable {
         var tlsDictionary: AnyObject?
         var time: any TimeSource = SystemTime()
         var resolve: ResolveFunction = Connection.systemResolve
+        /// `CFReadStreamSetClient`/`CFWriteStreamSetClient` per half: while set, it gets the events.
+        var clients: [StreamClient?] = [nil, nil]
     }
 
     enum Phase {
@@ -136,6 +139,12 @@ final class Connection: EventTarget, @unchecked Sendable {
     var noDelay: Bool?
     /// A blocking call or status poll moved the open to the stream thread; later stages stay there.
     var openOnStreamThread = false
+    /// The half whose events are being delivered right now (-1: none), and halves that wait for it.
+    var calloutSlot: Int8 = -1
+    var calloutDeferred: UInt8 = 0
+    var calloutThread = pthread_t()
+    /// Whether a CF client was ever set (so deliveries need not look for one).
+    var hasClients = false
 
     private var someOptions: Options {
         if let options { return options }
@@ -260,18 +269,68 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// Delivers a half's pending events to its delegate, lowest bit first, one callout each, on the
     /// thread of `reactor` (which runs in a mode the half is scheduled in).
     func deliverEvents(_ slot: Int, on reactor: Reactor) {
+        var owner = false, nested = false, outer: Int8 = -1
         while true {
             lock.lock()
-            guard halves[slot].events.hasPending, halves[slot].reactors.contains(where: { $0 === reactor }),
-                  let stream = slot == 0 ? inputStream : outputStream,
-                  let event = halves[slot].events.next()
-            else {
-                lock.unlock()
-                return
+            guard halves[slot].events.hasPending, halves[slot].reactors.contains(where: { $0 === reactor }) else { break }
+            if !owner {
+                // The two halves may deliver on different threads (two queues, two run loops): never
+                // both at once for one pair. The other half's round, when it ends, hands this one back
+                // to its reactors. A round already running on this thread is a delegate running a run
+                // loop inside its callout: deliver, as before.
+                if calloutSlot >= 0 {
+                    nested = pthread_equal(calloutThread, pthread_self()) != 0
+                    if !nested && Int(calloutSlot) != slot {
+                        calloutDeferred |= 1 << slot
+                        break
+                    }
+                    outer = calloutSlot
+                }
             }
+            // The stream is taken after every `break`: releasing it with the lock held could run its deinit.
+            guard let event = halves[slot].events.next(), let stream = slot == 0 ? inputStream : outputStream else { break }
+            if !owner {
+                owner = true
+                calloutSlot = Int8(slot)
+                calloutThread = pthread_self()
+            }
+            let client = hasClients ? options?.clients[slot] : nil
             lock.unlock()
-            stream.delegate?.stream(stream, handle: event)
+            // `stream` is released at the end of this iteration, before the lock is taken again: the
+            // client may have let go of it during the callout, and its deinit takes the lock.
+            if let client {
+                client.deliver(stream, event)
+            } else {
+                stream.delegate?.stream(stream, handle: event)
+            }
         }
+        // The lock is held here.
+        if owner {
+            if nested {
+                calloutSlot = outer
+            } else {
+                calloutSlot = -1
+                if calloutDeferred != 0 {
+                    for other in 0..<2 where calloutDeferred & (1 << other) != 0 {
+                        for waiting in halves[other].reactors { waiting.markReady(ReadyItem(target: self, slot: other)) }
+                    }
+                    calloutDeferred = 0
+                }
+            }
+        }
+        lock.unlock()
+    }
+
+    /// `CFReadStreamSetClient`/`CFWriteStreamSetClient`: nil removes the client (its context is released).
+    func setClient(_ client: StreamClient?, for half: Half) {
+        let replaced = lock.withLock { () -> StreamClient? in
+            if client == nil && options == nil { return nil }
+            let old = someOptions.clients[half.rawValue]
+            someOptions.clients[half.rawValue] = client
+            if client != nil { hasClients = true }
+            return old
+        }
+        _ = replaced  // released outside the lock: its context's release callback is the client's code
     }
 
     // MARK: open
@@ -639,24 +698,68 @@ final class Connection: EventTarget, @unchecked Sendable {
         schedule(half, on: cf, mode: mode.rawValue)
     }
 
+    /// `CFReadStreamScheduleWithRunLoop` with a CoreFoundation run loop.
+    func schedule(_ half: Half, onCFRunLoop runLoop: CFRunLoop, mode: String) {
+        schedule(half, on: runLoop, mode: mode)
+    }
+
     private func schedule(_ half: Half, on runLoop: CFRunLoop, mode: String, wasPending: Bool = false) {
         if wasPending { lock.withLock { halves[half.rawValue].schedulesPending -= 1 } }
+        // Scheduling on a run loop clears a dispatch queue (CFStream.h).
+        if dispatchQueue(of: half) != nil { setDispatchQueue(nil, for: half) }
         let reactor: Reactor
         do {
             reactor = try ReactorRegistry.shared.acquire(cfRunLoop: runLoop, mode: mode)
         } catch {
-            // Out of fds for the run-loop source: the half cannot hear anything there. The pair fails
-            // (now, or at open) with the errno instead of trapping.
-            return lock.withLock {
-                guard !halves[half.rawValue].gone else { return }
-                let failure = StreamErrors.error(for: .posix(error.code, .schedule), target: target)
-                switch phase {
-                case .idle: phase = .failed(failure)
-                case .failed, .closed: break
-                default: fail(failure, from: nil)
-                }
+            return scheduleFailed(half, error)
+        }
+        attach(half, to: reactor)
+    }
+
+    /// `CFReadStreamSetDispatchQueue`: the half leaves every run loop (and a previous queue) and, with a
+    /// queue, joins that queue's reactor, whose callouts run on the queue.
+    func setDispatchQueue(_ queue: DispatchQueue?, for half: Half) {
+        let left = lock.withLock { () -> [Reactor] in
+            let h = half.rawValue
+            guard !halves[h].gone else { return [] }
+            let left = halves[h].reactors
+            halves[h].reactors = []
+            if let home = openHome, left.contains(where: { $0 === home }) { moveOpenToStreamThread() }
+            rebuildRegistrations()
+            return left
+        }
+        for reactor in left { ReactorRegistry.shared.release(reactor) }
+        guard let queue else { return }
+        let reactor: Reactor
+        do {
+            reactor = try ReactorRegistry.shared.acquire(queue: queue)
+        } catch {
+            return scheduleFailed(half, error)
+        }
+        attach(half, to: reactor)
+    }
+
+    /// `CFReadStreamCopyDispatchQueue`.
+    func dispatchQueue(of half: Half) -> DispatchQueue? {
+        lock.withLock { halves[half.rawValue].reactors.lazy.compactMap(\.queue).first }
+    }
+
+    /// Out of fds for the run-loop source or the queue's epoll set: the half cannot hear anything
+    /// there. The pair fails (now, or at open) with the errno instead of trapping.
+    private func scheduleFailed(_ half: Half, _ error: SystemError) {
+        lock.withLock {
+            guard !halves[half.rawValue].gone else { return }
+            let failure = StreamErrors.error(for: .posix(error.code, .schedule), target: target)
+            switch phase {
+            case .idle: phase = .failed(failure)
+            case .failed, .closed: break
+            default: fail(failure, from: nil)
             }
         }
+    }
+
+    /// The half now listens on `reactor` (which it holds a registry use of).
+    private func attach(_ half: Half, to reactor: Reactor) {
         let kept = lock.withLock { () -> Bool in
             let h = half.rawValue
             guard !halves[h].gone, !halves[h].reactors.contains(where: { $0 === reactor }) else { return false }
@@ -683,6 +786,11 @@ final class Connection: EventTarget, @unchecked Sendable {
             return onCFRunLoop(of: runLoop, mode: mode) { [weak self] cf in self?.unschedule(half, from: cf, mode: mode.rawValue) }
         }
         unschedule(half, from: cf, mode: mode.rawValue)
+    }
+
+    /// `CFReadStreamUnscheduleFromRunLoop` with a CoreFoundation run loop.
+    func unschedule(_ half: Half, fromCFRunLoop runLoop: CFRunLoop, mode: String) {
+        unschedule(half, from: runLoop, mode: mode)
     }
 
     private func unschedule(_ half: Half, from runLoop: CFRunLoop, mode: String) {

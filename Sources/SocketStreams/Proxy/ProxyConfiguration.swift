@@ -102,45 +102,45 @@ public struct ProxyConfiguration: Sendable, Equatable, CustomStringConvertible {
 
 /// `kCFSOCKSStatusCodeKey`: userInfo key of a SOCKS failure, the status the proxy replied with (a String,
 /// as CFNetwork gives it).
-public let kCFSOCKSStatusCodeKey = "kCFSOCKSStatusCodeKey"
+nonisolated(unsafe) public let kCFSOCKSStatusCodeKey: CFString = "kCFSOCKSStatusCodeKey"
 /// `kCFSOCKSVersionKey`: userInfo key of an unsupported-server-version failure, the version the proxy
 /// answered with (a String).
-public let kCFSOCKSVersionKey = "kCFSOCKSVersionKey"
+nonisolated(unsafe) public let kCFSOCKSVersionKey: CFString = "kCFSOCKSVersionKey"
 /// `kCFSOCKSNegotiationMethodKey`: userInfo key of an unsupported-method failure, the method the proxy
 /// chose (a String).
-public let kCFSOCKSNegotiationMethodKey = "kCFSOCKSNegotiationMethodKey"
+nonisolated(unsafe) public let kCFSOCKSNegotiationMethodKey: CFString = "kCFSOCKSNegotiationMethodKey"
 
 /// `kCFStreamPropertySOCKSProxy` (`Stream.PropertyKey.socksProxyConfigurationKey`): a dictionary with the
 /// keys below (or `StreamSOCKSProxyConfiguration` keys). Set before `open()` (afterwards `setProperty`
 /// returns false); reads back as it was set, password included, as CFNetwork does.
-public let kCFStreamPropertySOCKSProxy = "kCFStreamPropertySOCKSProxy"
+nonisolated(unsafe) public let kCFStreamPropertySOCKSProxy: CFString = "kCFStreamPropertySOCKSProxy"
 /// `kCFStreamPropertySOCKSProxyHost`: the proxy's host (Darwin's raw key `SOCKSProxy`; Foundation on
 /// Linux spells it `NSStreamSOCKSProxyKey`; both are accepted).
-public let kCFStreamPropertySOCKSProxyHost = "SOCKSProxy"
+nonisolated(unsafe) public let kCFStreamPropertySOCKSProxyHost: CFString = "SOCKSProxy"
 /// `kCFStreamPropertySOCKSProxyPort`: the proxy's port, a number; 1080 when absent (Darwin `SOCKSPort`,
 /// Linux `NSStreamSOCKSPortKey`).
-public let kCFStreamPropertySOCKSProxyPort = "SOCKSPort"
+nonisolated(unsafe) public let kCFStreamPropertySOCKSProxyPort: CFString = "SOCKSPort"
 /// `kCFStreamPropertySOCKSVersion`: `kCFStreamSocketSOCKSVersion4` or `…5` (the default).
-public let kCFStreamPropertySOCKSVersion = "kCFStreamPropertySOCKSVersion"
+nonisolated(unsafe) public let kCFStreamPropertySOCKSVersion: CFString = "kCFStreamPropertySOCKSVersion"
 /// `kCFStreamSocketSOCKSVersion4`: SOCKS4, and SOCKS4a for host-name targets.
-public let kCFStreamSocketSOCKSVersion4 = "kCFStreamSocketSOCKSVersion4"
+nonisolated(unsafe) public let kCFStreamSocketSOCKSVersion4: CFString = "kCFStreamSocketSOCKSVersion4"
 /// `kCFStreamSocketSOCKSVersion5`: SOCKS5.
-public let kCFStreamSocketSOCKSVersion5 = "kCFStreamSocketSOCKSVersion5"
+nonisolated(unsafe) public let kCFStreamSocketSOCKSVersion5: CFString = "kCFStreamSocketSOCKSVersion5"
 /// `kCFStreamPropertySOCKSUser`: SOCKS5 username (≤ 255 bytes) or SOCKS4 USERID.
-public let kCFStreamPropertySOCKSUser = "kCFStreamPropertySOCKSUser"
+nonisolated(unsafe) public let kCFStreamPropertySOCKSUser: CFString = "kCFStreamPropertySOCKSUser"
 /// `kCFStreamPropertySOCKSPassword`: SOCKS5 password (≤ 255 bytes).
-public let kCFStreamPropertySOCKSPassword = "kCFStreamPropertySOCKSPassword"
+nonisolated(unsafe) public let kCFStreamPropertySOCKSPassword: CFString = "kCFStreamPropertySOCKSPassword"
 
 /// `kCFStreamPropertyCONNECTProxy` (CFNetwork SPI): an HTTP CONNECT proxy as a dictionary with the keys
 /// below. Set before `open()`; reads back as it was set.
-public let kCFStreamPropertyCONNECTProxy = "kCFStreamPropertyCONNECTProxy"
+nonisolated(unsafe) public let kCFStreamPropertyCONNECTProxy: CFString = "kCFStreamPropertyCONNECTProxy"
 /// `kCFStreamPropertyCONNECTProxyHost`: the HTTP proxy's host.
-public let kCFStreamPropertyCONNECTProxyHost = "kCFStreamPropertyCONNECTProxyHost"
+nonisolated(unsafe) public let kCFStreamPropertyCONNECTProxyHost: CFString = "kCFStreamPropertyCONNECTProxyHost"
 /// `kCFStreamPropertyCONNECTProxyPort`: the HTTP proxy's port, a number.
-public let kCFStreamPropertyCONNECTProxyPort = "kCFStreamPropertyCONNECTProxyPort"
+nonisolated(unsafe) public let kCFStreamPropertyCONNECTProxyPort: CFString = "kCFStreamPropertyCONNECTProxyPort"
 /// `kCFStreamPropertyCONNECTAdditionalHeaders`: a `[String: String]` of header fields sent with the
 /// CONNECT request (a `Proxy-Authorization` among them authenticates).
-public let kCFStreamPropertyCONNECTAdditionalHeaders = "kCFStreamPropertyCONNECTAdditionalHeaders"
+nonisolated(unsafe) public let kCFStreamPropertyCONNECTAdditionalHeaders: CFString = "kCFStreamPropertyCONNECTAdditionalHeaders"
 
 extension Stream.PropertyKey {
     /// SocketStreams' own: the proxy as a typed `ProxyConfiguration` (any kind, HTTP CONNECT included),

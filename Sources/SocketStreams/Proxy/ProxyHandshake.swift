@@ -96,31 +96,31 @@ enum ProxyErrors {
         switch error {
         case .noAcceptableMethod(let offeredCredentials):
             (code, streamCode) = (124, 4 << 16 | 0xFF)
-            info[kCFSOCKSStatusCodeKey] = "255"
+            info[kCFSOCKSStatusCodeKey as String] = "255"
             message = offeredCredentials
                 ? "\(proxy) accepted neither no authentication nor the username and password offered"
                 : "\(proxy) requires authentication, and no username and password were given"
         case .unexpectedMethod(let method):
             (code, streamCode) = (123, 4 << 16 | Int(method))
-            info[kCFSOCKSNegotiationMethodKey] = String(method)
-            info[kCFSOCKSStatusCodeKey] = String(method)
+            info[kCFSOCKSNegotiationMethodKey as String] = String(method)
+            info[kCFSOCKSStatusCodeKey as String] = String(method)
             message = "\(proxy) chose authentication method \(method), which was not offered"
         case .badCredentials(let status):
             (code, streamCode) = (122, 3 << 16 | Int(status))
-            info[kCFSOCKSStatusCodeKey] = String(status)
+            info[kCFSOCKSStatusCodeKey as String] = String(status)
             message = "\(proxy) rejected the username and password (status \(status))"
         case .socks5Refused(let reply):
             (code, streamCode) = (120, 5 << 16 | Int(reply))
-            info[kCFSOCKSStatusCodeKey] = String(reply)
+            info[kCFSOCKSStatusCodeKey as String] = String(reply)
             message = "\(proxy) refused the connection to \(target.label): \(socks5ReplyText(reply)) (reply \(reply))"
         case .badAddressType(let type):
             (code, streamCode) = (121, 5 << 16 | 1)
-            info[kCFSOCKSStatusCodeKey] = String(type)
+            info[kCFSOCKSStatusCodeKey as String] = String(type)
             message = "\(proxy) replied with an unknown address type (\(type))"
         case .wrongVersion(let got, let expected, let phase):
             (code, streamCode) = (101, 1 << 16 | Int(got))
-            info[kCFSOCKSVersionKey] = String(got)
-            info[kCFSOCKSStatusCodeKey] = String(got)
+            info[kCFSOCKSVersionKey as String] = String(got)
+            info[kCFSOCKSStatusCodeKey as String] = String(got)
             let reply: String
             switch phase {
             case .methodSelection: reply = "its reply to the greeting"
@@ -136,7 +136,7 @@ enum ProxyErrors {
             default: code = 113
             }
             streamCode = 2 << 16 | Int(cd)
-            info[kCFSOCKSStatusCodeKey] = String(cd)
+            info[kCFSOCKSStatusCodeKey as String] = String(cd)
             message = "\(proxy) rejected the connection to \(target.label): \(socks4ReplyText(cd)) (code \(cd))"
         case .httpRefused(let status, let reason, let head):
             streamDomain = httpStreamDomain

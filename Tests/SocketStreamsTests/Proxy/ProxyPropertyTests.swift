@@ -39,16 +39,16 @@ final class ProxyPropertyTests: SocketStreamsTestCase {
         XCTAssertTrue(pair.input.setProperty(["SOCKSProxy": "proxy.example"] as [String: Any], forKey: socksKey))
         XCTAssertEqual(proxy(of: pair), .socks5(host: "proxy.example", port: 1080))
         let full: [String: Any] = [
-            kCFStreamPropertySOCKSProxyHost: "::1", kCFStreamPropertySOCKSProxyPort: NSNumber(value: 9050),
-            kCFStreamPropertySOCKSVersion: kCFStreamSocketSOCKSVersion5, kCFStreamPropertySOCKSUser: "u",
-            kCFStreamPropertySOCKSPassword: "p", "SOCKSEnable": 1, "SomethingElse": "ignored",
+            kCFStreamPropertySOCKSProxyHost as String: "::1", kCFStreamPropertySOCKSProxyPort as String: NSNumber(value: 9050),
+            kCFStreamPropertySOCKSVersion as String: (kCFStreamSocketSOCKSVersion5 as String), kCFStreamPropertySOCKSUser as String: "u",
+            kCFStreamPropertySOCKSPassword as String: "p", "SOCKSEnable": 1, "SomethingElse": "ignored",
         ]
         XCTAssertTrue(pair.input.setProperty(full as NSDictionary, forKey: socksKey))
         XCTAssertEqual(proxy(of: pair), .socks5(host: "::1", port: 9050, username: "u", password: "p"))
         XCTAssertEqual((pair.output.property(forKey: socksKey) as? NSDictionary)?["SOCKSPort"] as? Int, 9050)
         // The same through the CF-named string key.
         XCTAssertTrue(pair.input.setProperty(["NSStreamSOCKSProxyKey": "h", "NSStreamSOCKSPortKey": 1] as [String: Any],
-                                             forKey: Stream.PropertyKey(kCFStreamPropertySOCKSProxy)))
+                                             forKey: Stream.PropertyKey(kCFStreamPropertySOCKSProxy as String)))
         XCTAssertEqual(proxy(of: pair), .socks5(host: "h", port: 1))
     }
 
@@ -79,13 +79,13 @@ final class ProxyPropertyTests: SocketStreamsTestCase {
             ("port fractional", ["SOCKSProxy": "h", "SOCKSPort": 1080.5]),
             ("port a string", ["SOCKSProxy": "h", "SOCKSPort": "1080"]),
             ("port a Bool", ["SOCKSProxy": "h", "SOCKSPort": true]),
-            ("version 6", ["SOCKSProxy": "h", kCFStreamPropertySOCKSVersion: "kCFStreamSocketSOCKSVersion6"]),
-            ("version a number", ["SOCKSProxy": "h", kCFStreamPropertySOCKSVersion: 5]),
-            ("user too long", ["SOCKSProxy": "h", kCFStreamPropertySOCKSUser: String(repeating: "u", count: 256),
-                               kCFStreamPropertySOCKSPassword: "p"]),
-            ("password too long", ["SOCKSProxy": "h", kCFStreamPropertySOCKSUser: "u",
-                                   kCFStreamPropertySOCKSPassword: String(repeating: "p", count: 256)]),
-            ("user not a string", ["SOCKSProxy": "h", kCFStreamPropertySOCKSUser: 7]),
+            ("version 6", ["SOCKSProxy": "h", kCFStreamPropertySOCKSVersion as String: "kCFStreamSocketSOCKSVersion6"]),
+            ("version a number", ["SOCKSProxy": "h", kCFStreamPropertySOCKSVersion as String: 5]),
+            ("user too long", ["SOCKSProxy": "h", kCFStreamPropertySOCKSUser as String: String(repeating: "u", count: 256),
+                               kCFStreamPropertySOCKSPassword as String: "p"]),
+            ("password too long", ["SOCKSProxy": "h", kCFStreamPropertySOCKSUser as String: "u",
+                                   kCFStreamPropertySOCKSPassword as String: String(repeating: "p", count: 256)]),
+            ("user not a string", ["SOCKSProxy": "h", kCFStreamPropertySOCKSUser as String: 7]),
             ("host with a space", ["SOCKSProxy": "a b"]),
         ]
         for (what, value) in refused {
@@ -133,11 +133,11 @@ final class ProxyPropertyTests: SocketStreamsTestCase {
     /// The CONNECT SPI dictionary: host and port required, additional headers sent in name order.
     func testCONNECTDictionary() {
         let pair = self.pair()
-        let key = Stream.PropertyKey(kCFStreamPropertyCONNECTProxy)
-        XCTAssertFalse(pair.input.setProperty([kCFStreamPropertyCONNECTProxyHost: "h"] as [String: Any], forKey: key))
+        let key = Stream.PropertyKey(kCFStreamPropertyCONNECTProxy as String)
+        XCTAssertFalse(pair.input.setProperty([kCFStreamPropertyCONNECTProxyHost as String: "h"] as [String: Any], forKey: key))
         XCTAssertTrue(pair.input.setProperty([
-            kCFStreamPropertyCONNECTProxyHost: "h", kCFStreamPropertyCONNECTProxyPort: 3128,
-            kCFStreamPropertyCONNECTAdditionalHeaders: ["User-Agent": "x", "Proxy-Authorization": "Bearer t"],
+            kCFStreamPropertyCONNECTProxyHost as String: "h", kCFStreamPropertyCONNECTProxyPort as String: 3128,
+            kCFStreamPropertyCONNECTAdditionalHeaders as String: ["User-Agent": "x", "Proxy-Authorization": "Bearer t"],
         ] as [String: Any], forKey: key))
         let configured = proxy(of: pair)
         XCTAssertEqual(configured?.kind, .httpConnect)
@@ -159,7 +159,7 @@ final class ProxyPropertyTests: SocketStreamsTestCase {
         let native = createStreamPair(nativeSocket: a)
         closeAfterTest(native)
         XCTAssertFalse(native.input.setProperty(["SOCKSProxy": "h"] as [String: Any], forKey: socksKey))
-        native.input.setProperty(true, forKey: Stream.PropertyKey(kCFStreamPropertyShouldCloseNativeSocket))
+        native.input.setProperty(true, forKey: Stream.PropertyKey(kCFStreamPropertyShouldCloseNativeSocket as String))
 
         let unix = createStreamPair(unixSocketPath: "/tmp/none.sock")
         closeAfterTest(unix)

@@ -78,7 +78,7 @@ final class ProxyScriptedTests: SocketStreamsTestCase {
         XCTAssertEqual(recorder.snapshot.events(.output).first, .openCompleted)
         XCTAssertTrue(recorder.snapshot.errors.isEmpty, "\(recorder.snapshot.errors)")
         // The pair still names the target, not the proxy.
-        XCTAssertEqual(pair.input.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketRemoteHostName)) as? String, targetHost)
+        XCTAssertEqual(pair.input.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketRemoteHostName as String)) as? String, targetHost)
     }
 
     /// The longest reply SOCKS5 allows (a 255-byte bound name) is read exactly: not a byte of the
@@ -153,7 +153,7 @@ final class ProxyScriptedTests: SocketStreamsTestCase {
         XCTAssertEqual(error.localizedDescription, expected.message.replacingOccurrences(of: "PORT", with: "\(proxyPort)"),
                        file: file, line: line)
         if let status = expected.status {
-            XCTAssertEqual(error.userInfo[kCFSOCKSStatusCodeKey] as? String, status, file: file, line: line)
+            XCTAssertEqual(error.userInfo[kCFSOCKSStatusCodeKey as String] as? String, status, file: file, line: line)
         }
         if expected.domain != NSPOSIXErrorDomain {
             XCTAssertEqual(error.userInfo[ProxyConfiguration.errorProxyHostKey] as? String, "127.0.0.1", file: file, line: line)
@@ -208,7 +208,7 @@ final class ProxyScriptedTests: SocketStreamsTestCase {
             let (error, _) = failure(of: proxiedPair(.socks4(host: "127.0.0.1", port: server.port)))
             XCTAssertEqual(error?.domain, "kCFErrorDomainCFNetwork")
             XCTAssertEqual(error?.code, expected)
-            XCTAssertEqual(error?.userInfo[kCFSOCKSStatusCodeKey] as? String, "\(code)")
+            XCTAssertEqual(error?.userInfo[kCFSOCKSStatusCodeKey as String] as? String, "\(code)")
             XCTAssertTrue(error?.localizedDescription.hasPrefix(
                 "SOCKS4 proxy 127.0.0.1 port \(server.port) rejected the connection to target.example port 4242: ") == true,
                 error?.localizedDescription ?? "")

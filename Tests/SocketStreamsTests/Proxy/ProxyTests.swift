@@ -124,7 +124,7 @@ final class ProxyTests: SocketStreamsTestCase {
         let target = try startTarget()
         let proxy = try startDante()
         let socks: [String: Any] = ["SOCKSProxy": "127.0.0.1", "SOCKSPort": proxy,
-                                    kCFStreamPropertySOCKSVersion: kCFStreamSocketSOCKSVersion4]
+                                    kCFStreamPropertySOCKSVersion as String: (kCFStreamSocketSOCKSVersion4 as String)]
         assertThroughProxy(try exchange(proxiedPair("127.0.0.1", target, socks, key: .socksProxyConfigurationKey)),
                            proxyPort: proxy, egress: egress)
     }
@@ -137,17 +137,17 @@ final class ProxyTests: SocketStreamsTestCase {
         let refused = failure(proxiedPair("127.0.0.1", closed, ProxyConfiguration.socks5(host: "127.0.0.1", port: proxy)))
         XCTAssertEqual(refused?.domain, "kCFErrorDomainCFNetwork")
         XCTAssertEqual(refused?.code, 120)
-        XCTAssertEqual(refused?.userInfo[kCFSOCKSStatusCodeKey] as? String, "5")
+        XCTAssertEqual(refused?.userInfo[kCFSOCKSStatusCodeKey as String] as? String, "5")
         XCTAssertEqual(refused?.localizedDescription, "SOCKS5 proxy 127.0.0.1 port \(proxy) refused the connection to "
                        + "127.0.0.1 port \(closed): connection refused by destination host (reply 5)")
 
         let forbidden = failure(proxiedPair("192.0.2.1", 80, ProxyConfiguration.socks5(host: "127.0.0.1", port: proxy)))
         XCTAssertEqual(forbidden?.code, 120)
-        XCTAssertEqual(forbidden?.userInfo[kCFSOCKSStatusCodeKey] as? String, "2")
+        XCTAssertEqual(forbidden?.userInfo[kCFSOCKSStatusCodeKey as String] as? String, "2")
 
         let socks4 = failure(proxiedPair("127.0.0.1", closed, ProxyConfiguration.socks4(host: "127.0.0.1", port: proxy)))
         XCTAssertEqual(socks4?.code, 110)
-        XCTAssertEqual(socks4?.userInfo[kCFSOCKSStatusCodeKey] as? String, "91")
+        XCTAssertEqual(socks4?.userInfo[kCFSOCKSStatusCodeKey as String] as? String, "91")
     }
 
     // MARK: - ssh -D: SOCKS4a, SOCKS5 names and IPv6
@@ -201,7 +201,7 @@ final class ProxyTests: SocketStreamsTestCase {
 
         let none = failure(proxiedPair("127.0.0.1", target, ProxyConfiguration.socks5(host: "127.0.0.1", port: proxy)))
         XCTAssertEqual(none?.code, 124)
-        XCTAssertEqual(none?.userInfo[kCFSOCKSStatusCodeKey] as? String, "255")
+        XCTAssertEqual(none?.userInfo[kCFSOCKSStatusCodeKey as String] as? String, "255")
     }
 
     // MARK: - tinyproxy: HTTP CONNECT with Basic authentication
@@ -219,10 +219,10 @@ final class ProxyTests: SocketStreamsTestCase {
         assertThroughProxy(try exchange(proxiedPair("127.0.0.1", target, typed)), proxyPort: proxy, egress: egress)
         // CFNetwork's CONNECT SPI dictionary, authenticating with an additional header.
         let dictionary: [String: Any] = [
-            kCFStreamPropertyCONNECTProxyHost: "127.0.0.1", kCFStreamPropertyCONNECTProxyPort: proxy,
-            kCFStreamPropertyCONNECTAdditionalHeaders: ["Proxy-Authorization": "Basic dHB1c2VyOnRwcGFzcw=="],
+            kCFStreamPropertyCONNECTProxyHost as String: "127.0.0.1", kCFStreamPropertyCONNECTProxyPort as String: proxy,
+            kCFStreamPropertyCONNECTAdditionalHeaders as String: ["Proxy-Authorization": "Basic dHB1c2VyOnRwcGFzcw=="],
         ]
-        assertThroughProxy(try exchange(proxiedPair("localhost", target, dictionary, key: Stream.PropertyKey(kCFStreamPropertyCONNECTProxy))),
+        assertThroughProxy(try exchange(proxiedPair("localhost", target, dictionary, key: Stream.PropertyKey(kCFStreamPropertyCONNECTProxy as String))),
                            proxyPort: proxy)
     }
 

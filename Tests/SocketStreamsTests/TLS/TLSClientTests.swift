@@ -54,7 +54,7 @@ final class TLSClientTests: SocketStreamsTestCase {
         recorder.onEvent = { stream, event in
             guard event == .hasSpaceAvailable, infoAtFirstSpace == nil else { return }
             infoAtFirstSpace = stream.property(forKey: .tlsConnectionInfoKey) as? TLSConnectionInfo
-            certificatesAtFirstSpace = stream.property(forKey: Stream.PropertyKey(kCFStreamPropertySSLPeerCertificates)) as? [Data]
+            certificatesAtFirstSpace = stream.property(forKey: Stream.PropertyKey(kCFStreamPropertySSLPeerCertificates as String)) as? [Data]
         }
         _ = startRecorder(pair, recorder: recorder)
         XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.endEncountered, on: .input) }, recorder.trace)
@@ -82,7 +82,7 @@ final class TLSClientTests: SocketStreamsTestCase {
             kCFStreamSSLValidatesCertificateChain as String: false,
             kCFStreamSSLPeerName as String: "localhost",
         ]
-        XCTAssertTrue(pair.output.setProperty(settings, forKey: Stream.PropertyKey(kCFStreamPropertySSLSettings)))
+        XCTAssertTrue(pair.output.setProperty(settings, forKey: Stream.PropertyKey(kCFStreamPropertySSLSettings as String)))
         let recorder = get(pair)
         XCTAssertTrue(recorder.snapshot.receivedString.hasPrefix("HTTP/1.0 200 ok"), recorder.trace)
     }

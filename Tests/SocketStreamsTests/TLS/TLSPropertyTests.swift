@@ -12,29 +12,29 @@ final class TLSPropertyTests: SocketStreamsTestCase {
     func testLevelsAndSettingsAcceptedAndRefused() throws {
         let pair = makePair(host: "localhost", port: 1)
         let level = Stream.PropertyKey.socketSecurityLevelKey
-        let settingsKey = Stream.PropertyKey(kCFStreamPropertySSLSettings)
+        let settingsKey = Stream.PropertyKey(kCFStreamPropertySSLSettings as String)
         // Every level spelling: Foundation's structs (corelibs raw strings for SSLv2/v3 included), CF strings.
         let levels: [StreamSocketSecurityLevel] = [.negotiatedSSL, .tlSv1, .ssLv2, .ssLv3, .none]
         for value in levels.map({ $0 as Any }) + [
-            kCFStreamSocketSecurityLevelTLSv1, "NSStreamSocketSecurityLevelSSLv3", NSString(string: kCFStreamSocketSecurityLevelNone),
+            (kCFStreamSocketSecurityLevelTLSv1 as String), "NSStreamSocketSecurityLevelSSLv3", NSString(string: (kCFStreamSocketSecurityLevelNone as String)),
         ] {
             XCTAssertTrue(pair.input.setProperty(value, forKey: level), "\(value)")
         }
         XCTAssertFalse(pair.input.setProperty("kCFStreamSocketSecurityLevelBogus", forKey: level))
         XCTAssertFalse(pair.input.setProperty(NSNumber(value: 3), forKey: level))
         // The dictionary: wrong types for known keys are refused; unknown keys are ignored.
-        XCTAssertFalse(pair.input.setProperty([kCFStreamSSLValidatesCertificateChain: "maybe"], forKey: settingsKey))
-        XCTAssertFalse(pair.input.setProperty([kCFStreamSSLPeerName: 42], forKey: settingsKey))
-        XCTAssertFalse(pair.input.setProperty([kCFStreamSSLCertificates: ["not an identity"]], forKey: settingsKey))
+        XCTAssertFalse(pair.input.setProperty([kCFStreamSSLValidatesCertificateChain as String: "maybe"], forKey: settingsKey))
+        XCTAssertFalse(pair.input.setProperty([kCFStreamSSLPeerName as String: 42], forKey: settingsKey))
+        XCTAssertFalse(pair.input.setProperty([kCFStreamSSLCertificates as String: ["not an identity"]], forKey: settingsKey))
         XCTAssertFalse(pair.input.setProperty("not a dictionary", forKey: settingsKey))
-        let settings: [String: Any] = [kCFStreamSSLLevel: kCFStreamSocketSecurityLevelTLSv1, "kCFStreamSSLSomethingNew": true]
+        let settings: [String: Any] = [kCFStreamSSLLevel as String: (kCFStreamSocketSecurityLevelTLSv1 as String), "kCFStreamSSLSomethingNew": true]
         XCTAssertTrue(pair.input.setProperty(settings, forKey: settingsKey))
         // Read back as set, from either stream of the pair.
-        XCTAssertEqual((pair.output.property(forKey: settingsKey) as? [String: Any])?[kCFStreamSSLLevel] as? String,
-                       kCFStreamSocketSecurityLevelTLSv1)
-        XCTAssertEqual(pair.output.property(forKey: level) as? String, kCFStreamSocketSecurityLevelTLSv1)
+        XCTAssertEqual((pair.output.property(forKey: settingsKey) as? [String: Any])?[kCFStreamSSLLevel as String] as? String,
+                       (kCFStreamSocketSecurityLevelTLSv1 as String))
+        XCTAssertEqual(pair.output.property(forKey: level) as? String, (kCFStreamSocketSecurityLevelTLSv1 as String))
         XCTAssertNotNil(pair.output.property(forKey: .tlsSettingsKey) as? TLSSettings)
-        XCTAssertNil(pair.output.property(forKey: Stream.PropertyKey(kCFStreamPropertySSLPeerCertificates)), "no peer before a handshake")
+        XCTAssertNil(pair.output.property(forKey: Stream.PropertyKey(kCFStreamPropertySSLPeerCertificates as String)), "no peer before a handshake")
         XCTAssertFalse(pair.input.setProperty("not settings", forKey: .tlsSettingsKey))
         // nil removes TLS.
         XCTAssertTrue(pair.input.setProperty(nil as AnyObject?, forKey: settingsKey))

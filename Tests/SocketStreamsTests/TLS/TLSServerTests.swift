@@ -69,7 +69,7 @@ final class TLSServerTests: SocketStreamsTestCase {
         let identity = TLSIdentity(pkcs12: pki.data("server.p12"), password: TestPKI.pkcs12Password)
         let port = try greetingServer("hello from a PKCS#12 identity\n") { pair in
             let settings: [String: Any] = [kCFStreamSSLIsServer as String: true, kCFStreamSSLCertificates as String: [identity]]
-            XCTAssertTrue(pair.output.setProperty(settings, forKey: Stream.PropertyKey(kCFStreamPropertySSLSettings)))
+            XCTAssertTrue(pair.output.setProperty(settings, forKey: Stream.PropertyKey(kCFStreamPropertySSLSettings as String)))
         }
         let result = try runCommand("openssl", ["s_client", "-connect", "127.0.0.1:\(port)", "-CAfile", pki.caCertificate,
                                                 "-verify_return_error", "-verify_hostname", "localhost", "-quiet", "-ign_eof"])

@@ -61,14 +61,14 @@ final class TLSStartTLSTests: SocketStreamsTestCase {
             XCTAssertTrue(stream.setProperty(clientSettings, forKey: .tlsSettingsKey), "client-side STARTTLS refused")
             // What was set until the handshake is done (it may already be, on the stream thread), then what was negotiated.
             let level = stream.property(forKey: .socketSecurityLevelKey) as? String
-            XCTAssertTrue([kCFStreamSocketSecurityLevelNegotiatedSSL, kCFStreamSocketSecurityLevelTLSv1].contains(level ?? ""), "\(String(describing: level))")
+            XCTAssertTrue([(kCFStreamSocketSecurityLevelNegotiatedSSL as String), (kCFStreamSocketSecurityLevelTLSv1 as String)].contains(level ?? ""), "\(String(describing: level))")
             recorder.send("secret\n")
         }
         _ = startRecorder(pair, recorder: recorder)
         XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.endEncountered, on: .input) }, recorder.trace)
         XCTAssertEqual(serverSaw.value, "secret")
         XCTAssertEqual(recorder.snapshot.receivedString, "GO\necho: secret\n")
-        XCTAssertEqual(pair.input.property(forKey: .socketSecurityLevelKey) as? String, kCFStreamSocketSecurityLevelTLSv1)
+        XCTAssertEqual(pair.input.property(forKey: .socketSecurityLevelKey) as? String, (kCFStreamSocketSecurityLevelTLSv1 as String))
         XCTAssertNotNil(pair.input.property(forKey: .tlsConnectionInfoKey) as? TLSConnectionInfo)
         XCTAssertTrue(recorder.snapshot.errors.isEmpty, "\(recorder.snapshot.errors)")
         // TLS cannot be turned off again, nor its settings changed.

@@ -189,7 +189,7 @@ final class TLSVerificationTests: SocketStreamsTestCase {
         func pair(_ settings: TLSSettings) throws -> StreamPair {
             let fd = try RawSocket.connectTo(family: .v4, port: port)
             let pair = createStreamPair(nativeSocket: fd)
-            pair.input.setProperty(true, forKey: Stream.PropertyKey(kCFStreamPropertyShouldCloseNativeSocket))
+            pair.input.setProperty(true, forKey: Stream.PropertyKey(kCFStreamPropertyShouldCloseNativeSocket as String))
             closeAfterTest(pair)
             XCTAssertTrue(pair.input.setProperty(settings, forKey: .tlsSettingsKey))
             return pair
