@@ -68,3 +68,11 @@ extension Stream.PropertyKey {
     /// SocketStreams' own: `TCP_NODELAY` (a Bool) on the pair's TCP socket. May be set at any time.
     public static let tcpNoDelayKey = Stream.PropertyKey("SocketStreamsPropertyTCPNoDelay")
 }
+
+/// `kCFStreamPropertySSLPeerTrust`: Darwin's `SecTrust` of the peer. Linux has no `SecTrust`: the name
+/// exists so code that asks for it compiles, and it reads as nil (use `kCFStreamPropertySSLPeerCertificates`
+/// or `tlsConnectionInfoKey`).
+nonisolated(unsafe) public let kCFStreamPropertySSLPeerTrust: CFString = "kCFStreamPropertySSLPeerTrust"
+/// `kCFStreamPropertySSLContext`: Darwin's SecureTransport `SSLContextRef`. Not on Linux: reads as nil,
+/// and setting it returns false.
+nonisolated(unsafe) public let kCFStreamPropertySSLContext: CFString = "kCFStreamPropertySSLContext"
