@@ -141,4 +141,30 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
                       recorder.trace, file: file, line: line)
         XCTAssertTrue(recorder.snapshot.errors.isEmpty, "\(recorder.snapshot.errors)", file: file, line: line)
     }
+
+    /// The CoreFoundation section: a CF-created pair, its events on a dispatch queue, echoing.
+    func testCoreFoundationAndQueueExample() throws {
+        let host = "127.0.0.1", port = try startSocatEcho()
+        let delegate = DelegateRecorder(sending: "on a queue")
+
+        var readStream: Unmanaged<CFReadStream>?
+        var writeStream: Unmanaged<CFWriteStream>?
+        CFStreamCreatePairWithSocketToHost(kCFAllocatorDefault, host as CFString, UInt32(port), &readStream, &writeStream)
+        let input: InputStream = readStream!.takeRetainedValue()
+        let output: OutputStream = writeStream!.takeRetainedValue()
+        CFReadStreamSetProperty(input, CFStreamPropertyKey(rawValue: kCFStreamPropertyShouldCloseNativeSocket), kCFBooleanTrue)
+
+        delegate.attach(input: input, output: output)   // (the test: the recorder remembers which stream is which)
+        input.delegate = delegate
+        output.delegate = delegate
+        let queue = DispatchQueue(label: "network")
+        CFReadStreamSetDispatchQueue(input, queue)     // events arrive on `queue`, one at a time
+        CFWriteStreamSetDispatchQueue(output, queue)
+        input.open()
+        output.open()
+
+        closeAfterTest((input as! SocketInputStream, output as! SocketOutputStream))
+        XCTAssertTrue(delegate.wait(timeout: shortTimeout) { $0.receivedString == "on a queue" }, delegate.trace)
+        XCTAssertTrue(delegate.snapshot.errors.isEmpty)
+    }
 }
