@@ -703,17 +703,19 @@ final class Connection: EventTarget, @unchecked Sendable {
         schedule(half, on: runLoop, mode: mode)
     }
 
+    /// `wasPending`: the fallback completing a schedule; the pending count drops in the same lock
+    /// section that adds the reactor, so no event raised in between is dropped.
     private func schedule(_ half: Half, on runLoop: CFRunLoop, mode: String, wasPending: Bool = false) {
-        if wasPending { lock.withLock { halves[half.rawValue].schedulesPending -= 1 } }
         // Scheduling on a run loop clears a dispatch queue (CFStream.h).
         if dispatchQueue(of: half) != nil { setDispatchQueue(nil, for: half) }
         let reactor: Reactor
         do {
             reactor = try ReactorRegistry.shared.acquire(cfRunLoop: runLoop, mode: mode)
         } catch {
+            if wasPending { lock.withLock { halves[half.rawValue].schedulesPending -= 1 } }
             return scheduleFailed(half, error)
         }
-        attach(half, to: reactor)
+        attach(half, to: reactor, wasPending: wasPending)
     }
 
     /// `CFReadStreamSetDispatchQueue`: the half leaves every run loop (and a previous queue) and, with a
@@ -759,9 +761,10 @@ final class Connection: EventTarget, @unchecked Sendable {
     }
 
     /// The half now listens on `reactor` (which it holds a registry use of).
-    private func attach(_ half: Half, to reactor: Reactor) {
+    private func attach(_ half: Half, to reactor: Reactor, wasPending: Bool = false) {
         let kept = lock.withLock { () -> Bool in
             let h = half.rawValue
+            if wasPending { halves[h].schedulesPending -= 1 }
             guard !halves[h].gone, !halves[h].reactors.contains(where: { $0 === reactor }) else { return false }
             halves[h].reactors.append(reactor)
             // Re-derive readiness on scheduling, as CFNetwork does the first time.
