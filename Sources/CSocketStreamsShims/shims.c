@@ -1,5 +1,7 @@
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <sched.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <netdb.h>
 #include "CSocketStreamsShims.h"
@@ -17,4 +19,11 @@ int cssh_accept4(int fd) {
 
 int cssh_eai_nodata(void) {
     return EAI_NODATA;
+}
+
+int cssh_name_current_thread(const char *name) {
+    char truncated[16];
+    strncpy(truncated, name, sizeof truncated - 1);
+    truncated[sizeof truncated - 1] = '\0';
+    return pthread_setname_np(pthread_self(), truncated);
 }

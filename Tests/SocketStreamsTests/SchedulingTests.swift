@@ -121,6 +121,11 @@ final class SchedulingTests: SocketStreamsTestCase {
         let first = try XCTUnwrap(snapshot.eventThreads.first)
         XCTAssertTrue(snapshot.eventThreads.allSatisfy { $0 === first }, "callbacks ran on several threads")
         XCTAssertTrue(RunLoop.socketStreams === RunLoop.socketStreams, "socketStreams must be one run loop")
+        // The stream thread carries a kernel name, so tools (and CFStreamTests) can count it.
+        let names = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").map {
+            try String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8)
+        }
+        XCTAssertEqual(names.filter { $0 == "SocketStreams\n" }.count, 1, "\(names)")
     }
 
     /// remove(from:forMode:) stops delivery; scheduling again re-derives readiness, so data

@@ -32,4 +32,8 @@ int cssh_accept4(int fd);
 /// glibc's `EAI_NODATA` (a GNU extension Swift cannot see).
 int cssh_eai_nodata(void);
 
+/// `pthread_setname_np(pthread_self(), name)` (a GNU extension Swift cannot see); the kernel keeps
+/// at most 15 bytes. Returns 0 or an error number.
+int cssh_name_current_thread(const char *name);
+
 #endif

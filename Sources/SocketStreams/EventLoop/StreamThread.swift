@@ -29,6 +29,7 @@ enum StreamThread {
         let ready = DispatchSemaphore(value: 0)
         let handoff = Guarded<Loop?>(nil)
         let thread = Thread {
+            Posix.nameCurrentThread("SocketStreams")
             // A timer that never fires keeps `run` waiting even while no source is attached (before
             // the reactor exists, or if it could not be created).
             let keepAlive = Timer(fire: .distantFuture, interval: 1_000_000, repeats: true) { _ in }

@@ -237,4 +237,11 @@ enum Posix {
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
+
+    /// `pthread_setname_np(pthread_self(), name)`: the calling thread's kernel name (`comm`, at
+    /// most 15 bytes), which `ps -L`, `top -H`, gdb and `/proc/self/task/*/comm` show. Foundation's
+    /// `Thread.name` does not set it on Linux.
+    static func nameCurrentThread(_ name: String) {
+        _ = cssh_name_current_thread(name)
+    }
 }
