@@ -9,7 +9,7 @@ import Foundation
 import XCTest
 
 final class BenchmarkHarnessTests: XCTestCase {
-    private static let allClients = ["baseline", "streams-delegate", "streams-thread", "streams-polling", "filehandle"]
+    private static let allClients = ["baseline", "streams-delegate", "streams-thread", "streams-queue", "streams-polling", "filehandle"]
     private static let allWorkloads = ["download", "upload", "pingpong", "connect", "many1k", "many5k", "idle"]
 
     func testQuickRunWritesCompleteResults() throws {

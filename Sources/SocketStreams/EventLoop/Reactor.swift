@@ -7,8 +7,10 @@
 // takes ~34 µs this way, against ~50 µs for CFRunLoopPerformBlock plus CFRunLoopWakeUp from another
 // thread and ~500 µs for a Timer; RunLoop.perform from another thread does not wake the loop at all.)
 //
-// Besides sockets the epoll set holds an eventfd, used by other threads to post work (`post`,
-// `markReady`), and a timerfd for deadlines (`schedule(after:)`).
+// Besides sockets a run loop's epoll set holds an eventfd, used by other threads to post work
+// (`post`, `markReady`), and a timerfd for deadlines (`schedule(after:)`). A queue's reactor needs
+// neither: work is posted with `queue.async` and deadlines with `queue.asyncAfter`, so a queue costs
+// one fd (its epoll set), which matters to code that makes a queue per connection.
 //
 // Lifetime: the CFRunLoopSource retains the reactor through its context's retain/release callbacks.
 // The registry counts users; when the count drops to zero the source is invalidated, CoreFoundation
@@ -49,9 +51,10 @@ final class Reactor: @unchecked Sendable {
     /// The dispatch queue this reactor serves (nil for a run loop's).
     let queue: DispatchQueue?
 
+    /// The eventfd other threads write to post work (-1 for a queue's reactor).
     private let wakeFD: Int32
-    /// Created up front, not on first use: timers must work when the process is out of fds
-    /// (the listener's back-off depends on one).
+    /// The timerfd for deadlines (-1 for a queue's reactor). Created up front, not on first use:
+    /// timers must work when the process is out of fds (the listener's back-off depends on one).
     private let timerFD: Int32
     private static let wakeToken: UInt64 = 1
     private static let timerToken: UInt64 = 2
@@ -85,6 +88,12 @@ final class Reactor: @unchecked Sendable {
         self.mode = mode
         self.queue = queue
         epollFD = try Posix.epollCreate()
+        guard queue == nil else {
+            wakeFD = -1
+            timerFD = -1
+            events = .allocate(capacity: Int(eventCapacity))
+            return
+        }
         do {
             wakeFD = try Posix.eventFD()
         } catch {
@@ -104,8 +113,8 @@ final class Reactor: @unchecked Sendable {
     }
 
     deinit {
-        Posix.close(wakeFD)
-        Posix.close(timerFD)
+        if wakeFD >= 0 { Posix.close(wakeFD) }
+        if timerFD >= 0 { Posix.close(timerFD) }
         Posix.close(epollFD)
         events.deallocate()
     }
@@ -201,7 +210,7 @@ final class Reactor: @unchecked Sendable {
             tasks.append(work)
             return needsWake()
         }
-        if wake { Posix.eventFDSignal(wakeFD) }
+        if wake { self.wake() }
     }
 
     /// Asks for `item`'s pending stream events to be delivered on this reactor's thread. From inside
@@ -211,7 +220,7 @@ final class Reactor: @unchecked Sendable {
             ready.append(item)
             return needsWake()
         }
-        if wake { Posix.eventFDSignal(wakeFD) }
+        if wake { self.wake() }
     }
 
     /// Called with `lock` held.
@@ -219,6 +228,16 @@ final class Reactor: @unchecked Sendable {
         if isPerformingHere || wakePending { return false }
         wakePending = true
         return true
+    }
+
+    /// Makes `perform` run soon on the reactor's thread or queue: an eventfd write that the run
+    /// loop sees on the epoll fd, or for a queue a block that clears the pending flag and performs.
+    private func wake() {
+        guard let queue else { return Posix.eventFDSignal(wakeFD) }
+        queue.async { [self] in
+            lock.withLock { wakePending = false }
+            perform()
+        }
     }
 
     // MARK: timers
@@ -232,7 +251,7 @@ final class Reactor: @unchecked Sendable {
             nextToken += 1
             let index = timers.firstIndex { $0.deadline > deadline } ?? timers.endIndex
             timers.insert((deadline, id, fire), at: index)
-            if index == 0 { Posix.timerFDArm(timerFD, deadlineNanoseconds: deadline) }
+            if index == 0 { armTimer(deadline) }
             return id
         }
     }
@@ -288,7 +307,7 @@ final class Reactor: @unchecked Sendable {
             }
             return false
         }
-        if again { Posix.eventFDSignal(wakeFD) }
+        if again { wake() }
     }
 
     /// Runs posted tasks and delivers stream events until there is nothing left. The lists are
@@ -321,16 +340,31 @@ final class Reactor: @unchecked Sendable {
     }
 
     private func fireTimers() {
-        Posix.drainCounter(timerFD)
+        if timerFD >= 0 { Posix.drainCounter(timerFD) }
         let now = Posix.monotonicNanoseconds()
         let due = lock.withLock { () -> [@Sendable () -> Void] in
             let split = timers.firstIndex { $0.deadline > now } ?? timers.endIndex
             let due = timers[..<split].map(\.fire)
             timers.removeSubrange(..<split)
-            Posix.timerFDArm(timerFD, deadlineNanoseconds: timers.first?.deadline ?? 0)
+            if let next = timers.first?.deadline {
+                armTimer(next)
+            } else if timerFD >= 0 {
+                Posix.timerFDArm(timerFD, deadlineNanoseconds: 0)
+            }
             return due
         }
         for fire in due { fire() }
+    }
+
+    /// Makes `fireTimers` run at `deadline` (monotonic nanoseconds): the timerfd of a run loop's
+    /// reactor, or a block on the queue (capped at a day, and re-armed from there: Dispatch's time
+    /// arithmetic must not overflow on absurd timeouts). A block that finds nothing due re-arms for
+    /// the earliest remaining deadline; a cancelled timer's block finds nothing and does nothing.
+    private func armTimer(_ deadline: UInt64) {
+        guard let queue else { return Posix.timerFDArm(timerFD, deadlineNanoseconds: deadline) }
+        let now = Posix.monotonicNanoseconds()
+        let delay = deadline > now ? min(deadline - now, 86_400 * 1_000_000_000) : 0
+        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay))) { [weak self] in self?.fireTimers() }
     }
 }
 

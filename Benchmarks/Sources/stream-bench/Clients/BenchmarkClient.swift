@@ -1,17 +1,20 @@
 // The client families compared side by side, and what each one implements.
 
+import Dispatch
+
 /// The clients compared side by side.
 enum ClientKind: String, CaseIterable, Codable {
     case baseline
     case streamsDelegate = "streams-delegate"
     case streamsThread = "streams-thread"
+    case streamsQueue = "streams-queue"
     case streamsPolling = "streams-polling"
     case filehandle
 
     /// The figures of these clients are held to the targets.
     var isSocketStreams: Bool {
         switch self {
-        case .streamsDelegate, .streamsThread, .streamsPolling: return true
+        case .streamsDelegate, .streamsThread, .streamsQueue, .streamsPolling: return true
         case .baseline, .filehandle: return false
         }
     }
@@ -28,6 +31,9 @@ enum ClientKind: String, CaseIterable, Codable {
         case .baseline: return BaselineClient()
         case .streamsDelegate: return StreamsDelegateClient(scheduling: .currentRunLoop)
         case .streamsThread: return StreamsDelegateClient(scheduling: .streamThread)
+        case .streamsQueue:
+            // One serial queue per measurement (each measurement is its own process and makes one client).
+            return StreamsDelegateClient(scheduling: .dispatchQueue(DispatchQueue(label: "stream-bench.streams-queue")))
         case .streamsPolling: return StreamsPollingClient()
         case .filehandle: return FileHandleClient()
         }

@@ -3,14 +3,16 @@
 // `.hasBytesAvailable` (one read per event), writes on `.hasSpaceAvailable` (one write per event, or
 // at once when there is something to send and the output stream reports space), and closes and
 // unschedules both streams itself when it is done. The same classes serve streams-delegate (current
-// thread's run loop) and streams-thread (`RunLoop.socketStreams`); see StreamsDelegateClient.swift.
+// thread's run loop), streams-thread (`RunLoop.socketStreams`) and streams-queue (a serial
+// DispatchQueue set with `CFReadStreamSetDispatchQueue`/`CFWriteStreamSetDispatchQueue` instead of
+// a run loop); see StreamsDelegateClient.swift.
 
 import Foundation
 import SocketStreams
 import Synchronization
 
-/// Progress of the sessions of one measurement. Sessions report on the thread whose run loop
-/// delivers their events; the benchmark thread waits for thresholds. A lock keeps the two apart,
+/// Progress of the sessions of one measurement. Sessions report on the thread whose run loop (or
+/// the dispatch queue that) delivers their events; the benchmark thread waits for thresholds. A lock keeps the two apart,
 /// and `changed` is signalled only when a waited-for threshold is reached (or on failure), so a
 /// benchmark thread blocked on it is not woken for every session.
 final class SessionMonitor: @unchecked Sendable {
@@ -96,12 +98,22 @@ final class SessionMonitor: @unchecked Sendable {
     }
 }
 
+/// Where a session's two streams deliver their events.
+enum EventHome {
+    /// `schedule(in:forMode: .default)` on a run loop (streams-delegate, streams-thread).
+    case runLoop(RunLoop)
+    /// `CFReadStreamSetDispatchQueue`/`CFWriteStreamSetDispatchQueue` (streams-queue): the delegate
+    /// is called on the queue, one event at a time.
+    case queue(DispatchQueue)
+}
+
 /// One connection: the delegate of both of its streams.
 class StreamSession: NSObject, StreamDelegate {
     let inputStream: InputStream
     let outputStream: OutputStream
     let monitor: SessionMonitor
-    private var runLoop: RunLoop?
+    /// Set in `open` before the streams are scheduled, read in `close` on the delivering thread.
+    private var home: EventHome?
     private var pendingOutput: [UInt8] = []
     private var pendingIndex = 0
     private(set) var isDone = false
@@ -122,15 +134,22 @@ class StreamSession: NSObject, StreamDelegate {
         super.init()
     }
 
-    /// Sets the delegates, schedules both streams on `runLoop` (default mode) and opens them.
-    func open(in runLoop: RunLoop) {
+    /// Sets the delegates, schedules both streams on `home` (a run loop's default mode, or a dispatch
+    /// queue) and opens them. On a queue, events may arrive there as soon as `open` is called.
+    func open(on home: EventHome) {
         if let setupFailure { return fail(setupFailure) }
-        self.runLoop = runLoop
+        self.home = home
         inputStream.delegate = self
         outputStream.delegate = self
         _ = outputStream.setProperty(NSNumber(value: true), forKey: .tcpNoDelayKey)
-        inputStream.schedule(in: runLoop, forMode: .default)
-        outputStream.schedule(in: runLoop, forMode: .default)
+        switch home {
+        case .runLoop(let runLoop):
+            inputStream.schedule(in: runLoop, forMode: .default)
+            outputStream.schedule(in: runLoop, forMode: .default)
+        case .queue(let queue):
+            CFReadStreamSetDispatchQueue(inputStream, queue)
+            CFWriteStreamSetDispatchQueue(outputStream, queue)
+        }
         inputStream.open()
         outputStream.open()
     }
@@ -162,8 +181,8 @@ class StreamSession: NSObject, StreamDelegate {
     var progressDescription: String { "open" }
 
     /// Groups unfinished sessions by where they are and what their input stream reports. On the
-    /// streams-thread client this reads session state from another thread; it only runs once the
-    /// sessions have made no progress for a long time, just before the measurement fails.
+    /// streams-thread and streams-queue clients this reads session state from another thread; it only
+    /// runs once the sessions have made no progress for a long time, just before the measurement fails.
     static func stallReport(_ sessions: [StreamSession]) -> String {
         let pending = sessions.filter { !$0.isDone }
         var groups: [String: Int] = [:]
@@ -239,10 +258,17 @@ class StreamSession: NSObject, StreamDelegate {
 
     // MARK: Ending
 
+    /// Runs after a successful finish, on the delivering thread (the connect chain opens the next session).
+    var onFinish: (() -> Void)?
+
     func finish() {
         guard !isDone else { return }
         close()
         monitor.sessionFinished()
+        if let next = onFinish {
+            onFinish = nil
+            next()
+        }
     }
 
     func fail(_ message: String) {
@@ -255,9 +281,15 @@ class StreamSession: NSObject, StreamDelegate {
         isDone = true
         inputStream.close()
         outputStream.close()
-        if let runLoop {
+        switch home {
+        case .runLoop(let runLoop)?:
             inputStream.remove(from: runLoop, forMode: .default)
             outputStream.remove(from: runLoop, forMode: .default)
+        case .queue?:
+            CFReadStreamSetDispatchQueue(inputStream, nil)
+            CFWriteStreamSetDispatchQueue(outputStream, nil)
+        case nil:
+            break
         }
         inputStream.delegate = nil
         outputStream.delegate = nil

@@ -1,7 +1,9 @@
-// streams-delegate and streams-thread: the sessions of StreamSessions.swift, scheduled either on
-// the benchmark thread's own run loop (driven with `RunLoop.current.run(mode:before:)` until done)
-// or on `RunLoop.socketStreams`, the package's stream thread, while the benchmark thread blocks on
-// a DispatchSemaphore.
+// streams-delegate, streams-thread and streams-queue: the sessions of StreamSessions.swift,
+// scheduled on the benchmark thread's own run loop (driven with `RunLoop.current.run(mode:before:)`
+// until done), on `RunLoop.socketStreams`, the package's stream thread, or on a serial DispatchQueue
+// with `CFReadStreamSetDispatchQueue`/`CFWriteStreamSetDispatchQueue`. In the last two the delegate
+// callouts run on another thread, and the benchmark thread blocks on the monitor's DispatchSemaphore;
+// everything it reads from the sessions goes through the monitor's lock.
 
 import CoreFoundation
 import Foundation
@@ -21,11 +23,16 @@ enum StreamScheduling {
     case currentRunLoop
     /// streams-thread: the package's dedicated stream run-loop thread.
     case streamThread
+    /// streams-queue: a serial dispatch queue (one per measurement process, so the warm-up's pair
+    /// starts the same queue's machinery that the measurement then uses); no run loop involved.
+    case dispatchQueue(DispatchQueue)
 
-    var runLoop: RunLoop {
+    /// Where the sessions' streams deliver their events.
+    var home: EventHome {
         switch self {
-        case .currentRunLoop: return RunLoop.current
-        case .streamThread: return RunLoop.socketStreams
+        case .currentRunLoop: return .runLoop(RunLoop.current)
+        case .streamThread: return .runLoop(RunLoop.socketStreams)
+        case .dispatchQueue(let queue): return .queue(queue)
         }
     }
 
@@ -55,7 +62,10 @@ enum StreamScheduling {
             case .currentRunLoop:
                 stallCheckTimer
                 _ = RunLoop.current.run(mode: .default, before: .distantFuture)
-            case .streamThread:
+            case .streamThread, .dispatchQueue:
+                // Signalled by the session callouts (on the stream thread or the queue) when the
+                // threshold registered by `want` is reached or a session fails; the 1 s timeout
+                // only runs the stall check.
                 _ = monitor.changed.wait(timeout: .now() + 1)
             }
         }
@@ -77,7 +87,7 @@ struct StreamsDelegateClient: BenchmarkClient {
         let stopwatch = Stopwatch()
         let monitor = SessionMonitor()
         let session = makeSession(monitor)
-        session.open(in: scheduling.runLoop)
+        session.open(on: scheduling.home)
         try scheduling.wait(for: monitor, finished: 1, sessions: [session])
         return stopwatch.elapsedSeconds
     }
@@ -97,9 +107,18 @@ struct StreamsDelegateClient: BenchmarkClient {
     func connect(port: UInt16, count: Int) throws -> Double {
         let stopwatch = Stopwatch()
         let monitor = SessionMonitor()
+        guard case .currentRunLoop = scheduling else {
+            // On the stream thread or a queue, each session opens the next from its own last callout,
+            // as code living on that thread or queue would: waking the benchmark thread between
+            // connections would measure a thread hand-off per connection, not the library.
+            let chain = ConnectChain(port: port, count: count, home: scheduling.home, monitor: monitor)
+            chain.start()
+            try scheduling.wait(for: monitor, finished: count, sessions: chain.current.map { [$0] } ?? [])
+            return stopwatch.elapsedSeconds
+        }
         for i in 0..<count {
             let session = ConnectSession(port: port, monitor: monitor)
-            session.open(in: scheduling.runLoop)
+            session.open(on: scheduling.home)
             try scheduling.wait(for: monitor, finished: i + 1, sessions: [session])
         }
         return stopwatch.elapsedSeconds
@@ -133,7 +152,7 @@ struct StreamsDelegateClient: BenchmarkClient {
 
         let release = ReleaseSession(port: port, group: group, monitor: monitor)
         sessions.append(release)
-        release.open(in: scheduling.runLoop)
+        release.open(on: scheduling.home)
         try scheduling.wait(for: monitor, finished: pairs + 1, sessions: sessions)
         return (memoryBefore, memoryOpen)
     }
@@ -147,7 +166,38 @@ struct StreamsDelegateClient: BenchmarkClient {
             }
             let session = makeSession()
             sessions.append(session)
-            session.open(in: scheduling.runLoop)
+            session.open(on: scheduling.home)
         }
+    }
+}
+
+/// Connect sessions opened one after another from the previous one's callout. Holds the session in
+/// progress (stream delegates are weak); touched only on the delivering thread or queue, except
+/// `current` read for a stall report just before the measurement fails.
+final class ConnectChain: @unchecked Sendable {
+    private let port: UInt16
+    private let home: EventHome
+    private let monitor: SessionMonitor
+    private var remaining: Int
+    private(set) var current: ConnectSession?
+
+    init(port: UInt16, count: Int, home: EventHome, monitor: SessionMonitor) {
+        self.port = port
+        self.home = home
+        self.monitor = monitor
+        remaining = count
+    }
+
+    /// Opens the next session, if any is left.
+    func start() {
+        guard remaining > 0 else {
+            current = nil
+            return
+        }
+        remaining -= 1
+        let session = ConnectSession(port: port, monitor: monitor)
+        session.onFinish = { [self] in start() }
+        current = session
+        session.open(on: home)
     }
 }

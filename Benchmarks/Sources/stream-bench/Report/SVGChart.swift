@@ -14,6 +14,7 @@ enum SVGChart {
         "baseline": "#7f7f7f",
         "streams-delegate": "#1f77b4",
         "streams-thread": "#ff7f0e",
+        "streams-queue": "#17becf",
         "streams-polling": "#2ca02c",
         "filehandle": "#9467bd",
     ]
