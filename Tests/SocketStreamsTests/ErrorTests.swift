@@ -98,6 +98,28 @@ final class ErrorTests: SocketStreamsTestCase {
         }
     }
 
+    /// A host name with a NUL (or another control byte) is refused, not cut at the NUL: getaddrinfo
+    /// and inet_pton would read "127.0.0.1\0junk" as 127.0.0.1 and connect to a host the caller did
+    /// not name. Both streams fail as an unresolvable name does, and nothing reaches the server.
+    func testHostNameWithANulOrControlByteIsRefused() throws {
+        let server = try startStreamEchoServer()
+        for host in ["127.0.0.1\u{0}junk", "localhost\u{0}", "\u{0}", "127.0.0.1\r\n", "local\u{7F}host"] {
+            let pair = makePair(host: host, port: Int(server.port))
+            let recorder = startRecorder(pair)
+            XCTAssertTrue(runUntil(timeout: 10) {
+                recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+            }, "\(host.debugDescription): \(recorder.trace)")
+            XCTAssertFalse(recorder.has(.openCompleted, on: .input), host.debugDescription)
+            let error = try XCTUnwrap(pair.input.streamError as NSError?)
+            XCTAssertEqual(error.domain, "kCFErrorDomainCFNetwork")
+            XCTAssertEqual(error.code, 2)
+            XCTAssertEqual(intValue(error.userInfo["kCFGetAddrInfoFailureKey"]), Int(EAI_NONAME), "\(error.userInfo)")
+            XCTAssertTrue(error.localizedDescription.contains("control character"), error.localizedDescription)
+            XCTAssertFalse(error.localizedDescription.contains("\u{0}"), "the message escapes the name")
+        }
+        XCTAssertEqual(server.acceptedCount, 0, "a refused name must not connect anywhere")
+    }
+
     /// The peer resets the connection after sending N bytes. The server side is our own
     /// StreamListener: it writes N bytes, waits for a 1-byte ack (so the client has read
     /// everything and Linux cannot discard unread data on RST), sets SO_LINGER {1,0} on the

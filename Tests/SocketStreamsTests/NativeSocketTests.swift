@@ -136,6 +136,46 @@ final class NativeSocketTests: SocketStreamsTestCase {
         XCTAssertEqual(pair.input.streamStatus, .error)
     }
 
+    /// The caller closes its native socket under an open pair (its bug, not ours): the next use
+    /// reports EBADF as the streams' error (-1, then `errorOccurred` for a scheduled pair), never a
+    /// trap, and closing the pair does not close the number again.
+    func testNativeSocketClosedByTheCallerReportsEBADF() throws {
+        for scheduled in [true, false] {
+            var fds: [Int32] = [0, 0]
+            XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds), 0)
+            defer { close(fds[1]) }
+            let pair = createStreamPair(nativeSocket: fds[0])
+            closeAfterTest(pair)
+            let recorder = DelegateRecorder()
+            if scheduled {
+                recorder.start(pair)
+            } else {
+                pair.input.open()
+                pair.output.open()
+            }
+            XCTAssertEqual(pair.output.write("x", maxLength: 1), 1)
+            if scheduled {
+                XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.hasSpaceAvailable, on: .output) }, recorder.trace)
+            }
+            XCTAssertEqual(close(fds[0]), 0, "the caller closes the fd it lent")
+            // The kernel drops a closed file from every epoll set, so nothing is announced by itself;
+            // the next use finds out.
+            var byte: UInt8 = 0x79
+            XCTAssertEqual(pair.input.read(&byte, maxLength: 1), -1)
+            XCTAssertEqual(pair.output.write(&byte, maxLength: 1), -1)
+            if scheduled {
+                XCTAssertTrue(runUntil(timeout: shortTimeout) {
+                    recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+                }, recorder.trace)
+            }
+            assertPOSIXError(pair.input.streamError, [EBADF])
+            assertPOSIXError(pair.output.streamError, [EBADF])
+            XCTAssertEqual(pair.input.streamStatus, .error)
+            pair.input.close()
+            pair.output.close()
+        }
+    }
+
     /// A pair around an fd that is not open fails its open with EBADF: an error, not a crash.
     func testInvalidNativeSocketFailsTheOpen() throws {
         let pair = createStreamPair(nativeSocket: -1)

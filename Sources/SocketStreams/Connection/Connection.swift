@@ -365,10 +365,12 @@ final class Connection: EventTarget, @unchecked Sendable {
         let configured = configuredStages()
         if !configured.isEmpty { stages.insert(contentsOf: configured, at: 0) }
         if case .native(let fd) = target {
+            let handle = SocketHandle(fd: fd, closesOnRelease: closesNativeSocket, lent: true)
             do {
                 try Posix.setNonBlocking(fd)
-                tcpUp(SocketHandle(fd: fd, closesOnRelease: closesNativeSocket), writable: false)
+                tcpUp(handle, writable: false)
             } catch {
+                handle.release()
                 fail(.posix(error.code, .adopt), from: nil)
             }
             return nil

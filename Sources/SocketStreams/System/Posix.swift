@@ -3,8 +3,9 @@
 // Every wrapper goes through one helper, `syscall`: it retries on EINTR, turns EAGAIN/EWOULDBLOCK into
 // `.wouldBlock` for non-blocking I/O, and reports any other failure as a `SystemError` carrying errno
 // and the C function's name. EBADF and EFAULT are programming errors (a closed or foreign fd, a bad
-// pointer) and trap. Nothing between the call and the errno read can allocate, so errno cannot be
-// clobbered.
+// pointer) and trap, except EBADF on an fd a client lent us (a native socket it may have closed under
+// the pair), which is its mistake to be told about. Nothing between the call and the errno read can
+// allocate, so errno cannot be clobbered.
 
 import CSocketStreamsShims
 import Glibc
@@ -33,19 +34,41 @@ enum Posix {
     }
 
     @inline(__always)
-    private static func check(_ function: StaticString, _ code: Int32) {
+    private static func check(_ function: StaticString, _ code: Int32, fd: Int32? = nil) {
+        if code == EBADF && isLent(fd) { return }
         precondition(code != EBADF && code != EFAULT, "unacceptable errno \(code) from \(function)")
+    }
+
+    /// Native sockets clients lent to pairs (`createStreamPair(nativeSocket:)`), by number. Consulted
+    /// only when a call fails with EBADF, so the I/O path never takes its lock.
+    private static let lent = Guarded<[Int32: Int]>([:])
+
+    /// Marks `fd` as the client's while a pair uses it: EBADF on it is reported, not trapped on.
+    static func lend(_ fd: Int32) {
+        lent.withLock { $0[fd, default: 0] += 1 }
+    }
+
+    /// Ends one `lend(fd)`.
+    static func unlend(_ fd: Int32) {
+        lent.withLock { table in
+            if let count = table[fd], count > 1 { table[fd] = count - 1 } else { table[fd] = nil }
+        }
+    }
+
+    private static func isLent(_ fd: Int32?) -> Bool {
+        guard let fd else { return false }
+        return lent.withLock { $0[fd] != nil }
     }
 
     /// The one place a failed call becomes an error: retries EINTR, traps on EBADF/EFAULT (a closed or
     /// foreign fd, a bad pointer: our bug, never the peer's), turns EAGAIN into `.wouldBlock` when
     /// `nonBlocking`, and anything else into a `SystemError` naming `function`. Every wrapper below
     /// goes through it, except `connect` and `close`, whose EINTR means something else.
-    /// `clientFD`: the fd came from the client (a native socket it handed over), so EBADF is its
-    /// mistake to report, not ours to trap on.
+    /// `fd`: the descriptor the call is about, so that EBADF on one a client lent (`lend`) is
+    /// reported instead of trapped on; nil when the fd can only be our own.
     @inline(__always)
     private static func syscall<T: BinaryInteger>(
-        _ function: StaticString, nonBlocking: Bool = false, clientFD: Bool = false, _ body: () -> T
+        _ function: StaticString, nonBlocking: Bool = false, fd: Int32? = nil, _ body: () -> T
     ) throws(SystemError) -> IOResult<T> {
         while true {
             let result = body()
@@ -53,7 +76,7 @@ enum Posix {
             let code = cssh_errno()
             if code == EINTR { continue }
             if nonBlocking && (code == EAGAIN || code == EWOULDBLOCK) { return .wouldBlock }
-            if !(clientFD && code == EBADF) { check(function, code) }
+            check(function, code, fd: fd)
             throw SystemError(code: code, function: "\(function)")
         }
     }
@@ -61,9 +84,9 @@ enum Posix {
     /// `syscall` for calls that cannot would-block: the result, or the error.
     @inline(__always)
     private static func call<T: BinaryInteger>(
-        _ function: StaticString, clientFD: Bool = false, _ body: () -> T
+        _ function: StaticString, fd: Int32? = nil, _ body: () -> T
     ) throws(SystemError) -> T {
-        guard case .processed(let result) = try syscall(function, clientFD: clientFD, body) else {
+        guard case .processed(let result) = try syscall(function, fd: fd, body) else {
             preconditionFailure("\(function) would block")
         }
         return result
@@ -94,13 +117,13 @@ enum Posix {
     /// `recv(2)`; `.processed(0)` is end of stream.
     @inline(__always)
     static func recv(_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) throws(SystemError) -> IOResult<Int> {
-        try syscall("recv", nonBlocking: true) { Glibc.recv(fd, buffer, count, 0) }
+        try syscall("recv", nonBlocking: true, fd: fd) { Glibc.recv(fd, buffer, count, 0) }
     }
 
     /// `send(2)` with `MSG_NOSIGNAL`, so a closed peer gives EPIPE instead of SIGPIPE.
     @inline(__always)
     static func send(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) throws(SystemError) -> IOResult<Int> {
-        try syscall("send", nonBlocking: true) { Glibc.send(fd, buffer, count, Int32(MSG_NOSIGNAL)) }
+        try syscall("send", nonBlocking: true, fd: fd) { Glibc.send(fd, buffer, count, Int32(MSG_NOSIGNAL)) }
     }
 
     /// `accept4(2)` with `SOCK_NONBLOCK | SOCK_CLOEXEC`.
@@ -111,33 +134,33 @@ enum Posix {
     /// `close(2)`. Never retried: on Linux the fd is gone even when close reports EINTR.
     static func close(_ fd: Int32) {
         let rc = Glibc.close(fd)
-        if rc != 0 { precondition(cssh_errno() != EBADF, "close: fd \(fd) was not open") }
+        if rc != 0 && cssh_errno() == EBADF { check("close", EBADF, fd: fd) }
     }
 
     /// `poll(2)` on one fd. Returns the `revents`, 0 on timeout. `timeout` is in milliseconds, -1 waits forever.
     static func poll(_ fd: Int32, events: Int16, timeout: Int32) throws(SystemError) -> Int16 {
         var pfd = pollfd(fd: fd, events: events, revents: 0)
-        let ready = try call("poll") { Glibc.poll(&pfd, 1, timeout) }
+        let ready = try call("poll", fd: fd) { Glibc.poll(&pfd, 1, timeout) }
         return ready == 0 ? 0 : pfd.revents
     }
 
     /// `ioctl(FIONREAD)`: bytes waiting in the receive buffer (0 on failure).
     static func bytesAvailable(_ fd: Int32) -> Int {
         var count: Int32 = 0
-        return (try? call("ioctl") { Glibc.ioctl(fd, UInt(FIONREAD), &count) }) != nil ? Int(count) : 0
+        return (try? call("ioctl", fd: fd) { Glibc.ioctl(fd, UInt(FIONREAD), &count) }) != nil ? Int(count) : 0
     }
 
     /// `fcntl(F_SETFL, O_NONBLOCK)` (and `F_GETFL` first), on a client's native socket: a bad fd is
     /// reported (EBADF), not trapped on.
     static func setNonBlocking(_ fd: Int32) throws(SystemError) {
-        let flags = try call("fcntl", clientFD: true) { fcntl(fd, F_GETFL) }
-        if flags & O_NONBLOCK == 0 { _ = try call("fcntl", clientFD: true) { fcntl(fd, F_SETFL, flags | O_NONBLOCK) } }
+        let flags = try call("fcntl", fd: fd) { fcntl(fd, F_GETFL) }
+        if flags & O_NONBLOCK == 0 { _ = try call("fcntl", fd: fd) { fcntl(fd, F_SETFL, flags | O_NONBLOCK) } }
     }
 
     /// `setsockopt(2)` with an `Int32` value.
     static func setOption(_ fd: Int32, level: Int32, name: Int32, value: Int32) throws(SystemError) {
         var v = value
-        _ = try call("setsockopt") { setsockopt(fd, level, name, &v, socklen_t(MemoryLayout<Int32>.size)) }
+        _ = try call("setsockopt", fd: fd) { setsockopt(fd, level, name, &v, socklen_t(MemoryLayout<Int32>.size)) }
     }
 
     /// `getsockopt(SOL_SOCKET, SO_ERROR)`: the pending error of a socket, 0 if none.
@@ -145,7 +168,7 @@ enum Posix {
         var value: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
         do {
-            _ = try call("getsockopt") { getsockopt(fd, SOL_SOCKET, SO_ERROR, &value, &length) }
+            _ = try call("getsockopt", fd: fd) { getsockopt(fd, SOL_SOCKET, SO_ERROR, &value, &length) }
         } catch {
             return error.code
         }
@@ -165,14 +188,14 @@ enum Posix {
     /// `getsockname(2)`.
     static func localAddress(_ fd: Int32) throws(SystemError) -> SocketAddress {
         var address = SocketAddress()
-        _ = try call("getsockname") { address.withMutableSockAddr { pointer, length in getsockname(fd, pointer, length) } }
+        _ = try call("getsockname", fd: fd) { address.withMutableSockAddr { pointer, length in getsockname(fd, pointer, length) } }
         return address
     }
 
     /// `getpeername(2)`.
     static func peerAddress(_ fd: Int32) throws(SystemError) -> SocketAddress {
         var address = SocketAddress()
-        _ = try call("getpeername") { address.withMutableSockAddr { pointer, length in getpeername(fd, pointer, length) } }
+        _ = try call("getpeername", fd: fd) { address.withMutableSockAddr { pointer, length in getpeername(fd, pointer, length) } }
         return address
     }
 
@@ -189,7 +212,7 @@ enum Posix {
         event.events = events
         event.data.u64 = token
         do {
-            _ = try call("epoll_ctl") { epoll_ctl(epfd, op, fd, &event) }
+            _ = try call("epoll_ctl", fd: fd) { epoll_ctl(epfd, op, fd, &event) }
         } catch where op == EPOLL_CTL_DEL && error.code == ENOENT {
         }
     }

@@ -16,8 +16,10 @@ struct SocketAddress: @unchecked Sendable, CustomStringConvertible {
         self.length = length
     }
 
-    /// Parses a numeric IPv4 or IPv6 address (`inet_pton(3)`); nil if `host` is not one.
+    /// Parses a numeric IPv4 or IPv6 address (`inet_pton(3)`); nil if `host` is not one (a name
+    /// with a control byte is never one: C would stop reading it at a NUL).
     init?(numericHost host: String, port: Int) {
+        guard !Resolver.hasControlCharacter(host) else { return nil }
         let port16 = UInt16(truncatingIfNeeded: port).bigEndian
         var v4 = in_addr()
         if inet_pton(AF_INET, host, &v4) == 1 {
@@ -144,13 +146,23 @@ struct SocketAddress: @unchecked Sendable, CustomStringConvertible {
 struct ResolutionError: Error {
     var code: Int32
     var systemErrno: Int32
-    var message: String { String(cString: gai_strerror(code)) }
+    /// Why the name was refused before `getaddrinfo` saw it, if it was.
+    var refusal: String? = nil
+    var message: String { refusal ?? String(cString: gai_strerror(code)) }
 }
 
 enum Resolver {
     /// Blocking `getaddrinfo(3)` for TCP addresses of one family (`AF_INET`, `AF_INET6` or `AF_UNSPEC`).
     /// Call it off any thread that delivers events.
+    ///
+    /// A name with a control byte (NUL, CR, LF, DEL, …) fails with `EAI_NONAME` without a lookup:
+    /// `getaddrinfo` would stop at a NUL and resolve a different name than the caller gave, and no
+    /// host name (RFC 1123) or address literal contains one.
     static func resolve(host: String, port: Int, family: Int32, passive: Bool = false) -> Result<[SocketAddress], ResolutionError> {
+        if hasControlCharacter(host) {
+            return .failure(ResolutionError(code: EAI_NONAME, systemErrno: 0,
+                                            refusal: "the name contains a control character"))
+        }
         var hints = addrinfo()
         hints.ai_family = family
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -172,5 +184,10 @@ enum Resolver {
         }
         if addresses.isEmpty { return .failure(ResolutionError(code: cssh_eai_nodata(), systemErrno: 0)) }
         return .success(addresses)
+    }
+
+    /// Whether `name` holds a C0 control byte or DEL (a NUL among them).
+    static func hasControlCharacter(_ name: String) -> Bool {
+        name.utf8.contains { $0 < 0x20 || $0 == 0x7F }
     }
 }

@@ -10,6 +10,9 @@ final class SocketHandle: @unchecked Sendable {
     let fd: Int32
     /// Whether `release()` calls `close(2)`.
     var closesOnRelease: Bool
+    /// The client lent this fd (a native socket): it may close it under us, so EBADF on it is
+    /// reported as the stream's error rather than trapped on (`Posix.lend`).
+    let isLent: Bool
     private var released = false
 
     private static let live = Atomic<Int>(0)
@@ -17,9 +20,11 @@ final class SocketHandle: @unchecked Sendable {
     /// How many handles exist that have not been released (for leak checks in tests).
     static var openCount: Int { live.load(ordering: .relaxed) }
 
-    init(fd: Int32, closesOnRelease: Bool) {
+    init(fd: Int32, closesOnRelease: Bool, lent: Bool = false) {
         self.fd = fd
         self.closesOnRelease = closesOnRelease
+        isLent = lent
+        if lent { Posix.lend(fd) }
         Self.live.add(1, ordering: .relaxed)
     }
 
@@ -29,6 +34,7 @@ final class SocketHandle: @unchecked Sendable {
         released = true
         Self.live.subtract(1, ordering: .relaxed)
         if closesOnRelease { Posix.close(fd) }
+        if isLent { Posix.unlend(fd) }
     }
 
     deinit {
