@@ -2,7 +2,7 @@
 import Glibc
 #endif
 import Foundation
-import SocketStreams
+@testable import SocketStreams
 import XCTest
 
 /// Status transitions, open/close rules, half-close, and when the socket really closes.
@@ -149,6 +149,47 @@ final class LifecycleTests: SocketStreamsTestCase {
         XCTAssertTrue(peerSawEOF.wait(timeout: shortTimeout), "socket not closed after both streams were closed")
     }
 
+    /// A thread blocked in `read` (or `write`) returns -1 when another thread closes that stream,
+    /// instead of staying in `poll` for ever on an fd number that may already belong to someone else;
+    /// the socket is closed only once the blocked thread has left. Closing the other stream does not
+    /// end a read.
+    func testCloseFromAnotherThreadWakesABlockedReadAndWrite() throws {
+        let release = Signal()
+        let server = try startRawServer { _ in _ = release.wait(timeout: 30) }  // never sends, never reads
+        defer { release.raise() }
+        let pair = makePair(port: server.port)
+        pair.input.open()
+        pair.output.open()
+        let handlesBefore = SocketHandle.openCount
+
+        let reader = BlockedCall { () -> Int in
+            var byte: UInt8 = 0
+            return pair.input.read(&byte, maxLength: 1)
+        }
+        XCTAssertTrue(reader.waitUntilInPoll(timeout: shortTimeout), "the reader never blocked")
+        pair.output.close()
+        XCTAssertFalse(reader.finished(within: 0.2), "closing the output ended a read")
+        pair.input.close()
+        XCTAssertEqual(reader.result(timeout: shortTimeout), -1, "close did not wake the blocked read")
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { SocketHandle.openCount < handlesBefore },
+                      "the socket was not closed after the reader left")
+
+        let other = makePair(port: server.port)
+        other.input.open()
+        other.output.open()
+        let chunk = [UInt8](repeating: 0x2A, count: 1 << 16)
+        let writer = BlockedCall { () -> Int in
+            while true {
+                let n = other.output.write(chunk, maxLength: chunk.count)
+                if n <= 0 { return n }
+            }
+        }
+        XCTAssertTrue(writer.waitUntilInPoll(timeout: shortTimeout), "the writer never blocked")
+        other.output.close()
+        XCTAssertEqual(writer.result(timeout: shortTimeout), -1, "close did not wake the blocked write")
+        other.input.close()
+    }
+
     /// Closing the input stream first: the output keeps writing.
     func testClosingTheInputKeepsTheOutputWorking() throws {
         let received = Locked(Data())
@@ -246,5 +287,57 @@ final class LifecycleTests: SocketStreamsTestCase {
             // Both streams go out of scope here, open and unclosed.
         }
         XCTAssertTrue(peerSawEOF.wait(timeout: shortTimeout), "socket left open after the pair was released")
+    }
+}
+
+/// A call made on its own thread, which a test can watch block in `poll` (by its kernel state,
+/// `/proc/self/task/TID/syscall`) and then collect.
+final class BlockedCall<T: Sendable>: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var tid: Int32 = 0
+    private var value: T?
+
+    init(_ body: @escaping () -> T) {
+        let box = UncheckedBox(body)
+        let thread = Thread { [self] in
+            // "/proc/thread-self" links to "PID/task/TID".
+            let link = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")) ?? ""
+            let id = Int32(link.split(separator: "/").last.map(String.init) ?? "") ?? 0
+            condition.withLock { tid = id }
+            let result = box.value()
+            condition.withLock {
+                value = result
+                condition.broadcast()
+            }
+        }
+        thread.start()
+    }
+
+    /// Waits until the thread sits in poll(2)/ppoll(2) (x86_64 syscall numbers 7 and 271).
+    func waitUntilInPoll(timeout: TimeInterval) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while Date() < deadline {
+            let id = condition.withLock { tid }
+            if id != 0, let line = try? String(contentsOfFile: "/proc/self/task/\(id)/syscall", encoding: .utf8) {
+                let number = line.split(separator: " ").first.map(String.init) ?? ""
+                if number == "7" || number == "271" { return true }
+            }
+            usleep(1_000)  // polling the kernel's view of the thread, not waiting for time to pass
+        }
+        return false
+    }
+
+    /// Whether the call returned within `seconds`.
+    func finished(within seconds: TimeInterval) -> Bool {
+        result(timeout: seconds) != nil
+    }
+
+    /// The call's result, or nil if it has not returned within `timeout`.
+    func result(timeout: TimeInterval) -> T? {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        return condition.withLock {
+            while value == nil, condition.wait(until: deadline) {}
+            return value
+        }
     }
 }

@@ -1,6 +1,8 @@
 // Reading and writing: CFReadStreamRead / CFWriteStreamWrite semantics over the connection's
 // transport. Both block (in poll(2), never holding the lock) until at least one byte moves, waiting
-// for the open and its handshakes first; neither ever surfaces EAGAIN.
+// for the open and its handshakes first; neither ever surfaces EAGAIN. A blocked call polls in slices
+// of `blockingSlice` and returns -1 once its stream has been closed (from another thread); the
+// socket is closed only after every such call has left (`transfersInFlight`).
 
 import CSocketStreamsShims
 import Foundation
@@ -20,11 +22,35 @@ extension Connection {
         }
         switch halves[h].events.status {
         case .open, .reading, .writing:
-            return transport == nil ? -1 : nil
+            guard transport != nil else { return -1 }
+            transfersInFlight.add(1, ordering: .sequentiallyConsistent)
+            return nil
         case .atEnd:
             return half == .input ? 0 : -1
         default:
             return -1
+        }
+    }
+
+    /// Leaves a transfer that passed its gate: the last one out closes what a teardown deferred.
+    @inline(__always)
+    private func endTransfer() {
+        let (_, left) = transfersInFlight.subtract(1, ordering: .sequentiallyConsistent)
+        if left == 0 && releaseDeferred.load(ordering: .sequentiallyConsistent) {
+            lock.withLock { releaseIfIdle() }
+        }
+    }
+
+    /// How long one poll of a blocked read or write lasts before it checks whether its stream was
+    /// closed meanwhile (milliseconds). Closing does not wake a poll(2) on Linux.
+    static let blockingSlice: Int32 = 100
+
+    /// Blocks until the transport's fd is ready for `interest`: true, or false once `half` has been
+    /// closed (by another thread).
+    private func block(for interest: Interest, on fd: Int32, _ half: Half) -> Bool {
+        while true {
+            if wait(for: interest, on: fd, timeout: Self.blockingSlice) { return true }
+            if lock.withLock({ halves[half.rawValue].gone }) { return false }
         }
     }
 
@@ -49,8 +75,15 @@ extension Connection {
         halves[0].suppressed = false
         if resume { syncInterest() }
         lock.unlock()
-        guard maxLength > 0 else { return 0 }
+        let result = maxLength > 0 ? read(buffer, maxLength: maxLength, through: transport) : 0
+        endTransfer()
+        return result
+    }
 
+    /// The read itself, past the gate (one exit, so `read` ends the transfer inline, not in a `defer`
+    /// closure: measured 24 instructions a call).
+    @inline(__always)
+    private func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength: Int, through transport: ActiveTransport) -> Int {
         while true {
             switch transport.read(buffer, maxLength) {
             case .processed(let count):
@@ -76,13 +109,13 @@ extension Connection {
                 return -1
             case .wouldBlock:
                 let failed = lock.withLock { () -> Bool in
+                    if halves[0].gone { return true }
                     guard let deferred = deferredInputError else { return false }
                     signal(.input, .errorOccurred, error: deferred)
                     syncInterest()
                     return true
                 }
-                if failed { return -1 }
-                _ = wait(for: transport.readInterest, on: transport.fd)
+                if failed || !block(for: transport.readInterest, on: transport.fd, .input) { return -1 }
             }
         }
     }
@@ -97,8 +130,14 @@ extension Connection {
         let transport = self.transport.unsafelyUnwrapped
         halves[1].events.clientTransferred(.hasSpaceAvailable)
         lock.unlock()
-        guard maxLength > 0 else { return 0 }
+        let result = maxLength > 0 ? write(buffer, maxLength: maxLength, through: transport) : 0
+        endTransfer()
+        return result
+    }
 
+    /// The write itself, past the gate.
+    @inline(__always)
+    private func write(_ buffer: UnsafePointer<UInt8>, maxLength: Int, through transport: ActiveTransport) -> Int {
         while true {
             switch transport.write(buffer, maxLength) {
             case .processed(let count):
@@ -111,9 +150,8 @@ extension Connection {
                     // tail) once this returns, so send them now, as a blocking write would.
                     if transport.hasPendingOutput {
                         lock.unlock()
-                        while transport.hasPendingOutput, case .wouldBlock = transport.flush() {
-                            _ = wait(for: transport.writeInterest, on: transport.fd)
-                        }
+                        while transport.hasPendingOutput, case .wouldBlock = transport.flush(),
+                              block(for: transport.writeInterest, on: transport.fd, .output) {}
                         lock.lock()
                     }
                     return count
@@ -126,7 +164,7 @@ extension Connection {
                 }
                 return count
             case .wouldBlock:
-                _ = wait(for: transport.writeInterest, on: transport.fd)
+                if !block(for: transport.writeInterest, on: transport.fd, .output) { return -1 }
             case .failed(let failure):
                 lock.withLock { fail(failure, from: .output) }
                 return -1

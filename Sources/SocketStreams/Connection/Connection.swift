@@ -36,6 +36,7 @@ import CoreFoundation
 import Dispatch
 import Foundation
 import Glibc
+import Synchronization
 
 /// Which stream of the pair.
 enum Half: Int, Sendable {
@@ -119,6 +120,14 @@ final class Connection: EventTarget, @unchecked Sendable {
     var socket: SocketHandle?
     /// What reads and writes go through: the socket, or layers over it. Nil until TCP is up.
     @exclusivity(unchecked) var transport: ActiveTransport?
+    /// Threads inside `read`/`write` past their gate: they use the transport and its fd without the
+    /// lock. Raised under the lock, lowered without it (`endTransfer`).
+    let transfersInFlight = Atomic<Int>(0)
+    /// Set when `tearDown` left the transport and socket for the last transfer in flight to close:
+    /// an fd number is never given back while a thread may still poll or read it.
+    let releaseDeferred = Atomic<Bool>(false)
+    /// What `tearDown` could not close yet (see `releaseDeferred`).
+    var deferredRelease: (transport: ActiveTransport?, socket: SocketHandle?)?
     @exclusivity(unchecked) var halves = [HalfState(), HalfState()]
     /// The streams, for delegate callouts (weak: the client owns them).
     weak var inputStream: Stream?
@@ -680,10 +689,21 @@ final class Connection: EventTarget, @unchecked Sendable {
         endOpen()
         for registration in registrations { registration.leave() }
         registrations.removeAll()
-        transport?.close()
+        deferredRelease = (transport, socket)
         transport = nil
-        socket?.release()
         socket = nil
+        // Flag first, then count (both sequentially consistent); `endTransfer` lowers the count, then
+        // reads the flag. So either this sees no transfer left, or the last one out sees the flag.
+        releaseDeferred.store(true, ordering: .sequentiallyConsistent)
+        releaseIfIdle()
+    }
+
+    /// Closes what `tearDown` deferred, once no transfer is in flight. Lock held.
+    func releaseIfIdle() {
+        guard transfersInFlight.load(ordering: .sequentiallyConsistent) == 0, let deferred = deferredRelease else { return }
+        deferredRelease = nil
+        deferred.transport?.close()
+        deferred.socket?.release()
     }
 
     // MARK: scheduling
