@@ -136,4 +136,18 @@ final class ListenerTests: SocketStreamsTestCase {
         defer { close(busy) }
         XCTAssertThrowsError(try StreamListener(host: "127.0.0.1", port: RawSocket.boundPort(busy)))
     }
+
+    /// A port outside 0...65535 is refused with EINVAL naming the port, never cut to 16 bits
+    /// (65536 would bind a kernel-picked port, 70000 port 4464), whatever the host.
+    func testPortOutsideTheTCPRangeIsRefused() throws {
+        for host in ["127.0.0.1", "localhost", nil] as [String?] {
+            for port in [65536, 70000, -1, Int.max, Int.min] {
+                XCTAssertThrowsError(try StreamListener(host: host, port: port), "\(host ?? "nil") port \(port)") { error in
+                    assertPOSIXError(error, [EINVAL], "port \(port)")
+                    XCTAssertTrue((error as NSError).localizedDescription.contains("port \(port)"),
+                                  "the message names the port: \(error.localizedDescription)")
+                }
+            }
+        }
+    }
 }

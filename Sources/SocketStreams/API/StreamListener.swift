@@ -35,10 +35,12 @@ public final class StreamListener: Sendable {
     /// - Parameters:
     ///   - host: An interface address (`"127.0.0.1"`, `"::1"`) or a name resolved with `getaddrinfo`
     ///     (its first address is used). nil listens on every interface, IPv6 and IPv4 on one socket.
-    ///   - port: The port; 0 lets the kernel pick a free one, which `port` reports.
+    ///   - port: The port, 0...65535; 0 lets the kernel pick a free one, which `port` reports.
     ///   - backlog: The `listen(2)` backlog.
-    /// - Throws: An `NSError` in `NSPOSIXErrorDomain` (e.g. EADDRINUSE), or the name-lookup error.
+    /// - Throws: An `NSError` in `NSPOSIXErrorDomain` (e.g. EADDRINUSE; EINVAL for a port outside
+    ///   0...65535, which is never cut to 16 bits), or the name-lookup error.
     public init(host: String? = nil, port: Int = 0, backlog: Int32 = 128) throws {
+        try Self.checkPort(port, host: host)
         var address: SocketAddress
         if let host {
             if let numeric = SocketAddress(numericHost: host, port: port) {
@@ -112,6 +114,13 @@ public final class StreamListener: Sendable {
 
     deinit {
         close()
+    }
+
+    /// Refuses a port that does not fit TCP's 16 bits: `sin_port` would keep only the low 16
+    /// (70000 would listen on 4464, 65536 on a port the kernel picks).
+    private static func checkPort(_ port: Int, host: String?) throws {
+        guard !(0...65535).contains(port) else { return }
+        throw StreamErrors.posix(EINVAL, "Could not listen on \(host ?? "every interface") port \(port) (not in 0...65535)")
     }
 
     /// The handler `start(in:forMode:accept:)` calls with each accepted pair, on the listener's run loop.
