@@ -150,4 +150,84 @@ final class ListenerTests: SocketStreamsTestCase {
             }
         }
     }
+    // MARK: Unix-domain socket files
+
+    private func unixSocketPath(_ name: String) throws -> String {
+        try makeTemporaryDirectory().appendingPathComponent(name).path
+    }
+
+    private func assertUnixEcho(path: String, message: String, file: StaticString = #filePath, line: UInt = #line) {
+        let pair = createStreamPair(unixSocketPath: path)
+        closeAfterTest(pair)
+        let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: message))
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == message },
+                      "no echo on \(path); trace: \(recorder.trace)", file: file, line: line)
+        pair.input.close()
+        pair.output.close()
+    }
+
+    /// A second listener on the path of a live one is refused with EADDRINUSE: it neither takes the
+    /// path over nor deletes it, and the first listener goes on accepting there.
+    func testUnixPathOfALiveListenerIsRefused() throws {
+        let path = try unixSocketPath("live.sock")
+        let server = try StreamEchoServer(unixSocketPath: path)
+        addCleanup { server.stop() }
+        XCTAssertThrowsError(try StreamListener(unixSocketPath: path)) { error in
+            assertPOSIXError(error, [EADDRINUSE])
+        }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: path), "the live listener's socket file was deleted")
+        assertUnixEcho(path: path, message: "still the first listener")
+    }
+
+    /// A live listener whose backlog is full (the probing connect would block) is live all the same.
+    func testUnixPathOfALiveListenerWithAFullBacklogIsRefused() throws {
+        let path = try unixSocketPath("full.sock")
+        let listener = try StreamListener(unixSocketPath: path, backlog: 0)  // never started: nothing is accepted
+        addCleanup { listener.close() }
+        let queued = try RawSocket.connectTo(unixPath: path)  // backlog 0 still queues one
+        defer { close(queued) }
+        XCTAssertThrowsError(try StreamListener(unixSocketPath: path)) { error in
+            assertPOSIXError(error, [EADDRINUSE])
+        }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: path))
+    }
+
+    /// A stale socket file (its listener closed without unlinking it, as after a crash) is replaced;
+    /// closing the new listener removes the file.
+    func testStaleUnixSocketFileIsReplaced() throws {
+        let path = try unixSocketPath("stale.sock")
+        close(try RawSocket.unixListener(path: path))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: path), "the stale socket file is there")
+        XCTAssertThrowsError(try RawSocket.connectTo(unixPath: path)) { error in
+            XCTAssertEqual((error as? SystemCallError)?.code, ECONNREFUSED)
+        }
+        let server = try StreamEchoServer(unixSocketPath: path)
+        assertUnixEcho(path: path, message: "over the replaced socket file")
+        server.stop()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path), "close() leaves the socket file behind")
+    }
+
+    /// close() removes the socket file only while it is still the one the listener created: one that
+    /// another listener has put at the path since (after the first was removed) stays, and works.
+    func testClosingAListenerKeepsASocketFileItDidNotCreate() throws {
+        let path = try unixSocketPath("replaced.sock")
+        let first = try StreamListener(unixSocketPath: path)
+        try FileManager.default.removeItem(atPath: path)
+        let second = try StreamEchoServer(unixSocketPath: path)
+        addCleanup { second.stop() }
+        first.close()
+        XCTAssertTrue(FileManager.default.fileExists(atPath: path), "closing the first listener deleted the second's file")
+        assertUnixEcho(path: path, message: "the second listener's file")
+    }
+
+    /// A path that holds something other than a socket is never deleted: EADDRINUSE, the file intact.
+    func testUnixPathOfARegularFileIsRefusedAndKept() throws {
+        let path = try unixSocketPath("data.txt")
+        let contents = Data("not a socket".utf8)
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: contents))
+        XCTAssertThrowsError(try StreamListener(unixSocketPath: path)) { error in
+            assertPOSIXError(error, [EADDRINUSE])
+        }
+        XCTAssertEqual(FileManager.default.contents(atPath: path), contents)
+    }
 }

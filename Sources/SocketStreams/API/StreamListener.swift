@@ -13,6 +13,8 @@ import Glibc
 public final class StreamListener: Sendable {
     private let handle: SocketHandle
     private let unixPath: String?
+    /// The socket file a Unix listener created, which `close()` removes while it is still there.
+    private let socketFile: Posix.FileIdentity?
 
     private struct State {
         var reactor: Reactor?
@@ -83,33 +85,82 @@ public final class StreamListener: Sendable {
             throw StreamErrors.posix(error.code, "Could not listen on \(address)")
         }
         self.unixPath = nil
+        self.socketFile = nil
     }
 
-    /// Binds and listens on a Unix-domain socket path (`socket(AF_UNIX)`, `bind`, `listen`). An existing
-    /// socket file at `path` is replaced; the file is removed again by `close()`.
+    /// Binds and listens on a Unix-domain socket path (`socket(AF_UNIX)`, `bind`, `listen`).
+    ///
+    /// Nothing at `path` is taken over or deleted unless it is a stale socket file:
+    /// - a socket file whose probing `connect(2)` is refused (ECONNREFUSED: its listener closed
+    ///   without unlinking it, or its process died) is replaced;
+    /// - a socket a listener answers on (the probe connects, or its backlog is full) is left alone,
+    ///   and this throws EADDRINUSE. The live listener sees the probe as one connection that ends
+    ///   at once;
+    /// - any other file (a regular file, a directory, a symbolic link) is never deleted: EADDRINUSE
+    ///   too, which is what `bind(2)` reports for a path that exists, so one code means "the path
+    ///   is taken" whatever holds it.
+    ///
+    /// `close()` removes the socket file, but only while it is still the one this listener created
+    /// (same `st_dev` and `st_ino` as right after `bind`): a file put at the path since stays.
+    /// - Throws: An `NSError` in `NSPOSIXErrorDomain`: EADDRINUSE (above), ENAMETOOLONG, EACCES, …
     public init(unixSocketPath path: String, backlog: Int32 = 128) throws {
         guard let address = SocketAddress(unixPath: path) else {
             throw StreamErrors.posix(ENAMETOOLONG, "Could not listen on \(path)")
         }
         do {
+            try Self.makeWay(at: path, for: address)
             let fd = try Posix.socket(family: AF_UNIX)
             let handle = SocketHandle(fd: fd, closesOnRelease: true)
+            var created: Posix.FileIdentity?
             do {
-                var info = stat()
-                if lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFSOCK { unlink(path) }
                 try Posix.bind(fd, to: address)
+                created = try Posix.fileIdentity(atPath: path)
                 try Posix.listen(fd, backlog: backlog)
             } catch {
                 handle.release()
+                if let created { Posix.unlink(path, ifStill: created) }
                 throw error
             }
             self.handle = handle
+            self.socketFile = created
         } catch let error as SystemError {
             throw StreamErrors.posix(error.code, "Could not listen on \(path)")
         }
         self.unixPath = path
         self.port = 0
         self.localAddress = path
+    }
+
+    /// Clears `path` for a new Unix listener: removes a stale socket file, throws EADDRINUSE when a
+    /// listener answers there or the path holds something other than a socket (see `init(unixSocketPath:)`).
+    private static func makeWay(at path: String, for address: SocketAddress) throws {
+        guard let existing = try Posix.fileIdentity(atPath: path) else { return }
+        guard existing.isSocket else {
+            throw StreamErrors.posix(EADDRINUSE, "Could not listen on \(path) (not a socket, left in place)")
+        }
+        if try isAnswered(address) {
+            throw StreamErrors.posix(EADDRINUSE, "Could not listen on \(path) (a listener answers there)")
+        }
+        Posix.unlink(path, ifStill: existing)
+    }
+
+    /// Whether a listener answers on the Unix socket at `address`: a probing non-blocking `connect(2)`
+    /// that connects, or would block because the backlog is full. ECONNREFUSED (no socket behind the
+    /// file) and ENOENT (the file is gone) are no listener; EPROTOTYPE (a datagram socket is bound
+    /// there) is one; anything else (EACCES, …) is thrown: what cannot be probed is not deleted.
+    private static func isAnswered(_ address: SocketAddress) throws(SystemError) -> Bool {
+        let probe = SocketHandle(fd: try Posix.socket(family: AF_UNIX), closesOnRelease: true)
+        defer { probe.release() }
+        do {
+            _ = try Posix.connect(probe.fd, to: address)
+            return true
+        } catch {
+            switch error.code {
+            case ECONNREFUSED, ENOENT: return false
+            case EPROTOTYPE: return true
+            default: throw error
+            }
+        }
     }
 
     deinit {
@@ -155,7 +206,8 @@ public final class StreamListener: Sendable {
         if let old { ReactorRegistry.shared.release(old) }
     }
 
-    /// Stops accepting and closes the listening socket (`close(2)`; `unlink(2)` for a Unix socket file).
+    /// Stops accepting and closes the listening socket (`close(2)`; `unlink(2)` for a Unix socket file,
+    /// if the path still names the file this listener created).
     /// Pairs already handed out are not affected.
     public func close() {
         let old = state.withLock { state -> Reactor? in
@@ -163,7 +215,7 @@ public final class StreamListener: Sendable {
             state.closed = true
             let old = stop(&state)
             handle.release()
-            if let unixPath { unlink(unixPath) }
+            if let unixPath, let socketFile { Posix.unlink(unixPath, ifStill: socketFile) }
             return old
         }
         if let old { ReactorRegistry.shared.release(old) }

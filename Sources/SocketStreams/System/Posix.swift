@@ -199,6 +199,35 @@ enum Posix {
         return address
     }
 
+    // MARK: files
+
+    /// Which file a path names (`st_dev`, `st_ino`), and whether it is a socket.
+    struct FileIdentity: Equatable {
+        var device: UInt64
+        var inode: UInt64
+        var isSocket: Bool
+    }
+
+    /// `lstat(2)`: the file at `path` (a symbolic link itself, not its target); nil when there is none
+    /// (ENOENT, ENOTDIR).
+    static func fileIdentity(atPath path: String) throws(SystemError) -> FileIdentity? {
+        var info = stat()
+        do {
+            _ = try call("lstat") { lstat(path, &info) }
+        } catch {
+            if error.code == ENOENT || error.code == ENOTDIR { return nil }
+            throw error
+        }
+        return FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), isSocket: info.st_mode & S_IFMT == S_IFSOCK)
+    }
+
+    /// `unlink(2)` of `path` if it still names the file `identity` (an `lstat` right before): a file
+    /// someone else has put there since stays. Failures are ignored.
+    static func unlink(_ path: String, ifStill identity: FileIdentity) {
+        guard (try? fileIdentity(atPath: path)) == identity else { return }
+        _ = try? call("unlink") { Glibc.unlink(path) }
+    }
+
     // MARK: epoll, eventfd, timerfd
 
     /// `epoll_create1(EPOLL_CLOEXEC)`.

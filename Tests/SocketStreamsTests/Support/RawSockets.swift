@@ -74,6 +74,36 @@ enum RawSocket {
         return fd
     }
 
+    /// A bound, listening Unix-domain socket at `path` (closing it leaves the socket file behind,
+    /// as a listener that dies without unlinking does).
+    static func unixListener(path: String, backlog: Int32 = 1) throws -> Int32 {
+        let fd = socket(AF_UNIX, streamType, 0)
+        guard fd >= 0 else { throw SystemCallError(call: "socket", code: errno) }
+        guard withUnixAddress(path, { bind(fd, $0, $1) }) == 0 else {
+            let code = errno
+            close(fd)
+            throw SystemCallError(call: "bind", code: code)
+        }
+        guard listen(fd, backlog) == 0 else {
+            let code = errno
+            close(fd)
+            throw SystemCallError(call: "listen", code: code)
+        }
+        return fd
+    }
+
+    /// A blocking connection to the Unix-domain socket at `path`.
+    static func connectTo(unixPath path: String) throws -> Int32 {
+        let fd = socket(AF_UNIX, streamType, 0)
+        guard fd >= 0 else { throw SystemCallError(call: "socket", code: errno) }
+        guard withUnixAddress(path, { connect(fd, $0, $1) }) == 0 else {
+            let code = errno
+            close(fd)
+            throw SystemCallError(call: "connect", code: code)
+        }
+        return fd
+    }
+
     /// accept(2) that waits at most `timeout` seconds. Returns nil on timeout.
     static func accept(_ listener: Int32, timeout: TimeInterval) throws -> Int32? {
         guard try waitReadable(listener, timeout: timeout) else { return nil }
@@ -140,6 +170,20 @@ enum RawSocket {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                     body($0, socklen_t(MemoryLayout<sockaddr_in6>.size))
                 }
+            }
+        }
+    }
+
+    /// Calls `body` with a `sockaddr_un` for `path`.
+    static func withUnixAddress<R>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        precondition(bytes.count < MemoryLayout.size(ofValue: addr.sun_path), "path too long: \(path)")
+        withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: bytes + [0]) }
+        return withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                body($0, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
     }
