@@ -6,7 +6,7 @@ nonisolated(unsafe) public let kCFStreamPropertySocketNativeHandle: CFString = "
 nonisolated(unsafe) public let kCFStreamPropertySocketRemoteHostName: CFString = "kCFStreamPropertySocketRemoteHostName"
 /// `kCFStreamPropertySocketRemotePortNumber`: the port the pair was created with, as an `NSNumber`. Read-only.
 nonisolated(unsafe) public let kCFStreamPropertySocketRemotePortNumber: CFString = "kCFStreamPropertySocketRemotePortNumber"
-/// `kCFStreamPropertyShouldCloseNativeSocket`: whether the fd is closed with the streams. Default true
+/// `kCFStreamPropertyShouldCloseNativeSocket`: a Bool, whether the fd is closed with the streams. Default true
 /// for host and Unix pairs, false for native-socket pairs. May be set at any time.
 nonisolated(unsafe) public let kCFStreamPropertyShouldCloseNativeSocket: CFString = "kCFStreamPropertyShouldCloseNativeSocket"
 
@@ -61,11 +61,11 @@ extension Stream.PropertyKey {
     public static let tlsConnectionInfoKey = Stream.PropertyKey("SocketStreamsPropertyTLSConnectionInfo")
 
     /// SocketStreams' own: the longest the open may take, name lookup included, in seconds
-    /// (a number; 0 or unset means no limit). Set before `open()`. On expiry both streams get
+    /// (a number, not a Bool; 0 or unset means no limit). Set before `open()`. On expiry both streams get
     /// `errorOccurred` with `NSPOSIXErrorDomain` `ETIMEDOUT`. CFNetwork has no public equivalent.
     public static let connectTimeoutKey = Stream.PropertyKey("SocketStreamsPropertyConnectTimeout")
 
-    /// SocketStreams' own: `TCP_NODELAY` (a Bool) on the pair's TCP socket. May be set at any time.
+    /// SocketStreams' own: `TCP_NODELAY` (a Bool, not 0 or 1) on the pair's TCP socket. May be set at any time.
     public static let tcpNoDelayKey = Stream.PropertyKey("SocketStreamsPropertyTCPNoDelay")
 }
 

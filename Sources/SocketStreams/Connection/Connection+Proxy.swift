@@ -124,7 +124,7 @@ enum ProxyDictionary {
                 guard let text = string(entry) else { return .invalid }
                 host = text
             case kCFStreamPropertySOCKSProxyPort, StreamSOCKSProxyConfiguration.portKey.rawValue:
-                guard let number = integer(entry) else { return .invalid }
+                guard let number = PropertyValue.integer(entry) else { return .invalid }
                 port = number
             case kCFStreamPropertySOCKSVersion:
                 let version = (entry as? StreamSOCKSProxyVersion)?.rawValue ?? string(entry)
@@ -140,7 +140,7 @@ enum ProxyDictionary {
                 guard let text = string(entry) else { return .invalid }
                 password = text
             case "SOCKSEnable":
-                guard let enabled = PropertyValue.bool(entry as AnyObject) else { return .invalid }
+                guard let enabled = PropertyValue.flag(entry) else { return .invalid }
                 if !enabled { return .disabled }
             case "ExceptionsList":
                 guard let list = entry as? [Any] else { return .invalid }
@@ -150,7 +150,7 @@ enum ProxyDictionary {
                     return .invalid  // CFNetwork: set returns false when the target is excluded
                 }
             case "ExcludeSimpleHostnames":
-                guard let exclude = PropertyValue.bool(entry as AnyObject) else { return .invalid }
+                guard let exclude = PropertyValue.flag(entry) else { return .invalid }
                 if exclude, case .host(let name, _) = target, SocketAddress(numericHost: name, port: 0) == nil,
                    !name.contains(".") {
                     return .invalid
@@ -175,7 +175,7 @@ enum ProxyDictionary {
                 guard let text = string(entry) else { return nil }
                 host = text
             case kCFStreamPropertyCONNECTProxyPort:
-                guard let number = integer(entry) else { return nil }
+                guard let number = PropertyValue.integer(entry) else { return nil }
                 port = number
             case kCFStreamPropertyCONNECTAdditionalHeaders:
                 guard let fields = self.entries(entry as AnyObject) else { return nil }
@@ -211,17 +211,6 @@ enum ProxyDictionary {
         if let text = value as? String { return text }
         if let text = value as? NSString { return String(text) }
         return nil
-    }
-
-    /// An integral number (a Bool is not one). On Linux any NSNumber casts to Bool, so a Bool is told
-    /// by its type or its `objCType`, "c".
-    private static func integer(_ value: Any) -> Int? {
-        if type(of: value) == Bool.self { return nil }
-        if let number = value as? NSNumber {
-            guard String(cString: number.objCType) != "c" else { return nil }
-            return Int(exactly: number.doubleValue)
-        }
-        return value as? Int
     }
 
     /// SystemConfiguration's exception patterns: an exact host, or `*.suffix` / `.suffix`.
