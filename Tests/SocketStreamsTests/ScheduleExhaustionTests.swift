@@ -24,6 +24,77 @@ final class ScheduleExhaustionTests: SocketStreamsTestCase {
         return worker
     }
 
+    /// The stream thread (its run loop and reactor) exists before fds run out: a process whose first
+    /// pairs are made with fds to spare, and which then runs out, can still move an open to it (a
+    /// status poll does) and gets EMFILE on new pairs, never a trap inside CoreFoundation. The stream
+    /// thread is process-wide, so this runs in a child process where nothing has started it yet.
+    func testStreamThreadExistsBeforeDescriptorsRunOut() throws {
+        let scenario = "stream-thread-out-of-fds"
+        if ProcessInfo.processInfo.environment["SOCKETSTREAMS_TEST_SCENARIO"] == scenario {
+            return try streamThreadOutOfDescriptorsScenario()
+        }
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+        child.arguments = ["SocketStreamsTests.ScheduleExhaustionTests/testStreamThreadExistsBeforeDescriptorsRunOut"]
+        child.environment = ProcessInfo.processInfo.environment.merging(["SOCKETSTREAMS_TEST_SCENARIO": scenario]) { $1 }
+        let logURL = try makeTemporaryDirectory().appendingPathComponent("child.log")
+        _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        let log = try FileHandle(forWritingTo: logURL)
+        child.standardOutput = log
+        child.standardError = log
+        let exited = Signal()
+        child.terminationHandler = { _ in exited.raise() }
+        try child.run()
+        let finished = exited.wait(timeout: 60)
+        if !finished {
+            kill(child.processIdentifier, SIGKILL)
+            _ = exited.wait(timeout: 10)
+        }
+        try log.close()
+        let output = (try? String(contentsOf: logURL, encoding: .utf8)) ?? ""
+        XCTAssertTrue(finished, "the child hung:\n\(output)")
+        XCTAssertEqual(child.terminationReason, .exit, "the child crashed:\n\(output)")
+        XCTAssertEqual(child.terminationStatus, 0, output)
+        XCTAssertTrue(output.contains("Executed 1 test, with 0 failures"), output)
+    }
+
+    /// The reproduction: under `ulimit -n 256`, 1,000 delegate pairs opened on this thread's
+    /// run loop (most fail with EMFILE), then a status poll on one still opening, which moves its
+    /// open to the stream thread; and a new unscheduled pair opened while no fd is free.
+    private func streamThreadOutOfDescriptorsScenario() throws {
+        let blackhole = try BacklogFullListener(family: .v4)
+        var limit = rlimit()
+        XCTAssertEqual(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit), 0)
+        limit.rlim_cur = 256
+        XCTAssertEqual(setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit), 0)
+        var pairs: [StreamPair] = []
+        for _ in 0..<1_000 {
+            let pair = makePair(port: blackhole.port)
+            _ = startRecorder(pair)
+            pairs.append(pair)
+        }
+        let opening = try XCTUnwrap(pairs.first { $0.output.streamStatus == .opening }, "no pair still opening")
+        XCTAssertTrue(pairs.contains { $0.input.streamStatus == .error }, "the limit was never reached")
+        var spare: [Int32] = []
+        while case let fd = open("/dev/null", O_RDONLY), fd >= 0 { spare.append(fd) }
+        XCTAssertEqual(opening.input.streamStatus, .opening, "a status poll moves the open to the stream thread")
+        let late = makePair(port: blackhole.port)
+        late.input.open()
+        let lateStatus = late.input.streamStatus
+        spare.forEach { close($0) }
+        XCTAssertEqual(lateStatus, .error)
+        assertPOSIXError(late.input.streamError, [EMFILE])
+        for pair in pairs {
+            pair.input.close()
+            pair.output.close()
+        }
+        let names = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").map {
+            try String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8)
+        }
+        XCTAssertEqual(names.filter { $0 == "SocketStreams\n" }.count, 1, "the stream thread runs: \(names)")
+        withExtendedLifetime(blackhole) {}
+    }
+
     func testSchedulingAnUnopenedPairWithoutFreeDescriptorsFailsItsOpenWithEMFILE() throws {
         let server = try startRawServer { connection in _ = try? connection.readToEOF(timeout: 10) }
         let worker = freshRunLoop()

@@ -23,13 +23,38 @@ enum StreamThread {
 
     /// Set once the thread runs; read without a lock on every schedule.
     private static let started = Atomic<Bool>(false)
+    private static let loopSlot = Guarded<Loop?>(nil)
     private static let reactorSlot = Guarded<Reactor?>(nil)
+    /// Serialises starts (a start waits for the new thread).
+    private static let starting = NSLock()
 
-    private static let loop: Loop = {
+    /// How many fds the new thread's CoreFoundation run loop may need (its epoll set, wake-up
+    /// eventfd and timers). Held free until the thread creates its run loop: CoreFoundation cannot
+    /// report failing to create them, and its thread would never become ready.
+    private static let runLoopDescriptors = 4
+
+    /// The thread's run loop, starting the thread if it has not started. Throws EMFILE (ENFILE) when
+    /// the fds its run loop needs are not free; a later call tries again.
+    private static func loop() throws(SystemError) -> Loop {
+        if started.load(ordering: .acquiring), let loop = loopSlot.withLock({ $0 }) { return loop }
+        starting.lock()
+        defer { starting.unlock() }
+        if let loop = loopSlot.withLock({ $0 }) { return loop }
+        var reserved: [Int32] = []
+        for _ in 0..<runLoopDescriptors {
+            do {
+                reserved.append(try Posix.eventFD())
+            } catch {
+                reserved.forEach(Posix.close)
+                throw error
+            }
+        }
         let ready = DispatchSemaphore(value: 0)
         let handoff = Guarded<Loop?>(nil)
+        let held = reserved
         let thread = Thread {
             Posix.nameCurrentThread("SocketStreams")
+            held.forEach(Posix.close)  // now CoreFoundation can have them
             // A timer that never fires keeps `run` waiting even while no source is attached (before
             // the reactor exists, or if it could not be created).
             let keepAlive = Timer(fire: .distantFuture, interval: 1_000_000, repeats: true) { _ in }
@@ -44,28 +69,51 @@ enum StreamThread {
         thread.start()
         ready.wait()
         let loop = handoff.withLock { $0! }
+        loopSlot.withLock { $0 = loop }
         started.store(true, ordering: .releasing)
         return loop
-    }()
+    }
 
-    /// The stream thread's run loop (starting the thread).
-    static var runLoop: RunLoop { loop.runLoop }
+    /// Starts the stream thread and its reactor now, while fds are free, so that an open moved to
+    /// it later (a blocking call, a status poll) finds them there even if the process has run out of
+    /// fds by then. Called when a pair or listener is made; after the first success it costs one
+    /// atomic load. A failure is not reported here: whoever needs the thread gets the error.
+    static func prepare() {
+        if started.load(ordering: .acquiring), reactorSlot.withLock({ $0 != nil }) { return }
+        _ = try? reactor()
+    }
 
-    /// The stream thread (starting it).
-    static var thread: Thread { loop.thread }
+    /// The stream thread's run loop (starting the thread). Out of fds on the very first use (before
+    /// any pair or listener was made), this traps with EMFILE: a `RunLoop` cannot be absent.
+    static var runLoop: RunLoop {
+        do {
+            return try loop().runLoop
+        } catch {
+            fatalError("SocketStreams: the stream thread could not start: \(error)")
+        }
+    }
+
+    /// The stream thread (starting it; traps as `runLoop` does).
+    static var thread: Thread {
+        do {
+            return try loop().thread
+        } catch {
+            fatalError("SocketStreams: the stream thread could not start: \(error)")
+        }
+    }
 
     /// The stream thread's run loop and its CFRunLoop if the thread has started, without starting it.
     static var knownRunLoop: (runLoop: RunLoop, cfRunLoop: CFRunLoop)? {
-        guard started.load(ordering: .acquiring) else { return nil }
+        guard started.load(ordering: .acquiring), let loop = loopSlot.withLock({ $0 }) else { return nil }
         return (loop.runLoop, loop.cfRunLoop)
     }
 
     /// The reactor serving the stream thread's run loop in the default mode, created on first use
-    /// and never released. Throws when it cannot be created (out of file descriptors); a later call
-    /// tries again.
+    /// and never released. Throws when it (or the thread) cannot be created (out of file
+    /// descriptors); a later call tries again.
     static func reactor() throws(SystemError) -> Reactor {
         if let reactor = reactorSlot.withLock({ $0 }) { return reactor }
-        let created = try ReactorRegistry.shared.acquire(cfRunLoop: loop.cfRunLoop, mode: RunLoop.Mode.default.rawValue)
+        let created = try ReactorRegistry.shared.acquire(cfRunLoop: try loop().cfRunLoop, mode: RunLoop.Mode.default.rawValue)
         let (kept, spare) = reactorSlot.withLock { slot -> (Reactor, Reactor?) in
             if let first = slot { return (first, created) }
             slot = created
