@@ -37,11 +37,11 @@ let package = Package(
             dependencies: ["SocketStreams", "CSocketStreamsShims", "COpenSSL"],
             path: "Benchmarks/Sources/stream-bench"
         ),
-        // A libFuzzer target for the proxy reply codecs and the HTTP head parser (built with
-        // -sanitize=fuzzer -DFUZZING by Scripts/test; without them it replays inputs).
+        // A libFuzzer target for the proxy reply codecs, the HTTP head parser and stream-get's URL and
+        // proxy parsing (built with -sanitize=fuzzer -DFUZZING by Scripts/test; without them it replays inputs).
         .executableTarget(
             name: "proxy-fuzz",
-            dependencies: ["SocketStreams", "HTTPParsing"],
+            dependencies: ["SocketStreams", "HTTPParsing", "StreamGetCore"],
             path: "Tests/Fuzz"
         ),
         .testTarget(

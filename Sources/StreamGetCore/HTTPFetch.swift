@@ -111,9 +111,10 @@ public final class HTTPFetch: NSObject, StreamDelegate {
         }
         pair.input.open()
         pair.output.open()
-        // Keeps the mode non-empty so `run(mode:before:)` always waits instead of returning at once.
-        let keepAlive = Timer(timeInterval: 3600, repeats: true) { _ in }
-        runLoop.add(keepAlive, forMode: .default)
+        // The streams' event source keeps the mode non-empty while they are scheduled, so `run` waits.
+        // (No keep-alive Timer: a block-based Foundation Timer on Linux is never freed.) `false` means
+        // nothing is left to wait on: the streams could not be scheduled (out of fds) and no event
+        // will come.
         let deadline = timeout.map { Date(timeIntervalSinceNow: $0) } ?? .distantFuture
         while outcome == nil {
             if Date() >= deadline {
@@ -121,9 +122,11 @@ public final class HTTPFetch: NSObject, StreamDelegate {
                 outcome = .timedOut
                 break
             }
-            _ = runLoop.run(mode: .default, before: deadline)
+            if !runLoop.run(mode: .default, before: deadline) {
+                let error = pair.input.streamError ?? pair.output.streamError
+                outcome = .failed("the streams could not be scheduled\(error.map { ": \($0.localizedDescription)" } ?? "")")
+            }
         }
-        keepAlive.invalidate()
         for stream in [pair.input, pair.output] as [Stream] {
             stream.delegate = nil
             stream.close()

@@ -49,7 +49,7 @@ public struct StreamGetProxyRoute: Sendable, Equatable {
 
     /// Parses `[scheme://][user[:password]@]host[:port][/]`; the scheme defaults to http, the port to
     /// 1080 (as curl does).
-    static func parse(_ text: String) throws(StreamGetUsageError) -> StreamGetProxyRoute {
+    package static func parse(_ text: String) throws(StreamGetUsageError) -> StreamGetProxyRoute {
         func invalid(_ why: String) -> StreamGetUsageError { StreamGetUsageError("invalid proxy \"\(text)\": \(why)") }
         var rest = Substring(text)
         var scheme = "http"

@@ -1,4 +1,5 @@
-// libFuzzer target for the proxy reply codecs and the HTTP head parser: the fuzzer plays the proxy.
+// libFuzzer target for the proxy reply codecs and the HTTP head parser (the fuzzer plays the proxy), and
+// for stream-get's URL and proxy-URL parsers (the fuzzer plays the user).
 //
 //   swift build --scratch-path .build/fuzz --product proxy-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING
 //   .build/fuzz/debug/proxy-fuzz -max_total_time=30
@@ -6,11 +7,15 @@
 // Input: byte 0 picks the protocol and the target, byte 1 the largest read; the rest is what the proxy
 // sends. Checked on every input: no trap, never more read than the codec allowed (its precondition),
 // an end (established or an error) once the bytes or the connection end, and no byte of the target's
-// data lost (what an HTTP head was followed by is handed on whole). Without -DFUZZING the same
+// data lost (what an HTTP head was followed by is handed on whole). A URL that parses has a host with no
+// control byte, a port in 1...65535 and a path from "/", and parses again from its own description to
+// the same URL; a proxy that parses has a host with no control byte and a port in 1...65535.
+// Without -DFUZZING the same
 // function runs over arguments given as files, or over pseudo-random inputs: `proxy-fuzz --random N`.
 
 import HTTPParsing
 import SocketStreams
+import StreamGetCore
 
 private let configurations: [ProxyConfiguration] = [
     .socks4(host: "proxy", userID: "id"),
@@ -31,7 +36,10 @@ func fuzzOne(_ input: [UInt8]) {
     let selector = Int(input[0])
     let maxRead = Int(input[1] % 16) + 1
     var reply = input[2...]
-    if selector % 5 == 4 {
+    if selector % 7 >= 5 {
+        return fuzzParsing(String(decoding: reply, as: UTF8.self), proxy: selector % 7 == 6)
+    }
+    if selector % 7 == 4 {
         // The HTTP response parser in GET mode, fed in pieces.
         var parser = HTTPResponseParser(maxHeadSize: 4096)
         while !reply.isEmpty {
@@ -42,8 +50,8 @@ func fuzzOne(_ input: [UInt8]) {
         _ = try? parser.finish()
         return
     }
-    let configuration = configurations[selector % 5]
-    var target = targets[(selector / 5) % targets.count]
+    let configuration = configurations[selector % 7]
+    var target = targets[(selector / 7) % targets.count]
     if configuration.kind == .socks4, case .ipv6 = target.address { target = targets[0] }
     var machine = ProxyClientHandshake(configuration: configuration, target: target)
     let total = reply.count
@@ -68,6 +76,27 @@ func fuzzOne(_ input: [UInt8]) {
             return
         }
     }
+}
+
+/// Whether `text` holds a C0 control byte or DEL.
+private func hasControlByte(_ text: String) -> Bool {
+    text.utf8.contains { $0 < 0x20 || $0 == 0x7F }
+}
+
+/// stream-get's URL parser or its proxy parser on `text`.
+private func fuzzParsing(_ text: String, proxy: Bool) {
+    if proxy {
+        guard let route = try? StreamGetProxyRoute.parse(text) else { return }
+        precondition(!hasControlByte(route.configuration.host), "control byte in a proxy host: \(text.debugDescription)")
+        precondition((1...65_535).contains(route.configuration.port), "proxy port \(route.configuration.port)")
+        return
+    }
+    guard let url = try? HTTPURL(parsing: text) else { return }
+    precondition(!url.host.isEmpty && !hasControlByte(url.host), "bad host from \(text.debugDescription)")
+    precondition((1...65_535).contains(url.port), "port \(url.port) from \(text.debugDescription)")
+    precondition(url.path.hasPrefix("/"), "path \(url.path.debugDescription)")
+    let again = try? HTTPURL(parsing: url.description)
+    precondition(again == url, "\(text.debugDescription) -> \(url) -> \(again.map { "\($0)" } ?? "an error")")
 }
 
 @_cdecl("LLVMFuzzerTestOneInput")

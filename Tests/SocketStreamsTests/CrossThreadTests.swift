@@ -62,8 +62,13 @@ final class CrossThreadTests: SocketStreamsTestCase {
 
     /// The write side: a worker writes 64 MiB to a peer that reads in small pieces, calling `write`
     /// only when `hasSpaceAvailable` says so, while the main run loop keeps raising hasSpaceAvailable
-    /// events as the peer drains. Only this worker fills the socket, so a true that the socket does not
-    /// confirm at once is stale.
+    /// events as the peer drains. Only this worker writes, so a true that the socket does not confirm
+    /// is stale, with one exception the kernel makes: TCP's send queue can grow without a write (when
+    /// the stack splits a queued segment to transmit it, the new buffer's overhead is charged to the
+    /// socket), so POLLOUT near the threshold can turn off between two polls and stay off a moment
+    /// (seen: 1-2 of ~4,000 checks, with 2.7 of 4 MiB queued). A flag trusted without asking the
+    /// socket, the bug this guards against, gave 241-1,339 stale answers in 2,000 on the read side; so
+    /// a handful is allowed, and only checks where two polls in a row find the socket full count.
     func testHasSpaceAvailableIsExactWhenAnotherThreadWrites() throws {
         let total = 64 << 20
         let server = try startRawServer { connection in
@@ -91,7 +96,10 @@ final class CrossThreadTests: SocketStreamsTestCase {
                     continue
                 }
                 var pollfd = Glibc.pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                if Glibc.poll(&pollfd, 1, 0) == 0 { stale.mutate { $0 += 1 } }
+                if Glibc.poll(&pollfd, 1, 0) == 0 {
+                    var again = Glibc.pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                    if Glibc.poll(&again, 1, 0) == 0 { stale.mutate { $0 += 1 } }
+                }
                 let n = output.value.write(chunk, maxLength: min(chunk.count, total - written))
                 guard n > 0 else { break }
                 written += n
@@ -100,6 +108,6 @@ final class CrossThreadTests: SocketStreamsTestCase {
         }
         worker.start()
         XCTAssertTrue(runUntil(timeout: 60) { done.value }, "the worker did not finish")
-        XCTAssertEqual(stale.value, 0, "hasSpaceAvailable said true with the socket full")
+        XCTAssertLessThanOrEqual(stale.value, 8, "hasSpaceAvailable said true with the socket full")
     }
 }

@@ -45,11 +45,20 @@ final class TLSContext: @unchecked Sendable {
     /// Distinct settings kept at once; beyond that the cache starts again (contexts in use live on).
     private static let cacheCapacity = 32
 
+    /// Empties the cache when the process exits (`atexit`), so that what it held is given back
+    /// rather than left for the process's end: a leak checker run at exit then sees nothing of it
+    /// (LeakSanitizer cannot follow the tagged pointers Swift keeps inside the keys' enum payloads, and
+    /// reported a live key's PEM bytes as leaked). Contexts still in use live on with their connections.
+    private static let emptiedAtExit: Void = {
+        atexit { TLSContext.cache.withLock { $0.removeAll() } }
+    }()
+
     /// The shared context for `settings`, built on first use.
     static func shared(for settings: TLSSettings) throws(TLSSetupError) -> TLSContext {
         let key = Key(settings)
         if let cached = cache.withLock({ $0[key] }) { return cached }
         let built = try build(settings)
+        _ = emptiedAtExit
         return cache.withLock { cache in
             if let raced = cache[key] { return raced }
             if cache.count >= cacheCapacity { cache.removeAll() }

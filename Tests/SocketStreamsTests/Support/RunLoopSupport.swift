@@ -62,7 +62,9 @@ final class RunLoopThread: @unchecked Sendable {
 
     init(name: String, mode: RunLoop.Mode = .default) {
         self.mode = mode
-        let thread = Thread { [self] in self.main() }
+        // Weak: the thread holds the object only while it runs, so a stopped RunLoopThread and its
+        // Thread do not keep each other alive (LeakSanitizer reported the cycle).
+        let thread = Thread { [weak self] in self?.main() }
         thread.name = name
         thread.start()
         condition.lock()
