@@ -98,6 +98,20 @@ final class ErrorTests: SocketStreamsTestCase {
         }
     }
 
+    /// A port beyond 16 bits is masked as CFNetwork masks it (65536 + P connects to P), and the error
+    /// message, the remote-port property and the connect all agree on P.
+    func testPortBeyondSixteenBitsIsMaskedAndTheMessageAgrees() throws {
+        let port = try RawSocket.unusedPort()
+        let pair = makePair(host: "127.0.0.1", port: 65_536 + port)
+        let recorder = startRecorder(pair)
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.errorOccurred, on: .input) }, recorder.trace)
+        assertPOSIXError(pair.input.streamError, [ECONNREFUSED])
+        let message = try XCTUnwrap(pair.input.streamError as NSError?).localizedDescription
+        XCTAssertTrue(message.contains("port \(port)"), message)
+        XCTAssertFalse(message.contains(String(65_536 + port)), message)
+        XCTAssertEqual((pair.input.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketRemotePortNumber as String)) as? NSNumber)?.intValue, port)
+    }
+
     /// A host name with a NUL (or another control byte) is refused, not cut at the NUL: getaddrinfo
     /// and inet_pton would read "127.0.0.1\0junk" as 127.0.0.1 and connect to a host the caller did
     /// not name. Both streams fail as an unresolvable name does, and nothing reaches the server.
