@@ -565,12 +565,7 @@ final class FaultTests: SocketStreamsTestCase {
         XCTAssertEqual(pair.output.streamStatus, .closed)
         XCTAssertEqual(SocketHandle.openCount, handlesBefore, "sockets left after the cancelled open")
         XCTAssertEqual(RawSocket.openDescriptorCount(), fdsBefore, "fds left after the cancelled open")
-        // Nothing connected to the server: a connection of our own is the first it accepts.
-        let probe = try RawSocket.connectTo(family: .v4, port: server.port)
-        defer { close(probe) }
-        let probePort = RawSocket.boundPort(probe)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { peerPorts.value.contains(probePort) })
-        XCTAssertEqual(peerPorts.value, [probePort], "the cancelled open connected anyway")
+        try assertNothingConnected(to: server.port, accepted: peerPorts, "the cancelled open connected anyway")
     }
 
     /// A polling client during a hanging lookup: status and hasSpaceAvailable answer at once, a
@@ -646,11 +641,18 @@ final class FaultTests: SocketStreamsTestCase {
                       "lookups answered: \(answered.value); connection \(weakConnection == nil ? "freed" : "still alive")")
         settle()
         XCTAssertEqual(SocketHandle.openCount, handlesBefore, "sockets left after the released pair's lookup")
-        let probe = try RawSocket.connectTo(family: .v4, port: server.port)
+        try assertNothingConnected(to: server.port, accepted: peerPorts, "the released pair connected anyway")
+    }
+
+    /// Nothing connected to the server on `port` (whose handler records the peer ports it accepts):
+    /// a connection of our own is the first it accepts.
+    private func assertNothingConnected(to port: Int, accepted peerPorts: Locked<[Int]>, _ message: String,
+                                        file: StaticString = #filePath, line: UInt = #line) throws {
+        let probe = try RawSocket.connectTo(family: .v4, port: port)
         defer { close(probe) }
         let probePort = RawSocket.boundPort(probe)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { peerPorts.value.contains(probePort) })
-        XCTAssertEqual(peerPorts.value, [probePort], "the released pair connected anyway")
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { peerPorts.value.contains(probePort) }, file: file, line: line)
+        XCTAssertEqual(peerPorts.value, [probePort], message, file: file, line: line)
     }
 
     /// The connect timeout covers the lookup: a lookup that never answers fails the open with

@@ -47,8 +47,12 @@ enum RawSocket {
             // same port number in both families).
             setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size))
         }
-        let bound = withSocketAddress(family: family, port: port) { bind(fd, $0, $1) }
-        guard bound == 0 else {
+        return try bindAndListen(fd, backlog: backlog) { withSocketAddress(family: family, port: port) { bind(fd, $0, $1) } }
+    }
+
+    /// Binds `fd` with `bind` (returning bind(2)'s result) and listens; closes it on failure.
+    private static func bindAndListen(_ fd: Int32, backlog: Int32, _ bind: () -> Int32) throws -> Int32 {
+        guard bind() == 0 else {
             let code = errno
             close(fd)
             throw SystemCallError(call: "bind", code: code)
@@ -79,17 +83,7 @@ enum RawSocket {
     static func unixListener(path: String, backlog: Int32 = 1) throws -> Int32 {
         let fd = socket(AF_UNIX, streamType, 0)
         guard fd >= 0 else { throw SystemCallError(call: "socket", code: errno) }
-        guard withUnixAddress(path, { bind(fd, $0, $1) }) == 0 else {
-            let code = errno
-            close(fd)
-            throw SystemCallError(call: "bind", code: code)
-        }
-        guard listen(fd, backlog) == 0 else {
-            let code = errno
-            close(fd)
-            throw SystemCallError(call: "listen", code: code)
-        }
-        return fd
+        return try bindAndListen(fd, backlog: backlog) { withUnixAddress(path) { bind(fd, $0, $1) } }
     }
 
     /// A blocking connection to the Unix-domain socket at `path`.
