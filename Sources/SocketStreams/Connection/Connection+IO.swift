@@ -182,21 +182,27 @@ extension Connection {
     var hasBytesAvailable: Bool {
         lock.withLock {
             if halves[0].events.status == .opening || isNegotiating { moveOpenToStreamThread() }
-            guard halves[0].events.status == .open, !isNegotiating, let transport else { return false }
-            if deferredInputError != nil || transport.hasBufferedInput { return true }
-            // The socket is readable; a layered transport says whether that makes a read return (TLS:
-            // not for a session ticket alone).
-            let interest = transport.readInterest
-            if wait(for: interest, on: transport.fd, timeout: 0), transport.ready(interest).contains(.readable) { return true }
-            if halves[0].events.awaitingClient {
-                halves[0].events.clientTransferred(.hasBytesAvailable)
-                if halves[0].suppressed {
-                    halves[0].suppressed = false
-                    syncInterest()
-                }
-            }
-            return false
+            return confirmBytesAvailable()
         }
+    }
+
+    /// Whether a read would not block now; if not, an unconsumed `hasBytesAvailable` is cleared and the
+    /// stream watches for bytes again. Lock held.
+    func confirmBytesAvailable() -> Bool {
+        guard halves[0].events.status == .open, !isNegotiating, let transport else { return false }
+        if deferredInputError != nil || transport.hasBufferedInput { return true }
+        // The socket is readable; a layered transport says whether that makes a read return (TLS:
+        // not for a session ticket alone).
+        let interest = transport.readInterest
+        if wait(for: interest, on: transport.fd, timeout: 0), transport.ready(interest).contains(.readable) { return true }
+        if halves[0].events.awaitingClient {
+            halves[0].events.clientTransferred(.hasBytesAvailable)
+            if halves[0].suppressed {
+                halves[0].suppressed = false
+                syncInterest()
+            }
+        }
+        return false
     }
 
     /// `CFWriteStreamCanAcceptBytes`: never blocks; true only if a write would not block (the socket
@@ -205,16 +211,22 @@ extension Connection {
     var hasSpaceAvailable: Bool {
         lock.withLock {
             if halves[1].events.status == .opening || isNegotiating { moveOpenToStreamThread() }
-            guard halves[1].events.status == .open, !isNegotiating, let transport else { return false }
-            if !transport.hasPendingOutput, wait(for: transport.writeInterest, on: transport.fd, timeout: 0) { return true }
-            if halves[1].events.awaitingClient {
-                halves[1].events.clientTransferred(.hasSpaceAvailable)
-                if !halves[1].reactors.isEmpty, !halves[1].watchingSpace {
-                    halves[1].watchingSpace = true
-                    syncInterest()
-                }
-            }
-            return false
+            return confirmSpaceAvailable()
         }
+    }
+
+    /// Whether a write would not block now; if not, an unconsumed `hasSpaceAvailable` is cleared and the
+    /// stream watches for space again. Lock held.
+    func confirmSpaceAvailable() -> Bool {
+        guard halves[1].events.status == .open, !isNegotiating, let transport else { return false }
+        if !transport.hasPendingOutput, wait(for: transport.writeInterest, on: transport.fd, timeout: 0) { return true }
+        if halves[1].events.awaitingClient {
+            halves[1].events.clientTransferred(.hasSpaceAvailable)
+            if !halves[1].reactors.isEmpty, !halves[1].watchingSpace {
+                halves[1].watchingSpace = true
+                syncInterest()
+            }
+        }
+        return false
     }
 }

@@ -284,13 +284,15 @@ final class Connection: EventTarget, @unchecked Sendable {
             lock.lock()
             guard halves[slot].events.hasPending, halves[slot].reactors.contains(where: { $0 === reactor }) else { break }
             if !owner {
-                // The two halves may deliver on different threads (two queues, two run loops): never
-                // both at once for one pair. The other half's round, when it ends, hands this one back
-                // to its reactors. A round already running on this thread is a delegate running a run
-                // loop inside its callout: deliver, as before.
+                // The pair may deliver on several threads (its halves on two queues or run loops, or
+                // one half scheduled on two run loops): never two callouts at once for one pair, not
+                // even for the same half. The round running elsewhere, when it ends, hands this one
+                // back to its reactors (the same half's pending events it delivers itself). A round
+                // already running on this thread is a delegate running a run loop inside its callout:
+                // deliver, as before.
                 if calloutSlot >= 0 {
                     nested = pthread_equal(calloutThread, pthread_self()) != 0
-                    if !nested && Int(calloutSlot) != slot {
+                    if !nested {
                         calloutDeferred |= 1 << slot
                         break
                     }
@@ -303,6 +305,17 @@ final class Connection: EventTarget, @unchecked Sendable {
                 owner = true
                 calloutSlot = Int8(slot)
                 calloutThread = pthread_self()
+            }
+            // A half scheduled on several reactors can be read (or written) in a callout on another
+            // thread after its has-event was signalled, even by the read that was in progress when it
+            // was: the event is delivered only if the socket still confirms it, so that the delegate's
+            // read (or write) never blocks inside its callout. One it does not confirm is cleared, and
+            // the stream watches again.
+            if halves[slot].reactors.count > 1,
+               event.rawValue & (StreamEventState.hasBytesAvailable | StreamEventState.hasSpaceAvailable) != 0,
+               !(slot == 0 ? confirmBytesAvailable() : confirmSpaceAvailable()) {
+                lock.unlock()
+                continue
             }
             let client = hasClients ? options?.clients[slot] : nil
             lock.unlock()
