@@ -24,18 +24,19 @@ final class ScheduleExhaustionTests: SocketStreamsTestCase {
         return worker
     }
 
-    /// The stream thread (its run loop and reactor) exists before fds run out: a process whose first
-    /// pairs are made with fds to spare, and which then runs out, can still move an open to it (a
-    /// status poll does) and gets EMFILE on new pairs, never a trap inside CoreFoundation. The stream
-    /// thread is process-wide, so this runs in a child process where nothing has started it yet.
-    func testStreamThreadExistsBeforeDescriptorsRunOut() throws {
+    /// Starting the stream thread when no fd is free fails cleanly: a status poll on an opening pair
+    /// (which moves its open to the stream thread) leaves the open where it was, and a new unscheduled
+    /// pair fails with EMFILE, never a trap inside CoreFoundation (which cannot report failing to make
+    /// its run loop's fds: a start holds the fds it will need until the new thread takes them). The
+    /// stream thread is process-wide, so this runs in a child process where nothing has started it.
+    func testStreamThreadStartFailsCleanlyWhenDescriptorsRunOut() throws {
         let scenario = "stream-thread-out-of-fds"
         if ProcessInfo.processInfo.environment["SOCKETSTREAMS_TEST_SCENARIO"] == scenario {
             return try streamThreadOutOfDescriptorsScenario()
         }
         let child = Process()
         child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-        child.arguments = ["SocketStreamsTests.ScheduleExhaustionTests/testStreamThreadExistsBeforeDescriptorsRunOut"]
+        child.arguments = ["SocketStreamsTests.ScheduleExhaustionTests/testStreamThreadStartFailsCleanlyWhenDescriptorsRunOut"]
         child.environment = ProcessInfo.processInfo.environment.merging(["SOCKETSTREAMS_TEST_SCENARIO": scenario]) { $1 }
         let logURL = try makeTemporaryDirectory().appendingPathComponent("child.log")
         _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
@@ -88,10 +89,11 @@ final class ScheduleExhaustionTests: SocketStreamsTestCase {
             pair.input.close()
             pair.output.close()
         }
-        let names = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").map {
-            try String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8)
-        }
-        XCTAssertEqual(names.filter { $0 == "SocketStreams\n" }.count, 1, "the stream thread runs: \(names)")
+        // With fds free again, the stream thread starts and serves a new unscheduled pair.
+        let again = makePair(port: blackhole.port)
+        again.input.open()
+        XCTAssertEqual(again.input.streamStatus, .opening)
+        again.input.close()
         withExtendedLifetime(blackhole) {}
     }
 

@@ -235,7 +235,6 @@ final class Connection: EventTarget, @unchecked Sendable {
     init(endpoint: Endpoint) {
         self.target = endpoint
         if case .native = endpoint { closesNativeSocket = false } else { closesNativeSocket = true }
-        StreamThread.prepare()
     }
 
     var isNegotiating: Bool {

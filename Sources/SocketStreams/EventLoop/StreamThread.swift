@@ -74,17 +74,9 @@ enum StreamThread {
         return loop
     }
 
-    /// Starts the stream thread and its reactor now, while fds are free, so that an open moved to
-    /// it later (a blocking call, a status poll) finds them there even if the process has run out of
-    /// fds by then. Called when a pair or listener is made; after the first success it costs one
-    /// atomic load. A failure is not reported here: whoever needs the thread gets the error.
-    static func prepare() {
-        if started.load(ordering: .acquiring), reactorSlot.withLock({ $0 != nil }) { return }
-        _ = try? reactor()
-    }
-
-    /// The stream thread's run loop (starting the thread). Out of fds on the very first use (before
-    /// any pair or listener was made), this traps with EMFILE: a `RunLoop` cannot be absent.
+    /// The stream thread's run loop (starting the thread). Out of fds on the very first use, this
+    /// traps with EMFILE: a `RunLoop` cannot be absent. (The library's own uses go through
+    /// `reactor()`, which reports EMFILE instead.)
     static var runLoop: RunLoop {
         do {
             return try loop().runLoop
