@@ -269,6 +269,8 @@ final class CFStreamTests: SocketStreamsTestCase {
 
     /// 1,000 pairs spread over 8 queues: no thread per queue or pair, one reactor (3 fds) per queue.
     func testThousandPairsOnEightQueues() throws {
+        // Our 1,000 sockets and the server's 1,000: more than a user's default soft limit of 1,024.
+        XCTAssertGreaterThanOrEqual(RawSocket.raiseOpenFileLimit(to: 16_384), 4_096, "RLIMIT_NOFILE too low for 2,000 fds")
         let server = try startStreamEchoServer()
         let queues = (0..<8).map { makeQueue("cf.many.\($0)") }
         let fdsBefore = try openFileDescriptorCount()
