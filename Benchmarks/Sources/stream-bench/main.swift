@@ -4,6 +4,7 @@
 //   stream-bench server        internal: the epoll peer, started by the harness
 //   stream-bench measure …     internal: one measurement, started by the harness
 //   stream-bench render F.json  rewrite the MD/JSON/SVG from a saved latest.json
+//   stream-bench soak …         a long mixed load, sampling fds and RSS (see --help)
 
 import Glibc
 
@@ -13,6 +14,7 @@ switch arguments.first {
 case "server": status = ServerCommand.run(Array(arguments.dropFirst()))
 case "measure": status = MeasureCommand.run(Array(arguments.dropFirst()))
 case "render": status = RenderCommand.run(Array(arguments.dropFirst()))
+case "soak": status = SoakCommand.run(Array(arguments.dropFirst()))
 default: status = Harness.main(arguments)
 }
 exit(status)

@@ -67,6 +67,9 @@ struct Options {
                                   (default: Benchmarks/results of this package).
           --timeout SECONDS       Limit per measurement (default 300; 60 with --quick).
           -h, --help              This text.
+
+        stream-bench soak [--minutes N] [--interval S] [--out DIR] runs a long mixed load and checks
+        that fds and RSS stay flat (stream-bench soak --help).
         """
 
     static func parse(_ arguments: [String]) throws -> Options {

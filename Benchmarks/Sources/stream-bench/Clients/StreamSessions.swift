@@ -120,8 +120,8 @@ class StreamSession: NSObject, StreamDelegate {
     /// Why the pair could not be set up (the proxy refused by `setProperty`); `open` then fails the session.
     private var setupFailure: String?
 
-    init(port: UInt16, monitor: SessionMonitor) {
-        let streams = createStreamPair(host: "127.0.0.1", port: Int(port))
+    init(host: String = "127.0.0.1", port: UInt16, monitor: SessionMonitor) {
+        let streams = createStreamPair(host: host, port: Int(port))
         BenchTLS.apply(to: streams.input)
         do {
             try BenchSOCKS.apply(to: streams.input)
@@ -260,11 +260,14 @@ class StreamSession: NSObject, StreamDelegate {
 
     /// Runs after a successful finish, on the delivering thread (the connect chain opens the next session).
     var onFinish: (() -> Void)?
+    /// Runs after a failure, on the delivering thread, with the message (the soak counts it and goes on).
+    var onFailure: ((String) -> Void)?
 
     func finish() {
         guard !isDone else { return }
         close()
         monitor.sessionFinished()
+        onFailure = nil
         if let next = onFinish {
             onFinish = nil
             next()
@@ -275,6 +278,11 @@ class StreamSession: NSObject, StreamDelegate {
         guard !isDone else { return }
         close()
         monitor.sessionFailed("\(type(of: self)): \(message)")
+        onFinish = nil
+        if let handler = onFailure {
+            onFailure = nil
+            handler(message)
+        }
     }
 
     private func close() {
@@ -387,12 +395,12 @@ final class EchoSession: StreamSession {
     private var control = [UInt8](repeating: 0, count: 1)
 
     /// Ping-pong: header and first message go out together on the first `.hasSpaceAvailable`.
-    init(port: UInt16, roundTrips: Int, messageSize: Int, monitor: SessionMonitor) {
+    init(host: String = "127.0.0.1", port: UInt16, roundTrips: Int, messageSize: Int, monitor: SessionMonitor) {
         self.roundTrips = roundTrips
         messages = (0..<2).map { Payload.message(roundTrip: $0, size: messageSize) }
         echo = [UInt8](repeating: 0, count: messageSize)
         phase = .echoing
-        super.init(port: port, monitor: monitor)
+        super.init(host: host, port: port, monitor: monitor)
         enqueue(Request.echo(bytes: UInt64(roundTrips * messageSize)).encoded)
         enqueue(messages[0])
     }
@@ -448,8 +456,8 @@ final class EchoSession: StreamSession {
 final class ConnectSession: StreamSession {
     private var reply = [UInt8](repeating: 0, count: 1)
 
-    override init(port: UInt16, monitor: SessionMonitor) {
-        super.init(port: port, monitor: monitor)
+    override init(host: String = "127.0.0.1", port: UInt16, monitor: SessionMonitor) {
+        super.init(host: host, port: port, monitor: monitor)
         enqueue(Request.connect.encoded)
     }
 

@@ -5,12 +5,13 @@ import Foundation
 import SocketStreams
 
 struct StreamsPollingClient: BenchmarkClient {
-    private struct Pair {
+    /// An opened, unscheduled pair (also the soak's polling lanes' connection).
+    struct Pair {
         let input: InputStream
         let output: OutputStream
 
-        init(port: UInt16) throws {
-            let streams = createStreamPair(host: "127.0.0.1", port: Int(port))
+        init(host: String = "127.0.0.1", port: UInt16) throws {
+            let streams = createStreamPair(host: host, port: Int(port))
             BenchTLS.apply(to: streams.input)
             try BenchSOCKS.apply(to: streams.input)
             input = streams.input

@@ -235,7 +235,9 @@ final class BenchServer {
                 try flush(connection)
             case .draining:
                 offset = bytes.count
-            case .sendingDownload, .waitingForGroup, .holdingIdle, .finishingAfterFlush:
+            case .awaitingResetAck:
+                return reset(connection)  // any byte: the client has read everything sent
+            case .sendingDownload, .sendingBeforeReset, .waitingForGroup, .holdingIdle, .finishingAfterFlush:
                 return protocolViolation(connection, "\(available) unexpected bytes in state \(connection.state)")
             }
         }
@@ -280,6 +282,8 @@ final class BenchServer {
             }
             connection.output.append(Request.ackReply)
             connection.state = .finishingAfterFlush
+        case .reset(let bytes):
+            connection.state = bytes == 0 ? .awaitingResetAck : .sendingBeforeReset(remaining: bytes)
         }
         try flush(connection)
     }
@@ -315,16 +319,15 @@ final class BenchServer {
         connection.output.removeAll(keepingCapacity: true)
         connection.outputOffset = 0
 
-        if case .sendingDownload(var remaining) = connection.state {
-            while remaining > 0 {
-                let count = Int(min(UInt64(chunk.count), remaining))
-                guard case .processed(let n) = try transmit(connection, chunk.baseAddress!, count: count) else {
-                    connection.state = .sendingDownload(remaining: remaining)
-                    return
-                }
-                remaining -= UInt64(n)
-            }
-            connection.state = .finishingAfterFlush
+        switch connection.state {
+        case .sendingDownload(let remaining):
+            let left = try sendChunks(connection, remaining)
+            connection.state = left == 0 ? .finishingAfterFlush : .sendingDownload(remaining: left)
+        case .sendingBeforeReset(let remaining):
+            let left = try sendChunks(connection, remaining)
+            connection.state = left == 0 ? .awaitingResetAck : .sendingBeforeReset(remaining: left)
+        default:
+            break
         }
         if case .finishingAfterFlush = connection.state {
             if let ssl = connection.ssl {
@@ -334,6 +337,24 @@ final class BenchServer {
             try Posix.shutdownWrite(connection.fd)
             connection.state = .draining
         }
+    }
+
+    /// Sends `remaining` bytes of the download chunk; returns what is still unsent when the socket
+    /// is full (0 once everything went).
+    private func sendChunks(_ connection: ServerConnection, _ remaining: UInt64) throws -> UInt64 {
+        var remaining = remaining
+        while remaining > 0 {
+            let count = Int(min(UInt64(chunk.count), remaining))
+            guard case .processed(let n) = try transmit(connection, chunk.baseAddress!, count: count) else { return remaining }
+            remaining -= UInt64(n)
+        }
+        return 0
+    }
+
+    /// Closes with SO_LINGER {1, 0}: the kernel sends RST instead of FIN (the soak's reset peer).
+    private func reset(_ connection: ServerConnection) {
+        Posix.setResetOnClose(connection.fd)
+        close(connection)
     }
 
     private func updateInterest(_ connection: ServerConnection) throws {

@@ -16,6 +16,10 @@ final class ServerConnection {
         case waitingForGroup
         /// Idle: '+' sent, holding the connection until a release.
         case holdingIdle
+        /// Reset: this many bytes still to send before waiting for the client's byte.
+        case sendingBeforeReset(remaining: UInt64)
+        /// Reset: everything sent; the client's next byte says it has read it all, and the server resets.
+        case awaitingResetAck
         /// The last reply is queued; send FIN once it is flushed.
         case finishingAfterFlush
         /// FIN sent; discard anything the client still sends until it closes.
@@ -57,9 +61,12 @@ final class ServerConnection {
 
     var hasPendingOutput: Bool { outputOffset < output.count }
 
+    /// Download or pre-reset data is still to be sent (the server wants EPOLLOUT).
     var isSendingDownload: Bool {
-        if case .sendingDownload = state { return true }
-        return false
+        switch state {
+        case .sendingDownload, .sendingBeforeReset: return true
+        default: return false
+        }
     }
 
     var isEchoing: Bool {

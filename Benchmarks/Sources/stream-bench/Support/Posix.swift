@@ -95,6 +95,54 @@ enum Posix {
         }
     }
 
+    /// `setsockopt(SOL_SOCKET, SO_LINGER, {1, 0})`: the next `close` sends RST instead of FIN and drops
+    /// anything unsent. Best effort: a socket the peer has already reset needs no help.
+    static func setResetOnClose(_ fd: Int32) {
+        var option = linger(l_onoff: 1, l_linger: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
+    }
+
+    /// The number of open file descriptors of this process: the entries of /proc/self/fd, less the
+    /// one the listing itself uses. nil when /proc is not there.
+    static func openDescriptorCount() -> Int? {
+        guard let directory = opendir("/proc/self/fd") else { return nil }
+        defer { closedir(directory) }
+        var count = 0
+        while let entry = readdir(directory) {
+            let isDot = withUnsafeBytes(of: entry.pointee.d_name) { $0[0] == UInt8(ascii: ".") }
+            if !isDot { count += 1 }
+        }
+        return count - 1
+    }
+
+    /// The open file descriptors of this process by what they are: "socket", "eventpoll",
+    /// "eventfd", "timerfd", "pipe", "file" (from the /proc/self/fd links; the listing's own
+    /// descriptor is left out).
+    static func openDescriptorKinds() -> [String: Int] {
+        guard let directory = opendir("/proc/self/fd") else { return [:] }
+        defer { closedir(directory) }
+        let own = dirfd(directory)
+        var kinds: [String: Int] = [:]
+        var target = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard let fd = Int32(name), fd != own else { continue }
+            let n = readlink("/proc/self/fd/\(name)", &target, target.count - 1)
+            guard n > 0 else { continue }
+            let link = String(decoding: target[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let kind: String
+            if link.hasPrefix("anon_inode:[") {
+                kind = String(link.dropFirst("anon_inode:[".count).dropLast())  // eventpoll, eventfd, timerfd
+            } else if let colon = link.firstIndex(of: ":"), link[colon...].hasPrefix(":[") {
+                kind = String(link[..<colon])  // socket:[inode], pipe:[inode]
+            } else {
+                kind = link.hasPrefix("/") ? "file" : link
+            }
+            kinds[kind, default: 0] += 1
+        }
+        return kinds
+    }
+
     static func setNonBlocking(_ fd: Int32) throws {
         let flags = fcntl(fd, F_GETFL)
         if flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0 {
@@ -186,6 +234,43 @@ enum Posix {
             throw BenchError.syscall("getsockname", errno: code)
         }
         return (fd, UInt16(bigEndian: actual.sin_port))
+    }
+
+    /// A TCP socket bound to an ephemeral port of 127.0.0.1 (or ::1) that never listens: while it is
+    /// open, nothing else can take the port, and every connect to it is refused (ECONNREFUSED).
+    static func reserveUnlistenedPort(ipv6: Bool) throws -> (fd: Int32, port: UInt16) {
+        let family = ipv6 ? AF_INET6 : AF_INET
+        let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        if fd < 0 { throw BenchError.syscall("socket", errno: cssh_errno()) }
+        var storage = sockaddr_storage()
+        let length: socklen_t
+        if ipv6 {
+            length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+            withUnsafeMutableBytes(of: &storage) { raw in
+                var address = sockaddr_in6()
+                address.sin6_family = sa_family_t(AF_INET6)
+                _ = inet_pton(AF_INET6, "::1", &address.sin6_addr)
+                raw.storeBytes(of: address, as: sockaddr_in6.self)
+            }
+        } else {
+            length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            withUnsafeMutableBytes(of: &storage) { $0.storeBytes(of: loopbackAddress(port: 0), as: sockaddr_in.self) }
+        }
+        let bound = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
+        var actualLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let named = bound == 0 ? withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &actualLength) }
+        } : -1
+        if named != 0 {
+            let code = cssh_errno()
+            close(fd)
+            throw BenchError.syscall(bound == 0 ? "getsockname" : "bind(\(ipv6 ? "::1" : "127.0.0.1"))", errno: code)
+        }
+        // sin_port and sin6_port are at the same offset.
+        let port = withUnsafeBytes(of: &storage) { $0.load(as: sockaddr_in.self).sin_port }
+        return (fd, UInt16(bigEndian: port))
     }
 
     /// `accept4(SOCK_NONBLOCK | SOCK_CLOEXEC)`; nil when no connection is pending.

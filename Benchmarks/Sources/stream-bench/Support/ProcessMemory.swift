@@ -1,5 +1,5 @@
-// Resident memory of the calling process, from /proc/self/status (with getrusage as a fallback
-// for kernels, such as gVisor's, whose status file lacks a field).
+// Resident memory (and the thread count) of the calling process, from /proc/self/status (with
+// getrusage as a fallback for kernels, such as gVisor's, whose status file lacks a field).
 
 import Foundation
 import Glibc
@@ -26,6 +26,14 @@ enum ProcessMemory {
         var usage = rusage()
         guard getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage) == 0 else { throw BenchError.syscall("getrusage", errno: errno) }
         return usage.ru_maxrss * 1024
+    }
+
+    /// The threads of this process ("Threads:" in /proc/self/status); nil where the kernel does not
+    /// report it.
+    static func threadCount() throws -> Int? {
+        let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Threads:") }) else { return nil }
+        return Int(line.dropFirst("Threads:".count).trimmingCharacters(in: .whitespaces))
     }
 
     /// "Name:   12345 kB" lines of /proc/self/status, in bytes.
