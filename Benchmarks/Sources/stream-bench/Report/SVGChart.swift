@@ -69,14 +69,7 @@ enum SVGChart {
                          + (c.quick ? " · --quick" : "") + " · \(report.date)", size: 11, fill: "#333"))
         y += 20
 
-        return """
-            <?xml version="1.0" encoding="UTF-8"?>
-            <svg xmlns="http://www.w3.org/2000/svg" width="\(f(width))" height="\(f(y))" viewBox="0 0 \(f(width)) \(f(y))" font-family="Helvetica, Arial, sans-serif">
-            <rect width="100%" height="100%" fill="white"/>
-            \(body.joined(separator: "\n"))
-            </svg>
-
-            """
+        return document(width: width, height: y, body: body)
     }
 
     /// Returns the y below the panel (after the group labels).
@@ -171,12 +164,26 @@ enum SVGChart {
         return y + 30
     }
 
-    private static func text(_ x: Double, _ y: Double, _ content: String, size: Int, anchor: String = "start",
-                             weight: String = "normal", fill: String = "#111", extra: String = "") -> String {
+    /// A whole SVG document of `width` × `height` on a white background (this chart's and the soak's).
+    static func document(width: Double, height: Double, body: [String]) -> String {
+        """
+        <?xml version="1.0" encoding="UTF-8"?>
+        <svg xmlns="http://www.w3.org/2000/svg" width="\(f(width))" height="\(f(height))" viewBox="0 0 \(f(width)) \(f(height))" font-family="Helvetica, Arial, sans-serif">
+        <rect width="100%" height="100%" fill="white"/>
+        \(body.joined(separator: "\n"))
+        </svg>
+
+        """
+    }
+
+    /// An SVG `<text>` element (escaped content).
+    static func text(_ x: Double, _ y: Double, _ content: String, size: Int, anchor: String = "start",
+                     weight: String = "normal", fill: String = "#111", extra: String = "") -> String {
         "<text x=\"\(f(x))\" y=\"\(f(y))\" font-size=\"\(size)\" text-anchor=\"\(anchor)\" font-weight=\"\(weight)\" fill=\"\(fill)\"\(extra)>\(escape(content))</text>"
     }
 
-    private static func f(_ value: Double) -> String { String(format: "%.1f", value) }
+    /// A coordinate with one decimal.
+    static func f(_ value: Double) -> String { String(format: "%.1f", value) }
 
     private static func escape(_ text: String) -> String {
         text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")

@@ -63,14 +63,7 @@ enum SoakChart {
                          + "· figures at \(report.settleLabel) and at the end are medians of \(formatNumber(report.windowSeconds, decimals: 0)) s "
                          + "· \(report.date)", size: 11, fill: "#333"))
         y += 20
-        return """
-            <?xml version="1.0" encoding="UTF-8"?>
-            <svg xmlns="http://www.w3.org/2000/svg" width="\(f(width))" height="\(f(y))" viewBox="0 0 \(f(width)) \(f(y))" font-family="Helvetica, Arial, sans-serif">
-            <rect width="100%" height="100%" fill="white"/>
-            \(body.joined(separator: "\n"))
-            </svg>
-
-            """
+        return SVGChart.document(width: width, height: y, body: body)
     }
 
     /// One panel: y from 0, x in minutes, the settling time shaded, an optional dashed limit from
@@ -137,13 +130,8 @@ enum SoakChart {
 
     private static func text(_ x: Double, _ y: Double, _ content: String, size: Int, anchor: String = "start",
                              weight: String = "normal", fill: String = "#111") -> String {
-        "<text x=\"\(f(x))\" y=\"\(f(y))\" font-size=\"\(size)\" text-anchor=\"\(anchor)\" font-weight=\"\(weight)\" fill=\"\(fill)\">\(escape(content))</text>"
+        SVGChart.text(x, y, content, size: size, anchor: anchor, weight: weight, fill: fill)
     }
 
-    private static func f(_ value: Double) -> String { String(format: "%.1f", value) }
-
-    private static func escape(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
-    }
+    private static func f(_ value: Double) -> String { SVGChart.f(value) }
 }
