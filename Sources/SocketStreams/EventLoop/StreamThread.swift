@@ -77,18 +77,14 @@ enum StreamThread {
     /// The stream thread's run loop (starting the thread). Out of fds on the very first use, this
     /// traps with EMFILE: a `RunLoop` cannot be absent. (The library's own uses go through
     /// `reactor()`, which reports EMFILE instead.)
-    static var runLoop: RunLoop {
-        do {
-            return try loop().runLoop
-        } catch {
-            fatalError("SocketStreams: the stream thread could not start: \(error)")
-        }
-    }
+    static var runLoop: RunLoop { startedLoop.runLoop }
 
     /// The stream thread (starting it; traps as `runLoop` does).
-    static var thread: Thread {
+    static var thread: Thread { startedLoop.thread }
+
+    private static var startedLoop: Loop {
         do {
-            return try loop().thread
+            return try loop()
         } catch {
             fatalError("SocketStreams: the stream thread could not start: \(error)")
         }
