@@ -129,6 +129,7 @@ extension Connection {
         }
         let transport = self.transport.unsafelyUnwrapped
         halves[1].events.clientTransferred(.hasSpaceAvailable)
+        halves[1].spaceConfirmed = false
         lock.unlock()
         let result = maxLength > 0 ? write(buffer, maxLength: maxLength, through: transport) : 0
         endTransfer()
@@ -157,6 +158,11 @@ extension Connection {
                     return count
                 }
                 if count == maxLength && !transport.hasPendingOutput && wait(for: transport.writeInterest, on: transport.fd, timeout: 0) {
+                    // No other transfer passed its gate meanwhile (it would have cleared the flag, or
+                    // could write after this poll): what the poll saw still holds.
+                    if case .socket = transport, transfersInFlight.load(ordering: .sequentiallyConsistent) == 1 {
+                        halves[1].spaceConfirmed = true
+                    }
                     signal(.output, .hasSpaceAvailable)
                 } else if !halves[1].watchingSpace {
                     halves[1].watchingSpace = true
@@ -219,7 +225,13 @@ extension Connection {
     /// stream watches for space again. Lock held.
     func confirmSpaceAvailable() -> Bool {
         guard halves[1].events.status == .open, !isNegotiating, let transport else { return false }
-        if !transport.hasPendingOutput, wait(for: transport.writeInterest, on: transport.fd, timeout: 0) { return true }
+        if halves[1].spaceConfirmed { return true }
+        if !transport.hasPendingOutput, wait(for: transport.writeInterest, on: transport.fd, timeout: 0) {
+            if case .socket = transport, transfersInFlight.load(ordering: .sequentiallyConsistent) == 0 {
+                halves[1].spaceConfirmed = true
+            }
+            return true
+        }
         if halves[1].events.awaitingClient {
             halves[1].events.clientTransferred(.hasSpaceAvailable)
             if !halves[1].reactors.isEmpty, !halves[1].watchingSpace {

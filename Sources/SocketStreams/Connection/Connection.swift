@@ -61,6 +61,10 @@ final class Connection: EventTarget, @unchecked Sendable {
         var suppressed = false
         /// Output: waiting for epoll to report the fd writable.
         var watchingSpace = false
+        /// Output, plain socket: a poll found the socket writable and nothing has been written since,
+        /// so `hasSpaceAvailable` can answer without asking the kernel again. Only writes take space
+        /// away; every write clears it on its way in.
+        var spaceConfirmed = false
         /// Schedules waiting for their run loop's CFRunLoop (`onCFRunLoop`'s fallback): events are
         /// kept for them meanwhile, as for a scheduled half.
         var schedulesPending: UInt8 = 0
@@ -110,7 +114,7 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// What the pair was created for: what stages and error messages name.
     let target: Endpoint
     /// Also the condition blocking calls wait on (an open, a handshake). Not a `Guarded`: callers wait on it.
-    let lock = NSCondition()
+    let lock = ConditionLock.make()
 
     // Guarded by `lock`. `@exclusivity(unchecked)` on the fields every read, write and event touches:
     // the lock already serialises them, and Swift's dynamic checks cost 20% (callgrind, ping-pong
@@ -594,6 +598,7 @@ final class Connection: EventTarget, @unchecked Sendable {
         }
         halves[0].suppressed = false
         halves[1].watchingSpace = false
+        halves[1].spaceConfirmed = false
         openState.negotiationInterest = []
         rebuildRegistrations()
         advanceNegotiation()

@@ -58,7 +58,7 @@ final class Connector: @unchecked Sendable {
     private let resolve: ResolveFunction
     private let time: any TimeSource
     /// The connection's lock, which guards `state` as well.
-    private let lock: NSCondition
+    private let lock: ConditionLock
     @exclusivity(unchecked) private var state: State
 
     /// A connector for `endpoint` (a host or a Unix path) whose waits run on `home`, of which it takes

@@ -63,13 +63,17 @@ final class Reactor: @unchecked Sendable {
     // the lock (or, for the spare lists, the run loop's single thread) serialises access, and Swift's
     // dynamic checks cost 18% (callgrind, delegate ping-pong 20,000 round trips: 173.3M → 204.4M
     // instructions).
-    private let lock = NSLock()
+    private let lock = ConditionLock.make()
     @exclusivity(unchecked) private var handlers: [UInt64: any ReactorHandler] = [:]
     private var nextToken: UInt64 = 16
     @exclusivity(unchecked) private var tasks: [@Sendable () -> Void] = []
     @exclusivity(unchecked) private var ready: [ReadyItem] = []
     @exclusivity(unchecked) private var wakePending = false
-    @exclusivity(unchecked) private var performing: pthread_t?
+    /// Whether `tasks` or `ready` may hold something: lets `drainWork` skip the lock when neither does.
+    private let sharedWork = Atomic<Bool>(false)
+    /// The thread inside `perform` (its `pthread_self`), or 0. Written only by that thread, so the
+    /// thread itself can test it without the lock.
+    private let performing = Atomic<UInt>(0)
     private var timers: [(deadline: UInt64, id: UInt64, fire: @Sendable () -> Void)] = []
     private var source: CFRunLoopSource?
     private var queueSource: (any DispatchSourceRead)?
@@ -82,6 +86,9 @@ final class Reactor: @unchecked Sendable {
     @exclusivity(unchecked) private var firing: [(any ReactorHandler, UInt32)] = []
     @exclusivity(unchecked) private var spareTasks: [@Sendable () -> Void] = []
     @exclusivity(unchecked) private var spareReady: [ReadyItem] = []
+    /// `markReady` calls made inside `perform` on its own thread (every event a readiness report or a
+    /// delegate's read or write raises): no lock, no wake-up, delivered before `perform` returns.
+    @exclusivity(unchecked) private var localReady: [ReadyItem] = []
 
     fileprivate init(runLoop: CFRunLoop?, mode: String, queue: DispatchQueue? = nil) throws(SystemError) {
         self.runLoop = runLoop
@@ -199,15 +206,16 @@ final class Reactor: @unchecked Sendable {
     // MARK: work from other threads
 
     /// Whether the calling thread is inside this reactor's `perform` right now.
+    @inline(__always)
     private var isPerformingHere: Bool {
-        guard let performing else { return false }
-        return pthread_equal(performing, pthread_self()) != 0
+        performing.load(ordering: .relaxed) == UInt(pthread_self())
     }
 
     /// Runs `work` on the reactor's thread the next time its run loop runs in its mode.
     func post(_ work: @escaping @Sendable () -> Void) {
         let wake = lock.withLock { () -> Bool in
             tasks.append(work)
+            sharedWork.store(true, ordering: .releasing)
             return needsWake()
         }
         if wake { self.wake() }
@@ -216,8 +224,10 @@ final class Reactor: @unchecked Sendable {
     /// Asks for `item`'s pending stream events to be delivered on this reactor's thread. From inside
     /// this reactor's own `perform` that costs nothing: perform drains the list before it returns.
     func markReady(_ item: ReadyItem) {
+        if isPerformingHere { return localReady.append(item) }
         let wake = lock.withLock { () -> Bool in
             ready.append(item)
+            sharedWork.store(true, ordering: .releasing)
             return needsWake()
         }
         if wake { self.wake() }
@@ -265,7 +275,7 @@ final class Reactor: @unchecked Sendable {
 
     /// The version-1 source's perform callback: the run loop saw the epoll fd readable.
     private func perform() {
-        lock.withLock { performing = pthread_self() }
+        performing.store(UInt(pthread_self()), ordering: .relaxed)
         // A bounded number of rounds, so one busy socket cannot starve the run loop's other sources.
         var rounds = 0
         while rounds < 8 {
@@ -295,7 +305,7 @@ final class Reactor: @unchecked Sendable {
         }
         drainWork()
         let again = lock.withLock { () -> Bool in
-            performing = nil
+            performing.store(0, ordering: .relaxed)
             // Rounds used up: events are left in the epoll set, and the run loop waits for our port
             // edge-triggered, so only a fresh eventfd write brings it back. Write even if a wake-up
             // is already pending: its edge may be the one that started this perform.
@@ -314,11 +324,15 @@ final class Reactor: @unchecked Sendable {
     /// swapped with spare ones, so a busy reactor allocates nothing here.
     private func drainWork() {
         while true {
-            lock.lock()
-            if tasks.isEmpty && ready.isEmpty {
-                lock.unlock()
-                return
+            if !localReady.isEmpty {
+                swap(&localReady, &spareReady)
+                for item in spareReady { item.target.deliverEvents(item.slot, on: self) }
+                spareReady.removeAll(keepingCapacity: true)
+                continue
             }
+            guard sharedWork.load(ordering: .acquiring) else { return }
+            lock.lock()
+            sharedWork.store(false, ordering: .relaxed)
             swap(&tasks, &spareTasks)
             swap(&ready, &spareReady)
             lock.unlock()
@@ -333,7 +347,7 @@ final class Reactor: @unchecked Sendable {
     /// consuming: every registration is level-triggered). Lets tests run a run loop until every
     /// readiness the kernel reports has been handled, instead of waiting to see that nothing happens.
     var isQuiescent: Bool {
-        let idle = lock.withLock { tasks.isEmpty && ready.isEmpty }
+        let idle = lock.withLock { tasks.isEmpty && ready.isEmpty }  // localReady is empty outside perform
         guard idle else { return false }
         var event = epoll_event()
         return Posix.epollPoll(epollFD, &event, 1) == 0
