@@ -950,8 +950,13 @@ final class Connection: EventTarget, @unchecked Sendable {
 
 /// The connection's fd in one reactor's epoll set. Present only while it wants some event, so a
 /// socket in error or hang-up state cannot make the run loop spin.
+///
+/// It holds its connection strongly (a weak reference would give every connection a side table, and
+/// the slow path for every retain and release of it). The connection drops its registrations when
+/// both halves are gone (`tearDown`), which ends the cycle; one the reactor is still firing in its
+/// current round keeps the connection alive until then, and finds it torn down.
 final class Registration: ReactorHandler, @unchecked Sendable {
-    weak var connection: Connection?
+    let connection: Connection
     let reactor: Reactor
     let fd: Int32
     private var token: UInt64 = 0
@@ -981,6 +986,6 @@ final class Registration: ReactorHandler, @unchecked Sendable {
     func leave() { update(0) }
 
     func reactor(_ reactor: Reactor, fired events: UInt32) {
-        connection?.handleReadiness(events, from: reactor)
+        connection.handleReadiness(events, from: reactor)
     }
 }

@@ -48,7 +48,11 @@ final class Connector: @unchecked Sendable {
         var finished = false
     }
 
-    private weak var connection: Connection?
+    /// Strong: a weak reference would give every connection a side table, and with it the slow path
+    /// for every retain and release of it (callgrind: ~9 a round trip at ~75 instructions each). The
+    /// cycle lasts while the connection is `.connecting`: it drops the connector when the connect
+    /// ends, is cancelled or times out.
+    private let connection: Connection
     /// The address dialled: the pair's target, or its first hop.
     private let endpoint: Endpoint
     private let host: String
@@ -305,13 +309,9 @@ final class Connector: @unchecked Sendable {
         case .none:
             break
         case .connected(let handle):
-            if let connection {
-                connection.connected(handle)
-            } else {
-                handle.release()
-            }
+            connection.connected(handle)  // releases the handle if the pair was closed meanwhile
         case .failed(let failure):
-            connection?.connectFailed(failure)
+            connection.connectFailed(failure)
         }
     }
 }
