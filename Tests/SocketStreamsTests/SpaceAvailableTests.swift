@@ -88,7 +88,15 @@ final class SpaceAvailableTests: SocketStreamsTestCase {
         try drain(server, count: written)
         XCTAssertTrue(runUntil(timeout: shortTimeout) { writer.events > writer.writes },
                       "no hasSpaceAvailable after the peer read everything")
+        // Not written: no second event, and the fd leaves epoll's write interest (the run loop
+        // settles instead of spinning on a writable socket).
+        settle()
+        XCTAssertEqual(writer.events, writer.writes + 1)
         XCTAssertTrue(pair.output.hasSpaceAvailable)
+        // A write now, with the socket writable, is followed by a hasSpaceAvailable again.
+        let byte: [UInt8] = [1]
+        XCTAssertEqual(pair.output.write(byte, maxLength: 1), 1)
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { writer.events == writer.writes + 2 })
     }
 }
 

@@ -59,7 +59,8 @@ final class Connection: EventTarget, @unchecked Sendable {
         var gone = false
         /// Input: readiness came again while `hasBytesAvailable` awaited the client; stop watching until `read`.
         var suppressed = false
-        /// Output: waiting for epoll to report the fd writable.
+        /// Output: epoll watches the fd for writability (from a write that left it unwritable until
+        /// epoll reports it writable while `hasSpaceAvailable` still awaits the client).
         var watchingSpace = false
         /// Output, plain socket: a poll found the socket writable and nothing has been written since,
         /// so `hasSpaceAvailable` can answer without asking the kernel again. Only writes take space
@@ -941,8 +942,14 @@ final class Connection: EventTarget, @unchecked Sendable {
         }
         if ready.contains(.writable), halves[1].events.status == .open, halves[1].watchingSpace,
            halves[1].reactors.contains(where: { $0 === reactor }) {
-            halves[1].watchingSpace = false
-            signal(.output, .hasSpaceAvailable)
+            if halves[1].events.awaitingClient {
+                // Signalled and not yet written: stop watching until a write (nothing spins).
+                halves[1].watchingSpace = false
+            } else {
+                // Keep watching: a writer that fills the socket again in its callout then needs no
+                // epoll_ctl (a 1 GiB upload: two fewer a time the socket fills).
+                signal(.output, .hasSpaceAvailable)
+            }
         }
         syncInterest()
     }
