@@ -31,7 +31,12 @@ final class ReactorTests: SocketStreamsTestCase {
         let sockets = 3_000
         XCTAssertGreaterThanOrEqual(RawSocket.raiseOpenFileLimit(to: UInt64(2 * sockets + 1_000)), UInt64(2 * sockets + 100))
         let reactor = try ReactorRegistry.shared.acquire(cfRunLoop: CFRunLoopGetCurrent(), mode: RunLoop.Mode.default.rawValue)
-        defer { ReactorRegistry.shared.release(reactor) }
+        // Eight rounds of 256 events a perform: 3,000 sockets need several performs.
+        reactor.maxRounds = 8
+        defer {
+            reactor.maxRounds = 64
+            ReactorRegistry.shared.release(reactor)
+        }
         let count = Locked(0)
         var pairs: [(Int32, Int32, UInt64)] = []
         defer {
@@ -53,5 +58,35 @@ final class ReactorTests: SocketStreamsTestCase {
         reactor.post { posted.value = true }
         XCTAssertTrue(runUntil(timeout: 10) { count.value == sockets && posted.value },
                       "delivered \(count.value) of \(sockets), posted work ran: \(posted.value)")
+    }
+
+    /// Reports readiness without reading: its socket stays ready for as long as it is registered.
+    private final class Ignorer: ReactorHandler, @unchecked Sendable {
+        let reports = Locked(0)
+        func reactor(_ reactor: Reactor, fired events: UInt32) { reports.mutate { $0 += 1 } }
+    }
+
+    /// A socket that stays ready does not keep the run loop to itself: each perform ends after its
+    /// budget of rounds or time, and a timer on the same run loop still fires.
+    func testASocketThatStaysReadyDoesNotStarveTheRunLoop() throws {
+        let reactor = try ReactorRegistry.shared.acquire(cfRunLoop: CFRunLoopGetCurrent(), mode: RunLoop.Mode.default.rawValue)
+        defer { ReactorRegistry.shared.release(reactor) }
+        let (a, b) = try RawSocket.socketPair()
+        defer {
+            close(a)
+            close(b)
+        }
+        let ignorer = Ignorer()
+        let token = try reactor.add(fd: a, events: cssh_epollin(), handler: ignorer)
+        defer { reactor.remove(fd: a, token: token) }
+        var byte: UInt8 = 1
+        XCTAssertEqual(send(b, &byte, 1, 0), 1)
+        let fired = Locked(0)
+        let timer = Timer(timeInterval: 0.001, repeats: true) { _ in fired.mutate { $0 += 1 } }
+        RunLoop.current.add(timer, forMode: .default)
+        defer { timer.invalidate() }
+        XCTAssertTrue(runUntil(timeout: 10) { fired.value >= 3 },
+                      "the timer fired \(fired.value) times while the socket was reported \(ignorer.reports.value) times")
+        XCTAssertGreaterThan(ignorer.reports.value, 64, "the socket was not reported again after a perform's budget")
     }
 }
