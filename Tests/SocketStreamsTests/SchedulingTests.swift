@@ -60,7 +60,7 @@ final class SchedulingTests: SocketStreamsTestCase {
         XCTAssertEqual(snapshot.events(.output).first, .openCompleted, recorder.trace, file: file, line: line)
         // Unscheduling from here finds the same run loop.
         for stream in [pair.input as Stream, pair.output as Stream] { stream.remove(from: worker.runLoop, forMode: .default) }
-        XCTAssertTrue(worker.sync { pair.input.connection.lock.withLock { pair.input.connection.halves.allSatisfy { $0.reactors.isEmpty } } } ?? false,
+        XCTAssertTrue(worker.sync { pair.input.connection.lock.withLock { (0..<2).allSatisfy { pair.input.connection.halves[$0].reactors.isEmpty } } } ?? false,
                       "still scheduled after remove(from:forMode:)", file: file, line: line)
         worker.sync {
             pair.input.close()

@@ -96,7 +96,7 @@ extension Connection {
                 return count
             case .end:
                 return lock.withLock { () -> Int in
-                    if let deferred = deferredInputError {
+                    if let deferred = options?.deferredInputError {
                         signal(.input, .errorOccurred, error: deferred)
                         return -1
                     }
@@ -110,7 +110,7 @@ extension Connection {
             case .wouldBlock:
                 let failed = lock.withLock { () -> Bool in
                     if halves[0].gone { return true }
-                    guard let deferred = deferredInputError else { return false }
+                    guard let deferred = options?.deferredInputError else { return false }
                     signal(.input, .errorOccurred, error: deferred)
                     syncInterest()
                     return true
@@ -196,7 +196,7 @@ extension Connection {
     /// stream watches for bytes again. Lock held.
     func confirmBytesAvailable() -> Bool {
         guard halves[0].events.status == .open, !isNegotiating, let transport else { return false }
-        if deferredInputError != nil || transport.hasBufferedInput { return true }
+        if options?.deferredInputError != nil || transport.hasBufferedInput { return true }
         // The socket is readable; a layered transport says whether that makes a read return (TLS:
         // not for a session ticket alone).
         let interest = transport.readInterest

@@ -49,9 +49,9 @@ typealias ResolveFunction = @Sendable (_ host: String, _ port: Int, _ family: In
 
 final class Connection: EventTarget, @unchecked Sendable {
     struct HalfState {
-        // References first, then the bytes: 24 bytes a half.
+        // References first, then the bytes: 32 bytes a half.
         /// The reactors (run loop + mode) this half is scheduled on.
-        var reactors: [Reactor] = []
+        var reactors: SmallList<Reactor> = []
         var error: NSError?
         /// Status, pending events, and whether the one-shot has-event awaits the client.
         var events = StreamEventState()
@@ -100,6 +100,12 @@ final class Connection: EventTarget, @unchecked Sendable {
         var resolve: ResolveFunction = Connection.systemResolve
         /// `CFReadStreamSetClient`/`CFWriteStreamSetClient` per half: while set, it gets the events.
         var clients: [StreamClient?] = [nil, nil]
+        /// An error that reaches the input stream only once the bytes that arrived before it are read.
+        var deferredInputError: NSError?
+        /// Whether a client was ever set (so deliveries need not look in `clients`).
+        var hasClients = false
+        /// What `tearDown` could not close yet, a transfer being in flight (see `releaseDeferred`).
+        var deferredRelease: (transport: ActiveTransport?, socket: SocketHandle?)?
     }
 
     enum Phase {
@@ -114,6 +120,23 @@ final class Connection: EventTarget, @unchecked Sendable {
 
     /// What the pair was created for: what stages and error messages name.
     let target: Endpoint
+    // The one-byte fields follow `target` (25 bytes) and fill its padding, and what few pairs need
+    // lives in `options`: the object is 168 bytes, a 176-byte malloc chunk (was 240; idle pairs in
+    // stream-bench measure every such chunk).
+    /// Set when `tearDown` left the transport and socket for the last transfer in flight to close:
+    /// an fd number is never given back while a thread may still poll or read it.
+    let releaseDeferred = Atomic<Bool>(false)
+    // Properties. Guarded by `lock`.
+    var closesNativeSocket: Bool
+    /// Whether ShouldCloseNativeSocket was set explicitly (an unset one reads back as nil, as in CFNetwork).
+    var closesNativeSocketWasSet = false
+    /// A blocking call or status poll moved the open to the stream thread; later stages stay there.
+    var openOnStreamThread = false
+    /// The half whose events are being delivered right now (-1: none), and halves that wait for it.
+    var calloutSlot: Int8 = -1
+    var calloutDeferred: UInt8 = 0
+    /// `kCFStreamPropertyNoDelay` as set (nil: never set).
+    var noDelay: Bool?
     /// Also the condition blocking calls wait on (an open, a handshake). Not a `Guarded`: callers wait on it.
     let lock = ConditionLock.make()
 
@@ -128,39 +151,23 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// Threads inside `read`/`write` past their gate: they use the transport and its fd without the
     /// lock. Raised under the lock, lowered without it (`endTransfer`).
     let transfersInFlight = Atomic<Int>(0)
-    /// Set when `tearDown` left the transport and socket for the last transfer in flight to close:
-    /// an fd number is never given back while a thread may still poll or read it.
-    let releaseDeferred = Atomic<Bool>(false)
-    /// What `tearDown` could not close yet (see `releaseDeferred`).
-    var deferredRelease: (transport: ActiveTransport?, socket: SocketHandle?)?
-    @exclusivity(unchecked) var halves = [HalfState(), HalfState()]
+    /// Indexed by `Half.rawValue`; guarded by `lock` like the rest.
+    let halves = FixedPair(HalfState(), HalfState())
     /// The streams, for delegate callouts (weak: the client owns them).
     weak var inputStream: Stream?
     weak var outputStream: Stream?
-    @exclusivity(unchecked) var registrations: [Registration] = []
-    /// An error that reaches the input stream only once the bytes that arrived before it are read.
-    var deferredInputError: NSError?
+    @exclusivity(unchecked) var registrations: SmallList<Registration> = []
     /// Where the open's waits run, with a registry use held; nil when no open is in progress.
     var openHome: Reactor?
     /// The open's deadline and stages, when it has any.
     var opening: OpenState?
-    private var options: Options?
+    var options: Options?
 
-    // Properties. Guarded by `lock`.
-    var closesNativeSocket: Bool
-    /// Whether ShouldCloseNativeSocket was set explicitly (an unset one reads back as nil, as in CFNetwork).
-    var closesNativeSocketWasSet = false
-    var noDelay: Bool?
-    /// A blocking call or status poll moved the open to the stream thread; later stages stay there.
-    var openOnStreamThread = false
-    /// The half whose events are being delivered right now (-1: none), and halves that wait for it.
-    var calloutSlot: Int8 = -1
-    var calloutDeferred: UInt8 = 0
+    /// The thread delivering `calloutSlot`'s events.
     var calloutThread = pthread_t()
-    /// Whether a CF client was ever set (so deliveries need not look for one).
-    var hasClients = false
 
-    private var someOptions: Options {
+    /// The options, created on first use.
+    var someOptions: Options {
         if let options { return options }
         let created = Options()
         options = created
@@ -321,7 +328,7 @@ final class Connection: EventTarget, @unchecked Sendable {
                 lock.unlock()
                 continue
             }
-            let client = hasClients ? options?.clients[slot] : nil
+            let client = options.flatMap { $0.hasClients ? $0.clients[slot] : nil }
             lock.unlock()
             // `stream` is released at the end of this iteration, before the lock is taken again: the
             // client may have let go of it during the callout, and its deinit takes the lock.
@@ -354,7 +361,7 @@ final class Connection: EventTarget, @unchecked Sendable {
             if client == nil && options == nil { return nil }
             let old = someOptions.clients[half.rawValue]
             someOptions.clients[half.rawValue] = client
-            if client != nil { hasClients = true }
+            if client != nil { someOptions.hasClients = true }
             return old
         }
         _ = replaced  // released outside the lock: its context's release callback is the client's code
@@ -420,8 +427,8 @@ final class Connection: EventTarget, @unchecked Sendable {
         // run on the stream thread, which always runs.
         var single: Reactor?
         var places = 0
-        for half in halves where !half.gone {
-            for reactor in half.reactors where reactor !== single {
+        for h in 0..<2 where !halves[h].gone {
+            for reactor in halves[h].reactors where reactor !== single {
                 single = reactor
                 places += 1
             }
@@ -661,7 +668,7 @@ final class Connection: EventTarget, @unchecked Sendable {
             guard status != .notOpen, status != .closed, status != .error else { continue }
             if half == .input, origin != .input, wasLive, status == .open, let transport,
                transport.hasBufferedInput || Posix.bytesAvailable(transport.fd) > 0 {
-                deferredInputError = error
+                someOptions.deferredInputError = error
                 continue
             }
             signal(half, .errorOccurred, error: error)
@@ -671,7 +678,7 @@ final class Connection: EventTarget, @unchecked Sendable {
     }
 
     func close(_ half: Half) {
-        let released = lock.withLock { () -> [Reactor] in
+        let released = lock.withLock { () -> SmallList<Reactor> in
             let h = half.rawValue
             guard !halves[h].gone, halves[h].events.close() else { return [] }
             return letGo(half)
@@ -687,7 +694,7 @@ final class Connection: EventTarget, @unchecked Sendable {
 
     /// The half stops holding the connection; when both have, the socket goes. Lock held.
     /// Returns the reactors to release once the lock is dropped.
-    private func letGo(_ half: Half) -> [Reactor] {
+    private func letGo(_ half: Half) -> SmallList<Reactor> {
         halves[half.rawValue].gone = true
         let reactors = halves[half.rawValue].reactors
         halves[half.rawValue].reactors = []
@@ -707,20 +714,26 @@ final class Connection: EventTarget, @unchecked Sendable {
         opening?.stages.removeAll()
         endOpen()
         for registration in registrations { registration.leave() }
-        registrations.removeAll()
-        deferredRelease = (transport, socket)
+        registrations = []
+        let release = (transport: transport, socket: socket)
         transport = nil
         socket = nil
         // Flag first, then count (both sequentially consistent); `endTransfer` lowers the count, then
-        // reads the flag. So either this sees no transfer left, or the last one out sees the flag.
+        // reads the flag. So either this sees no transfer left, or the last one out sees the flag
+        // (and takes the lock, so it finds what is stored here).
         releaseDeferred.store(true, ordering: .sequentiallyConsistent)
-        releaseIfIdle()
+        if transfersInFlight.load(ordering: .sequentiallyConsistent) == 0 {
+            release.transport?.close()
+            release.socket?.release()
+        } else {
+            someOptions.deferredRelease = release
+        }
     }
 
     /// Closes what `tearDown` deferred, once no transfer is in flight. Lock held.
     func releaseIfIdle() {
-        guard transfersInFlight.load(ordering: .sequentiallyConsistent) == 0, let deferred = deferredRelease else { return }
-        deferredRelease = nil
+        guard transfersInFlight.load(ordering: .sequentiallyConsistent) == 0, let deferred = options?.deferredRelease else { return }
+        options?.deferredRelease = nil
         deferred.transport?.close()
         deferred.socket?.release()
     }
@@ -762,7 +775,7 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// `CFReadStreamSetDispatchQueue`: the half leaves every run loop (and a previous queue) and, with a
     /// queue, joins that queue's reactor, whose callouts run on the queue.
     func setDispatchQueue(_ queue: DispatchQueue?, for half: Half) {
-        let left = lock.withLock { () -> [Reactor] in
+        let left = lock.withLock { () -> SmallList<Reactor> in
             let h = half.rawValue
             guard !halves[h].gone else { return [] }
             let left = halves[h].reactors
@@ -839,9 +852,8 @@ final class Connection: EventTarget, @unchecked Sendable {
 
     private func unschedule(_ half: Half, from runLoop: CFRunLoop, mode: String) {
         let removed = lock.withLock { () -> Reactor? in
-            guard let index = halves[half.rawValue].reactors.firstIndex(where: { $0.runLoop === runLoop && $0.mode == mode })
+            guard let reactor = halves[half.rawValue].reactors.remove(where: { $0.runLoop === runLoop && $0.mode == mode })
             else { return nil }
-            let reactor = halves[half.rawValue].reactors.remove(at: index)
             if reactor === openHome { moveOpenToStreamThread() }  // nor on a run loop the stream has just left
             rebuildRegistrations()
             return reactor
@@ -894,14 +906,14 @@ final class Connection: EventTarget, @unchecked Sendable {
         if let single, halves[0].reactors.count <= 1, halves[1].reactors.count <= 1,
            halves[0].reactors.first.map({ $0 === single }) ?? true, halves[1].reactors.first.map({ $0 === single }) ?? true,
            home.map({ $0 === single }) ?? true {
-            if registrations.count == 1, registrations[0].reactor === single { return syncInterest() }
+            if registrations.count == 1, registrations.first!.reactor === single { return syncInterest() }
             for registration in registrations { registration.leave() }
             registrations = [Registration(connection: self, reactor: single, fd: fd)]
             return syncInterest()
         }
         var reactors: [Reactor] = []
-        for half in halves {
-            for reactor in half.reactors where !reactors.contains(where: { $0 === reactor }) { reactors.append(reactor) }
+        for h in 0..<2 {
+            for reactor in halves[h].reactors where !reactors.contains(where: { $0 === reactor }) { reactors.append(reactor) }
         }
         if let home, !reactors.contains(where: { $0 === home }) { reactors.append(home) }
         registrations.removeAll { registration in
