@@ -267,6 +267,123 @@ final class CFStreamTests: SocketStreamsTestCase {
         XCTAssertTrue(waitUntil { delegate.snapshot.received == expected }, String(decoding: delegate.snapshot.received, as: UTF8.self))
     }
 
+    /// A concurrent queue (or a global one) is a valid CFReadStreamSetDispatchQueue argument: the
+    /// library still runs one reactor round at a time on it, so no two callouts for streams on that
+    /// queue overlap, and every exchange completes (regression: the dispatch source's handler and a
+    /// posted wake-up ran the reactor on two workers at once, sharing its buffers).
+    func testConcurrentQueuesGetSerialCallouts() throws {
+        let server = try startStreamEchoServer()
+        for queue in [DispatchQueue(label: "cf.concurrent", attributes: .concurrent), DispatchQueue.global()] {
+            let tracker = CalloutTracker()
+            var pairs: [StreamPair] = []
+            var pingers: [QueuePinger] = []
+            for _ in 0..<24 {
+                let pair = makePair(port: server.port)
+                let pinger = QueuePinger(pair: pair, roundTrips: 100, tracker: tracker)
+                CFReadStreamSetDispatchQueue(pair.input, queue)
+                CFWriteStreamSetDispatchQueue(pair.output, queue)
+                pair.input.open()
+                pair.output.open()
+                pairs.append(pair)
+                pingers.append(pinger)
+            }
+            XCTAssertTrue(tracker.waitForFinished(pingers.count, timeout: 30),
+                          "finished \(tracker.snapshot.finished) of \(pingers.count); failures: \(tracker.snapshot.failures)")
+            XCTAssertEqual(tracker.snapshot.overlaps, 0, "callouts for streams on one queue overlapped")
+            XCTAssertEqual(tracker.snapshot.failures, [])
+            for pair in pairs {
+                CFReadStreamSetDispatchQueue(pair.input, nil)
+                CFWriteStreamSetDispatchQueue(pair.output, nil)
+                pair.input.close()
+                pair.output.close()
+            }
+        }
+    }
+
+    /// Counts callouts in progress across pairs, finished pairs and failures.
+    final class CalloutTracker: @unchecked Sendable {
+        private let condition = NSCondition()
+        private var inCallout = 0
+        private(set) var overlapsSeen = 0
+        private var finished = 0
+        private var failures: [String] = []
+
+        func enter() { condition.withLock { inCallout += 1; if inCallout > 1 { overlapsSeen += 1 } } }
+        func leave() { condition.withLock { inCallout -= 1 } }
+        func finish(_ failure: String? = nil) {
+            condition.withLock {
+                finished += 1
+                if let failure { failures.append(failure) }
+                condition.broadcast()
+            }
+        }
+        var snapshot: (finished: Int, overlaps: Int, failures: [String]) {
+            condition.withLock { (finished, overlapsSeen, failures) }
+        }
+        func waitForFinished(_ count: Int, timeout: TimeInterval) -> Bool {
+            let deadline = Date(timeIntervalSinceNow: timeout)
+            return condition.withLock {
+                while finished < count { if !condition.wait(until: deadline) { return false } }
+                return true
+            }
+        }
+    }
+
+    /// Sends a 16-byte message, waits for its echo, `roundTrips` times; callouts bracketed for the tracker.
+    final class QueuePinger: NSObject, StreamDelegate, @unchecked Sendable {
+        private let tracker: CalloutTracker
+        private let roundTrips: Int
+        private var done = 0, received = 0, sentCurrent = false, over = false
+        private let message = [UInt8](repeating: 0x41, count: 16)
+
+        init(pair: StreamPair, roundTrips: Int, tracker: CalloutTracker) {
+            self.roundTrips = roundTrips
+            self.tracker = tracker
+            super.init()
+            pair.input.delegate = self
+            pair.output.delegate = self
+            output = pair.output
+        }
+        private weak var output: OutputStream?
+
+        func stream(_ stream: Stream, handle event: Stream.Event) {
+            tracker.enter()
+            defer { tracker.leave() }
+            guard !over else { return }
+            switch event {
+            case .hasSpaceAvailable:
+                sendIfDue()
+            case .hasBytesAvailable:
+                var buffer = [UInt8](repeating: 0, count: 64)
+                let n = (stream as! InputStream).read(&buffer, maxLength: buffer.count)
+                guard n > 0 else { return end("read \(n)") }
+                received += n
+                if received == message.count {
+                    received = 0
+                    done += 1
+                    sentCurrent = false
+                    if done == roundTrips { return end(nil) }
+                    sendIfDue()
+                }
+            case .errorOccurred, .endEncountered:
+                end("event \(event.rawValue): \(String(describing: stream.streamError))")
+            default:
+                break
+            }
+        }
+
+        private func sendIfDue() {
+            guard !sentCurrent, let output, output.hasSpaceAvailable else { return }
+            guard output.write(message, maxLength: message.count) == message.count else { return end("short write") }
+            sentCurrent = true
+        }
+
+        private func end(_ failure: String?) {
+            over = true
+            tracker.finish(failure)
+        }
+    }
+
     /// 1,000 pairs spread over 8 queues: no thread per queue or pair, one reactor (3 fds) per queue.
     func testThousandPairsOnEightQueues() throws {
         // Our 1,000 sockets and the server's 1,000: more than a user's default soft limit of 1,024.

@@ -131,7 +131,7 @@ final class Reactor: @unchecked Sendable {
     fileprivate func attach() throws(SystemError) {
         if let queue {
             let watcher = DispatchSource.makeReadSource(fileDescriptor: epollFD, queue: queue)
-            watcher.setEventHandler { [self] in perform() }  // the reactor lives until the source is cancelled
+            watcher.setEventHandler { [self] in performOnQueue() }  // the reactor lives until the source is cancelled
             lock.withLock { queueSource = watcher }
             watcher.resume()
             return
@@ -246,7 +246,7 @@ final class Reactor: @unchecked Sendable {
         guard let queue else { return Posix.eventFDSignal(wakeFD) }
         queue.async { [self] in
             lock.withLock { wakePending = false }
-            perform()
+            performOnQueue()
         }
     }
 
@@ -277,6 +277,31 @@ final class Reactor: @unchecked Sendable {
     @exclusivity(unchecked) var maxRounds = 64
     /// No new round once a `perform` has run this long (nanoseconds).
     static let roundBudget: UInt64 = 1_000_000
+
+    /// A queue's reactor: whether a `perform` is running on one of the queue's threads, and whether
+    /// another was asked for meanwhile.
+    private let queuePerformRunning = Atomic<Bool>(false)
+    private let queuePerformAgain = Atomic<Bool>(false)
+
+    /// `perform` for a queue's reactor, one at a time even on a concurrent queue (the dispatch
+    /// source's handler and a posted wake-up are separate work items, which a concurrent queue runs
+    /// side by side). A request that finds a perform running is left for it: the running one goes
+    /// round again before it lets go. So callouts for streams on one queue never overlap, as if the
+    /// queue were serial.
+    private func performOnQueue() {
+        while true {
+            guard queuePerformRunning.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged else {
+                queuePerformAgain.store(true, ordering: .sequentiallyConsistent)
+                // The running one may have let go before it could see the request: try again then.
+                if queuePerformRunning.load(ordering: .sequentiallyConsistent) { return }
+                continue
+            }
+            queuePerformAgain.store(false, ordering: .sequentiallyConsistent)  // this perform covers them
+            perform()
+            queuePerformRunning.store(false, ordering: .sequentiallyConsistent)
+            if !queuePerformAgain.exchange(false, ordering: .sequentiallyConsistent) { return }
+        }
+    }
 
     /// The version-1 source's perform callback: the run loop saw the epoll fd readable.
     private func perform() {
