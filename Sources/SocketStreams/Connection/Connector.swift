@@ -184,10 +184,12 @@ final class Connector: @unchecked Sendable {
         report(outcome)
     }
 
-    fileprivate func attemptFinished(_ attempt: Attempt) {
+    /// An attempt's socket reported `events`: connected, or failed. Without EPOLLERR or EPOLLHUP the
+    /// connect succeeded, and SO_ERROR need not be asked (one syscall less a connection).
+    fileprivate func attemptFinished(_ attempt: Attempt, events: UInt32) {
         let outcome = locked { state -> Outcome in
             guard !state.finished, state.attempts.contains(where: { $0 === attempt }) else { return .none }
-            let code = Posix.pendingError(attempt.handle.fd)
+            let code = events & (cssh_epollerr() | cssh_epollhup()) == 0 ? 0 : Posix.pendingError(attempt.handle.fd)
             state.home.remove(fd: attempt.handle.fd, token: attempt.token)
             state.attempts.removeAll { $0 === attempt }
             if code == 0 { return finish(&state, .connected(attempt.handle)) }
@@ -331,6 +333,6 @@ private final class Attempt: ReactorHandler, @unchecked Sendable {
     }
 
     func reactor(_ reactor: Reactor, fired events: UInt32) {
-        connector?.attemptFinished(self)
+        connector?.attemptFinished(self, events: events)
     }
 }
