@@ -507,15 +507,16 @@ final class Connection: EventTarget, @unchecked Sendable {
     }
 
     /// The connector's success: TCP is up on `handle`.
-    func connected(_ handle: SocketHandle) {
+    func connected(_ handle: SocketHandle, handover: EpollHandover?) {
         lock.lock()
         defer { lock.unlock() }
         guard case .connecting = phase else {
+            handover?.cancel()
             handle.release()  // closed or timed out meanwhile
             return
         }
         handle.closesOnRelease = closesNativeSocket
-        tcpUp(handle, writable: true)
+        tcpUp(handle, writable: true, handover: handover)
     }
 
     /// The connector's failure.
@@ -530,7 +531,11 @@ final class Connection: EventTarget, @unchecked Sendable {
 
     /// TCP is up: every half that was opened completes, then the stages run, or the pair goes live.
     /// `writable`: the socket just reported writable (a completed connect). Lock held.
-    private func tcpUp(_ handle: SocketHandle, writable: Bool) {
+    private func tcpUp(_ handle: SocketHandle, writable: Bool, handover: EpollHandover? = nil) {
+        // The connector's epoll registration, if it left one: the first registration on its reactor
+        // takes it over; if none does (a failure, or no stream scheduled there), it is removed.
+        var handover = handover
+        defer { handover?.cancel() }
         socket = handle
         transport = .socket(fd: handle.fd)
         if noDelay == true { try? Posix.setOption(handle.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: 1) }
@@ -538,9 +543,9 @@ final class Connection: EventTarget, @unchecked Sendable {
             signal(half, .openCompleted)
         }
         if stages.isEmpty {
-            goLive(writable: writable)
+            goLive(writable: writable, handover: &handover)
         } else {
-            beginNegotiation()
+            beginNegotiation(handover: &handover)
         }
     }
 
@@ -548,6 +553,11 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// completed connect, `hasSpaceAvailable` follows `openCompleted` at once, as CFNetwork's connect
     /// callback does; otherwise epoll reports it. Lock held.
     private func goLive(writable: Bool) {
+        var none: EpollHandover?
+        goLive(writable: writable, handover: &none)
+    }
+
+    private func goLive(writable: Bool, handover: inout EpollHandover?) {
         phase = .live
         endOpen()
         if halves[1].events.status == .open {
@@ -560,7 +570,7 @@ final class Connection: EventTarget, @unchecked Sendable {
         if halves[0].events.status == .open, transport?.hasBufferedInput == true {
             signal(.input, .hasBytesAvailable)
         }
-        rebuildRegistrations()
+        rebuildRegistrations(handover: &handover)
         lock.broadcast()
     }
 
@@ -593,6 +603,11 @@ final class Connection: EventTarget, @unchecked Sendable {
 
     /// Enters `negotiating` and starts the first stage. Lock held.
     private func beginNegotiation() {
+        var none: EpollHandover?
+        beginNegotiation(handover: &none)
+    }
+
+    private func beginNegotiation(handover: inout EpollHandover?) {
         phase = .negotiating
         if openHome == nil {
             do {
@@ -608,7 +623,7 @@ final class Connection: EventTarget, @unchecked Sendable {
         halves[1].watchingSpace = false
         halves[1].spaceConfirmed = false
         openState.negotiationInterest = []
-        rebuildRegistrations()
+        rebuildRegistrations(handover: &handover)
         advanceNegotiation()
     }
 
@@ -899,6 +914,13 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// a stage runs (after scheduling changes or the socket appearing), then syncs their events.
     /// Lock held.
     func rebuildRegistrations() {
+        var none: EpollHandover?
+        rebuildRegistrations(handover: &none)
+    }
+
+    /// As `rebuildRegistrations()`, a new registration on `handover`'s reactor taking it over (and
+    /// setting it to nil).
+    func rebuildRegistrations(handover: inout EpollHandover?) {
         guard let fd = socket?.fd else { return }
         let home = isNegotiating ? openHome : nil
         // The usual case, everything on (at most) one and the same reactor, allocates nothing.
@@ -908,7 +930,7 @@ final class Connection: EventTarget, @unchecked Sendable {
            home.map({ $0 === single }) ?? true {
             if registrations.count == 1, registrations.first!.reactor === single { return syncInterest() }
             for registration in registrations { registration.leave() }
-            registrations = [Registration(connection: self, reactor: single, fd: fd)]
+            registrations = [makeRegistration(on: single, fd: fd, handover: &handover)]
             return syncInterest()
         }
         var reactors: [Reactor] = []
@@ -922,9 +944,19 @@ final class Connection: EventTarget, @unchecked Sendable {
             return true
         }
         for reactor in reactors where !registrations.contains(where: { $0.reactor === reactor }) {
-            registrations.append(Registration(connection: self, reactor: reactor, fd: fd))
+            registrations.append(makeRegistration(on: reactor, fd: fd, handover: &handover))
         }
         syncInterest()
+    }
+
+    /// A registration of the socket on `reactor`, taking over the connector's if it was made there.
+    private func makeRegistration(on reactor: Reactor, fd: Int32, handover: inout EpollHandover?) -> Registration {
+        let registration = Registration(connection: self, reactor: reactor, fd: fd)
+        if let taken = handover, taken.reactor === reactor, taken.fd == fd {
+            registration.takeOver(taken)
+            handover = nil
+        }
+        return registration
     }
 
     /// Readiness from one reactor's epoll set, on that reactor's thread.
@@ -985,6 +1017,14 @@ final class Registration: ReactorHandler, @unchecked Sendable {
         self.connection = connection
         self.reactor = reactor
         self.fd = fd
+    }
+
+    /// Becomes the handler of an fd already in the reactor's epoll set (watched for `events`), so
+    /// the next `update` modifies that registration instead of adding one.
+    func takeOver(_ handover: EpollHandover) {
+        token = handover.token
+        events = handover.events
+        reactor.replaceHandler(token: token, with: self)
     }
 
     /// Adds, modifies or removes the fd so epoll reports exactly `wanted`. Connection lock held.

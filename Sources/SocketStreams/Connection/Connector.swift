@@ -31,7 +31,8 @@ final class Connector: @unchecked Sendable {
     /// How the machine's inputs end for the connection: connected, failed, or nothing yet.
     private enum Outcome {
         case none
-        case connected(SocketHandle)
+        /// With the attempt's epoll registration, when it had one, for the connection to take over.
+        case connected(SocketHandle, EpollHandover?)
         case failed(StreamFailure)
     }
 
@@ -190,9 +191,14 @@ final class Connector: @unchecked Sendable {
         let outcome = locked { state -> Outcome in
             guard !state.finished, state.attempts.contains(where: { $0 === attempt }) else { return .none }
             let code = events & (cssh_epollerr() | cssh_epollhup()) == 0 ? 0 : Posix.pendingError(attempt.handle.fd)
-            state.home.remove(fd: attempt.handle.fd, token: attempt.token)
             state.attempts.removeAll { $0 === attempt }
-            if code == 0 { return finish(&state, .connected(attempt.handle)) }
+            if code == 0 {
+                // The fd stays in the epoll set: the connection takes the registration over (one
+                // EPOLL_CTL_MOD instead of a DEL and an ADD a connection).
+                let handover = EpollHandover(reactor: state.home, fd: attempt.handle.fd, token: attempt.token, events: cssh_epollout())
+                return finish(&state, .connected(attempt.handle, handover))
+            }
+            state.home.remove(fd: attempt.handle.fd, token: attempt.token)
             attempt.handle.release()
             state.lastError = SystemError(code: code, function: "connect")
             return connectNext(&state)
@@ -244,7 +250,7 @@ final class Connector: @unchecked Sendable {
                 do {
                     switch try Posix.connect(fd, to: address) {
                     case .processed:
-                        return finish(&state, .connected(handle))
+                        return finish(&state, .connected(handle, nil))
                     case .wouldBlock:
                         let attempt = Attempt(connector: self, handle: handle)
                         attempt.token = try state.home.add(fd: fd, events: cssh_epollout(), handler: attempt)
@@ -289,7 +295,10 @@ final class Connector: @unchecked Sendable {
     /// Ends the machine: closes every other attempt, cancels every timer, gives back the home reactor.
     private func finish(_ state: inout State, _ outcome: Outcome) -> Outcome {
         guard !state.finished else {
-            if case .connected(let handle) = outcome { handle.release() }
+            if case .connected(let handle, let handover) = outcome {
+                handover?.cancel()
+                handle.release()
+            }
             return .none
         }
         state.finished = true
@@ -310,8 +319,8 @@ final class Connector: @unchecked Sendable {
         switch outcome {
         case .none:
             break
-        case .connected(let handle):
-            connection.connected(handle)  // releases the handle if the pair was closed meanwhile
+        case .connected(let handle, let handover):
+            connection.connected(handle, handover: handover)  // releases both if the pair was closed meanwhile
         case .failed(let failure):
             connection.connectFailed(failure)
         }
@@ -335,4 +344,16 @@ private final class Attempt: ReactorHandler, @unchecked Sendable {
     func reactor(_ reactor: Reactor, fired events: UInt32) {
         connector?.attemptFinished(self, events: events)
     }
+}
+
+/// A connected attempt's registration in its reactor's epoll set (the fd, watched for `events`
+/// under `token`), passed to the connection so that its own registration there can take it over.
+struct EpollHandover {
+    let reactor: Reactor
+    let fd: Int32
+    let token: UInt64
+    let events: UInt32
+
+    /// Not taken over: the fd leaves the epoll set.
+    func cancel() { reactor.remove(fd: fd, token: token) }
 }

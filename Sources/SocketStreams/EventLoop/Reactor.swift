@@ -192,6 +192,11 @@ final class Reactor: @unchecked Sendable {
         return token
     }
 
+    /// Gives a registered fd's events to another handler (the fd stays in the epoll set).
+    func replaceHandler(token: UInt64, with handler: any ReactorHandler) {
+        lock.withLock { handlers[token] = handler }
+    }
+
     /// Changes the events an fd is watched for (`EPOLL_CTL_MOD`).
     func modify(fd: Int32, token: UInt64, events: UInt32) throws(SystemError) {
         try Posix.epollControl(epollFD, EPOLL_CTL_MOD, fd, events: events, token: token)
