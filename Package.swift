@@ -37,6 +37,17 @@ let package = Package(
             dependencies: ["SocketStreams", "CSocketStreamsShims", "COpenSSL"],
             path: "Benchmarks/Sources/stream-bench"
         ),
+        // The guides' example programs (Guides/Examples): compiled with the package, run by the tests.
+        .executableTarget(
+            name: "getting-started-delegate",
+            dependencies: ["SocketStreams"],
+            path: "Guides/Examples/GettingStartedDelegate"
+        ),
+        .executableTarget(
+            name: "getting-started-polling",
+            dependencies: ["SocketStreams"],
+            path: "Guides/Examples/GettingStartedPolling"
+        ),
         // A libFuzzer target for the proxy reply codecs, the HTTP head parser and stream-get's URL and
         // proxy parsing (built with -sanitize=fuzzer -DFUZZING by Scripts/test; without them it replays inputs).
         .executableTarget(
@@ -47,7 +58,10 @@ let package = Package(
         .testTarget(
             name: "SocketStreamsTests",
             // The executables are listed so that `swift test` builds the binaries the end-to-end tests run.
-            dependencies: ["SocketStreams", "CSocketStreamsShims", "HTTPParsing", "StreamGetCore", "stream-get", "stream-bench"]
+            dependencies: [
+                "SocketStreams", "CSocketStreamsShims", "HTTPParsing", "StreamGetCore", "stream-get", "stream-bench",
+                "getting-started-delegate", "getting-started-polling",
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -2,73 +2,114 @@ import Foundation
 import SocketStreams
 import XCTest
 
-// The README's examples, kept here verbatim (apart from host and port) so they cannot rot.
-
-final class ReadmeDelegateClient: NSObject, StreamDelegate {
-    var input: InputStream?
-    var output: OutputStream?
-    var request = Data("GET / HTTP/1.0\r\nHost: example.com\r\n\r\n".utf8)
-    var received = Data()   // (the README prints instead)
-    var finished = false    // (not in the README)
-    let host: String
-    let port: Int
-
-    init(host: String, port: Int) {
-        self.host = host
-        self.port = port
-    }
-
-    func start() {
-        Stream.getStreamsToHost(withName: host, port: port, inputStream: &input, outputStream: &output)
-        for stream in [input!, output!] as [Stream] {
-            stream.delegate = self
-            stream.schedule(in: .current, forMode: .default)
-            stream.open()
-        }
-    }
-
-    func stream(_ stream: Stream, handle event: Stream.Event) {
-        switch event {
-        case .hasSpaceAvailable where !request.isEmpty:
-            let n = request.withUnsafeBytes { output!.write($0.bindMemory(to: UInt8.self).baseAddress!, maxLength: $0.count) }
-            if n > 0 { request.removeFirst(n) }
-        case .hasBytesAvailable:
-            var buffer = [UInt8](repeating: 0, count: 1024)
-            let n = input!.read(&buffer, maxLength: buffer.count)
-            if n > 0 { received.append(contentsOf: buffer[..<n]) }
-        case .endEncountered, .errorOccurred:
-            if let error = stream.streamError { print("error:", error.localizedDescription) }
-            input?.close(); output?.close()
-            finished = true
-        default:
-            break
-        }
-    }
-}
+// The README's examples. Its getting-started blocks are excerpts of the example programs in
+// Guides/Examples (compiled with the package); these tests check that each block is still in its
+// file, word for word, and run the programs.
 
 final class ReadmeExampleTests: SocketStreamsTestCase {
-    func testDelegateExampleFetchesAPage() throws {
-        let port = try startHTTPServer(files: ["index.html": Data("readme page\n".utf8)])
-        let client = ReadmeDelegateClient(host: "127.0.0.1", port: port)
-        client.start()
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { client.finished })
-        let text = String(decoding: client.received, as: UTF8.self)
-        XCTAssertTrue(text.hasPrefix("HTTP/1.0 200"), text)
-        XCTAssertTrue(text.hasSuffix("readme page\n"), text)
+    private static let packageRoot = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The README's ```swift blocks preceded by `<!-- example: PATH -->`, with their paths.
+    static func markedBlocks(in markdown: String) -> [(path: String, code: String)] {
+        var blocks: [(String, String)] = []
+        let lines = markdown.components(separatedBy: "\n")
+        var index = 0
+        while index < lines.count {
+            let line = lines[index].trimmingCharacters(in: .whitespaces)
+            index += 1
+            guard line.hasPrefix("<!-- example: "), line.hasSuffix(" -->"), index < lines.count,
+                  lines[index] == "```swift" else { continue }
+            let path = String(line.dropFirst("<!-- example: ".count).dropLast(" -->".count))
+            var code: [String] = []
+            index += 1
+            while index < lines.count, lines[index] != "```" {
+                code.append(lines[index])
+                index += 1
+            }
+            blocks.append((path, code.joined(separator: "\n") + "\n"))
+        }
+        return blocks
     }
 
-    func testPollingExampleEchoes() throws {
-        let port = try startSocatEcho()
-        let (input, output) = createStreamPair(host: "127.0.0.1", port: port)
-        input.open(); output.open()
-        let message = Array("hello".utf8)
-        while !output.hasSpaceAvailable { if output.streamStatus == .error { fatalError("\(output.streamError!)") } }
-        _ = output.write(message, maxLength: message.count)   // blocks until at least one byte fits
-        var buffer = [UInt8](repeating: 0, count: 64)
-        let n = input.read(&buffer, maxLength: buffer.count)   // blocks until at least one byte arrives; 0 = end
-        XCTAssertGreaterThan(n, 0)
-        XCTAssertEqual(Array(buffer[..<n]), Array(message[..<n]))
-        input.close(); output.close()
+    func testGettingStartedBlocksAreExcerptsOfTheirExamplePrograms() throws {
+        let readme = try String(contentsOf: Self.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let blocks = Self.markedBlocks(in: readme)
+        XCTAssertGreaterThanOrEqual(blocks.count, 3, "the README's delegate and polling blocks lost their example markers")
+        for block in blocks {
+            let source = try String(contentsOf: Self.packageRoot.appendingPathComponent(block.path), encoding: .utf8)
+            XCTAssertTrue(source.contains(block.code), "README block not found word for word in \(block.path):\n\(block.code)")
+        }
+    }
+
+    /// The README's dependency lines, as the arguments of a consumer's `Package(...)` next to a
+    /// checkout named SocketStreams: SwiftPM must load the graph (identity and product names
+    /// resolved; `swift package describe` does it without building). And the pitfall the README
+    /// warns of: the same lines next to a checkout named otherwise fail.
+    func testManifestLinesWorkInAConsumerPackage() throws {
+        let readme = try String(contentsOf: Self.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let marker = try XCTUnwrap(readme.range(of: "<!-- manifest-example -->\n```swift\n"), "the manifest block lost its marker")
+        let end = try XCTUnwrap(readme.range(of: "\n```\n", range: marker.upperBound..<readme.endIndex))
+        let lines = String(readme[marker.upperBound..<end.lowerBound])
+        let swift = try Peer.locate("swift", hint: "the Swift toolchain")
+        for (checkoutName, shouldLoad) in [("SocketStreams", true), ("socket-streams", false)] {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("consumer-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let consumer = directory.appendingPathComponent("consumer")
+            try FileManager.default.createDirectory(at: consumer.appendingPathComponent("Sources/MyClient"), withIntermediateDirectories: true)
+            try FileManager.default.createSymbolicLink(at: directory.appendingPathComponent(checkoutName), withDestinationURL: Self.packageRoot)
+            // The negative case points the README's path at the differently named checkout.
+            let dependency = lines.replacingOccurrences(of: "\"../SocketStreams\"", with: "\"../\(checkoutName)\"")
+            XCTAssertTrue(lines.contains("\"../SocketStreams\""), "the README's path dependency changed: \(lines)")
+            let manifest = "// swift-tools-version:6.0\nimport PackageDescription\nlet package = Package(\n    name: \"consumer\",\n\(dependency)\n)\n"
+            try manifest.write(to: consumer.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
+            try "import SocketStreams\n".write(to: consumer.appendingPathComponent("Sources/MyClient/main.swift"), atomically: true, encoding: .utf8)
+            let result = try runCommand(swift, ["package", "--package-path", consumer.path, "describe", "--type", "json"], timeout: 120)
+            if shouldLoad {
+                XCTAssertEqual(result.status, 0, "the README's lines do not load:\n\(manifest)\n\(result.stderr)")
+            } else {
+                XCTAssertNotEqual(result.status, 0, "a checkout named \(checkoutName) loaded with package: \"SocketStreams\"")
+                XCTAssertTrue(result.stderr.contains("unknown package 'SocketStreams'"), result.stderr)
+            }
+        }
+    }
+
+    /// A built executable of this package (the test target depends on the example targets).
+    private func example(_ name: String) throws -> String {
+        var directories: [URL] = []
+        if let executable = Bundle.main.executableURL { directories.append(executable.deletingLastPathComponent()) }
+        directories.append(Bundle(for: ReadmeExampleTests.self).bundleURL.deletingLastPathComponent())
+        directories.append(Self.packageRoot.appendingPathComponent(".build/debug", isDirectory: true))
+        let found = directories.map { $0.appendingPathComponent(name).path }.first { FileManager.default.isExecutableFile(atPath: $0) }
+        return try XCTUnwrap(found, "\(name) was not built next to the tests")
+    }
+
+    func testDelegateProgramFetchesItsOwnPageOffline() throws {
+        let result = try runCommand(try example("getting-started-delegate"), [], timeout: 30)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.stdoutText.hasPrefix("HTTP/1.0 200 OK\r\n"), result.stdoutText)
+        XCTAssertTrue(result.stdoutText.hasSuffix("\r\n\r\nHello from SocketStreams.\n"), result.stdoutText)
+    }
+
+    func testDelegateProgramFetchesFromAGivenServer() throws {
+        let port = try startHTTPServer(files: ["index.html": Data("readme page\n".utf8)])
+        let result = try runCommand(try example("getting-started-delegate"), ["127.0.0.1", String(port)], timeout: 30)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.stdoutText.hasPrefix("HTTP/1.0 200"), result.stdoutText)
+        XCTAssertTrue(result.stdoutText.hasSuffix("readme page\n"), result.stdoutText)
+    }
+
+    func testDelegateProgramReportsARefusedConnectionAndExits() throws {
+        let result = try runCommand(try example("getting-started-delegate"), ["127.0.0.1", String(try RawSocket.unusedPort())], timeout: 30)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.stdoutText.hasPrefix("error: "), result.stdoutText)
+        XCTAssertTrue(result.stdoutText.contains("refused"), result.stdoutText)
+    }
+
+    func testPollingProgramEchoes() throws {
+        let result = try runCommand(try example("getting-started-polling"), [], timeout: 30)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(result.stdoutText, "hello, polling\n")
     }
 
     /// The TLS section: both client spellings against a listener made TLS server as shown.
