@@ -2,13 +2,22 @@ import Foundation
 import SocketStreams
 import XCTest
 
-// The README's examples. Its getting-started blocks are excerpts of the example programs in
-// Guides/Examples (compiled with the package); these tests check that each block is still in its
-// file, word for word, and run the programs.
+// The README's examples. Every Swift block in it is marked with the file that compiles and runs it:
+// an example program in Guides/Examples (built with the package, run here) or a test below, which
+// holds the block word for word (apart from indentation) between its own set-up and checks.
 
 final class ReadmeExampleTests: SocketStreamsTestCase {
     private static let packageRoot = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// Whether `code`'s lines occur in `source` one after another, each the same apart from its
+    /// indentation (a block from the README inside a test function is indented there).
+    static func contains(_ source: String, _ code: String) -> Bool {
+        let wanted = code.components(separatedBy: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        let lines = source.components(separatedBy: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard !wanted.isEmpty, lines.count >= wanted.count else { return false }
+        return (0...(lines.count - wanted.count)).contains { Array(lines[$0..<($0 + wanted.count)]) == wanted }
+    }
 
     /// The README's ```swift blocks preceded by `<!-- example: PATH -->`, with their paths.
     static func markedBlocks(in markdown: String) -> [(path: String, code: String)] {
@@ -32,14 +41,17 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
         return blocks
     }
 
-    func testGettingStartedBlocksAreExcerptsOfTheirExamplePrograms() throws {
+    func testEveryReadmeSwiftBlockIsCompiledAndRunByATestOrAnExample() throws {
         let readme = try String(contentsOf: Self.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
         let blocks = Self.markedBlocks(in: readme)
-        XCTAssertGreaterThanOrEqual(blocks.count, 3, "the README's delegate and polling blocks lost their example markers")
+        XCTAssertGreaterThanOrEqual(blocks.count, 9, "README blocks lost their example markers")
         for block in blocks {
             let source = try String(contentsOf: Self.packageRoot.appendingPathComponent(block.path), encoding: .utf8)
-            XCTAssertTrue(source.contains(block.code), "README block not found word for word in \(block.path):\n\(block.code)")
+            XCTAssertTrue(Self.contains(source, block.code), "README block not found word for word in \(block.path):\n\(block.code)")
         }
+        // Every Swift block in the README is one of them.
+        XCTAssertEqual(readme.components(separatedBy: "\n").filter { $0 == "```swift" }.count, blocks.count + 1,
+                       "a README Swift block without an example marker (the one more is the manifest block)")
     }
 
     /// The README's dependency lines, as the arguments of a consumer's `Package(...)` next to a
@@ -116,11 +128,9 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
     func testTLSExamples() throws {
         let listener = try StreamListener(host: "127.0.0.1", port: 0)
         addCleanup { listener.close() }
-        let (identity, certificatePEM) = try TLSIdentity.makeSelfSigned(dnsNames: ["localhost"])
         let served = UncheckedBox<[(StreamPair, DelegateRecorder)]>([])
-        listener.start(in: .current) { input, output in
-            input.setProperty(TLSSettings.server(identity: identity), forKey: .tlsSettingsKey)
-            // (the test: echo what arrives, one reply per event)
+        // (the test's server code: echo what arrives, one reply per event)
+        @Sendable func serve(_ input: SocketInputStream, _ output: SocketOutputStream) {
             let echo = DelegateRecorder()
             echo.onEvent = { _, event in
                 guard event == .hasBytesAvailable || event == .hasSpaceAvailable else { return }
@@ -129,6 +139,11 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
             }
             served.value.append(((input, output), echo))
             echo.start((input, output))
+        }
+        let (identity, certificatePEM) = try TLSIdentity.makeSelfSigned(dnsNames: ["localhost"])
+        listener.start(in: .current) { input, output in
+            input.setProperty(TLSSettings.server(identity: identity), forKey: .tlsSettingsKey)
+            serve(input, output)   // your code: delegates, schedule, open, as for any pair
         }
         let host = "localhost", port = listener.port
         let caCertificatePEM = certificatePEM
@@ -158,19 +173,21 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
         addCleanup { socksPeer.stop() }
         let (httpPeer, httpPort) = try Peer.tinyproxy(directory: try makeTemporaryDirectory(), user: "user", password: "secret")
         addCleanup { httpPeer.stop() }
-        let proxyHost = "127.0.0.1", proxyPort = socksPort
+        let host = "127.0.0.1", port = echo, proxyHost = "127.0.0.1"
 
         do {
-            let (input, output) = createStreamPair(host: "127.0.0.1", port: echo)
+            let proxyPort = socksPort
+            let (input, output) = createStreamPair(host: host, port: port)
             let socks: [StreamSOCKSProxyConfiguration: Any] = [.hostKey: proxyHost, .portKey: proxyPort,
                                                                .userKey: "user", .passwordKey: "secret"]
             input.setProperty(socks, forKey: .socksProxyConfigurationKey)   // Apple code, unchanged (SOCKS5 by default)
             try assertEchoes((input, output))
         }
         do {
-            let (input, output) = createStreamPair(host: "127.0.0.1", port: echo)
-            input.setProperty(ProxyConfiguration.httpConnect(host: proxyHost, port: httpPort, username: "user", password: "secret"),
-                              forKey: .proxyConfigurationKey)               // or typed: .socks4, .socks5, .httpConnect
+            let proxyPort = httpPort
+            let (input, output) = createStreamPair(host: host, port: port)
+            input.setProperty(ProxyConfiguration.httpConnect(host: proxyHost, port: proxyPort, username: "user", password: "secret"),
+                              forKey: .proxyConfigurationKey)
             try assertEchoes((input, output))
         }
     }
@@ -194,7 +211,6 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
         let input: InputStream = readStream!.takeRetainedValue()
         let output: OutputStream = writeStream!.takeRetainedValue()
         CFReadStreamSetProperty(input, CFStreamPropertyKey(rawValue: kCFStreamPropertyShouldCloseNativeSocket), kCFBooleanTrue)
-
         delegate.attach(input: input, output: output)   // (the test: the recorder remembers which stream is which)
         input.delegate = delegate
         output.delegate = delegate
