@@ -36,8 +36,11 @@ public typealias CFWriteStreamClientCallBack = (CFWriteStream?, CFStreamEventTyp
 
 /// `CFStreamPropertyKey`: a property name, made from a `kCFStream…` constant with `init(rawValue:)`.
 public struct CFStreamPropertyKey: RawRepresentable, Hashable, @unchecked Sendable {
+    /// The constant's string, such as `kCFStreamPropertySocketSecurityLevel`.
     public var rawValue: CFString
+    /// The key for a `kCFStream…` constant (`CFStreamPropertyKey(rawValue: kCFStreamPropertyShouldCloseNativeSocket)`).
     public init(rawValue: CFString) { self.rawValue = rawValue }
+    /// The key for a `kCFStream…` constant, as Swift imports the Darwin initialiser.
     public init(_ rawValue: CFString) { self.rawValue = rawValue }
 }
 

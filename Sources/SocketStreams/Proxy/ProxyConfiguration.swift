@@ -69,6 +69,7 @@ public struct ProxyConfiguration: Sendable, Equatable, CustomStringConvertible {
                            additionalHeaders: additionalHeaders)
     }
 
+    /// Equal when every setting is, the additional headers in order.
     public static func == (lhs: ProxyConfiguration, rhs: ProxyConfiguration) -> Bool {
         lhs.kind == rhs.kind && lhs.host == rhs.host && lhs.port == rhs.port && lhs.username == rhs.username
             && lhs.password == rhs.password

@@ -11,6 +11,7 @@ public struct TLSCertificate: Sendable, Hashable {
     public let issuer: String
     /// The validity period.
     public let notBefore: Date
+    /// The end of the validity period.
     public let notAfter: Date
 
     /// Parses a DER certificate (`d2i_X509`); nil if it is not one.

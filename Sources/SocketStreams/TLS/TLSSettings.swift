@@ -9,7 +9,9 @@ import Foundation
 public struct TLSSettings: Sendable, Hashable {
     /// Which end of the handshake this pair plays (`kCFStreamSSLIsServer`).
     public enum Role: Sendable, Hashable {
+        /// Connects and verifies the server (the default; `kCFStreamSSLIsServer` false).
         case client
+        /// Accepts the handshake with ``TLSSettings/identity`` (`kCFStreamSSLIsServer` true).
         case server
     }
 
@@ -35,6 +37,7 @@ public struct TLSSettings: Sendable, Hashable {
         case require
     }
 
+    /// Which end of the handshake this pair plays: ``Role/client`` unless set.
     public var role: Role = .client
     /// The oldest version offered; TLS 1.2 unless set.
     public var minimumVersion: TLSVersion = .v1_2
@@ -46,6 +49,7 @@ public struct TLSSettings: Sendable, Hashable {
     /// Verify the peer's certificate chain (`kCFStreamSSLValidatesCertificateChain`). With false,
     /// any certificate is accepted (pins, if set, are still checked).
     public var validatesCertificateChain = true
+    /// The name the server's certificate must match (`kCFStreamSSLPeerName`): the pair's host unless set.
     public var peerName: PeerName = .pairHost
     /// Accept expired (or not yet valid) certificates in the chain (`kCFStreamSSLAllowsExpiredCertificates`).
     public var allowsExpiredCertificates = false
@@ -90,11 +94,15 @@ public struct TLSSettings: Sendable, Hashable {
 
 /// A TLS protocol version.
 public enum TLSVersion: Int, Sendable, Hashable, Comparable, CustomStringConvertible {
+    /// TLS 1.2 (`kTLSProtocol12`).
     case v1_2 = 0x0303
+    /// TLS 1.3 (`kTLSProtocol13`).
     case v1_3 = 0x0304
 
+    /// Older versions order first.
     public static func < (lhs: TLSVersion, rhs: TLSVersion) -> Bool { lhs.rawValue < rhs.rawValue }
 
+    /// "TLSv1.2" or "TLSv1.3", as OpenSSL names them.
     public var description: String {
         switch self {
         case .v1_2: return "TLSv1.2"
