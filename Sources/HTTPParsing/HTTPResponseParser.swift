@@ -195,8 +195,11 @@ public enum HTTPResponseParserError: Error, Sendable, Equatable, CustomStringCon
 /// Quotes a protocol fragment for an error message, shortening it to 80 characters.
 private func quoted(_ text: String) -> String {
     let shown = text.count > 80 ? String(text.prefix(80)) + "…" : text
-    return "\"" + shown.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 && $0.value != 0x7F
-        ? String($0) : "\\u{\(String($0.value, radix: 16))}" }.joined() + "\""
+    return "\""
+        + shown.unicodeScalars.map {
+            $0.isASCII && $0.value >= 0x20 && $0.value != 0x7F
+                ? String($0) : "\\u{\(String($0.value, radix: 16))}"
+        }.joined() + "\""
 }
 
 /// An incremental HTTP/1.1 response parser.
@@ -714,14 +717,15 @@ public enum HTTPSyntax {
     /// Whether `text` is a plain DNS host name as a request may carry it: letters, digits, `-`, `.`
     /// and `_` (no space, control character, `:`, `/` or anything that could end a request line).
     public static func isHostName(_ text: some StringProtocol) -> Bool {
-        !text.isEmpty && text.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"):
-                return true
-            default:
-                return false
+        !text.isEmpty
+            && text.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                    UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"):
+                    return true
+                default:
+                    return false
+                }
             }
-        }
     }
 }

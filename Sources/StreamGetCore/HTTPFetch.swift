@@ -71,8 +71,10 @@ public final class HTTPFetch: NSObject, StreamDelegate {
     ///   - proxy: the proxy the pair goes through.
     ///   - connectHost: what the pair (and so the proxy) is asked to connect to instead of the URL's host;
     ///     TLS still verifies the URL's host.
-    public init(url: HTTPURL, includeHeaders: Bool, verbose: Bool, out: OutputSink, err: OutputSink, tls: TLSSettings? = nil,
-                proxy: ProxyConfiguration? = nil, connectHost: String? = nil) {
+    public init(
+        url: HTTPURL, includeHeaders: Bool, verbose: Bool, out: OutputSink, err: OutputSink, tls: TLSSettings? = nil,
+        proxy: ProxyConfiguration? = nil, connectHost: String? = nil
+    ) {
         self.url = url
         self.proxy = proxy
         self.connectHost = connectHost
@@ -100,8 +102,9 @@ public final class HTTPFetch: NSObject, StreamDelegate {
             pair.input.close()
             pair.output.close()
             streams = nil
-            return .failed("\(proxy) cannot be asked for \(host) port \(url.port)"
-                           + (proxy.kind == .socks4 && host.contains(":") ? " (SOCKS4 has no IPv6; use --socks5)" : ""))
+            return .failed(
+                "\(proxy) cannot be asked for \(host) port \(url.port)"
+                    + (proxy.kind == .socks4 && host.contains(":") ? " (SOCKS4 has no IPv6; use --socks5)" : ""))
         }
         trace("* connecting to \(host) port \(url.port)\(proxy.map { " via \($0)" } ?? "")\(tls == nil ? "" : " (TLS)")")
         let runLoop = RunLoop.current
@@ -258,7 +261,9 @@ public final class HTTPFetch: NSObject, StreamDelegate {
 
     /// Traces the TLS session once, at the first `hasSpaceAvailable` (the handshake is done by then).
     private func traceTLS(_ stream: Stream) {
-        guard verbose, !tracedTLS, tls != nil, let info = stream.property(forKey: .tlsConnectionInfoKey) as? TLSConnectionInfo else { return }
+        guard verbose, !tracedTLS, tls != nil, let info = stream.property(forKey: .tlsConnectionInfoKey) as? TLSConnectionInfo else {
+            return
+        }
         tracedTLS = true
         trace("* TLS: \(info.protocolVersion), cipher \(info.cipherSuite)\(info.resumedSession ? ", session resumed" : "")")
         trace("* ALPN: \(info.alpnProtocol.map { "server accepted \($0)" } ?? "none negotiated")")

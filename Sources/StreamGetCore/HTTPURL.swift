@@ -1,8 +1,8 @@
 import HTTPParsing
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Why a command-line URL was rejected.

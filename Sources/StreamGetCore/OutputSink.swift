@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Somewhere `stream-get` writes bytes: stdout, stderr, or a buffer in tests.
@@ -39,9 +39,9 @@ public final class FileDescriptorSink: OutputSink {
             var offset = 0
             while offset < buffer.count {
                 #if canImport(Glibc)
-                let count = Glibc.write(fileDescriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                    let count = Glibc.write(fileDescriptor, buffer.baseAddress! + offset, buffer.count - offset)
                 #else
-                let count = Darwin.write(fileDescriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                    let count = Darwin.write(fileDescriptor, buffer.baseAddress! + offset, buffer.count - offset)
                 #endif
                 if count < 0 {
                     if errno == EINTR { continue }

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import Foundation
 import SocketStreams
@@ -28,8 +28,10 @@ public struct StreamGetProxyRoute: Sendable, Equatable {
     ///   - noProxy: `--noproxy LIST`; overrides the environment's.
     ///   - environment: where `*_proxy` and `NO_PROXY` are read from; nil ignores the environment.
     /// - Throws: `StreamGetUsageError` for a proxy string that cannot be used.
-    public static func route(for url: HTTPURL, proxy: String?, proxyUser: String?, noProxy: String?,
-                             environment: [String: String]?) throws(StreamGetUsageError) -> StreamGetProxyRoute? {
+    public static func route(
+        for url: HTTPURL, proxy: String?, proxyUser: String?, noProxy: String?,
+        environment: [String: String]?
+    ) throws(StreamGetUsageError) -> StreamGetProxyRoute? {
         var chosen = proxy
         if chosen == nil, let environment {
             let names = url.secure ? ["https_proxy", "HTTPS_PROXY"] : ["http_proxy"]  // curl: no HTTP_PROXY (CGI)
@@ -116,7 +118,8 @@ public struct StreamGetProxyRoute: Sendable, Equatable {
         while let byte = iterator.next() {
             if byte == UInt8(ascii: "%") {
                 guard let high = iterator.next(), let low = iterator.next(),
-                      let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16) else { return nil }
+                    let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16)
+                else { return nil }
                 bytes.append(value)
             } else {
                 bytes.append(byte)
@@ -135,8 +138,11 @@ public struct StreamGetProxyRoute: Sendable, Equatable {
         guard getaddrinfo(host, nil, &hints, &list) == 0, let first = list else { return nil }
         defer { freeaddrinfo(list) }
         var buffer = [CChar](repeating: 0, count: Int(NI_MAXHOST))
-        guard getnameinfo(first.pointee.ai_addr, first.pointee.ai_addrlen, &buffer, socklen_t(buffer.count), nil, 0,
-                          NI_NUMERICHOST) == 0 else { return nil }
+        guard
+            getnameinfo(
+                first.pointee.ai_addr, first.pointee.ai_addrlen, &buffer, socklen_t(buffer.count), nil, 0,
+                NI_NUMERICHOST) == 0
+        else { return nil }
         return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

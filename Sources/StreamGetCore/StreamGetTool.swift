@@ -76,12 +76,15 @@ public enum StreamGetTool {
     }
 
     /// Fetches `url` (through the proxy the options or `environment` give) and reports a failure on `err`.
-    static func fetch(_ url: HTTPURL, options: StreamGetOptions, environment: [String: String]?, out: OutputSink,
-                      err: OutputSink) -> Int32 {
+    static func fetch(
+        _ url: HTTPURL, options: StreamGetOptions, environment: [String: String]?, out: OutputSink,
+        err: OutputSink
+    ) -> Int32 {
         let route: StreamGetProxyRoute?
         do {
-            route = try StreamGetProxyRoute.route(for: url, proxy: options.proxy, proxyUser: options.proxyUser,
-                                                  noProxy: options.noProxy, environment: environment)
+            route = try StreamGetProxyRoute.route(
+                for: url, proxy: options.proxy, proxyUser: options.proxyUser,
+                noProxy: options.noProxy, environment: environment)
         } catch {
             err.write("stream-get: \(error)\n")
             return exitUsage
@@ -90,8 +93,9 @@ public enum StreamGetTool {
         if let route, route.resolvesLocally {
             let family = route.configuration.kind == .socks4 ? AF_INET : AF_UNSPEC
             guard let address = StreamGetProxyRoute.resolveLocally(url.host, family: family) else {
-                err.write("stream-get: \(url.endpointDescription): could not resolve host \(url.host)"
-                          + (family == AF_INET ? " to an IPv4 address (SOCKS4)" : "") + "\n")
+                err.write(
+                    "stream-get: \(url.endpointDescription): could not resolve host \(url.host)"
+                        + (family == AF_INET ? " to an IPv4 address (SOCKS4)" : "") + "\n")
                 return exitFailure
             }
             connectHost = address

@@ -109,14 +109,14 @@ public func proxyFuzzTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) ->
 import Foundation
 
 #if FUZZING
-/// libFuzzer's driver (`-sanitize=fuzzer`), entered from our own `main`: SwiftPM names an executable's
-/// entry point itself, so libFuzzer's `main` cannot be the one that runs.
-@_silgen_name("LLVMFuzzerRunDriver")
-private func LLVMFuzzerRunDriver(
-    _ argc: UnsafeMutablePointer<CInt>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
-) -> CInt
+    /// libFuzzer's driver (`-sanitize=fuzzer`), entered from our own `main`: SwiftPM names an executable's
+    /// entry point itself, so libFuzzer's `main` cannot be the one that runs.
+    @_silgen_name("LLVMFuzzerRunDriver")
+    private func LLVMFuzzerRunDriver(
+        _ argc: UnsafeMutablePointer<CInt>,
+        _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+        _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
+    ) -> CInt
 #endif
 
 /// With libFuzzer: its driver, with libFuzzer's arguments. Without: replays the files given, or
@@ -125,29 +125,29 @@ private func LLVMFuzzerRunDriver(
 struct ProxyFuzzMain {
     static func main() throws {
         #if FUZZING
-        var argc = CommandLine.argc
-        var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
-        exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in proxyFuzzTestOneInput(data, size) })
+            var argc = CommandLine.argc
+            var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
+            exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in proxyFuzzTestOneInput(data, size) })
         #else
-        var arguments = CommandLine.arguments.dropFirst()
-        if arguments.first == "--random" {
-            let count = arguments.dropFirst().first.flatMap { Int($0) } ?? 100_000
-            var state: UInt64 = 0x9E37_79B9_7F4A_7C15
-            func next() -> UInt64 {
-                state ^= state << 13
-                state ^= state >> 7
-                state ^= state << 17
-                return state
+            var arguments = CommandLine.arguments.dropFirst()
+            if arguments.first == "--random" {
+                let count = arguments.dropFirst().first.flatMap { Int($0) } ?? 100_000
+                var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+                func next() -> UInt64 {
+                    state ^= state << 13
+                    state ^= state >> 7
+                    state ^= state << 17
+                    return state
+                }
+                for _ in 0..<count {
+                    fuzzOne((0..<Int(next() % 300)).map { _ in UInt8(truncatingIfNeeded: next()) })
+                }
+                print("proxy-fuzz: \(count) random inputs, no failure")
+                return
             }
-            for _ in 0..<count {
-                fuzzOne((0..<Int(next() % 300)).map { _ in UInt8(truncatingIfNeeded: next()) })
+            while let path = arguments.popFirst() {
+                fuzzOne([UInt8](try Data(contentsOf: URL(fileURLWithPath: path))))
             }
-            print("proxy-fuzz: \(count) random inputs, no failure")
-            return
-        }
-        while let path = arguments.popFirst() {
-            fuzzOne([UInt8](try Data(contentsOf: URL(fileURLWithPath: path))))
-        }
         #endif
     }
 }

@@ -13,8 +13,9 @@ final class BenchmarkHarnessTests: XCTestCase {
     private static let allWorkloads = ["download", "upload", "pingpong", "connect", "many1k", "many5k", "idle"]
 
     func testQuickRunWritesCompleteResults() throws {
-        let binary = try XCTUnwrap(Self.streamBenchBinary(),
-                                   "stream-bench not found; looked in \(Self.candidateDirectories().map(\.path))")
+        let binary = try XCTUnwrap(
+            Self.streamBenchBinary(),
+            "stream-bench not found; looked in \(Self.candidateDirectories().map(\.path))")
         let clients = Self.clientsUnderTest()
         let output = FileManager.default.temporaryDirectory
             .appendingPathComponent("stream-bench-test-\(UUID().uuidString)", isDirectory: true)
@@ -79,8 +80,9 @@ final class BenchmarkHarnessTests: XCTestCase {
             let entry = try XCTUnwrap(workloads.first { $0["workload"] as? String == workload }, "no \(workload) in the JSON")
             let entries = try XCTUnwrap(entry["results"] as? [[String: Any]])
             for client in clients where Self.supports(client, workload) {
-                let result = try XCTUnwrap(entries.first { $0["client"] as? String == client },
-                                           "no \(client) result for \(workload)")
+                let result = try XCTUnwrap(
+                    entries.first { $0["client"] as? String == client },
+                    "no \(client) result for \(workload)")
                 XCTAssertNil(result["error"], "\(client) / \(workload): \(result["error"] ?? "")")
                 let samples = try XCTUnwrap(result["samples"] as? [[String: Any]])
                 XCTAssertEqual(samples.count, 1, "\(client) / \(workload): one run with --quick")

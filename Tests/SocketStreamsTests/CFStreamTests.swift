@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Dispatch
 import Foundation
@@ -46,32 +46,41 @@ final class CFStreamTests: SocketStreamsTestCase {
             },
             release: { info in Unmanaged<Observed>.fromOpaque(info!).takeUnretainedValue().releases += 1 },
             copyDescription: nil)
-        let readEvents: CFOptionFlags = CFStreamEventType.hasBytesAvailable.rawValue | CFStreamEventType.errorOccurred.rawValue
+        let readEvents: CFOptionFlags =
+            CFStreamEventType.hasBytesAvailable.rawValue | CFStreamEventType.errorOccurred.rawValue
             | CFStreamEventType.endEncountered.rawValue | CFStreamEventType.openCompleted.rawValue
-        XCTAssertTrue(CFReadStreamSetClient(input, readEvents, { stream, event, info in
-            let observed = Unmanaged<Observed>.fromOpaque(info!).takeUnretainedValue()
-            observed.events.append(("read", event))
-            switch event {
-            case .hasBytesAvailable:
-                var buffer = [UInt8](repeating: 0, count: 4096)
-                let n = CFReadStreamRead(stream, &buffer, buffer.count)
-                if n > 0 { observed.body.append(contentsOf: buffer[..<n]) }
-            case .endEncountered, .errorOccurred:
-                observed.ended = true
-                CFReadStreamUnscheduleFromRunLoop(stream, CFRunLoopGetCurrent(), .defaultMode)
-                CFReadStreamClose(stream)
-            default:
-                break
-            }
-        }, &context))
+        XCTAssertTrue(
+            CFReadStreamSetClient(
+                input, readEvents,
+                { stream, event, info in
+                    let observed = Unmanaged<Observed>.fromOpaque(info!).takeUnretainedValue()
+                    observed.events.append(("read", event))
+                    switch event {
+                    case .hasBytesAvailable:
+                        var buffer = [UInt8](repeating: 0, count: 4096)
+                        let n = CFReadStreamRead(stream, &buffer, buffer.count)
+                        if n > 0 { observed.body.append(contentsOf: buffer[..<n]) }
+                    case .endEncountered, .errorOccurred:
+                        observed.ended = true
+                        CFReadStreamUnscheduleFromRunLoop(stream, CFRunLoopGetCurrent(), .defaultMode)
+                        CFReadStreamClose(stream)
+                    default:
+                        break
+                    }
+                }, &context))
         let writeEvents: CFOptionFlags = CFStreamEventType.canAcceptBytes.rawValue | CFStreamEventType.errorOccurred.rawValue
-        XCTAssertTrue(CFWriteStreamSetClient(output, writeEvents, { stream, event, info in
-            let observed = Unmanaged<Observed>.fromOpaque(info!).takeUnretainedValue()
-            observed.events.append(("write", event))
-            guard event == .canAcceptBytes, !observed.request.isEmpty else { return }
-            let n = observed.request.withUnsafeBytes { CFWriteStreamWrite(stream, $0.bindMemory(to: UInt8.self).baseAddress!, $0.count) }
-            if n > 0 { observed.request.removeFirst(n) }
-        }, &context))
+        XCTAssertTrue(
+            CFWriteStreamSetClient(
+                output, writeEvents,
+                { stream, event, info in
+                    let observed = Unmanaged<Observed>.fromOpaque(info!).takeUnretainedValue()
+                    observed.events.append(("write", event))
+                    guard event == .canAcceptBytes, !observed.request.isEmpty else { return }
+                    let n = observed.request.withUnsafeBytes {
+                        CFWriteStreamWrite(stream, $0.bindMemory(to: UInt8.self).baseAddress!, $0.count)
+                    }
+                    if n > 0 { observed.request.removeFirst(n) }
+                }, &context))
         XCTAssertEqual(observed.retains, 2, "each SetClient retains the info once")
 
         CFReadStreamScheduleWithRunLoop(input, CFRunLoopGetCurrent(), CFRunLoopMode.defaultMode)
@@ -84,8 +93,9 @@ final class CFStreamTests: SocketStreamsTestCase {
         XCTAssertTrue(String(decoding: observed.body, as: UTF8.self).hasSuffix("hello from CF\n"))
         XCTAssertEqual(observed.events.first { $0.role == "read" }?.event, .openCompleted)
         XCTAssertEqual(observed.events.last?.event, .endEncountered)
-        XCTAssertFalse(observed.events.contains { $0.role == "write" && $0.event == .openCompleted },
-                       "the write client did not ask for openCompleted")
+        XCTAssertFalse(
+            observed.events.contains { $0.role == "write" && $0.event == .openCompleted },
+            "the write client did not ask for openCompleted")
         XCTAssertEqual(CFReadStreamGetStatus(input), .closed)
 
         // NULL removes a client, releasing its info; releasing the stream releases the other.
@@ -103,7 +113,8 @@ final class CFStreamTests: SocketStreamsTestCase {
         var readStream: Unmanaged<CFReadStream>?
         var writeStream: Unmanaged<CFWriteStream>?
         CFStreamCreatePairWithSocketToHost(nil, "127.0.0.1" as CFString, UInt32(try RawSocket.unusedPort()), &readStream, &writeStream)
-        let input = readStream!.takeRetainedValue(), output = writeStream!.takeRetainedValue()
+        let input = readStream!.takeRetainedValue()
+        let output = writeStream!.takeRetainedValue()
         closeAfterTest((input as! SocketInputStream, output as! SocketOutputStream))
         _ = CFReadStreamOpen(input)  // false when the connect fails at once (a numeric address)
         var byte: UInt8 = 0
@@ -125,10 +136,12 @@ final class CFStreamTests: SocketStreamsTestCase {
         var readStream: Unmanaged<CFReadStream>?
         var writeStream: Unmanaged<CFWriteStream>?
         CFStreamCreatePairWithSocketToHost(kCFAllocatorDefault, "localhost" as NSString, UInt32(port), &readStream, &writeStream)
-        let input = readStream!.takeRetainedValue(), output = writeStream!.takeRetainedValue()
+        let input = readStream!.takeRetainedValue()
+        let output = writeStream!.takeRetainedValue()
         closeAfterTest((input as! SocketInputStream, output as! SocketOutputStream))
 
-        XCTAssertTrue(CFReadStreamSetProperty(input, CFStreamPropertyKey(rawValue: kCFStreamPropertyShouldCloseNativeSocket), kCFBooleanTrue))
+        XCTAssertTrue(
+            CFReadStreamSetProperty(input, CFStreamPropertyKey(rawValue: kCFStreamPropertyShouldCloseNativeSocket), kCFBooleanTrue))
         XCTAssertEqual((CFWriteStreamCopyProperty(output, kCFStreamPropertyShouldCloseNativeSocket) as? NSNumber)?.boolValue, true)
         XCTAssertEqual(CFReadStreamCopyProperty(input, CFStreamPropertyKey(kCFStreamPropertySocketRemoteHostName)) as? String, "localhost")
         XCTAssertEqual(input.property(forKey: kCFStreamPropertySocketRemotePortNumber as Stream.PropertyKey) as? Int, port)
@@ -150,8 +163,9 @@ final class CFStreamTests: SocketStreamsTestCase {
         let settings: NSDictionary = [kCFStreamSSLPeerName: NSNull(), kCFStreamSSLValidatesCertificateChain: kCFBooleanFalse!]
         XCTAssertTrue(CFWriteStreamSetProperty(output, CFStreamPropertyKey(rawValue: kCFStreamPropertySSLSettings), settings))
         XCTAssertTrue(CFReadStreamSetProperty(input, kCFStreamPropertySocketSecurityLevel, kCFStreamSocketSecurityLevelNegotiatedSSL))
-        XCTAssertEqual(CFReadStreamCopyProperty(input, kCFStreamPropertySocketSecurityLevel) as? String,
-                       kCFStreamSocketSecurityLevelNegotiatedSSL as String)
+        XCTAssertEqual(
+            CFReadStreamCopyProperty(input, kCFStreamPropertySocketSecurityLevel) as? String,
+            kCFStreamSocketSecurityLevelNegotiatedSSL as String)
     }
 
     // MARK: - dispatch queues
@@ -221,8 +235,9 @@ final class CFStreamTests: SocketStreamsTestCase {
         for line in ["one\n", "two\n", "three\n"] {
             XCTAssertEqual(pair.output.write(line, maxLength: line.utf8.count), line.utf8.count)
         }
-        XCTAssertTrue(waitUntil { delegate.snapshot.received == Data("one\ntwo\nthree\n".utf8) },
-                      String(decoding: delegate.snapshot.received, as: UTF8.self))
+        XCTAssertTrue(
+            waitUntil { delegate.snapshot.received == Data("one\ntwo\nthree\n".utf8) },
+            String(decoding: delegate.snapshot.received, as: UTF8.self))
         let snapshot = delegate.snapshot
         XCTAssertEqual(snapshot.wrongQueue, 0, "an event was delivered off the queue")
         XCTAssertEqual(snapshot.concurrent, 0)
@@ -233,8 +248,9 @@ final class CFStreamTests: SocketStreamsTestCase {
         let before = delegate.snapshot.events.count
         XCTAssertEqual(pair.output.write("four\n", maxLength: 5), 5)
         XCTAssertTrue(waitForKernelBytes(try XCTUnwrap(nativeHandle(of: pair.input)), atLeast: 5))
-        XCTAssertEqual(delegate.snapshot.events.filter { $0 == .hasBytesAvailable }.count,
-                       snapshot.events.filter { $0 == .hasBytesAvailable }.count, "no delivery without a queue")
+        XCTAssertEqual(
+            delegate.snapshot.events.filter { $0 == .hasBytesAvailable }.count,
+            snapshot.events.filter { $0 == .hasBytesAvailable }.count, "no delivery without a queue")
         _ = before
         CFReadStreamSetDispatchQueue(pair.input, queue)
         XCTAssertTrue(waitUntil { delegate.snapshot.received.count == 19 }, String(decoding: delegate.snapshot.received, as: UTF8.self))
@@ -257,7 +273,7 @@ final class CFStreamTests: SocketStreamsTestCase {
             XCTAssertEqual(pair.output.write(line, maxLength: line.utf8.count), line.utf8.count)
             switch round % 3 {
             case 0: pair.input.schedule(in: .current, forMode: .default)  // clears the queue
-            case 1: CFReadStreamSetDispatchQueue(pair.input, queue)       // leaves the run loop
+            case 1: CFReadStreamSetDispatchQueue(pair.input, queue)  // leaves the run loop
             default: break
             }
             if round % 3 == 0 { XCTAssertNil(CFReadStreamCopyDispatchQueue(pair.input)) }
@@ -287,8 +303,9 @@ final class CFStreamTests: SocketStreamsTestCase {
                 pairs.append(pair)
                 pingers.append(pinger)
             }
-            XCTAssertTrue(tracker.waitForFinished(pingers.count, timeout: 30),
-                          "finished \(tracker.snapshot.finished) of \(pingers.count); failures: \(tracker.snapshot.failures)")
+            XCTAssertTrue(
+                tracker.waitForFinished(pingers.count, timeout: 30),
+                "finished \(tracker.snapshot.finished) of \(pingers.count); failures: \(tracker.snapshot.failures)")
             XCTAssertEqual(tracker.snapshot.overlaps, 0, "callouts for streams on one queue overlapped")
             XCTAssertEqual(tracker.snapshot.failures, [])
             for pair in pairs {
@@ -308,7 +325,12 @@ final class CFStreamTests: SocketStreamsTestCase {
         private var finished = 0
         private var failures: [String] = []
 
-        func enter() { condition.withLock { inCallout += 1; if inCallout > 1 { overlapsSeen += 1 } } }
+        func enter() {
+            condition.withLock {
+                inCallout += 1
+                if inCallout > 1 { overlapsSeen += 1 }
+            }
+        }
         func leave() { condition.withLock { inCallout -= 1 } }
         func finish(_ failure: String? = nil) {
             condition.withLock {
@@ -413,12 +435,14 @@ final class CFStreamTests: SocketStreamsTestCase {
         XCTAssertEqual(delegates.map { $0.snapshot.wrongQueue }.reduce(0, +), 0)
         let fdsDuring = try openFileDescriptorCount()
         let threadsDuring = threadCount()
-        XCTAssertLessThanOrEqual(fdsDuring - fdsBefore, 1_000 + 1_000 + 8 + 16,
-                                 "our sockets, the server's, and one epoll fd per queue")
+        XCTAssertLessThanOrEqual(
+            fdsDuring - fdsBefore, 1_000 + 1_000 + 8 + 16,
+            "our sockets, the server's, and one epoll fd per queue")
         // Dispatch sizes its own pool (47 workers were seen on a loaded machine); what must hold is
         // that the library starts no thread of its own for queues, and nothing near one per pair.
-        XCTAssertLessThanOrEqual(threadCount(named: "SocketStreams"), max(ownThreadsBefore, 1),
-                                 "the stream thread (started with the first pair) and no other library thread")
+        XCTAssertLessThanOrEqual(
+            threadCount(named: "SocketStreams"), max(ownThreadsBefore, 1),
+            "the stream thread (started with the first pair) and no other library thread")
         XCTAssertLessThan(threadsDuring - threadsBefore, 250, "no thread per pair")
         for pair in pairs {
             pair.input.close()
@@ -456,8 +480,9 @@ final class CFStreamTests: SocketStreamsTestCase {
         }
         pairs.removeAll()
         let fdsAfter = try openFileDescriptorCount()
-        XCTAssertLessThanOrEqual(fdsAfter - fdsBefore, 100 + ReactorRegistry.idleCapacity + 4,
-                                 "only the server's sockets (closing as it sees EOF) and the idle cache remain")
+        XCTAssertLessThanOrEqual(
+            fdsAfter - fdsBefore, 100 + ReactorRegistry.idleCapacity + 4,
+            "only the server's sockets (closing as it sees EOF) and the idle cache remain")
     }
 
     /// Deadlines work on a queue (which has no timerfd): a connect that hangs fails with ETIMEDOUT,
@@ -501,7 +526,8 @@ final class CFStreamTests: SocketStreamsTestCase {
         pair.output.open()
         XCTAssertTrue(waitUntil { observer.snapshot.events.contains(.hasSpaceAvailable) })
         let fd = try XCTUnwrap(nativeHandle(of: pair.input))
-        var stale = 0, received = 0
+        var stale = 0
+        var received = 0
         var buffer = [UInt8](repeating: 0, count: 4096)
         let message = [UInt8](repeating: 0x61, count: 16)
         for _ in 0..<2_000 {

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 @testable import SocketStreams
@@ -9,11 +9,14 @@ import XCTest
 final class ConnectTests: SocketStreamsTestCase {
 
     /// Runs a delegate echo exchange on the main run loop and checks the echo.
-    private func assertEchoExchange(_ pair: StreamPair, message: String = "echo me",
-                                    file: StaticString = #filePath, line: UInt = #line) {
+    private func assertEchoExchange(
+        _ pair: StreamPair, message: String = "echo me",
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: message))
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == message },
-                      "no echo; trace: \(recorder.trace)", file: file, line: line)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == message },
+            "no echo; trace: \(recorder.trace)", file: file, line: line)
         XCTAssertTrue(recorder.snapshot.errors.isEmpty, "errors: \(recorder.snapshot.errors)", file: file, line: line)
     }
 
@@ -61,9 +64,10 @@ final class ConnectTests: SocketStreamsTestCase {
         XCTAssertEqual(pair.input.streamStatus, .opening)
 
         clock.advance(by: 0.001)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
-        }, "no timeout error; trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+            }, "no timeout error; trace: \(recorder.trace)")
         XCTAssertFalse(recorder.has(.openCompleted, on: .input))
         for stream in [pair.input as Stream, pair.output as Stream] {
             XCTAssertEqual(stream.streamStatus, .error)

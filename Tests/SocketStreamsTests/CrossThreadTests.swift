@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 @testable import SocketStreams
@@ -22,12 +22,16 @@ final class CrossThreadTests: SocketStreamsTestCase {
         XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.openCompleted, on: .input) && pair.output.hasSpaceAvailable })
         let fd = try XCTUnwrap(nativeHandle(of: pair.input))
 
-        let rounds = 2_000, size = 16
-        let input = UncheckedBox(pair.input), output = UncheckedBox(pair.output)
+        let rounds = 2_000
+        let size = 16
+        let input = UncheckedBox(pair.input)
+        let output = UncheckedBox(pair.output)
         let done = Locked(false)
         let result = Locked<(stale: Int, received: Int)>((0, 0))
         let worker = Thread {
-            var stale = 0, sent = 0, received = 0
+            var stale = 0
+            var sent = 0
+            var received = 0
             var buffer = [UInt8](repeating: 0, count: 4096)
             let message = [UInt8](repeating: 0x61, count: size)
             while received < rounds * size {

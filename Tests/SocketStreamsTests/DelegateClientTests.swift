@@ -15,13 +15,14 @@ final class DelegateClientTests: SocketStreamsTestCase {
         let pair = makePair(host: "127.0.0.1", port: port)
 
         let recorder = DelegateRecorder(sending: "GET /file.bin HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        recorder.writeChunk = 4096          // the whole request in one write, as the guide does
+        recorder.writeChunk = 4096  // the whole request in one write, as the guide does
         recorder.closesOutputAfterWriting = true
         recorder.readChunk = 1024
         _ = startRecorder(pair, recorder: recorder)
 
-        XCTAssertTrue(runUntil(timeout: 10) { recorder.has(.endEncountered, on: .input) },
-                      "no endEncountered; trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: 10) { recorder.has(.endEncountered, on: .input) },
+            "no endEncountered; trace: \(recorder.trace)")
 
         let snapshot = recorder.snapshot
         let response = try XCTUnwrap(HTTPReply(snapshot.received), "unparseable reply: \(snapshot.receivedString.prefix(200))")
@@ -31,12 +32,19 @@ final class DelegateClientTests: SocketStreamsTestCase {
         XCTAssertTrue(response.body == body, "body bytes differ")
 
         // The request went out in one write, then the output stream was closed by the client.
-        XCTAssertEqual(snapshot.entries.filter { if case .wrote = $0 { return true }; return false },
-                       [.wrote(recorder.snapshot.bytesWritten)])
+        XCTAssertEqual(
+            snapshot.entries.filter {
+                if case .wrote = $0 { return true }
+                return false
+            },
+            [.wrote(recorder.snapshot.bytesWritten)])
         XCTAssertTrue(snapshot.entries.contains(.closed(.output)))
         // One read per event: the reply needed ~100 reads, so hasBytesAvailable was re-posted
         // while data remained, and every event was answered by exactly one read.
-        let reads = snapshot.entries.filter { if case .read = $0 { return true }; return false }.count
+        let reads = snapshot.entries.filter {
+            if case .read = $0 { return true }
+            return false
+        }.count
         XCTAssertEqual(reads, snapshot.count(.hasBytesAvailable, on: .input))
         XCTAssertGreaterThanOrEqual(reads, body.count / 1024)
         XCTAssertTrue(snapshot.errors.isEmpty, "unexpected errors: \(snapshot.errors)")
@@ -53,8 +61,9 @@ final class DelegateClientTests: SocketStreamsTestCase {
         recorder.writeChunk = 4096
         _ = startRecorder(pair, recorder: recorder)
 
-        XCTAssertTrue(runUntil(timeout: 10) { recorder.has(.endEncountered, on: .input) },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: 10) { recorder.has(.endEncountered, on: .input) },
+            "trace: \(recorder.trace)")
         let reply = try XCTUnwrap(HTTPReply(recorder.received))
         XCTAssertEqual(reply.statusLine, "HTTP/1.0 200 OK")
         XCTAssertEqual(reply.body, body)
@@ -67,8 +76,9 @@ final class DelegateClientTests: SocketStreamsTestCase {
         let recorder = DelegateRecorder(sending: "GET /missing HTTP/1.0\r\n\r\n")
         recorder.writeChunk = 4096
         _ = startRecorder(pair, recorder: recorder)
-        XCTAssertTrue(runUntil(timeout: 10) { recorder.has(.endEncountered, on: .input) },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: 10) { recorder.has(.endEncountered, on: .input) },
+            "trace: \(recorder.trace)")
         XCTAssertEqual(try XCTUnwrap(HTTPReply(recorder.received)).statusLine.prefix(12), "HTTP/1.0 404")
     }
 
@@ -83,8 +93,9 @@ final class DelegateClientTests: SocketStreamsTestCase {
         recorder.readChunk = 16 * 1024
         _ = startRecorder(pair, recorder: recorder)
 
-        XCTAssertTrue(runUntil(timeout: 20) { recorder.received.count >= payload.count },
-                      "received \(recorder.received.count) of \(payload.count)")
+        XCTAssertTrue(
+            runUntil(timeout: 20) { recorder.received.count >= payload.count },
+            "received \(recorder.received.count) of \(payload.count)")
         let snapshot = recorder.snapshot
         XCTAssertEqual(snapshot.bytesWritten, payload.count)
         XCTAssertTrue(snapshot.received == payload, "echoed bytes differ")
@@ -99,7 +110,7 @@ final class DelegateClientTests: SocketStreamsTestCase {
 /// A minimal HTTP/1.x reply splitter for checking what the streams delivered.
 struct HTTPReply {
     let statusLine: String
-    let headers: [String: String]   // lower-cased names
+    let headers: [String: String]  // lower-cased names
     let body: Data
 
     init?(_ data: Data) {

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 import SocketStreams
@@ -13,9 +13,10 @@ final class ErrorTests: SocketStreamsTestCase {
         let pair = makePair(host: "127.0.0.1", port: port)
         let recorder = startRecorder(pair)
 
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
-        }, "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+            }, "trace: \(recorder.trace)")
         settle()
         let snapshot = recorder.snapshot
         XCTAssertFalse(snapshot.has(.openCompleted, on: .input), recorder.trace)
@@ -83,9 +84,10 @@ final class ErrorTests: SocketStreamsTestCase {
         let pair = makePair(host: host, port: 80)
         let recorder = startRecorder(pair)
 
-        XCTAssertTrue(runUntil(timeout: 10) {
-            recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
-        }, "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: 10) {
+                recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+            }, "trace: \(recorder.trace)")
         XCTAssertFalse(recorder.has(.openCompleted, on: .input))
         for stream in [pair.input as Stream, pair.output as Stream] {
             XCTAssertEqual(stream.streamStatus, .error)
@@ -109,7 +111,9 @@ final class ErrorTests: SocketStreamsTestCase {
         let message = try XCTUnwrap(pair.input.streamError as NSError?).localizedDescription
         XCTAssertTrue(message.contains("port \(port)"), message)
         XCTAssertFalse(message.contains(String(65_536 + port)), message)
-        XCTAssertEqual((pair.input.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketRemotePortNumber as String)) as? NSNumber)?.intValue, port)
+        XCTAssertEqual(
+            (pair.input.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketRemotePortNumber as String)) as? NSNumber)?.intValue,
+            port)
     }
 
     /// A host name with a NUL (or another control byte) is refused, not cut at the NUL: getaddrinfo
@@ -120,9 +124,10 @@ final class ErrorTests: SocketStreamsTestCase {
         for host in ["127.0.0.1\u{0}junk", "localhost\u{0}", "\u{0}", "127.0.0.1\r\n", "local\u{7F}host"] {
             let pair = makePair(host: host, port: Int(server.port))
             let recorder = startRecorder(pair)
-            XCTAssertTrue(runUntil(timeout: 10) {
-                recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
-            }, "\(host.debugDescription): \(recorder.trace)")
+            XCTAssertTrue(
+                runUntil(timeout: 10) {
+                    recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+                }, "\(host.debugDescription): \(recorder.trace)")
             XCTAssertFalse(recorder.has(.openCompleted, on: .input), host.debugDescription)
             let error = try XCTUnwrap(pair.input.streamError as NSError?)
             XCTAssertEqual(error.domain, "kCFErrorDomainCFNetwork")
@@ -185,12 +190,14 @@ final class ErrorTests: SocketStreamsTestCase {
         }
         _ = startRecorder(pair, recorder: recorder)
 
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.errorOccurred, on: .input) },
-                      "no error after the reset; trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.has(.errorOccurred, on: .input) },
+            "no error after the reset; trace: \(recorder.trace)")
         XCTAssertTrue(serverDone.wait(timeout: shortTimeout))
         XCTAssertEqual(serverOutcome.value, "ok")
-        XCTAssertTrue(runUntil(timeout: 2) { recorder.has(.errorOccurred, on: .output) },
-                      "the error must reach the output stream too: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: 2) { recorder.has(.errorOccurred, on: .output) },
+            "the error must reach the output stream too: \(recorder.trace)")
 
         let snapshot = recorder.snapshot
         XCTAssertEqual(snapshot.received.count, total)
@@ -249,8 +256,9 @@ final class ErrorTests: SocketStreamsTestCase {
         let recorder = DelegateRecorder(outgoing: testPayload(8 << 20))
         recorder.writeChunk = 64 * 1024
         _ = startRecorder(pair, recorder: recorder)
-        XCTAssertTrue(runUntil(timeout: 10) { recorder.has(.errorOccurred, on: .output) },
-                      "no error while writing to a closed peer; wrote \(recorder.snapshot.bytesWritten)")
+        XCTAssertTrue(
+            runUntil(timeout: 10) { recorder.has(.errorOccurred, on: .output) },
+            "no error while writing to a closed peer; wrote \(recorder.snapshot.bytesWritten)")
         assertPOSIXError(recorder.snapshot.errors[.output], [EPIPE, ECONNRESET])
         XCTAssertEqual(pair.output.streamStatus, .error)
         XCTAssertFalse(recorder.has(.endEncountered, on: .output))
@@ -272,13 +280,14 @@ final class ErrorTests: SocketStreamsTestCase {
         }
         let pair = makePair(port: server.port)
         let recorder = DelegateRecorder(outgoing: testPayload(8 << 20))
-        recorder.readChunk = 512         // slow reader: most of the payload is still unread...
+        recorder.readChunk = 512  // slow reader: most of the payload is still unread...
         recorder.writeChunk = 64 * 1024  // ...when the writes start failing
         _ = startRecorder(pair, recorder: recorder)
         XCTAssertTrue(runUntil(timeout: 10) { recorder.has(.errorOccurred, on: .output) }, recorder.trace)
-        XCTAssertTrue(runUntil(timeout: 10) {
-            recorder.has(.errorOccurred, on: .input) || recorder.has(.endEncountered, on: .input)
-        }, "input never finished; received \(recorder.snapshot.received.count) of \(payload.count)")
+        XCTAssertTrue(
+            runUntil(timeout: 10) {
+                recorder.has(.errorOccurred, on: .input) || recorder.has(.endEncountered, on: .input)
+            }, "input never finished; received \(recorder.snapshot.received.count) of \(payload.count)")
         XCTAssertEqual(recorder.snapshot.received, payload, "bytes lost: \(recorder.snapshot.received.count) of \(payload.count)")
     }
 }

@@ -20,8 +20,9 @@ final class EventOrderTests: SocketStreamsTestCase {
         let pair = makePair(port: server.port)
         let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "ping"))
 
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.endEncountered, on: .input) },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.has(.endEncountered, on: .input) },
+            "trace: \(recorder.trace)")
         // Deliver anything that would (wrongly) follow.
         settle()
         let snapshot = recorder.snapshot
@@ -36,7 +37,11 @@ final class EventOrderTests: SocketStreamsTestCase {
         // hasSpaceAvailable reached the output stream before anything was written, and the
         // first write was made in response to it.
         let firstSpace = try XCTUnwrap(snapshot.firstIndex { $0 == .event(.output, .hasSpaceAvailable) }, trace)
-        let firstWrite = try XCTUnwrap(snapshot.firstIndex { if case .wrote = $0 { return true }; return false }, trace)
+        let firstWrite = try XCTUnwrap(
+            snapshot.firstIndex {
+                if case .wrote = $0 { return true }
+                return false
+            }, trace)
         XCTAssertLessThan(firstSpace, firstWrite, trace)
         XCTAssertEqual(snapshot.entries[firstWrite], .wrote(4), trace)
         // Space/bytes events never go to the wrong stream.
@@ -76,19 +81,21 @@ final class EventOrderTests: SocketStreamsTestCase {
         let port = try startSocatEcho(.v4)
         let pair = makePair(port: port)
         let recorder = DelegateRecorder(sending: "first")
-        recorder.readChunk = 2      // leave data unread when closing
+        recorder.readChunk = 2  // leave data unread when closing
         _ = startRecorder(pair, recorder: recorder)
 
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.hasBytesAvailable, on: .input) },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.has(.hasBytesAvailable, on: .input) },
+            "trace: \(recorder.trace)")
         recorder.close(pair.input)
         XCTAssertEqual(pair.input.streamStatus, .closed)
         let closeIndex = recorder.snapshot.entries.count - 1
 
         // More data for the (closed) input: echoed back by socat.
         recorder.send("second")
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.bytesWritten == 11 },
-                      "output stopped working after the input was closed: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.snapshot.bytesWritten == 11 },
+            "output stopped working after the input was closed: \(recorder.trace)")
         // The echo is in the socket (what the input left of "first", and all of "second"),
         // readable: whatever the library would deliver for it, it delivers now.
         let fd = try XCTUnwrap(nativeHandle(of: pair.output))
@@ -130,18 +137,21 @@ final class EventOrderTests: SocketStreamsTestCase {
         recorder.readsOnHasBytes = false
         _ = startRecorder(pair, recorder: recorder)
 
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.hasBytesAvailable, on: .input) },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.has(.hasBytesAvailable, on: .input) },
+            "trace: \(recorder.trace)")
         XCTAssertTrue(sent.wait(timeout: shortTimeout), "server could not send its data")
         settle()
-        XCTAssertEqual(recorder.count(.hasBytesAvailable, on: .input), 1,
-                       "re-posted without a read: \(recorder.trace)")
+        XCTAssertEqual(
+            recorder.count(.hasBytesAvailable, on: .input), 1,
+            "re-posted without a read: \(recorder.trace)")
 
         // One read that leaves most of the 64 KiB behind.
         var buffer = [UInt8](repeating: 0, count: 1024)
         XCTAssertEqual(pair.input.read(&buffer, maxLength: 1024), 1024)
-        XCTAssertTrue(runUntil(timeout: 2) { recorder.count(.hasBytesAvailable, on: .input) >= 2 },
-                      "not re-posted after a read that left data: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: 2) { recorder.count(.hasBytesAvailable, on: .input) >= 2 },
+            "not re-posted after a read that left data: \(recorder.trace)")
         settle()
         XCTAssertEqual(recorder.count(.hasBytesAvailable, on: .input), 2, recorder.trace)
 
@@ -158,8 +168,9 @@ final class EventOrderTests: SocketStreamsTestCase {
         let n = pair.input.read(&buffer, maxLength: 1024)
         XCTAssertGreaterThan(n, 0)
         received.append(contentsOf: buffer[0..<max(n, 0)])
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { received.count >= total },
-                      "got \(received.count) of \(total): \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { received.count >= total },
+            "got \(received.count) of \(total): \(recorder.trace)")
         XCTAssertTrue(received == testPayload(total))
         recorder.onEvent = nil
     }
@@ -168,21 +179,25 @@ final class EventOrderTests: SocketStreamsTestCase {
     func testHasSpaceAvailableIsRepostedOnlyAfterAWrite() throws {
         let port = try startSocatEcho(.v4)
         let pair = makePair(port: port)
-        let recorder = startRecorder(pair)          // nothing to write yet
+        let recorder = startRecorder(pair)  // nothing to write yet
 
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.hasSpaceAvailable, on: .output) },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.has(.hasSpaceAvailable, on: .output) },
+            "trace: \(recorder.trace)")
         settle()
-        XCTAssertEqual(recorder.count(.hasSpaceAvailable, on: .output), 1,
-                       "re-posted without a write: \(recorder.trace)")
+        XCTAssertEqual(
+            recorder.count(.hasSpaceAvailable, on: .output), 1,
+            "re-posted without a write: \(recorder.trace)")
 
         let message = Data("x".utf8)
         let written = message.withUnsafeBytes { pair.output.write($0.bindMemory(to: UInt8.self).baseAddress!, maxLength: 1) }
         XCTAssertEqual(written, 1)
-        XCTAssertTrue(runUntil(timeout: 2) { recorder.count(.hasSpaceAvailable, on: .output) >= 2 },
-                      "not re-posted after a write: \(recorder.trace)")
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.received == message },
-                      "echo not received: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: 2) { recorder.count(.hasSpaceAvailable, on: .output) >= 2 },
+            "not re-posted after a write: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.received == message },
+            "echo not received: \(recorder.trace)")
     }
 
     /// Scheduled before open, the usual sequence on a fresh host connection:
@@ -194,8 +209,9 @@ final class EventOrderTests: SocketStreamsTestCase {
         }
         let pair = makePair(port: server.port)
         let recorder = startRecorder(pair)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.hasSpaceAvailable, on: .output) },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.has(.hasSpaceAvailable, on: .output) },
+            "trace: \(recorder.trace)")
         settle()
         let snapshot = recorder.snapshot
         XCTAssertEqual(snapshot.events(.input), [.openCompleted], recorder.trace)

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 @testable import SocketStreams
@@ -31,9 +31,10 @@ final class FaultTests: SocketStreamsTestCase {
         let start = monotonicSeconds()
         _ = startRecorder(pair, recorder: recorder)
 
-        XCTAssertTrue(runUntil(timeout: timeout + 5) {
-            recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
-        }, "no timeout error; trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: timeout + 5) {
+                recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+            }, "no timeout error; trace: \(recorder.trace)")
         let elapsed = try XCTUnwrap(failedAt.value) - start
         XCTAssertGreaterThanOrEqual(elapsed, timeout, "the timeout fired before the deadline")
         XCTAssertLessThan(elapsed, timeout + 1.5, "the timeout fired long after the deadline")
@@ -43,8 +44,9 @@ final class FaultTests: SocketStreamsTestCase {
         try assertSameTerminalError(pair, code: ETIMEDOUT)
         XCTAssertEqual(snapshot.errors[.input], snapshot.errors[.output])
         XCTAssertEqual(snapshot.errors[.input]?.code, Int(ETIMEDOUT))
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
-                      "the attempt's socket outlived the timeout: \(SocketHandle.openCount - handlesBefore) left")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
+            "the attempt's socket outlived the timeout: \(SocketHandle.openCount - handlesBefore) left")
     }
 
     /// The same for a polling pair: nothing is scheduled, the client only asks for the statuses
@@ -74,8 +76,9 @@ final class FaultTests: SocketStreamsTestCase {
         XCTAssertEqual(pair.output.write(&byte, maxLength: 1), -1)
         XCTAssertFalse(pair.input.hasBytesAvailable)
         XCTAssertFalse(pair.output.hasSpaceAvailable)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
-                      "the attempt's socket outlived the timeout: \(SocketHandle.openCount - handlesBefore) left")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
+            "the attempt's socket outlived the timeout: \(SocketHandle.openCount - handlesBefore) left")
     }
 
     // MARK: 2. resets
@@ -97,9 +100,10 @@ final class FaultTests: SocketStreamsTestCase {
         let recorder = startRecorder(pair)  // reads on hasBytesAvailable; nothing to write
         XCTAssertTrue(reset.wait(timeout: shortTimeout), "the peer never accepted")
 
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
-        }, "no error after the reset; trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+            }, "no error after the reset; trace: \(recorder.trace)")
         settle()
         let snapshot = recorder.snapshot
         XCTAssertFalse(snapshot.has(.endEncountered, on: .input), "a reset is not an end: \(recorder.trace)")
@@ -122,17 +126,23 @@ final class FaultTests: SocketStreamsTestCase {
         }
         let pair = makePair(port: server.port)
         let recorder = startRecorder(pair)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.has(.openCompleted, on: .input) && recorder.has(.hasSpaceAvailable, on: .output)
-        }, recorder.trace)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.has(.openCompleted, on: .input) && recorder.has(.hasSpaceAvailable, on: .output)
+            }, recorder.trace)
         settle()
-        XCTAssertEqual(recorder.snapshot.entries, [.event(.input, .openCompleted), .event(.output, .openCompleted),
-                                                   .event(.output, .hasSpaceAvailable)], recorder.trace)
+        XCTAssertEqual(
+            recorder.snapshot.entries,
+            [
+                .event(.input, .openCompleted), .event(.output, .openCompleted),
+                .event(.output, .hasSpaceAvailable),
+            ], recorder.trace)
         resetNow.raise()
         XCTAssertTrue(reset.wait(timeout: shortTimeout))
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
-        }, "no error after the reset; trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+            }, "no error after the reset; trace: \(recorder.trace)")
         settle()
         let snapshot = recorder.snapshot
         XCTAssertFalse(snapshot.has(.endEncountered, on: .input), recorder.trace)
@@ -188,8 +198,10 @@ final class FaultTests: SocketStreamsTestCase {
         let server = try startRawServer { connection in
             var sent = 0
             while true {
-                var fds = [pollfd(fd: connection.fd, events: Int16(POLLOUT), revents: 0),
-                           pollfd(fd: wake.fd, events: Int16(POLLIN), revents: 0)]
+                var fds = [
+                    pollfd(fd: connection.fd, events: Int16(POLLOUT), revents: 0),
+                    pollfd(fd: wake.fd, events: Int16(POLLIN), revents: 0),
+                ]
                 guard poll(&fds, 2, 10_000) > 0, fds[1].revents == 0 else { break }
                 let chunk = pattern.chunk(at: sent)
                 let count = send(connection.fd, chunk.baseAddress, chunk.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
@@ -206,8 +218,9 @@ final class FaultTests: SocketStreamsTestCase {
         _ = startRecorder(pair, recorder: recorder)
 
         // Downloading...
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.received.count >= 1 << 20 },
-                      "download stalled at \(recorder.received.count) bytes")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.received.count >= 1 << 20 },
+            "download stalled at \(recorder.received.count) bytes")
         // ...and while this run loop does not run, bytes pile up unread; then the peer resets.
         let fd = try XCTUnwrap(nativeHandle(of: pair.input))
         XCTAssertTrue(waitForKernelBytes(fd, atLeast: 4096), "no unread bytes before the reset: \(Posix.bytesAvailable(fd))")
@@ -222,10 +235,12 @@ final class FaultTests: SocketStreamsTestCase {
         XCTAssertGreaterThanOrEqual(expected, sent - unacked, "bytes the peer saw acknowledged are missing")
         XCTAssertLessThanOrEqual(expected, sent)
 
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.errorOccurred, on: .input) },
-                      "no error after the reset; received \(recorder.received.count) of \(expected)")
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.errorOccurred, on: .output) },
-                      "the error must reach the output stream too")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.has(.errorOccurred, on: .input) },
+            "no error after the reset; received \(recorder.received.count) of \(expected)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.has(.errorOccurred, on: .output) },
+            "the error must reach the output stream too")
         settle()
         let snapshot = recorder.snapshot
         XCTAssertEqual(snapshot.received.count, expected, "bytes received before the reset were lost")
@@ -267,9 +282,10 @@ final class FaultTests: SocketStreamsTestCase {
         resetNow.raise()
         XCTAssertTrue(serverDone.wait(timeout: shortTimeout))
 
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            writer.count(.errorOccurred, on: .output) > 0 && writer.count(.errorOccurred, on: .input) > 0
-        }, "no error after the reset: \(writer.summary)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                writer.count(.errorOccurred, on: .output) > 0 && writer.count(.errorOccurred, on: .input) > 0
+            }, "no error after the reset: \(writer.summary)")
         settle()
         XCTAssertTrue(peerIntact.value, "the peer read something other than the upload's first MiB")
         XCTAssertTrue(writer.failedWrites.allSatisfy { $0 == -1 }, "a write returned 0: \(writer.summary)")
@@ -360,7 +376,9 @@ final class FaultTests: SocketStreamsTestCase {
         let server = try startRawServer { connection in
             peerFD.value = connection.fd
             guard startReading.wait(timeout: 30) else { return }
-            var count = 0, intact = true, eof = false
+            var count = 0
+            var intact = true
+            var eof = false
             let buffer = readBuffer.value
             while true {
                 guard (try? RawSocket.waitReadable(connection.fd, timeout: 10)) == true else { break }
@@ -449,8 +467,9 @@ final class FaultTests: SocketStreamsTestCase {
         let pair = makePair(port: server.port)
         let reader = OneByteReader(capacity: payload.count)
         reader.start(pair)
-        XCTAssertTrue(runUntil(timeout: 60) { reader.endEvents > 0 || reader.errorEvents > 0 },
-                      "no end after \(reader.bytes.count) bytes: \(reader.summary)")
+        XCTAssertTrue(
+            runUntil(timeout: 60) { reader.endEvents > 0 || reader.errorEvents > 0 },
+            "no end after \(reader.bytes.count) bytes: \(reader.summary)")
         settle()
         XCTAssertEqual(reader.errorEvents, 0, reader.summary)
         XCTAssertEqual(reader.endEvents, 1, reader.summary)
@@ -511,7 +530,8 @@ final class FaultTests: SocketStreamsTestCase {
     func testSlowResolverLeavesTheRunLoopFreeAndCloseCancelsCleanly() throws {
         let answer = Gate()
         addCleanup { answer.open() }
-        let lookups = Locked(0), answered = Locked(0)
+        let lookups = Locked(0)
+        let answered = Locked(0)
         let peerPorts = Locked<[Int]>([])
         let server = try startRawServer { connection in
             peerPorts.mutate { $0.append(RawSocket.peerPort(connection.fd)) }
@@ -557,8 +577,9 @@ final class FaultTests: SocketStreamsTestCase {
         recorder.close(pair.input)
         recorder.close(pair.output)
         answer.open()
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { answered.value == 2 && weakConnector == nil },
-                      "the lookups never finished (or the connector lives on)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { answered.value == 2 && weakConnector == nil },
+            "the lookups never finished (or the connector lives on)")
         settle()
         XCTAssertEqual(recorder.snapshot.entries, [.closed(.input), .closed(.output)], "events after close: \(recorder.trace)")
         XCTAssertEqual(pair.input.streamStatus, .closed)
@@ -637,8 +658,9 @@ final class FaultTests: SocketStreamsTestCase {
         }
         XCTAssertNil(weakInput, "the run loop kept the stream alive")
         answer.open()
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { answered.value == 2 && weakConnection == nil },
-                      "lookups answered: \(answered.value); connection \(weakConnection == nil ? "freed" : "still alive")")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { answered.value == 2 && weakConnection == nil },
+            "lookups answered: \(answered.value); connection \(weakConnection == nil ? "freed" : "still alive")")
         settle()
         XCTAssertEqual(SocketHandle.openCount, handlesBefore, "sockets left after the released pair's lookup")
         try assertNothingConnected(to: server.port, accepted: peerPorts, "the released pair connected anyway")
@@ -646,8 +668,10 @@ final class FaultTests: SocketStreamsTestCase {
 
     /// Nothing connected to the server on `port` (whose handler records the peer ports it accepts):
     /// a connection of our own is the first it accepts.
-    private func assertNothingConnected(to port: Int, accepted peerPorts: Locked<[Int]>, _ message: String,
-                                        file: StaticString = #filePath, line: UInt = #line) throws {
+    private func assertNothingConnected(
+        to port: Int, accepted peerPorts: Locked<[Int]>, _ message: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         let probe = try RawSocket.connectTo(family: .v4, port: port)
         defer { close(probe) }
         let probePort = RawSocket.boundPort(probe)
@@ -671,9 +695,10 @@ final class FaultTests: SocketStreamsTestCase {
         XCTAssertTrue(pair.input.setProperty(timeout, forKey: .connectTimeoutKey))
         let start = monotonicSeconds()
         let recorder = startRecorder(pair)
-        XCTAssertTrue(runUntil(timeout: timeout + 5) {
-            recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
-        }, recorder.trace)
+        XCTAssertTrue(
+            runUntil(timeout: timeout + 5) {
+                recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+            }, recorder.trace)
         let elapsed = monotonicSeconds() - start
         XCTAssertEqual(answered.value, 0, "the lookup answered before the timeout?")
         XCTAssertGreaterThanOrEqual(elapsed, timeout)
@@ -708,28 +733,33 @@ final class FaultTests: SocketStreamsTestCase {
         XCTAssertTrue(pair.input.setProperty(timeout, forKey: .connectTimeoutKey))
         let start = monotonicSeconds()
         let recorder = startRecorder(pair)
-        XCTAssertTrue(runUntil(timeout: timeout + lookupTime + 5) {
-            SocketHandle.openCount == handlesBefore + 2 || recorder.has(.errorOccurred, on: .input)
-        })
+        XCTAssertTrue(
+            runUntil(timeout: timeout + lookupTime + 5) {
+                SocketHandle.openCount == handlesBefore + 2 || recorder.has(.errorOccurred, on: .input)
+            })
         XCTAssertEqual(SocketHandle.openCount, handlesBefore + 2, "both attempts in flight before the deadline")
-        XCTAssertTrue(runUntil(timeout: timeout + lookupTime + 5) {
-            recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
-        }, recorder.trace)
+        XCTAssertTrue(
+            runUntil(timeout: timeout + lookupTime + 5) {
+                recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+            }, recorder.trace)
         let elapsed = monotonicSeconds() - start
         let answered = try XCTUnwrap(answeredAt.value) - start
         XCTAssertGreaterThanOrEqual(answered, lookupTime)
         XCTAssertGreaterThanOrEqual(elapsed, timeout)
         XCTAssertLessThan(elapsed, timeout + lookupTime * 0.75, "the deadline was counted from the answer, not from open")
         try assertSameTerminalError(pair, code: ETIMEDOUT)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
-                      "attempt sockets left after the timeout: \(SocketHandle.openCount - handlesBefore)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
+            "attempt sockets left after the timeout: \(SocketHandle.openCount - handlesBefore)")
     }
 
     // MARK: helpers
 
     /// Both streams are in `.error` with the same POSIX error `code`.
-    private func assertSameTerminalError(_ pair: StreamPair, code: Int32,
-                                         file: StaticString = #filePath, line: UInt = #line) throws {
+    private func assertSameTerminalError(
+        _ pair: StreamPair, code: Int32,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         XCTAssertEqual(pair.input.streamStatus, .error, file: file, line: line)
         XCTAssertEqual(pair.output.streamStatus, .error, file: file, line: line)
         let input = try XCTUnwrap(pair.input.streamError as NSError?, file: file, line: line)
@@ -918,8 +948,9 @@ private final class PatternWriter: NSObject, StreamDelegate, @unchecked Sendable
             guard let output = aStream as? OutputStream, written < total else { return }
             onSpace?()
             let chunk = pattern.chunk(at: written)
-            let count = output.write(chunk.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                                     maxLength: min(chunk.count, total - written))
+            let count = output.write(
+                chunk.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                maxLength: min(chunk.count, total - written))
             writeCalls += 1
             if count > 0 { written += count } else { failedWrites.append(count) }
             if written == total && closesWhenDone {

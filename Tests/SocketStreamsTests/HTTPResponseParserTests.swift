@@ -167,7 +167,9 @@ final class HTTPResponseParserTests: XCTestCase {
 
     /// Values lose surrounding whitespace; obs-fold continuation lines are joined with a space.
     func testFieldValueWhitespaceIsTrimmedAndObsFoldIsUnfolded() throws {
-        let parsed = try parse([bytes("HTTP/1.1 200 OK\r\nX-A: \t one two \t\r\nX-Fold: first\r\n   second\r\n\tthird\r\nX-Empty:\r\nContent-Length: 0\r\n\r\n")])
+        let parsed = try parse([
+            bytes("HTTP/1.1 200 OK\r\nX-A: \t one two \t\r\nX-Fold: first\r\n   second\r\n\tthird\r\nX-Empty:\r\nContent-Length: 0\r\n\r\n")
+        ])
         let head = try XCTUnwrap(parsed.head)
         XCTAssertEqual(head.value(forName: "X-A"), "one two")
         XCTAssertEqual(head.value(forName: "X-Fold"), "first second third")
@@ -342,7 +344,8 @@ final class HTTPResponseParserTests: XCTestCase {
     /// Chunk sizes are hexadecimal in either case, with leading zeros allowed.
     func testChunkSizesInEitherCaseAndWithLeadingZeros() throws {
         let data = [UInt8](repeating: 0x78, count: 0x1aF)
-        let message = bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0001aF\r\n") + data
+        let message =
+            bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0001aF\r\n") + data
             + bytes("\r\nA\r\n0123456789\r\n000\r\n\r\n")
         let parsed = try parse([message])
         XCTAssertEqual(parsed.body, data + bytes("0123456789"))
@@ -374,7 +377,8 @@ final class HTTPResponseParserTests: XCTestCase {
         var parser = HTTPResponseParser()
         var parsed = Parsed()
         collect(
-            try parser.feed(bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n\u{1f}x\r\n0\r\n\r\n")),
+            try parser.feed(
+                bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n\u{1f}x\r\n0\r\n\r\n")),
             into: &parsed)
         XCTAssertEqual(parser.bodyFraming, .chunked)
         XCTAssertEqual(parsed.body, [0x1F, 0x78], "the other coding is passed through undecoded")

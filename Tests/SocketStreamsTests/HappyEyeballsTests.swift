@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 @testable import SocketStreams
@@ -82,8 +82,9 @@ final class HappyEyeballsTests: SocketStreamsTestCase {
         }
         let aaaa = Signal()
         defer { aaaa.raise() }
-        let (pair, clock) = dualStackPair(port: v4Server.port,
-                                          resolve: resolver(v6: ["::1"], v4: ["127.0.0.1"], port: v4Server.port, holdAAAA: aaaa))
+        let (pair, clock) = dualStackPair(
+            port: v4Server.port,
+            resolve: resolver(v6: ["::1"], v4: ["127.0.0.1"], port: v4Server.port, holdAAAA: aaaa))
         let recorder = startRecorder(pair)
         XCTAssertTrue(clock.waitForTimers { $0 == [0.05] }, "timers: \(clock.pending)")
         clock.advance(by: 0.049)
@@ -101,9 +102,10 @@ final class HappyEyeballsTests: SocketStreamsTestCase {
         let port = try RawSocket.unusedPort()
         let (pair, _) = dualStackPair(port: port, resolve: resolver(v6: ["::1"], v4: ["127.0.0.1", "127.0.0.2"], port: port))
         let recorder = startRecorder(pair)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.has(.errorOccurred, on: StreamRole.input) && recorder.has(.errorOccurred, on: StreamRole.output)
-        })
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.has(.errorOccurred, on: StreamRole.input) && recorder.has(.errorOccurred, on: StreamRole.output)
+            })
         let error = try XCTUnwrap(pair.input.streamError as NSError?)
         XCTAssertEqual(error.domain, NSPOSIXErrorDomain)
         XCTAssertEqual(error.code, Int(ECONNREFUSED))

@@ -21,8 +21,9 @@ final class LeakCounterTests: SocketStreamsTestCase {
             XCTAssertFalse(recorder.has(.openCompleted, on: .input))
         }
         // The stream thread cancels asynchronously at most; wait for the count, with a deadline.
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { SocketHandle.openCount == before },
-                      "open sockets: \(SocketHandle.openCount), expected \(before)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { SocketHandle.openCount == before },
+            "open sockets: \(SocketHandle.openCount), expected \(before)")
     }
 }
 
@@ -31,9 +32,11 @@ final class LeakCounterTests: SocketStreamsTestCase {
 final class ConnectionLifetimeTests: SocketStreamsTestCase {
     /// Runs `scenario` on a fresh pair to `host`:`port`, drops the streams, and checks that the
     /// connection is freed.
-    private func assertFreed(_ what: String, host: String = "127.0.0.1", port: Int,
-                             file: StaticString = #filePath, line: UInt = #line,
-                             _ scenario: (StreamPair) -> Void) {
+    private func assertFreed(
+        _ what: String, host: String = "127.0.0.1", port: Int,
+        file: StaticString = #filePath, line: UInt = #line,
+        _ scenario: (StreamPair) -> Void
+    ) {
         weak var connection: Connection?
         do {
             let pair = createStreamPair(host: host, port: port)
@@ -43,8 +46,9 @@ final class ConnectionLifetimeTests: SocketStreamsTestCase {
             pair.output.delegate = nil
         }
         // Late events and posted work release their references on this run loop.
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { connection == nil }, "\(what): the connection was not freed",
-                      file: file, line: line)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { connection == nil }, "\(what): the connection was not freed",
+            file: file, line: line)
     }
 
     private func scheduleAndOpen(_ pair: StreamPair) {

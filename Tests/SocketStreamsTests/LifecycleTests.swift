@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 @testable import SocketStreams
@@ -41,8 +41,9 @@ final class LifecycleTests: SocketStreamsTestCase {
         pair.output.open()
         XCTAssertTrue([.opening, .open].contains(pair.output.streamStatus), pair.output.streamStatus.name)
 
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.endEncountered, on: .input) },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.has(.endEncountered, on: .input) },
+            "trace: \(recorder.trace)")
         XCTAssertEqual(statusAtOpenCompleted[.input], .open)
         XCTAssertEqual(statusAtOpenCompleted[.output], .open)
         XCTAssertEqual(statusAtEnd, .atEnd)
@@ -101,8 +102,9 @@ final class LifecycleTests: SocketStreamsTestCase {
         let recorder = startRecorder(pair)
         pair.input.open()
         pair.output.open()
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.hasSpaceAvailable, on: .output) },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.has(.hasSpaceAvailable, on: .output) },
+            "trace: \(recorder.trace)")
         XCTAssertTrue(server.waitForAccepted(1, timeout: shortTimeout))
         // A connect would create a socket inside open() itself.
         let descriptors = RawSocket.openDescriptorCount()
@@ -137,9 +139,10 @@ final class LifecycleTests: SocketStreamsTestCase {
         recorder.closesOutputAfterWriting = true
         _ = startRecorder(pair, recorder: recorder)
 
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.snapshot.receivedString == "reply after output close"
-        }, "input stopped working after the output was closed; trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.snapshot.receivedString == "reply after output close"
+            }, "input stopped working after the output was closed; trace: \(recorder.trace)")
         XCTAssertEqual(pair.output.streamStatus, .closed)
         XCTAssertEqual(pair.input.streamStatus, .open)
         XCTAssertFalse(peerSawEOFEarly.value, "closing one stream shut the socket down")
@@ -171,8 +174,9 @@ final class LifecycleTests: SocketStreamsTestCase {
         XCTAssertFalse(reader.finished(within: 0.2), "closing the output ended a read")
         pair.input.close()
         XCTAssertEqual(reader.result(timeout: shortTimeout), -1, "close did not wake the blocked read")
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { SocketHandle.openCount < handlesBefore },
-                      "the socket was not closed after the reader left")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { SocketHandle.openCount < handlesBefore },
+            "the socket was not closed after the reader left")
 
         let other = makePair(port: server.port)
         other.input.open()
@@ -198,14 +202,16 @@ final class LifecycleTests: SocketStreamsTestCase {
         }
         let pair = makePair(port: server.port)
         let recorder = startRecorder(pair)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.hasSpaceAvailable, on: .output) },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.has(.hasSpaceAvailable, on: .output) },
+            "trace: \(recorder.trace)")
         recorder.close(pair.input)
         let payload = testPayload(300_000, seed: 11)
         recorder.writeChunk = 16 * 1024
         recorder.send(payload)
-        XCTAssertTrue(runUntil(timeout: 10) { recorder.snapshot.bytesWritten == payload.count },
-                      "wrote \(recorder.snapshot.bytesWritten) of \(payload.count)")
+        XCTAssertTrue(
+            runUntil(timeout: 10) { recorder.snapshot.bytesWritten == payload.count },
+            "wrote \(recorder.snapshot.bytesWritten) of \(payload.count)")
         recorder.close(pair.output)
         XCTAssertTrue(server.waitForFinished(1, timeout: shortTimeout), "peer saw no EOF after both closed")
         XCTAssertEqual(received.value.count, payload.count)
@@ -223,14 +229,16 @@ final class LifecycleTests: SocketStreamsTestCase {
         }
         let pair = makePair(port: server.port)
         let recorder = startRecorder(pair)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.endEncountered, on: .input) },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.has(.endEncountered, on: .input) },
+            "trace: \(recorder.trace)")
         XCTAssertEqual(recorder.snapshot.receivedString, "last words")
         XCTAssertEqual(pair.output.streamStatus, .open)
 
         recorder.send("written after the peer's FIN")
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.bytesWritten == 28 },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.snapshot.bytesWritten == 28 },
+            "trace: \(recorder.trace)")
         XCTAssertFalse(recorder.has(.errorOccurred, on: .output), recorder.trace)
         recorder.close(pair.output)
         XCTAssertTrue(server.waitForFinished(1, timeout: shortTimeout))
@@ -256,8 +264,9 @@ final class LifecycleTests: SocketStreamsTestCase {
         let recorder = DelegateRecorder(sending: message)
         recorder.closesOutputAfterWriting = true
         _ = startRecorder(pair, recorder: recorder)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == message },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == message },
+            "trace: \(recorder.trace)")
         XCTAssertEqual(pair.output.streamStatus, .closed)
         check.raise()
         XCTAssertTrue(runUntil(timeout: shortTimeout) { peerSawEnd.value != nil })

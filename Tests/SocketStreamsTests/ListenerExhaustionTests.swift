@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 import SocketStreams
@@ -15,21 +15,30 @@ final class ListenerExhaustionTests: SocketStreamsTestCase {
         addCleanup { listener.close() }
         let acceptedPairs = UncheckedBox<[(SocketInputStream, SocketOutputStream)]>([])
         listener.start(in: .current) { acceptedPairs.value.append(($0, $1)) }
-        addCleanup { for (input, output) in acceptedPairs.value { input.close(); output.close() } }
+        addCleanup {
+            for (input, output) in acceptedPairs.value {
+                input.close()
+                output.close()
+            }
+        }
         var accepted: [(SocketInputStream, SocketOutputStream)] { acceptedPairs.value }
 
         // The client is another process, so only this process runs out of descriptors. It connects
         // when told to (a line on stdin), says so, and holds its connections until stdin closes.
         let client = Process()
         client.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        client.arguments = ["python3", "-u", "-c", """
+        client.arguments = [
+            "python3", "-u", "-c",
+            """
             import socket, sys
             sys.stdin.readline()
             held = [socket.create_connection(("127.0.0.1", \(listener.port))) for _ in range(3)]
             print("connected", flush=True)
             sys.stdin.read()
-            """]
-        let toClient = Pipe(), fromClient = Pipe()
+            """,
+        ]
+        let toClient = Pipe()
+        let fromClient = Pipe()
         client.standardInput = toClient
         client.standardOutput = fromClient
         try client.run()

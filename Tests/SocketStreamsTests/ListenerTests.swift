@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 import SocketStreams
@@ -8,12 +8,15 @@ import XCTest
 /// StreamListener: the accept side hands over unopened pairs.
 final class ListenerTests: SocketStreamsTestCase {
 
-    private func assertClientEcho(host: String, port: Int, message: String,
-                                  file: StaticString = #filePath, line: UInt = #line) {
+    private func assertClientEcho(
+        host: String, port: Int, message: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         let pair = makePair(host: host, port: port)
         let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: message))
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == message },
-                      "no echo from \(host):\(port); trace: \(recorder.trace)", file: file, line: line)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == message },
+            "no echo from \(host):\(port); trace: \(recorder.trace)", file: file, line: line)
         pair.input.close()
         pair.output.close()
     }
@@ -52,8 +55,9 @@ final class ListenerTests: SocketStreamsTestCase {
         let pair = createStreamPair(unixSocketPath: path)
         closeAfterTest(pair)
         let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "over a unix socket"))
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == "over a unix socket" },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == "over a unix socket" },
+            "trace: \(recorder.trace)")
         XCTAssertEqual(recorder.snapshot.events(.input).first, .openCompleted)
         XCTAssertEqual(server.acceptedCount, 1)
     }
@@ -63,7 +67,7 @@ final class ListenerTests: SocketStreamsTestCase {
     func testAcceptedPairIsUnopenedAndOpensAtOnce() throws {
         let serverRecorder = DelegateRecorder(sending: "from the accept side")
         let statuses = Locked<[Stream.Status]>([])
-        let acceptedPairs = Locked<[StreamPair]>([])   // the app owns accepted pairs, not the delegate
+        let acceptedPairs = Locked<[StreamPair]>([])  // the app owns accepted pairs, not the delegate
         let listener = try StreamListener(host: "127.0.0.1", port: 0)
         let host = ListenerHost(listener) { pair in
             acceptedPairs.mutate { $0.append(pair) }
@@ -75,11 +79,13 @@ final class ListenerTests: SocketStreamsTestCase {
 
         let pair = makePair(port: host.port)
         let clientRecorder = startRecorder(pair, recorder: DelegateRecorder(sending: "from the client"))
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            clientRecorder.snapshot.receivedString == "from the accept side"
-        }, "client trace: \(clientRecorder.trace)")
-        XCTAssertTrue(serverRecorder.wait(timeout: shortTimeout) { $0.receivedString == "from the client" },
-                      "server trace: \(serverRecorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                clientRecorder.snapshot.receivedString == "from the accept side"
+            }, "client trace: \(clientRecorder.trace)")
+        XCTAssertTrue(
+            serverRecorder.wait(timeout: shortTimeout) { $0.receivedString == "from the client" },
+            "server trace: \(serverRecorder.trace)")
         XCTAssertEqual(statuses.value, [.notOpen, .notOpen, .open, .open])
         let server = serverRecorder.snapshot
         XCTAssertEqual(server.events(.input).first, .openCompleted, serverRecorder.trace)
@@ -144,8 +150,9 @@ final class ListenerTests: SocketStreamsTestCase {
             for port in [65536, 70000, -1, Int.max, Int.min] {
                 XCTAssertThrowsError(try StreamListener(host: host, port: port), "\(host ?? "nil") port \(port)") { error in
                     assertPOSIXError(error, [EINVAL], "port \(port)")
-                    XCTAssertTrue((error as NSError).localizedDescription.contains("port \(port)"),
-                                  "the message names the port: \(error.localizedDescription)")
+                    XCTAssertTrue(
+                        (error as NSError).localizedDescription.contains("port \(port)"),
+                        "the message names the port: \(error.localizedDescription)")
                 }
             }
         }
@@ -160,8 +167,9 @@ final class ListenerTests: SocketStreamsTestCase {
         let pair = createStreamPair(unixSocketPath: path)
         closeAfterTest(pair)
         let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: message))
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == message },
-                      "no echo on \(path); trace: \(recorder.trace)", file: file, line: line)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == message },
+            "no echo on \(path); trace: \(recorder.trace)", file: file, line: line)
         pair.input.close()
         pair.output.close()
     }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 @testable import SocketStreams
@@ -43,24 +43,27 @@ final class MisuseTests: SocketStreamsTestCase {
         XCTAssertFalse(pair.input.hasBytesAvailable)
         XCTAssertFalse(pair.output.hasSpaceAvailable)
         XCTAssertEqual(SocketHandle.openCount, handlesBefore, "a socket was made before open()")
-        XCTAssertEqual(pair.input.connection.lock.withLock { (0..<2).map { pair.input.connection.halves[$0].reactors.count } }, [1, 1],
-                       "scheduling twice and removing once must leave each stream scheduled once")
+        XCTAssertEqual(
+            pair.input.connection.lock.withLock { (0..<2).map { pair.input.connection.halves[$0].reactors.count } }, [1, 1],
+            "scheduling twice and removing once must leave each stream scheduled once")
 
         let recorder = DelegateRecorder(sending: "after an early close")
         recorder.attach(pair)
         for stream in [pair.input as Stream, pair.output as Stream] { stream.delegate = recorder }
         pair.input.open()
         pair.output.open()
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == "after an early close" },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == "after an early close" },
+            "trace: \(recorder.trace)")
         XCTAssertEqual(recorder.count(.openCompleted, on: .input), 1, recorder.trace)
         XCTAssertEqual(recorder.count(.openCompleted, on: .output), 1, recorder.trace)
         let fd = try XCTUnwrap(nativeHandle(of: pair.output))
         XCTAssertEqual(RawSocket.intOption(fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY), 1, "set before open, applied at connect")
         recorder.close(pair.input)
         recorder.close(pair.output)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
-                      "open sockets: \(SocketHandle.openCount), expected \(handlesBefore)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
+            "open sockets: \(SocketHandle.openCount), expected \(handlesBefore)")
     }
 
     /// Every call after `close()` on a live pair, on both streams: `close()` again and `open()` are
@@ -77,8 +80,9 @@ final class MisuseTests: SocketStreamsTestCase {
         let handlesBefore = SocketHandle.openCount
         let pair = makePair(port: port)
         let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "before close"))
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == "before close" },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == "before close" },
+            "trace: \(recorder.trace)")
         recorder.close(pair.input)
         XCTAssertNotNil(nativeHandle(of: pair.input), "the output still holds the socket: the handle is still there")
         recorder.close(pair.output)
@@ -105,10 +109,12 @@ final class MisuseTests: SocketStreamsTestCase {
         XCTAssertEqual(pair.output.write(&buffer, maxLength: 8), -1)
         XCTAssertFalse(pair.input.hasBytesAvailable)
         XCTAssertFalse(pair.output.hasSpaceAvailable)
-        XCTAssertEqual(pair.input.connection.lock.withLock { (0..<2).map { pair.input.connection.halves[$0].reactors.count } }, [0, 0],
-                       "a closed stream was scheduled")
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
-                      "open sockets: \(SocketHandle.openCount), expected \(handlesBefore)")
+        XCTAssertEqual(
+            pair.input.connection.lock.withLock { (0..<2).map { pair.input.connection.halves[$0].reactors.count } }, [0, 0],
+            "a closed stream was scheduled")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
+            "open sockets: \(SocketHandle.openCount), expected \(handlesBefore)")
         settle()
         _ = worker.sync { settle() }
         XCTAssertEqual(Array(recorder.snapshot.entries[closedAt...]), [], "events after close: \(recorder.trace)")
@@ -140,10 +146,12 @@ final class MisuseTests: SocketStreamsTestCase {
         XCTAssertEqual(pair.input.streamStatus, .atEnd)
         XCTAssertNil(pair.input.streamError)
         XCTAssertEqual(recorder.count(.endEncountered, on: .input), 1, recorder.trace)
-        XCTAssertEqual(recorder.count(.hasBytesAvailable, on: .input), recorder.snapshot.entries.filter {
-            if case .read = $0 { return true }
-            return false
-        }.count, "one read per hasBytesAvailable, and none after the end: \(recorder.trace)")
+        XCTAssertEqual(
+            recorder.count(.hasBytesAvailable, on: .input),
+            recorder.snapshot.entries.filter {
+                if case .read = $0 { return true }
+                return false
+            }.count, "one read per hasBytesAvailable, and none after the end: \(recorder.trace)")
         XCTAssertEqual(pair.output.streamStatus, .open)
         pair.input.close()
         XCTAssertEqual(pair.input.read(&buffer, maxLength: 8), -1)
@@ -204,8 +212,9 @@ final class MisuseTests: SocketStreamsTestCase {
         _ = worker.sync { settle() }
         XCTAssertEqual(recorder.snapshot.events(.input), [.errorOccurred], recorder.trace)
         XCTAssertEqual(recorder.snapshot.events(.output), [.errorOccurred], recorder.trace)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
-                      "open sockets: \(SocketHandle.openCount), expected \(handlesBefore)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
+            "open sockets: \(SocketHandle.openCount), expected \(handlesBefore)")
     }
 
     /// An error raised while the streams are scheduled nowhere is not an event anybody gets: scheduling
@@ -249,8 +258,9 @@ final class MisuseTests: SocketStreamsTestCase {
         }
         pair.input.open()
         pair.output.open()
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { successor.snapshot.receivedString == "handed over" },
-                      "trace: \(successor.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { successor.snapshot.receivedString == "handed over" },
+            "trace: \(successor.trace)")
         XCTAssertEqual(first, [.openCompleted, .openCompleted], "events after the hand-over reached the old delegate")
         XCTAssertFalse(successor.has(.openCompleted, on: .input), successor.trace)
         XCTAssertFalse(successor.has(.openCompleted, on: .output), successor.trace)
@@ -371,10 +381,12 @@ final class MisuseTests: SocketStreamsTestCase {
             }
             XCTAssertTrue(runUntil(timeout: shortTimeout) { input == nil && output == nil }, "\(label): \(owner.trace)")
             settle()
-            XCTAssertEqual(owner.events.last.map { "\($0.0).\($0.1.name)" }, "\(scenario.at.0).\(scenario.at.1.name)",
-                           "\(label): events after the pair was released: \(owner.trace)")
-            XCTAssertTrue(runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
-                          "\(label): open sockets \(SocketHandle.openCount), expected \(handlesBefore)")
+            XCTAssertEqual(
+                owner.events.last.map { "\($0.0).\($0.1.name)" }, "\(scenario.at.0).\(scenario.at.1.name)",
+                "\(label): events after the pair was released: \(owner.trace)")
+            XCTAssertTrue(
+                runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
+                "\(label): open sockets \(SocketHandle.openCount), expected \(handlesBefore)")
         }
         XCTAssertTrue(server.waitForFinished(4, timeout: shortTimeout))
         XCTAssertEqual(peerSawTheEnd.value, 4, "the peer did not see every connection end")
@@ -406,20 +418,23 @@ final class MisuseTests: SocketStreamsTestCase {
         pair.input.open()
         pair.output.open()
 
-        XCTAssertTrue(runUntil(timeout: 60) { delegate.state.value.received.count >= payload.count || delegate.state.value.failed },
-                      "received \(delegate.state.value.received.count) of \(payload.count)")
+        XCTAssertTrue(
+            runUntil(timeout: 60) { delegate.state.value.received.count >= payload.count || delegate.state.value.failed },
+            "received \(delegate.state.value.received.count) of \(payload.count)")
         let state = delegate.state.value
         XCTAssertEqual(state.overlaps, 0, "callouts of one pair ran at once on two threads")
         XCTAssertFalse(state.failed, "a read or write failed")
         XCTAssertEqual(state.received.count, payload.count)
         XCTAssertTrue(state.received == payload, "bytes lost or reordered")
-        XCTAssertTrue(state.threads.isSubset(of: [ObjectIdentifier(Thread.current), ObjectIdentifier(worker.thread)]),
-                      "a callout ran on a thread running neither scheduled run loop")
+        XCTAssertTrue(
+            state.threads.isSubset(of: [ObjectIdentifier(Thread.current), ObjectIdentifier(worker.thread)]),
+            "a callout ran on a thread running neither scheduled run loop")
         pair.input.close()
         pair.output.close()
         _ = worker.sync {}  // no callout in progress any more
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
-                      "open sockets: \(SocketHandle.openCount), expected \(handlesBefore)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
+            "open sockets: \(SocketHandle.openCount), expected \(handlesBefore)")
     }
 
     // MARK: - 4. calls from the wrong thread
@@ -478,8 +493,9 @@ final class MisuseTests: SocketStreamsTestCase {
         pair.output.close()
         XCTAssertNotNil(worker.sync { settle() })
         XCTAssertEqual(recorder.snapshot.entries.count, snapshot.entries.count, "callouts after close: \(recorder.trace)")
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
-                      "open sockets: \(SocketHandle.openCount), expected \(handlesBefore)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
+            "open sockets: \(SocketHandle.openCount), expected \(handlesBefore)")
     }
 
     /// Both streams closed from this thread while their delegate reads and writes on a worker's run
@@ -502,8 +518,9 @@ final class MisuseTests: SocketStreamsTestCase {
         recorder.readChunk = 4096
         recorder.writeChunk = 4096
         XCTAssertNotNil(worker.sync { recorder.start(pair, on: .current, mode: .default) })
-        XCTAssertTrue(recorder.wait(timeout: shortTimeout) { $0.received.count >= 256 * 1024 && $0.bytesWritten >= 64 * 1024 },
-                      "received \(recorder.received.count), wrote \(recorder.snapshot.bytesWritten)")
+        XCTAssertTrue(
+            recorder.wait(timeout: shortTimeout) { $0.received.count >= 256 * 1024 && $0.bytesWritten >= 64 * 1024 },
+            "received \(recorder.received.count), wrote \(recorder.snapshot.bytesWritten)")
 
         pair.input.close()
         pair.output.close()
@@ -514,8 +531,9 @@ final class MisuseTests: SocketStreamsTestCase {
         XCTAssertTrue(server.waitForFinished(1, timeout: shortTimeout), "the peer's sends did not fail")
         XCTAssertNotNil(worker.sync { settle() })
         XCTAssertEqual(recorder.snapshot.entries.count, entries, "a callout started after close() returned")
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
-                      "open sockets: \(SocketHandle.openCount), expected \(handlesBefore)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
+            "open sockets: \(SocketHandle.openCount), expected \(handlesBefore)")
     }
 
     /// `close()` on both streams from this thread while the delegate sits inside a `hasBytesAvailable`
@@ -547,14 +565,15 @@ final class MisuseTests: SocketStreamsTestCase {
             let written = output.write(&byte, maxLength: 1)
             outcome.value = (read, written, input.streamStatus)
         }
-        XCTAssertNotNil(worker.sync { () -> Void in
-            for stream in [input as Stream, output as Stream] {
-                stream.delegate = delegate
-                stream.schedule(in: .current, forMode: .default)
-            }
-            input.open()
-            output.open()
-        })
+        XCTAssertNotNil(
+            worker.sync { () -> Void in
+                for stream in [input as Stream, output as Stream] {
+                    stream.delegate = delegate
+                    stream.schedule(in: .current, forMode: .default)
+                }
+                input.open()
+                output.open()
+            })
         XCTAssertTrue(inCallout.wait(timeout: shortTimeout), "no hasBytesAvailable: \(seen.value.map(\.name))")
         input.close()
         output.close()
@@ -567,8 +586,9 @@ final class MisuseTests: SocketStreamsTestCase {
         let count = seen.value.count
         XCTAssertNotNil(worker.sync { settle() })
         XCTAssertEqual(seen.value.count, count, "callouts after close: \(seen.value.map(\.name))")
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
-                      "open sockets: \(SocketHandle.openCount), expected \(handlesBefore)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },
+            "open sockets: \(SocketHandle.openCount), expected \(handlesBefore)")
         withExtendedLifetime(delegate) {}
     }
 }
@@ -672,7 +692,9 @@ private final class SerialEchoDelegate: NSObject, StreamDelegate, @unchecked Sen
             let start = state.value.written
             let end = min(outgoing.count, start + 3000)
             if start < end {
-                let n = outgoing[start..<end].withUnsafeBytes { output.write($0.bindMemory(to: UInt8.self).baseAddress!, maxLength: end - start) }
+                let n = outgoing[start..<end].withUnsafeBytes {
+                    output.write($0.bindMemory(to: UInt8.self).baseAddress!, maxLength: end - start)
+                }
                 state.mutate { state in
                     if n > 0 { state.written += n } else { state.failed = true }
                 }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 import SocketStreams
@@ -10,16 +10,21 @@ final class NativeSocketTests: SocketStreamsTestCase {
 
     /// Exchanges data both ways between the pair (scheduled on the main run loop) and the raw
     /// fd at the other end of the connection.
-    private func assertExchange(_ pair: StreamPair, otherEnd: Int32,
-                                file: StaticString = #filePath, line: UInt = #line) {
+    private func assertExchange(
+        _ pair: StreamPair, otherEnd: Int32,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "stream -> fd"))
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.bytesWritten == 12 },
-                      "trace: \(recorder.trace)", file: file, line: line)
-        XCTAssertEqual(try RawSocket.readExactly(otherEnd, count: 12, timeout: shortTimeout),
-                       Data("stream -> fd".utf8), file: file, line: line)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.snapshot.bytesWritten == 12 },
+            "trace: \(recorder.trace)", file: file, line: line)
+        XCTAssertEqual(
+            try RawSocket.readExactly(otherEnd, count: 12, timeout: shortTimeout),
+            Data("stream -> fd".utf8), file: file, line: line)
         XCTAssertNoThrow(try RawSocket.writeAll(otherEnd, Data("fd -> stream".utf8)), file: file, line: line)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == "fd -> stream" },
-                      "trace: \(recorder.trace)", file: file, line: line)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == "fd -> stream" },
+            "trace: \(recorder.trace)", file: file, line: line)
         // A native pair opens synchronously: openCompleted is the first event on each stream.
         XCTAssertEqual(recorder.snapshot.events(.input).first, .openCompleted, file: file, line: line)
         XCTAssertEqual(recorder.snapshot.events(.output).first, .openCompleted, file: file, line: line)
@@ -58,8 +63,9 @@ final class NativeSocketTests: SocketStreamsTestCase {
         let pair = createStreamPair(nativeSocket: client)
         closeAfterTest(pair)
         XCTAssertTrue(pair.output.setProperty(NSNumber(value: true), forKey: CFKey.shouldCloseNativeSocket))
-        XCTAssertEqual((pair.input.property(forKey: CFKey.shouldCloseNativeSocket) as? NSNumber)?.boolValue, true,
-                       "the property is shared by both streams of the pair")
+        XCTAssertEqual(
+            (pair.input.property(forKey: CFKey.shouldCloseNativeSocket) as? NSNumber)?.boolValue, true,
+            "the property is shared by both streams of the pair")
 
         assertExchange(pair, otherEnd: server)
         pair.input.close()
@@ -67,8 +73,9 @@ final class NativeSocketTests: SocketStreamsTestCase {
         pair.output.close()
         let (_, eof) = try RawSocket.readToEOF(server, timeout: shortTimeout)
         XCTAssertTrue(eof, "peer saw no EOF after both streams were closed")
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { !RawSocket.isOpen(client, sameAs: identity) },
-                      "fd still open although ShouldCloseNativeSocket is true")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { !RawSocket.isOpen(client, sameAs: identity) },
+            "fd still open although ShouldCloseNativeSocket is true")
     }
 
     /// A connected TCP fd with the default (do not close): exchange works, fd survives.
@@ -116,8 +123,9 @@ final class NativeSocketTests: SocketStreamsTestCase {
         let recorder = DelegateRecorder(sending: message)
         recorder.readChunk = 4096
         _ = startRecorder(pair, recorder: recorder)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.received.count >= message.utf8.count },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.received.count >= message.utf8.count },
+            "trace: \(recorder.trace)")
         XCTAssertEqual(recorder.snapshot.receivedString, message)
         let fd = try XCTUnwrap(nativeHandle(of: pair.input))
         XCTAssertEqual(RawSocket.intOption(fd, level: SOL_SOCKET, name: SO_DOMAIN), AF_UNIX)
@@ -129,9 +137,10 @@ final class NativeSocketTests: SocketStreamsTestCase {
         let pair = createStreamPair(unixSocketPath: directory.appendingPathComponent("nobody.sock").path)
         closeAfterTest(pair)
         let recorder = startRecorder(pair)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
-        }, "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+            }, "trace: \(recorder.trace)")
         assertPOSIXError(pair.input.streamError, [ENOENT, ECONNREFUSED])
         XCTAssertEqual(pair.input.streamStatus, .error)
     }
@@ -164,9 +173,10 @@ final class NativeSocketTests: SocketStreamsTestCase {
             XCTAssertEqual(pair.input.read(&byte, maxLength: 1), -1)
             XCTAssertEqual(pair.output.write(&byte, maxLength: 1), -1)
             if scheduled {
-                XCTAssertTrue(runUntil(timeout: shortTimeout) {
-                    recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
-                }, recorder.trace)
+                XCTAssertTrue(
+                    runUntil(timeout: shortTimeout) {
+                        recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+                    }, recorder.trace)
             }
             assertPOSIXError(pair.input.streamError, [EBADF])
             assertPOSIXError(pair.output.streamError, [EBADF])
@@ -181,9 +191,10 @@ final class NativeSocketTests: SocketStreamsTestCase {
         let pair = createStreamPair(nativeSocket: -1)
         closeAfterTest(pair)
         let recorder = startRecorder(pair)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
-        }, recorder.trace)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+            }, recorder.trace)
         assertPOSIXError(pair.input.streamError, [EBADF])
         var byte: UInt8 = 0
         XCTAssertEqual(pair.input.read(&byte, maxLength: 1), -1)

@@ -19,8 +19,11 @@ final class PollingTests: SocketStreamsTestCase {
             let deadline = Date(timeIntervalSinceNow: 5)
             var ready = false
             while Date() < deadline {
-                if pair.output.hasSpaceAvailable { ready = true; break }
-                Thread.sleep(forTimeInterval: 0.001)   // polling interval, bounded by the deadline
+                if pair.output.hasSpaceAvailable {
+                    ready = true
+                    break
+                }
+                Thread.sleep(forTimeInterval: 0.001)  // polling interval, bounded by the deadline
             }
             guard ready else { return (false, false, Data()) }
             let wrote = writeAll(pair.output, message)
@@ -117,7 +120,10 @@ final class PollingTests: SocketStreamsTestCase {
         let deadline = Date(timeIntervalSinceNow: shortTimeout)
         var available = false
         while Date() < deadline {
-            if pair.input.hasBytesAvailable { available = true; break }
+            if pair.input.hasBytesAvailable {
+                available = true
+                break
+            }
             Thread.sleep(forTimeInterval: 0.001)
         }
         XCTAssertTrue(available, "hasBytesAvailable never became true")

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 @testable import SocketStreams
@@ -12,12 +12,14 @@ final class PropertyTests: SocketStreamsTestCase {
         let port = try startSocatEcho(.v4)
         let pair = makePair(host: "127.0.0.1", port: port)
         let recorder = startRecorder(pair)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.has(.openCompleted, on: .input) && recorder.has(.openCompleted, on: .output)
-        }, "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.has(.openCompleted, on: .input) && recorder.has(.openCompleted, on: .output)
+            }, "trace: \(recorder.trace)")
 
-        let raw = try XCTUnwrap(pair.input.property(forKey: CFKey.nativeHandle) as? Data,
-                                "kCFStreamPropertySocketNativeHandle must be Data")
+        let raw = try XCTUnwrap(
+            pair.input.property(forKey: CFKey.nativeHandle) as? Data,
+            "kCFStreamPropertySocketNativeHandle must be Data")
         XCTAssertEqual(raw.count, MemoryLayout<Int32>.size)
         let fd = try XCTUnwrap(nativeHandle(of: pair.input))
         XCTAssertEqual(nativeHandle(of: pair.output), fd, "one socket per pair")
@@ -46,13 +48,15 @@ final class PropertyTests: SocketStreamsTestCase {
         let clock = ManualTime()
         pair.input.connection.time = clock
         let timeout: Double = 0.5
-        XCTAssertTrue(setAnyValueProperty(pair.output, timeout, forKey: .connectTimeoutKey),
-                      "setProperty(Double, forKey: .connectTimeoutKey) must return true")
+        XCTAssertTrue(
+            setAnyValueProperty(pair.output, timeout, forKey: .connectTimeoutKey),
+            "setProperty(Double, forKey: .connectTimeoutKey) must return true")
         let recorder = startRecorder(pair)
         XCTAssertEqual(clock.pending, [0.5])
         clock.advance(by: 0.5)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.errorOccurred, on: .input) },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.has(.errorOccurred, on: .input) },
+            "trace: \(recorder.trace)")
         assertPOSIXError(pair.input.streamError, [ETIMEDOUT])
         withExtendedLifetime(blackhole) {}
     }
@@ -70,8 +74,9 @@ final class PropertyTests: SocketStreamsTestCase {
         let pair = makePair(port: port)
         XCTAssertTrue(pair.output.setProperty(NSNumber(value: true), forKey: .tcpNoDelayKey))
         let recorder = startRecorder(pair)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.openCompleted, on: .output) },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.has(.openCompleted, on: .output) },
+            "trace: \(recorder.trace)")
         let fd = try XCTUnwrap(nativeHandle(of: pair.output))
         XCTAssertEqual(RawSocket.intOption(fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY), 1)
     }
@@ -94,8 +99,10 @@ final class PropertyTests: SocketStreamsTestCase {
 
     /// Sets each value on one stream and expects `false`, with the property still reading back as
     /// before (`unchanged`, checked on the other stream of the pair).
-    private func assertRefused(_ values: [Any], forKey key: Stream.PropertyKey, on pair: StreamPair,
-                               unchanged: () -> Bool, file: StaticString = #filePath, line: UInt = #line) {
+    private func assertRefused(
+        _ values: [Any], forKey key: Stream.PropertyKey, on pair: StreamPair,
+        unchanged: () -> Bool, file: StaticString = #filePath, line: UInt = #line
+    ) {
         for value in values {
             let label = "\(key.rawValue) = \(value) (\(type(of: value)))"
             XCTAssertFalse(pair.input.setProperty(value, forKey: key), "accepted: \(label)", file: file, line: line)
@@ -147,8 +154,10 @@ final class PropertyTests: SocketStreamsTestCase {
         let pair = makePair(host: "example.com", port: 443)
         let key = Stream.PropertyKey.socketSecurityLevelKey
         XCTAssertTrue(pair.input.setProperty(kCFStreamSocketSecurityLevelTLSv1, forKey: key))
-        let values: [Any] = [NSNumber(value: 3), 1, true, kCFBooleanTrue!, Data("kCFStreamSocketSecurityLevelNone".utf8),
-                             [kCFStreamSocketSecurityLevelNone as String], "kCFStreamSocketSecurityLevelBogus"]
+        let values: [Any] = [
+            NSNumber(value: 3), 1, true, kCFBooleanTrue!, Data("kCFStreamSocketSecurityLevelNone".utf8),
+            [kCFStreamSocketSecurityLevelNone as String], "kCFStreamSocketSecurityLevelBogus",
+        ]
         assertRefused(values, forKey: key, on: pair) {
             pair.output.property(forKey: key) as? String == kCFStreamSocketSecurityLevelTLSv1 as String
         }
@@ -163,15 +172,18 @@ final class PropertyTests: SocketStreamsTestCase {
         XCTAssertTrue(pair.input.setProperty([validates: false, kCFStreamSSLIsServer as String: kCFBooleanFalse!], forKey: key))
         let before = pair.output.property(forKey: .tlsSettingsKey) as? TLSSettings
         XCTAssertEqual(before?.validatesCertificateChain, false)
-        let booleanKeys: [CFString] = [kCFStreamSSLValidatesCertificateChain, kCFStreamSSLAllowsExpiredCertificates,
-                                       kCFStreamSSLAllowsExpiredRoots, kCFStreamSSLAllowsAnyRoot, kCFStreamSSLIsServer]
+        let booleanKeys: [CFString] = [
+            kCFStreamSSLValidatesCertificateChain, kCFStreamSSLAllowsExpiredCertificates,
+            kCFStreamSSLAllowsExpiredRoots, kCFStreamSSLAllowsAnyRoot, kCFStreamSSLIsServer,
+        ]
         var values: [Any] = booleanKeys.flatMap { booleanKey -> [Any] in notBooleans.map { [booleanKey as String: $0] } }
-        values += [
-            [kCFStreamSSLPeerName as String: 42], [kCFStreamSSLPeerName as String: true],
-            [kCFStreamSSLLevel as String: 5], [kCFStreamSSLLevel as String: true],
-            [kCFStreamSSLCertificates as String: "identity"], [kCFStreamSSLCertificates as String: true],
-            "not a dictionary", 5, true, [1],
-        ] as [Any]
+        values +=
+            [
+                [kCFStreamSSLPeerName as String: 42], [kCFStreamSSLPeerName as String: true],
+                [kCFStreamSSLLevel as String: 5], [kCFStreamSSLLevel as String: true],
+                [kCFStreamSSLCertificates as String: "identity"], [kCFStreamSSLCertificates as String: true],
+                "not a dictionary", 5, true, [1],
+            ] as [Any]
         assertRefused(values, forKey: key, on: pair) {
             pair.output.property(forKey: .tlsSettingsKey) as? TLSSettings == before
                 && (pair.output.property(forKey: key) as? [String: Any])?[validates] as? Bool == false
@@ -208,16 +220,18 @@ final class PropertyTests: SocketStreamsTestCase {
         var values: [Any] = ["SOCKSEnable", "ExcludeSimpleHostnames"].flatMap { flag -> [Any] in
             ["yes", "banana", "1", NSString(string: "0"), 2.5, Data([1]), [1], NSNull()].map { with([flag: $0]) }
         }
-        values += [
-            ["SOCKSProxy": 12], ["SOCKSProxy": true], with(["SOCKSPort": true]), with(["SOCKSPort": NSNumber(value: true)]),
-            with(["SOCKSPort": "1080"]), with(["SOCKSPort": 1080.5]), with([kCFStreamPropertySOCKSVersion as String: 5]),
-            with([kCFStreamPropertySOCKSVersion as String: true]), with([kCFStreamPropertySOCKSUser as String: 7]),
-            with([kCFStreamPropertySOCKSPassword as String: true]), with(["ExceptionsList": "x"]), with(["ExceptionsList": [1]]),
-        ] as [Any]
+        values +=
+            [
+                ["SOCKSProxy": 12], ["SOCKSProxy": true], with(["SOCKSPort": true]), with(["SOCKSPort": NSNumber(value: true)]),
+                with(["SOCKSPort": "1080"]), with(["SOCKSPort": 1080.5]), with([kCFStreamPropertySOCKSVersion as String: 5]),
+                with([kCFStreamPropertySOCKSVersion as String: true]), with([kCFStreamPropertySOCKSUser as String: 7]),
+                with([kCFStreamPropertySOCKSPassword as String: true]), with(["ExceptionsList": "x"]), with(["ExceptionsList": [1]]),
+            ] as [Any]
         assertRefused(values, forKey: .socksProxyConfigurationKey, on: pair, unchanged: unchanged)
 
         let connectKey = Stream.PropertyKey(kCFStreamPropertyCONNECTProxy as String)
-        let host = kCFStreamPropertyCONNECTProxyHost as String, port = kCFStreamPropertyCONNECTProxyPort as String
+        let host = kCFStreamPropertyCONNECTProxyHost as String
+        let port = kCFStreamPropertyCONNECTProxyPort as String
         let headers = kCFStreamPropertyCONNECTAdditionalHeaders as String
         let connect: [Any] = [
             [host: 5, port: 3128], [host: true, port: 3128], [host: "h", port: true], [host: "h", port: kCFBooleanTrue!],
@@ -231,9 +245,11 @@ final class PropertyTests: SocketStreamsTestCase {
     /// Read-only keys refuse every value and keep reading back what they read before.
     func testReadOnlyKeysRefuseEveryValue() {
         let pair = makePair(host: "example.com", port: 443)
-        let keys = [CFKey.nativeHandle, CFKey.remoteHostName, CFKey.remotePortNumber,
-                    Stream.PropertyKey(kCFStreamPropertySSLPeerCertificates as String), .tlsConnectionInfoKey,
-                    Stream.PropertyKey(kCFStreamPropertySSLPeerTrust as String), Stream.PropertyKey(kCFStreamPropertySSLContext as String)]
+        let keys = [
+            CFKey.nativeHandle, CFKey.remoteHostName, CFKey.remotePortNumber,
+            Stream.PropertyKey(kCFStreamPropertySSLPeerCertificates as String), .tlsConnectionInfoKey,
+            Stream.PropertyKey(kCFStreamPropertySSLPeerTrust as String), Stream.PropertyKey(kCFStreamPropertySSLContext as String),
+        ]
         for key in keys {
             let before = pair.output.property(forKey: key) as? NSObject
             assertRefused(["other.example", 80, true, Data([1, 2, 3, 4]), NSNull()], forKey: key, on: pair) {

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 import XCTest
@@ -47,8 +47,9 @@ final class ProxyPeerTests: SocketStreamsTestCase {
 
     /// Waits (output arrives asynchronously) until `peer` printed `text`.
     private func assertEventuallyPrinted(_ peer: Peer, _ text: String, file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertTrue(peer.waitForOutput(containing: text, timeout: shortTimeout), "\(peer.name) did not print \"\(text)\":\n\(peer.printed)",
-                      file: file, line: line)
+        XCTAssertTrue(
+            peer.waitForOutput(containing: text, timeout: shortTimeout), "\(peer.name) did not print \"\(text)\":\n\(peer.printed)",
+            file: file, line: line)
     }
 
     func testDanteSOCKS4AndSOCKS5OnBothFamilies() throws {

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import CSocketStreamsShims
 import CoreFoundation
@@ -56,8 +56,9 @@ final class ReactorTests: SocketStreamsTestCase {
         // Posted work's wake-up now sits in the epoll set behind all that readiness.
         let posted = Locked(false)
         reactor.post { posted.value = true }
-        XCTAssertTrue(runUntil(timeout: 10) { count.value == sockets && posted.value },
-                      "delivered \(count.value) of \(sockets), posted work ran: \(posted.value)")
+        XCTAssertTrue(
+            runUntil(timeout: 10) { count.value == sockets && posted.value },
+            "delivered \(count.value) of \(sockets), posted work ran: \(posted.value)")
     }
 
     /// Reports readiness without reading: its socket stays ready for as long as it is registered.
@@ -85,8 +86,9 @@ final class ReactorTests: SocketStreamsTestCase {
         let timer = Timer(timeInterval: 0.001, repeats: true) { _ in fired.mutate { $0 += 1 } }
         RunLoop.current.add(timer, forMode: .default)
         defer { timer.invalidate() }
-        XCTAssertTrue(runUntil(timeout: 10) { fired.value >= 3 },
-                      "the timer fired \(fired.value) times while the socket was reported \(ignorer.reports.value) times")
+        XCTAssertTrue(
+            runUntil(timeout: 10) { fired.value >= 3 },
+            "the timer fired \(fired.value) times while the socket was reported \(ignorer.reports.value) times")
         XCTAssertGreaterThan(ignorer.reports.value, 64, "the socket was not reported again after a perform's budget")
     }
 }

@@ -28,7 +28,8 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
             let line = lines[index].trimmingCharacters(in: .whitespaces)
             index += 1
             guard line.hasPrefix("<!-- example: "), line.hasSuffix(" -->"), index < lines.count,
-                  lines[index] == "```swift" else { continue }
+                lines[index] == "```swift"
+            else { continue }
             let path = String(line.dropFirst("<!-- example: ".count).dropLast(" -->".count))
             var code: [String] = []
             index += 1
@@ -50,8 +51,9 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
             XCTAssertTrue(Self.contains(source, block.code), "README block not found word for word in \(block.path):\n\(block.code)")
         }
         // Every Swift block in the README is one of them.
-        XCTAssertEqual(readme.components(separatedBy: "\n").filter { $0 == "```swift" }.count, blocks.count + 1,
-                       "a README Swift block without an example marker (the one more is the manifest block)")
+        XCTAssertEqual(
+            readme.components(separatedBy: "\n").filter { $0 == "```swift" }.count, blocks.count + 1,
+            "a README Swift block without an example marker (the one more is the manifest block)")
     }
 
     /// The README's dependency lines, as the arguments of a consumer's `Package(...)` next to a
@@ -68,14 +70,18 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("consumer-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: directory) }
             let consumer = directory.appendingPathComponent("consumer")
-            try FileManager.default.createDirectory(at: consumer.appendingPathComponent("Sources/MyClient"), withIntermediateDirectories: true)
-            try FileManager.default.createSymbolicLink(at: directory.appendingPathComponent(checkoutName), withDestinationURL: Self.packageRoot)
+            try FileManager.default.createDirectory(
+                at: consumer.appendingPathComponent("Sources/MyClient"), withIntermediateDirectories: true)
+            try FileManager.default.createSymbolicLink(
+                at: directory.appendingPathComponent(checkoutName), withDestinationURL: Self.packageRoot)
             // The negative case points the README's path at the differently named checkout.
             let dependency = lines.replacingOccurrences(of: "\"../SocketStreams\"", with: "\"../\(checkoutName)\"")
             XCTAssertTrue(lines.contains("\"../SocketStreams\""), "the README's path dependency changed: \(lines)")
-            let manifest = "// swift-tools-version:6.0\nimport PackageDescription\nlet package = Package(\n    name: \"consumer\",\n\(dependency)\n)\n"
+            let manifest =
+                "// swift-tools-version:6.0\nimport PackageDescription\nlet package = Package(\n    name: \"consumer\",\n\(dependency)\n)\n"
             try manifest.write(to: consumer.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
-            try "import SocketStreams\n".write(to: consumer.appendingPathComponent("Sources/MyClient/main.swift"), atomically: true, encoding: .utf8)
+            try "import SocketStreams\n".write(
+                to: consumer.appendingPathComponent("Sources/MyClient/main.swift"), atomically: true, encoding: .utf8)
             let result = try runCommand(swift, ["package", "--package-path", consumer.path, "describe", "--type", "json"], timeout: 120)
             if shouldLoad {
                 XCTAssertEqual(result.status, 0, "the README's lines do not load:\n\(manifest)\n\(result.stderr)")
@@ -112,7 +118,8 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
     }
 
     func testDelegateProgramReportsARefusedConnectionAndExits() throws {
-        let result = try runCommand(try example("getting-started-delegate"), ["127.0.0.1", String(try RawSocket.unusedPort())], timeout: 30)
+        let result = try runCommand(
+            try example("getting-started-delegate"), ["127.0.0.1", String(try RawSocket.unusedPort())], timeout: 30)
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stdoutText.hasPrefix("error: "), result.stdoutText)
         XCTAssertTrue(result.stdoutText.contains("refused"), result.stdoutText)
@@ -143,15 +150,16 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
         let (identity, certificatePEM) = try TLSIdentity.makeSelfSigned(dnsNames: ["localhost"])
         listener.start(in: .current) { input, output in
             input.setProperty(TLSSettings.server(identity: identity), forKey: .tlsSettingsKey)
-            serve(input, output)   // your code: delegates, schedule, open, as for any pair
+            serve(input, output)  // your code: delegates, schedule, open, as for any pair
         }
-        let host = "localhost", port = listener.port
+        let host = "localhost"
+        let port = listener.port
         let caCertificatePEM = certificatePEM
 
         let (input, output) = createStreamPair(host: host, port: port)
-        input.setProperty(StreamSocketSecurityLevel.negotiatedSSL, forKey: .socketSecurityLevelKey)   // Apple code, unchanged
+        input.setProperty(StreamSocketSecurityLevel.negotiatedSSL, forKey: .socketSecurityLevelKey)  // Apple code, unchanged
 
-        var tls = TLSSettings()          // the defaults: the system trust store, the host name verified, TLS 1.2 or newer
+        var tls = TLSSettings()  // the defaults: the system trust store, the host name verified, TLS 1.2 or newer
         tls.trustRoots = [.system, .pem(caCertificatePEM)]
         tls.alpnProtocols = ["http/1.1"]
         input.setProperty(tls, forKey: .tlsSettingsKey)
@@ -173,21 +181,26 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
         addCleanup { socksPeer.stop() }
         let (httpPeer, httpPort) = try Peer.tinyproxy(directory: try makeTemporaryDirectory(), user: "user", password: "secret")
         addCleanup { httpPeer.stop() }
-        let host = "127.0.0.1", port = echo, proxyHost = "127.0.0.1"
+        let host = "127.0.0.1"
+        let port = echo
+        let proxyHost = "127.0.0.1"
 
         do {
             let proxyPort = socksPort
             let (input, output) = createStreamPair(host: host, port: port)
-            let socks: [StreamSOCKSProxyConfiguration: Any] = [.hostKey: proxyHost, .portKey: proxyPort,
-                                                               .userKey: "user", .passwordKey: "secret"]
-            input.setProperty(socks, forKey: .socksProxyConfigurationKey)   // Apple code, unchanged (SOCKS5 by default)
+            let socks: [StreamSOCKSProxyConfiguration: Any] = [
+                .hostKey: proxyHost, .portKey: proxyPort,
+                .userKey: "user", .passwordKey: "secret",
+            ]
+            input.setProperty(socks, forKey: .socksProxyConfigurationKey)  // Apple code, unchanged (SOCKS5 by default)
             try assertEchoes((input, output))
         }
         do {
             let proxyPort = httpPort
             let (input, output) = createStreamPair(host: host, port: port)
-            input.setProperty(ProxyConfiguration.httpConnect(host: proxyHost, port: proxyPort, username: "user", password: "secret"),
-                              forKey: .proxyConfigurationKey)
+            input.setProperty(
+                ProxyConfiguration.httpConnect(host: proxyHost, port: proxyPort, username: "user", password: "secret"),
+                forKey: .proxyConfigurationKey)
             try assertEchoes((input, output))
         }
     }
@@ -195,14 +208,16 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
     private func assertEchoes(_ pair: StreamPair, file: StaticString = #filePath, line: UInt = #line) throws {
         closeAfterTest(pair)
         let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "through the proxy"))
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == "through the proxy" },
-                      recorder.trace, file: file, line: line)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == "through the proxy" },
+            recorder.trace, file: file, line: line)
         XCTAssertTrue(recorder.snapshot.errors.isEmpty, "\(recorder.snapshot.errors)", file: file, line: line)
     }
 
     /// The CoreFoundation section: a CF-created pair, its events on a dispatch queue, echoing.
     func testCoreFoundationAndQueueExample() throws {
-        let host = "127.0.0.1", port = try startSocatEcho()
+        let host = "127.0.0.1"
+        let port = try startSocatEcho()
         let delegate = DelegateRecorder(sending: "on a queue")
 
         var readStream: Unmanaged<CFReadStream>?
@@ -211,11 +226,11 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
         let input: InputStream = readStream!.takeRetainedValue()
         let output: OutputStream = writeStream!.takeRetainedValue()
         CFReadStreamSetProperty(input, CFStreamPropertyKey(rawValue: kCFStreamPropertyShouldCloseNativeSocket), kCFBooleanTrue)
-        delegate.attach(input: input, output: output)   // (the test: the recorder remembers which stream is which)
+        delegate.attach(input: input, output: output)  // (the test: the recorder remembers which stream is which)
         input.delegate = delegate
         output.delegate = delegate
         let queue = DispatchQueue(label: "network")
-        CFReadStreamSetDispatchQueue(input, queue)     // events arrive on `queue`, one at a time
+        CFReadStreamSetDispatchQueue(input, queue)  // events arrive on `queue`, one at a time
         CFWriteStreamSetDispatchQueue(output, queue)
         input.open()
         output.open()

@@ -13,9 +13,12 @@ final class ScaleTests: SocketStreamsTestCase {
 
     /// Opens `count` pairs to `port`, each sending its own message, all scheduled on the
     /// main run loop at once; waits for every echo. Returns the pairs and their recorders.
-    private func exchangeConcurrently(count: Int, port: Int, timeout: TimeInterval, tag: String,
-                                      file: StaticString = #filePath, line: UInt = #line)
-        -> [(pair: StreamPair, recorder: DelegateRecorder, message: Data)] {
+    private func exchangeConcurrently(
+        count: Int, port: Int, timeout: TimeInterval, tag: String,
+        file: StaticString = #filePath, line: UInt = #line
+    )
+        -> [(pair: StreamPair, recorder: DelegateRecorder, message: Data)]
+    {
         var clients: [(pair: StreamPair, recorder: DelegateRecorder, message: Data)] = []
         for index in 0..<count {
             let message = Data("\(tag) #\(index) says hello\n".utf8)
@@ -28,12 +31,15 @@ final class ScaleTests: SocketStreamsTestCase {
             clients.allSatisfy { $0.recorder.received.count >= $0.message.count }
         }
         let missing = clients.filter { $0.recorder.received != $0.message }
-        XCTAssertTrue(allEchoed, "\(missing.count) of \(count) pairs got no (complete) echo; first: " +
-                      (missing.first.map { $0.recorder.trace } ?? "-"), file: file, line: line)
+        XCTAssertTrue(
+            allEchoed,
+            "\(missing.count) of \(count) pairs got no (complete) echo; first: " + (missing.first.map { $0.recorder.trace } ?? "-"),
+            file: file, line: line)
         XCTAssertEqual(missing.count, 0, file: file, line: line)
         let errored = clients.filter { !$0.recorder.snapshot.errors.isEmpty }
-        XCTAssertEqual(errored.count, 0, "errors: \(errored.first.map { "\($0.recorder.snapshot.errors)" } ?? "-")",
-                       file: file, line: line)
+        XCTAssertEqual(
+            errored.count, 0, "errors: \(errored.first.map { "\($0.recorder.snapshot.errors)" } ?? "-")",
+            file: file, line: line)
         return clients
     }
 
@@ -54,8 +60,9 @@ final class ScaleTests: SocketStreamsTestCase {
             client.pair.input.close()
             client.pair.output.close()
         }
-        XCTAssertTrue(runUntil(timeout: 10) { server.openConnections == 0 },
-                      "\(server.openConnections) server connections saw no EOF after the clients closed")
+        XCTAssertTrue(
+            runUntil(timeout: 10) { server.openConnections == 0 },
+            "\(server.openConnections) server connections saw no EOF after the clients closed")
     }
 
     /// 2,000 pairs of every kind — normal exchanges, refused ports, unresolvable names, pairs
@@ -105,8 +112,9 @@ final class ScaleTests: SocketStreamsTestCase {
             after = RawSocket.openDescriptorCount()
             return after <= baseline
         }
-        XCTAssertLessThanOrEqual(after - baseline, 2,
-                                 "fd count grew from \(baseline) to \(after) over 2,000 pairs")
+        XCTAssertLessThanOrEqual(
+            after - baseline, 2,
+            "fd count grew from \(baseline) to \(after) over 2,000 pairs")
     }
 
     // MARK: helpers
@@ -114,8 +122,10 @@ final class ScaleTests: SocketStreamsTestCase {
     /// Opens `count` pairs that must fail (refused / unresolvable), waits for errorOccurred on
     /// both streams of each, closes them. Returns `count`.
     @discardableResult
-    private func failConcurrently(count: Int, host: String, port: Int,
-                                  file: StaticString = #filePath, line: UInt = #line) -> Int {
+    private func failConcurrently(
+        count: Int, host: String, port: Int,
+        file: StaticString = #filePath, line: UInt = #line
+    ) -> Int {
         var clients: [(StreamPair, DelegateRecorder)] = []
         for _ in 0..<count {
             let pair = createStreamPair(host: host, port: port)
@@ -136,8 +146,10 @@ final class ScaleTests: SocketStreamsTestCase {
     /// Opens `count` unscheduled pairs to `port` and drops them without close(), either at
     /// once (still connecting) or once both report .open. Returns `count`.
     @discardableResult
-    private func releaseWithoutClose(count: Int, port: Int, waitForOpen: Bool,
-                                     file: StaticString = #filePath, line: UInt = #line) -> Int {
+    private func releaseWithoutClose(
+        count: Int, port: Int, waitForOpen: Bool,
+        file: StaticString = #filePath, line: UInt = #line
+    ) -> Int {
         var pairs: [StreamPair] = []
         for _ in 0..<count {
             let pair = createStreamPair(host: "127.0.0.1", port: port)
@@ -158,7 +170,8 @@ final class ScaleTests: SocketStreamsTestCase {
     /// Waits until the echo server has no connection left (every client socket was closed,
     /// so every server side saw EOF and closed too).
     private func closeAllAndSettle(server: StreamEchoServer, file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertTrue(runUntil(timeout: 15) { server.openConnections == 0 },
-                      "\(server.openConnections) server connections left open", file: file, line: line)
+        XCTAssertTrue(
+            runUntil(timeout: 15) { server.openConnections == 0 },
+            "\(server.openConnections) server connections left open", file: file, line: line)
     }
 }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 import SocketStreams
@@ -111,8 +111,9 @@ final class ScheduleExhaustionTests: SocketStreamsTestCase {
             let error = try XCTUnwrap(stream.streamError as NSError?)
             XCTAssertEqual(error.domain, NSPOSIXErrorDomain)
             XCTAssertEqual(error.code, Int(EMFILE))
-            XCTAssertEqual(error.localizedDescription,
-                           "Could not watch 127.0.0.1 port \(server.port) on a run loop: Too many open files")
+            XCTAssertEqual(
+                error.localizedDescription,
+                "Could not watch 127.0.0.1 port \(server.port) on a run loop: Too many open files")
         }
     }
 
@@ -125,9 +126,10 @@ final class ScheduleExhaustionTests: SocketStreamsTestCase {
         withNoFreeDescriptors {
             pair.output.schedule(in: worker.runLoop, forMode: .default)
         }
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
-        }, recorder.trace)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+            }, recorder.trace)
         assertPOSIXError(pair.input.streamError, [EMFILE])
         assertPOSIXError(pair.output.streamError, [EMFILE])
     }

@@ -15,13 +15,15 @@ final class SchedulingTests: SocketStreamsTestCase {
         let recorder = DelegateRecorder(sending: "ping from a background run loop")
 
         XCTAssertNotNil(worker.sync { recorder.start(pair, on: .current, mode: .default) })
-        XCTAssertTrue(recorder.wait(timeout: shortTimeout) { $0.receivedString == "ping from a background run loop" },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            recorder.wait(timeout: shortTimeout) { $0.receivedString == "ping from a background run loop" },
+            "trace: \(recorder.trace)")
 
         let snapshot = recorder.snapshot
         XCTAssertFalse(snapshot.eventThreads.isEmpty)
-        XCTAssertTrue(snapshot.eventThreads.allSatisfy { $0 === worker.thread },
-                      "a callback ran off the scheduled thread")
+        XCTAssertTrue(
+            snapshot.eventThreads.allSatisfy { $0 === worker.thread },
+            "a callback ran off the scheduled thread")
         XCTAssertEqual(snapshot.events(.input).first, .openCompleted)
         XCTAssertEqual(snapshot.events(.output).first, .openCompleted)
         worker.sync {
@@ -52,16 +54,19 @@ final class SchedulingTests: SocketStreamsTestCase {
         let pair = makePair(port: port)
         let recorder = DelegateRecorder(sending: "scheduled from main")
         recorder.start(pair, on: worker.runLoop, mode: .default)
-        XCTAssertTrue(recorder.wait(timeout: shortTimeout) { $0.receivedString == "scheduled from main" },
-                      "trace: \(recorder.trace)", file: file, line: line)
+        XCTAssertTrue(
+            recorder.wait(timeout: shortTimeout) { $0.receivedString == "scheduled from main" },
+            "trace: \(recorder.trace)", file: file, line: line)
         let snapshot = recorder.snapshot
         XCTAssertTrue(snapshot.eventThreads.allSatisfy { $0 === worker.thread }, "a callback ran off the worker", file: file, line: line)
         XCTAssertEqual(snapshot.events(.input).first, .openCompleted, recorder.trace, file: file, line: line)
         XCTAssertEqual(snapshot.events(.output).first, .openCompleted, recorder.trace, file: file, line: line)
         // Unscheduling from here finds the same run loop.
         for stream in [pair.input as Stream, pair.output as Stream] { stream.remove(from: worker.runLoop, forMode: .default) }
-        XCTAssertTrue(worker.sync { pair.input.connection.lock.withLock { (0..<2).allSatisfy { pair.input.connection.halves[$0].reactors.isEmpty } } } ?? false,
-                      "still scheduled after remove(from:forMode:)", file: file, line: line)
+        XCTAssertTrue(
+            worker.sync { pair.input.connection.lock.withLock { (0..<2).allSatisfy { pair.input.connection.halves[$0].reactors.isEmpty } } }
+                ?? false,
+            "still scheduled after remove(from:forMode:)", file: file, line: line)
         worker.sync {
             pair.input.close()
             pair.output.close()
@@ -88,9 +93,10 @@ final class SchedulingTests: SocketStreamsTestCase {
         XCTAssertEqual(recorder.snapshot.entries, [], "events delivered in the wrong mode: \(recorder.trace)")
 
         // The custom mode delivers them.
-        XCTAssertTrue(runUntil(timeout: shortTimeout, mode: customMode) {
-            recorder.snapshot.receivedString == "greeting" && recorder.snapshot.bytesWritten == 2
-        }, "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout, mode: customMode) {
+                recorder.snapshot.receivedString == "greeting" && recorder.snapshot.bytesWritten == 2
+            }, "trace: \(recorder.trace)")
         XCTAssertEqual(recorder.snapshot.events(.input).first, .openCompleted)
         XCTAssertEqual(recorder.snapshot.events(.output).first, .openCompleted)
         XCTAssertTrue(recorder.snapshot.eventThreads.allSatisfy(isMainThread))
@@ -113,8 +119,9 @@ final class SchedulingTests: SocketStreamsTestCase {
         pair.input.open()
         pair.output.open()
 
-        XCTAssertTrue(recorder.wait(timeout: 10) { $0.has(.endEncountered, on: .input) },
-                      "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            recorder.wait(timeout: 10) { $0.has(.endEncountered, on: .input) },
+            "trace: \(recorder.trace)")
         let snapshot = recorder.snapshot
         XCTAssertEqual(try XCTUnwrap(HTTPReply(snapshot.received)).body, body)
         XCTAssertFalse(snapshot.eventThreads.contains(where: isMainThread), "a callback ran on the main thread")
@@ -139,21 +146,24 @@ final class SchedulingTests: SocketStreamsTestCase {
         }
         let pair = makePair(port: server.port)
         let recorder = startRecorder(pair)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.has(.openCompleted, on: .input) && recorder.has(.hasSpaceAvailable, on: .output)
-        }, "trace: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.has(.openCompleted, on: .input) && recorder.has(.hasSpaceAvailable, on: .output)
+            }, "trace: \(recorder.trace)")
 
         pair.input.remove(from: .current, forMode: .default)
         go.raise()
         let fd = try XCTUnwrap(nativeHandle(of: pair.input))
         XCTAssertTrue(waitForKernelBytes(fd, atLeast: 17), "the server did not send")
         settle()
-        XCTAssertFalse(recorder.has(.hasBytesAvailable, on: .input),
-                       "event delivered to an unscheduled stream: \(recorder.trace)")
+        XCTAssertFalse(
+            recorder.has(.hasBytesAvailable, on: .input),
+            "event delivered to an unscheduled stream: \(recorder.trace)")
 
         pair.input.schedule(in: .current, forMode: .default)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.received == Data("while unscheduled".utf8) },
-                      "pending data not announced after re-scheduling: \(recorder.trace)")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.received == Data("while unscheduled".utf8) },
+            "pending data not announced after re-scheduling: \(recorder.trace)")
     }
 
     /// The Apple guide calls remove(from:forMode:) right after close(): harmless.
@@ -178,8 +188,9 @@ final class SchedulingTests: SocketStreamsTestCase {
         let port = try startSocatEcho()
         let pair = makePair(port: port)
         let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "common modes"), mode: .common)
-        XCTAssertTrue(runUntil(timeout: shortTimeout, mode: .default) { recorder.snapshot.receivedString == "common modes" },
-                      recorder.trace)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout, mode: .default) { recorder.snapshot.receivedString == "common modes" },
+            recorder.trace)
         XCTAssertEqual(recorder.snapshot.events(.input).first, .openCompleted)
     }
 
@@ -198,14 +209,16 @@ final class SchedulingTests: SocketStreamsTestCase {
         }
         pair.input.open()
         pair.output.open()
-        XCTAssertTrue(runUntil(timeout: shortTimeout, mode: custom) { recorder.snapshot.receivedString == "two modes" },
-                      recorder.trace)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout, mode: custom) { recorder.snapshot.receivedString == "two modes" },
+            recorder.trace)
         XCTAssertEqual(recorder.snapshot.events(.input).filter { $0 == .openCompleted }.count, 1)
         XCTAssertEqual(recorder.snapshot.events(.output).filter { $0 == .openCompleted }.count, 1)
         // Dropping one mode keeps the other working.
         for stream in [pair.input as Stream, pair.output as Stream] { stream.remove(from: .current, forMode: custom) }
         XCTAssertTrue(writeAll(pair.output, Data(" again".utf8)))
-        XCTAssertTrue(runUntil(timeout: shortTimeout, mode: .default) { recorder.snapshot.receivedString == "two modes again" },
-                      recorder.trace)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout, mode: .default) { recorder.snapshot.receivedString == "two modes again" },
+            recorder.trace)
     }
 }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 import SocketStreams
@@ -36,7 +36,8 @@ final class SpaceAvailableTests: SocketStreamsTestCase {
         // Each `true` must be followed by a write that does not block: a stale answer would keep
         // this loop writing until send blocks, and the deadline would catch it.
         let filled = callWithDeadline(20) { () -> (writes: Int, bytes: Int, stillAnswersTrue: Bool) in
-            var writes = 0, bytes = 0
+            var writes = 0
+            var bytes = 0
             while output.value.hasSpaceAvailable && writes < self.writeLimit {
                 let written = self.chunk.withUnsafeBufferPointer { output.value.write($0.baseAddress!, maxLength: $0.count) }
                 guard written > 0 else { break }
@@ -51,8 +52,9 @@ final class SpaceAvailableTests: SocketStreamsTestCase {
         XCTAssertFalse(result.stillAnswersTrue, "asked twice, the second answer differed")
 
         try drain(server, count: result.bytes)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { pair.output.hasSpaceAvailable },
-                      "hasSpaceAvailable stayed false after the peer read everything")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { pair.output.hasSpaceAvailable },
+            "hasSpaceAvailable stayed false after the peer read everything")
         XCTAssertEqual(pair.output.streamStatus, .open)
     }
 
@@ -86,8 +88,9 @@ final class SpaceAvailableTests: SocketStreamsTestCase {
         let written = writer.bytes
         writer.limit = writer.writes  // no more writes: the next event is only recorded
         try drain(server, count: written)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { writer.events > writer.writes },
-                      "no hasSpaceAvailable after the peer read everything")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { writer.events > writer.writes },
+            "no hasSpaceAvailable after the peer read everything")
         // Not written: no second event, and the fd leaves epoll's write interest (the run loop
         // settles instead of spinning on a writable socket).
         settle()
@@ -123,7 +126,10 @@ private final class ChunkWriter: NSObject, StreamDelegate {
             let start = Date()
             let written = chunk.withUnsafeBufferPointer { output.write($0.baseAddress!, maxLength: $0.count) }
             slowestWrite = max(slowestWrite, Date().timeIntervalSince(start))
-            if written <= 0 { failure = "write returned \(written)"; return }
+            if written <= 0 {
+                failure = "write returned \(written)"
+                return
+            }
             writes += 1
             bytes += written
         case .errorOccurred:

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 @testable import SocketStreams
@@ -25,12 +25,14 @@ final class StageTests: SocketStreamsTestCase {
         let stage = ToyStage()
         XCTAssertTrue(pair.input.connection.addStage(stage))
         let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "after the handshake"))
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.has(.openCompleted, on: .input) && recorder.has(.openCompleted, on: .output) && !stage.threads.value.isEmpty
-        }, recorder.trace)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.has(.openCompleted, on: .input) && recorder.has(.openCompleted, on: .output) && !stage.threads.value.isEmpty
+            }, recorder.trace)
         settle()
         XCTAssertEqual(recorder.snapshot.events(.input), [.openCompleted], recorder.trace)
-        XCTAssertEqual(recorder.snapshot.events(.output), [.openCompleted], "hasSpaceAvailable before the stage finished: \(recorder.trace)")
+        XCTAssertEqual(
+            recorder.snapshot.events(.output), [.openCompleted], "hasSpaceAvailable before the stage finished: \(recorder.trace)")
         XCTAssertEqual(recorder.snapshot.bytesWritten, 0)
 
         mayAnswer.raise()
@@ -50,9 +52,10 @@ final class StageTests: SocketStreamsTestCase {
         let pair = makePair(port: server.port)
         XCTAssertTrue(pair.input.connection.addStage(ToyStage()))
         let recorder = startRecorder(pair)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
-        }, recorder.trace)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+            }, recorder.trace)
         settle()
         for role in [StreamRole.input, .output] {
             XCTAssertEqual(recorder.snapshot.events(role), [.openCompleted, .errorOccurred], recorder.trace)
@@ -76,9 +79,10 @@ final class StageTests: SocketStreamsTestCase {
         let pair = makePair(port: server.port)
         XCTAssertTrue(pair.input.connection.addStage(ToyStage()))
         let recorder = startRecorder(pair)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
-        }, recorder.trace)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+            }, recorder.trace)
         assertPOSIXError(pair.input.streamError, [ECONNRESET])
         assertPOSIXError(pair.output.streamError, [ECONNRESET])
     }
@@ -104,9 +108,10 @@ final class StageTests: SocketStreamsTestCase {
         XCTAssertEqual(pair.output.streamStatus, .open)
 
         clock.advance(by: 0.001)
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
-        }, recorder.trace)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+            }, recorder.trace)
         let error = try XCTUnwrap(pair.output.streamError as NSError?)
         XCTAssertEqual(error.domain, NSPOSIXErrorDomain)
         XCTAssertEqual(error.code, Int(ETIMEDOUT))
@@ -131,7 +136,8 @@ final class StageTests: SocketStreamsTestCase {
         XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == "early bytes" }, recorder.trace)
         settle()
         XCTAssertEqual(recorder.count(.hasBytesAvailable, on: .input), 11, recorder.trace)
-        XCTAssertEqual(nativeHandle(of: pair.input).map { Posix.bytesAvailable($0) }, 0, "the bytes came from the transport, not the kernel")
+        XCTAssertEqual(
+            nativeHandle(of: pair.input).map { Posix.bytesAvailable($0) }, 0, "the bytes came from the transport, not the kernel")
         XCTAssertFalse(pair.input.hasBytesAvailable)
     }
 
@@ -155,8 +161,9 @@ final class StageTests: SocketStreamsTestCase {
         XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == "plain\nbehind the reply|" }, recorder.trace)
         XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.count(.hasSpaceAvailable, on: .output) > spaceBefore }, recorder.trace)
         recorder.send("secured")
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == "plain\nbehind the reply|secured" },
-                      recorder.trace)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { recorder.snapshot.receivedString == "plain\nbehind the reply|secured" },
+            recorder.trace)
         XCTAssertTrue(recorder.snapshot.errors.isEmpty, "\(recorder.snapshot.errors)")
         XCTAssertEqual(pair.input.streamStatus, .open)
     }

@@ -13,10 +13,20 @@ final class StreamEventStateTests: XCTestCase {
         switch status {
         case .notOpen: break
         case .opening: _ = state.open()
-        case .open: _ = state.open(); state.signal(.openCompleted, scheduled: false)
-        case .atEnd: _ = state.open(); state.signal(.openCompleted, scheduled: false); state.signal(.endEncountered, scheduled: false)
-        case .closed: _ = state.open(); state.signal(.openCompleted, scheduled: false); _ = state.close()
-        case .error: _ = state.open(); state.signal(.errorOccurred, scheduled: false)
+        case .open:
+            _ = state.open()
+            state.signal(.openCompleted, scheduled: false)
+        case .atEnd:
+            _ = state.open()
+            state.signal(.openCompleted, scheduled: false)
+            state.signal(.endEncountered, scheduled: false)
+        case .closed:
+            _ = state.open()
+            state.signal(.openCompleted, scheduled: false)
+            _ = state.close()
+        case .error:
+            _ = state.open()
+            state.signal(.errorOccurred, scheduled: false)
         default: XCTFail("no path to \(status)")
         }
         XCTAssertEqual(state.status, status)

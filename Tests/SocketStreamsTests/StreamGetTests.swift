@@ -4,7 +4,7 @@ import StreamGetCore
 import XCTest
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 // MARK: - Unit tests of StreamGetCore's command-line pieces (no sockets)
@@ -162,8 +162,9 @@ final class StreamGetCoreTests: XCTestCase {
         XCTAssertEqual(out3.text, "")
         XCTAssertTrue(err3.text.contains("invalid TLS version \"1.1\""), err3.text)
         let err4 = CapturingSink()
-        XCTAssertEqual(StreamGetTool.run(arguments: ["--pinnedpubkey", "md5//x", "https://a/"], out: out3, err: err4),
-                       StreamGetTool.exitUsage)
+        XCTAssertEqual(
+            StreamGetTool.run(arguments: ["--pinnedpubkey", "md5//x", "https://a/"], out: out3, err: err4),
+            StreamGetTool.exitUsage)
         XCTAssertTrue(err4.text.contains("invalid --pinnedpubkey"), err4.text)
     }
 

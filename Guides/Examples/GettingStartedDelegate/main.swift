@@ -16,7 +16,7 @@ final class Client: NSObject, StreamDelegate {
         request = Data("GET / HTTP/1.0\r\nHost: \(host)\r\n\r\n".utf8)
         Stream.getStreamsToHost(withName: host, port: port, inputStream: &input, outputStream: &output)
         for stream in [input!, output!] as [Stream] {
-            stream.delegate = self   // delegates are weak: whoever calls start keeps the client alive
+            stream.delegate = self  // delegates are weak: whoever calls start keeps the client alive
             stream.schedule(in: .current, forMode: .default)
             stream.open()
         }
@@ -33,7 +33,8 @@ final class Client: NSObject, StreamDelegate {
             if n > 0 { print(String(decoding: buffer[..<n], as: UTF8.self), terminator: "") }
         case .endEncountered, .errorOccurred:
             if let error = stream.streamError { print("error:", error.localizedDescription) }
-            input?.close(); output?.close()
+            input?.close()
+            output?.close()
             finished = true
         default:
             break
@@ -71,7 +72,7 @@ final class PageResponder: NSObject, StreamDelegate {
             if n > 0 { request.append(contentsOf: buffer[..<n]) }
             guard request.range(of: Data("\r\n\r\n".utf8)) != nil else { return }
             let page = Array("HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nHello from SocketStreams.\n".utf8)
-            _ = output.write(page, maxLength: page.count)   // small: one write takes it all
+            _ = output.write(page, maxLength: page.count)  // small: one write takes it all
             finish()
         case .endEncountered, .errorOccurred:
             finish()
@@ -91,16 +92,17 @@ final class PageResponder: NSObject, StreamDelegate {
 
 let arguments = CommandLine.arguments.dropFirst()
 var server: StreamListener?
-let host: String, port: Int
+let host: String
+let port: Int
 if arguments.count == 2, let given = Int(arguments.last!) {
     (host, port) = (arguments.first!, given)
 } else {
-    let listener = try StreamListener(host: "127.0.0.1")   // port 0: any free port
+    let listener = try StreamListener(host: "127.0.0.1")  // port 0: any free port
     listener.start(in: .current) { input, output in _ = PageResponder(input: input, output: output) }
     (server, host, port) = (listener, "127.0.0.1", listener.port)
 }
 
-let client = Client()   // kept alive here for as long as the run loop runs
+let client = Client()  // kept alive here for as long as the run loop runs
 client.start(host: host, port: port)
 while !client.finished && RunLoop.current.run(mode: .default, before: .distantFuture) {}
 server?.close()

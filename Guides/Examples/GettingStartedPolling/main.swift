@@ -26,7 +26,7 @@ final class Echo: NSObject, StreamDelegate {
         case .hasBytesAvailable:
             var buffer = [UInt8](repeating: 0, count: 1024)
             let n = input.read(&buffer, maxLength: buffer.count)
-            if n > 0 { _ = output.write(buffer, maxLength: n) }   // an echo of a few bytes: one write
+            if n > 0 { _ = output.write(buffer, maxLength: n) }  // an echo of a few bytes: one write
         case .endEncountered, .errorOccurred:
             input.close()
             output.close()
@@ -57,7 +57,7 @@ while sent < message.count {
 var echo: [UInt8] = []
 var buffer = [UInt8](repeating: 0, count: 64)
 while echo.count < message.count {
-    let n = input.read(&buffer, maxLength: buffer.count)   // 0: end of stream, -1: error
+    let n = input.read(&buffer, maxLength: buffer.count)  // 0: end of stream, -1: error
     guard n > 0 else { fatalError("read returned \(n): \(String(describing: input.streamError))") }
     echo += buffer[..<n]
 }

@@ -153,8 +153,10 @@ public func CFReadStreamCopyProperty(_ stream: CFReadStream!, _ propertyName: CF
 /// removed (a nil callback or no events). While a client is set it gets the events, not the delegate.
 /// Returns false for streams that are not SocketStreams pairs.
 @discardableResult
-public func CFReadStreamSetClient(_ stream: CFReadStream!, _ streamEvents: CFOptionFlags, _ clientCB: CFReadStreamClientCallBack!,
-                                  _ clientContext: UnsafeMutablePointer<CFStreamClientContext>!) -> Bool {
+public func CFReadStreamSetClient(
+    _ stream: CFReadStream!, _ streamEvents: CFOptionFlags, _ clientCB: CFReadStreamClientCallBack!,
+    _ clientContext: UnsafeMutablePointer<CFStreamClientContext>!
+) -> Bool {
     guard let socket = stream as? SocketInputStream else { return false }
     let client = clientCB.map { callback in
         StreamClient(events: streamEvents, context: clientContext?.pointee) { stream, event, info in
@@ -246,8 +248,10 @@ public func CFWriteStreamCopyProperty(_ stream: CFWriteStream!, _ propertyName: 
 
 /// `CFWriteStreamSetClient` (see `CFReadStreamSetClient`).
 @discardableResult
-public func CFWriteStreamSetClient(_ stream: CFWriteStream!, _ streamEvents: CFOptionFlags, _ clientCB: CFWriteStreamClientCallBack!,
-                                   _ clientContext: UnsafeMutablePointer<CFStreamClientContext>!) -> Bool {
+public func CFWriteStreamSetClient(
+    _ stream: CFWriteStream!, _ streamEvents: CFOptionFlags, _ clientCB: CFWriteStreamClientCallBack!,
+    _ clientContext: UnsafeMutablePointer<CFStreamClientContext>!
+) -> Bool {
     guard let socket = stream as? SocketOutputStream else { return false }
     let client = clientCB.map { callback in
         StreamClient(events: streamEvents, context: clientContext?.pointee) { stream, event, info in
@@ -297,9 +301,11 @@ public func CFErrorCopyUserInfo(_ err: CFError!) -> NSDictionary! { err.userInfo
 /// every error of ours carries.
 func CFStreamErrorFor(_ error: Error?) -> CFStreamError {
     guard let error = error as NSError? else { return CFStreamError(domain: 0, error: 0) }
-    let domain = (error.userInfo[StreamErrors.streamErrorDomainKey] as? NSNumber)?.intValue
+    let domain =
+        (error.userInfo[StreamErrors.streamErrorDomainKey] as? NSNumber)?.intValue
         ?? (error.userInfo[StreamErrors.streamErrorDomainKey] as? Int)
-    let code = (error.userInfo[StreamErrors.streamErrorCodeKey] as? NSNumber)?.intValue
+    let code =
+        (error.userInfo[StreamErrors.streamErrorCodeKey] as? NSNumber)?.intValue
         ?? (error.userInfo[StreamErrors.streamErrorCodeKey] as? Int)
     if let domain, let code { return CFStreamError(domain: CFIndex(domain), error: Int32(truncatingIfNeeded: code)) }
     if error.domain == NSPOSIXErrorDomain { return CFStreamError(domain: 1, error: Int32(truncatingIfNeeded: error.code)) }

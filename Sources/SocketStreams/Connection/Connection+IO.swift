@@ -152,7 +152,8 @@ extension Connection {
                     if transport.hasPendingOutput {
                         lock.unlock()
                         while transport.hasPendingOutput, case .wouldBlock = transport.flush(),
-                              block(for: transport.writeInterest, on: transport.fd, .output) {}
+                            block(for: transport.writeInterest, on: transport.fd, .output)
+                        {}
                         lock.lock()
                     }
                     return count

@@ -152,7 +152,8 @@ enum ProxyDictionary {
             case "ExcludeSimpleHostnames":
                 guard let exclude = PropertyValue.flag(entry) else { return .invalid }
                 if exclude, case .host(let name, _) = target, SocketAddress(numericHost: name, port: 0) == nil,
-                   !name.contains(".") {
+                    !name.contains(".")
+                {
                     return .invalid
                 }
             default:
@@ -215,7 +216,8 @@ enum ProxyDictionary {
 
     /// SystemConfiguration's exception patterns: an exact host, or `*.suffix` / `.suffix`.
     private static func matches(_ host: String, exception pattern: String) -> Bool {
-        let host = host.lowercased(), pattern = pattern.lowercased()
+        let host = host.lowercased()
+        let pattern = pattern.lowercased()
         if pattern.hasPrefix("*.") { return host.hasSuffix(String(pattern.dropFirst())) }
         if pattern.hasPrefix(".") { return host.hasSuffix(pattern) }
         return host == pattern

@@ -290,7 +290,9 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// Delivers a half's pending events to its delegate, lowest bit first, one callout each, on the
     /// thread of `reactor` (which runs in a mode the half is scheduled in).
     func deliverEvents(_ slot: Int, on reactor: Reactor) {
-        var owner = false, nested = false, outer: Int8 = -1
+        var owner = false
+        var nested = false
+        var outer: Int8 = -1
         while true {
             lock.lock()
             guard halves[slot].events.hasPending, halves[slot].reactors.contains(where: { $0 === reactor }) else { break }
@@ -323,8 +325,9 @@ final class Connection: EventTarget, @unchecked Sendable {
             // read (or write) never blocks inside its callout. One it does not confirm is cleared, and
             // the stream watches again.
             if halves[slot].reactors.count > 1,
-               event.rawValue & (StreamEventState.hasBytesAvailable | StreamEventState.hasSpaceAvailable) != 0,
-               !(slot == 0 ? confirmBytesAvailable() : confirmSpaceAvailable()) {
+                event.rawValue & (StreamEventState.hasBytesAvailable | StreamEventState.hasSpaceAvailable) != 0,
+                !(slot == 0 ? confirmBytesAvailable() : confirmSpaceAvailable())
+            {
                 lock.unlock()
                 continue
             }
@@ -682,7 +685,8 @@ final class Connection: EventTarget, @unchecked Sendable {
             let status = halves[half.rawValue].events.status
             guard status != .notOpen, status != .closed, status != .error else { continue }
             if half == .input, origin != .input, wasLive, status == .open, let transport,
-               transport.hasBufferedInput || Posix.bytesAvailable(transport.fd) > 0 {
+                transport.hasBufferedInput || Posix.bytesAvailable(transport.fd) > 0
+            {
                 someOptions.deferredInputError = error
                 continue
             }
@@ -887,7 +891,8 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// else from the halves scheduled there. Lock held.
     private func wantedEvents(on reactor: Reactor) -> UInt32 {
         // Not the phase: after a failure the input half may still be open, draining what arrived first.
-        let reading: Interest, writing: Interest
+        let reading: Interest
+        let writing: Interest
         switch transport {
         case .none: return 0
         case .socket?: (reading, writing) = (.readable, .writable)
@@ -926,8 +931,9 @@ final class Connection: EventTarget, @unchecked Sendable {
         // The usual case, everything on (at most) one and the same reactor, allocates nothing.
         let single = halves[0].reactors.first ?? halves[1].reactors.first ?? home
         if let single, halves[0].reactors.count <= 1, halves[1].reactors.count <= 1,
-           halves[0].reactors.first.map({ $0 === single }) ?? true, halves[1].reactors.first.map({ $0 === single }) ?? true,
-           home.map({ $0 === single }) ?? true {
+            halves[0].reactors.first.map({ $0 === single }) ?? true, halves[1].reactors.first.map({ $0 === single }) ?? true,
+            home.map({ $0 === single }) ?? true
+        {
             if registrations.count == 1, registrations.first!.reactor === single { return syncInterest() }
             for registration in registrations { registration.leave() }
             registrations = [makeRegistration(on: single, fd: fd, handover: &handover)]
@@ -985,7 +991,8 @@ final class Connection: EventTarget, @unchecked Sendable {
             }
         }
         if ready.contains(.writable), halves[1].events.status == .open, halves[1].watchingSpace,
-           halves[1].reactors.contains(where: { $0 === reactor }) {
+            halves[1].reactors.contains(where: { $0 === reactor })
+        {
             if halves[1].events.awaitingClient {
                 // Signalled and not yet written: stop watching until a write (nothing spins).
                 halves[1].watchingSpace = false

@@ -286,7 +286,8 @@ final class Connector: @unchecked Sendable {
             return nil
         }
         if state.lastError == nil,
-           let error = resolutionFailures.first(where: { $0.code != cssh_eai_nodata() }) ?? resolutionFailures.first {
+            let error = resolutionFailures.first(where: { $0.code != cssh_eai_nodata() }) ?? resolutionFailures.first
+        {
             return StreamFailure(.resolution(error), .resolve, endpoint: endpoint)
         }
         return .posix(state.lastError?.code ?? EINVAL, .connect, endpoint: endpoint)

@@ -10,8 +10,10 @@ final class StreamClient: @unchecked Sendable {
     private let release: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?
     private let callback: (Stream, CFStreamEventType, UnsafeMutableRawPointer?) -> Void
 
-    init(events: CFOptionFlags, context: CFStreamClientContext?,
-         callback: @escaping (Stream, CFStreamEventType, UnsafeMutableRawPointer?) -> Void) {
+    init(
+        events: CFOptionFlags, context: CFStreamClientContext?,
+        callback: @escaping (Stream, CFStreamEventType, UnsafeMutableRawPointer?) -> Void
+    ) {
         self.events = events
         self.callback = callback
         if let context, let retain = context.retain {

@@ -26,23 +26,27 @@ enum StreamErrors {
         case .posix(let code):
             return posix(code, "\(describe(failure.operation, endpoint))")
         case .resolution(let resolution):
-            var host = endpoint.label, port = 0
+            var host = endpoint.label
+            var port = 0
             if case .host(let name, let number) = endpoint { (host, port) = (name, number & 0xFFFF) }
             if Resolver.hasControlCharacter(host) { host = String(host.debugDescription.dropFirst().dropLast()) }
             if resolution.code == EAI_SYSTEM, resolution.systemErrno != 0 {
                 return posix(resolution.systemErrno, "Could not resolve \(host) (port \(port))")
             }
-            return NSError(domain: cfNetworkDomain, code: 2, userInfo: [
-                getAddrInfoFailureKey: Int(resolution.code),
-                streamErrorCodeKey: Int(resolution.code),
-                streamErrorDomainKey: netDBStreamDomain,
-                NSLocalizedDescriptionKey: "Could not resolve host \(host) (port \(port)): \(resolution.message)",
-            ])
+            return NSError(
+                domain: cfNetworkDomain, code: 2,
+                userInfo: [
+                    getAddrInfoFailureKey: Int(resolution.code),
+                    streamErrorCodeKey: Int(resolution.code),
+                    streamErrorDomainKey: netDBStreamDomain,
+                    NSLocalizedDescriptionKey: "Could not resolve host \(host) (port \(port)): \(resolution.message)",
+                ])
         case .protocolError(let detail):
             var userInfo: [String: Any] = detail.userInfo
             userInfo[streamErrorCodeKey] = detail.streamCode
             userInfo[streamErrorDomainKey] = detail.streamDomain
-            userInfo[NSLocalizedDescriptionKey] = failure.operation == .proxyReply
+            userInfo[NSLocalizedDescriptionKey] =
+                failure.operation == .proxyReply
                 ? detail.message : "\(describe(failure.operation, endpoint)): \(detail.message)"
             return NSError(domain: detail.domain, code: detail.code, userInfo: userInfo)
         }
@@ -65,10 +69,12 @@ enum StreamErrors {
 
     /// A POSIX error (`NSPOSIXErrorDomain`, code = errno), e.g. ECONNREFUSED from connect.
     static func posix(_ code: Int32, _ what: String) -> NSError {
-        NSError(domain: NSPOSIXErrorDomain, code: Int(code), userInfo: [
-            streamErrorCodeKey: Int(code),
-            streamErrorDomainKey: posixStreamDomain,
-            NSLocalizedDescriptionKey: "\(what): \(Posix.errorString(code))",
-        ])
+        NSError(
+            domain: NSPOSIXErrorDomain, code: Int(code),
+            userInfo: [
+                streamErrorCodeKey: Int(code),
+                streamErrorDomainKey: posixStreamDomain,
+                NSLocalizedDescriptionKey: "\(what): \(Posix.errorString(code))",
+            ])
     }
 }

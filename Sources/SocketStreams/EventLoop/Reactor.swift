@@ -317,18 +317,21 @@ final class Reactor: @unchecked Sendable {
         // loop costs CoreFoundation a pass of about ten syscalls, so the budget is in time, not in
         // events (a 1 GiB download in 64 KiB reads: 8-round performs made 2,057 passes; see
         // Benchmarks/results/syscalls.md).
-        var rounds = 0, exhausted = false
+        var rounds = 0
+        var exhausted = false
         let started = Posix.monotonicNanoseconds()
         while true {
             if rounds & 7 == 0, rounds > 0,
-               rounds >= maxRounds || Posix.monotonicNanoseconds() - started >= Self.roundBudget {
+                rounds >= maxRounds || Posix.monotonicNanoseconds() - started >= Self.roundBudget
+            {
                 exhausted = true
                 break
             }
             let count = Posix.epollPoll(epollFD, events, eventCapacity)
             if count == 0 { break }
             rounds += 1
-            var wake = false, timer = false
+            var wake = false
+            var timer = false
             lock.lock()
             for index in 0..<count {
                 let event = events[index]

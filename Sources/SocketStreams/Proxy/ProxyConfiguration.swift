@@ -41,8 +41,10 @@ public struct ProxyConfiguration: Sendable, Equatable, CustomStringConvertible {
     public var additionalHeaders: [(name: String, value: String)]
 
     /// A proxy of `kind` at `host`:`port`.
-    public init(kind: Kind, host: String, port: Int, username: String? = nil, password: String? = nil,
-                additionalHeaders: [(name: String, value: String)] = []) {
+    public init(
+        kind: Kind, host: String, port: Int, username: String? = nil, password: String? = nil,
+        additionalHeaders: [(name: String, value: String)] = []
+    ) {
         self.kind = kind
         self.host = host
         self.port = port
@@ -58,15 +60,19 @@ public struct ProxyConfiguration: Sendable, Equatable, CustomStringConvertible {
 
     /// A SOCKS5 proxy, with username/password authentication when both are given.
     public static func socks5(host: String, port: Int = 1080, username: String? = nil, password: String? = nil)
-        -> ProxyConfiguration {
+        -> ProxyConfiguration
+    {
         ProxyConfiguration(kind: .socks5, host: host, port: port, username: username, password: password)
     }
 
     /// An HTTP proxy's CONNECT tunnel, with Basic authentication when `username` is given.
-    public static func httpConnect(host: String, port: Int, username: String? = nil, password: String? = nil,
-                                   additionalHeaders: [(name: String, value: String)] = []) -> ProxyConfiguration {
-        ProxyConfiguration(kind: .httpConnect, host: host, port: port, username: username, password: password,
-                           additionalHeaders: additionalHeaders)
+    public static func httpConnect(
+        host: String, port: Int, username: String? = nil, password: String? = nil,
+        additionalHeaders: [(name: String, value: String)] = []
+    ) -> ProxyConfiguration {
+        ProxyConfiguration(
+            kind: .httpConnect, host: host, port: port, username: username, password: password,
+            additionalHeaders: additionalHeaders)
     }
 
     /// Equal when every setting is, the additional headers in order.

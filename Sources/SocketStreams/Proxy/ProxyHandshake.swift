@@ -97,7 +97,8 @@ enum ProxyErrors {
         case .noAcceptableMethod(let offeredCredentials):
             (code, streamCode) = (124, 4 << 16 | 0xFF)
             info[kCFSOCKSStatusCodeKey as String] = "255"
-            message = offeredCredentials
+            message =
+                offeredCredentials
                 ? "\(proxy) accepted neither no authentication nor the username and password offered"
                 : "\(proxy) requires authentication, and no username and password were given"
         case .unexpectedMethod(let method):
@@ -146,7 +147,8 @@ enum ProxyErrors {
             let statusText = reason.isEmpty ? "\(status)" : "\(status) \(reason)"
             if status == 407 || status == 401 {  // some proxies (tinyproxy) answer wrong credentials with 401
                 code = 307  // kCFErrorHTTPBadProxyCredentials
-                message = configuration.username?.isEmpty == false
+                message =
+                    configuration.username?.isEmpty == false
                     ? "\(proxy) rejected the credentials (\(statusText))"
                     : "\(proxy) requires authentication (\(statusText))"
             } else {
@@ -162,9 +164,11 @@ enum ProxyErrors {
             (code, streamDomain, streamCode) = (Int(ENOTCONN), StreamErrors.posixStreamDomain, Int(ENOTCONN))
             message = "\(proxy) closed the connection before it had connected \(target.label)"
         }
-        return StreamFailure(.protocolError(ProtocolFailure(
-            domain: domain, code: code, streamDomain: streamDomain, streamCode: streamCode,
-            userInfo: info, message: message)), .proxyReply)
+        return StreamFailure(
+            .protocolError(
+                ProtocolFailure(
+                    domain: domain, code: code, streamDomain: streamDomain, streamCode: streamCode,
+                    userInfo: info, message: message)), .proxyReply)
     }
 
     /// RFC 1928 §6's REP values.

@@ -235,8 +235,9 @@ package struct ProxyClientHandshake: Sendable {
         for event in events {
             guard case .head(let head) = event else { continue }
             guard (200..<300).contains(head.statusCode) else {
-                throw .httpRefused(status: head.statusCode, reason: head.reasonPhrase,
-                                   head: String(decoding: head.rawBytes, as: UTF8.self))
+                throw .httpRefused(
+                    status: head.statusCode, reason: head.reasonPhrase,
+                    head: String(decoding: head.rawBytes, as: UTF8.self))
             }
             leftover = Array(bytes.suffix(http.bytesAfterEnd))
             state = .established

@@ -242,7 +242,7 @@ enum Posix {
         event.data.u64 = token
         do {
             _ = try call("epoll_ctl", fd: fd) { epoll_ctl(epfd, op, fd, &event) }
-        } catch where op == EPOLL_CTL_DEL && error.code == ENOENT {
+        } catch  where op == EPOLL_CTL_DEL && error.code == ENOENT {
         }
     }
 

@@ -160,8 +160,10 @@ enum Resolver {
     /// host name (RFC 1123) or address literal contains one.
     static func resolve(host: String, port: Int, family: Int32, passive: Bool = false) -> Result<[SocketAddress], ResolutionError> {
         if hasControlCharacter(host) {
-            return .failure(ResolutionError(code: EAI_NONAME, systemErrno: 0,
-                                            refusal: "the name contains a control character"))
+            return .failure(
+                ResolutionError(
+                    code: EAI_NONAME, systemErrno: 0,
+                    refusal: "the name contains a control character"))
         }
         var hints = addrinfo()
         hints.ai_family = family

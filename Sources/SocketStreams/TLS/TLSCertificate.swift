@@ -39,7 +39,7 @@ public struct TLSCertificate: Sendable, Hashable {
 
     private init?(certificate: OpaquePointer, der: Data) {
         guard let notBefore = Self.date(X509_get0_notBefore(certificate)),
-              let notAfter = Self.date(X509_get0_notAfter(certificate))
+            let notAfter = Self.date(X509_get0_notAfter(certificate))
         else { return nil }
         self.der = der
         subject = Self.oneLine(X509_get_subject_name(certificate))
@@ -76,8 +76,9 @@ extension TLSIdentity {
         commonName: String = "localhost", dnsNames: [String] = ["localhost"], ipAddresses: [String] = ["127.0.0.1", "::1"],
         validity: TimeInterval = 86_400
     ) throws -> (identity: TLSIdentity, certificatePEM: Data) {
-        let (certificatePEM, privateKeyPEM) = try makeSelfSignedPEM(commonName: commonName, dnsNames: dnsNames,
-                                                                    ipAddresses: ipAddresses, validity: validity)
+        let (certificatePEM, privateKeyPEM) = try makeSelfSignedPEM(
+            commonName: commonName, dnsNames: dnsNames,
+            ipAddresses: ipAddresses, validity: validity)
         return (TLSIdentity(certificateChainPEM: certificatePEM, privateKeyPEM: privateKeyPEM), certificatePEM)
     }
 
@@ -88,17 +89,19 @@ extension TLSIdentity {
         validity: TimeInterval = 86_400
     ) throws -> (certificatePEM: Data, privateKeyPEM: Data) {
         func failure(_ what: String) -> NSError {
-            NSError(domain: TLSErrors.domain, code: TLSStatus.badConfiguration, userInfo: [
-                NSLocalizedDescriptionKey: "Could not make a self-signed certificate: \(what)",
-                TLSErrors.queueKey: TLSErrors.drainQueue(),
-            ])
+            NSError(
+                domain: TLSErrors.domain, code: TLSStatus.badConfiguration,
+                userInfo: [
+                    NSLocalizedDescriptionKey: "Could not make a self-signed certificate: \(what)",
+                    TLSErrors.queueKey: TLSErrors.drainQueue(),
+                ])
         }
         ERR_clear_error()
         guard let keyContext = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else { throw failure("EVP_PKEY_CTX_new_from_name") }
         defer { EVP_PKEY_CTX_free(keyContext) }
         var key: OpaquePointer?
         guard EVP_PKEY_keygen_init(keyContext) == 1, EVP_PKEY_CTX_set_group_name(keyContext, "P-256") == 1,
-              EVP_PKEY_generate(keyContext, &key) == 1, let key
+            EVP_PKEY_generate(keyContext, &key) == 1, let key
         else { throw failure("key generation") }
         defer { EVP_PKEY_free(key) }
 
@@ -111,17 +114,17 @@ extension TLSIdentity {
         defer { BN_free(serialNumber) }
         let names = (dnsNames.map { "DNS:\($0)" } + ipAddresses.map { "IP:\($0)" }).joined(separator: ",")
         guard X509_set_version(certificate, 2) == 1,
-              BN_to_ASN1_INTEGER(serialNumber, X509_get_serialNumber(certificate)) != nil,
-              X509_gmtime_adj(X509_getm_notBefore(certificate), -60) != nil,
-              X509_gmtime_adj(X509_getm_notAfter(certificate), Int(validity)) != nil,
-              X509_set_pubkey(certificate, key) == 1,
-              let name = X509_get_subject_name(certificate),
-              X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, commonName, -1, -1, 0) == 1,
-              X509_set_issuer_name(certificate, name) == 1
+            BN_to_ASN1_INTEGER(serialNumber, X509_get_serialNumber(certificate)) != nil,
+            X509_gmtime_adj(X509_getm_notBefore(certificate), -60) != nil,
+            X509_gmtime_adj(X509_getm_notAfter(certificate), Int(validity)) != nil,
+            X509_set_pubkey(certificate, key) == 1,
+            let name = X509_get_subject_name(certificate),
+            X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, commonName, -1, -1, 0) == 1,
+            X509_set_issuer_name(certificate, name) == 1
         else { throw failure("certificate fields") }
         if !names.isEmpty {
             guard let extensionValue = X509V3_EXT_conf_nid(nil, nil, NID_subject_alt_name, names),
-                  X509_add_ext(certificate, extensionValue, -1) == 1
+                X509_add_ext(certificate, extensionValue, -1) == 1
             else { throw failure("subjectAltName \(names)") }
             X509_EXTENSION_free(extensionValue)
         }

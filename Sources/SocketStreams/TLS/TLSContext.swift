@@ -84,11 +84,17 @@ final class TLSContext: @unchecked Sendable {
         return TLSContext(context: context, alpnWire: alpnWire)
     }
 
-    private static func configure(_ context: OpaquePointer, _ settings: TLSSettings,
-                                  alpnWire: inout UnsafeMutableBufferPointer<UInt8>?) throws(TLSSetupError) {
+    private static func configure(
+        _ context: OpaquePointer, _ settings: TLSSettings,
+        alpnWire: inout UnsafeMutableBufferPointer<UInt8>?
+    ) throws(TLSSetupError) {
         guard cssl_ctx_set_min_proto_version(context, Int32(settings.minimumVersion.rawValue)) == 1,
-              cssl_ctx_set_max_proto_version(context, Int32(settings.maximumVersion?.rawValue ?? 0)) == 1
-        else { throw TLSSetupError("cannot limit the TLS versions to \(settings.minimumVersion)…\(settings.maximumVersion.map(String.init(describing:)) ?? "newest")") }
+            cssl_ctx_set_max_proto_version(context, Int32(settings.maximumVersion?.rawValue ?? 0)) == 1
+        else {
+            throw TLSSetupError(
+                "cannot limit the TLS versions to \(settings.minimumVersion)…\(settings.maximumVersion.map(String.init(describing:)) ?? "newest")"
+            )
+        }
         if let maximum = settings.maximumVersion, maximum < settings.minimumVersion {
             throw TLSSetupError("the newest version allowed (\(maximum)) is older than the oldest (\(settings.minimumVersion))")
         }
@@ -128,7 +134,9 @@ final class TLSContext: @unchecked Sendable {
             var wire: [UInt8] = []
             for name in settings.alpnProtocols {
                 let bytes = Array(name.utf8)
-                guard !bytes.isEmpty, bytes.count <= 255 else { throw TLSSetupError("ALPN protocol name \"\(name)\" must be 1 to 255 bytes") }
+                guard !bytes.isEmpty, bytes.count <= 255 else {
+                    throw TLSSetupError("ALPN protocol name \"\(name)\" must be 1 to 255 bytes")
+                }
                 wire.append(UInt8(bytes.count))
                 wire += bytes
             }
@@ -230,7 +238,7 @@ private let alpnLengthIndex = cssl_ctx_get_ex_new_index()
 private let verifyCallback: @convention(c) (Int32, OpaquePointer?) -> Int32 = { ok, store in
     guard ok != 1, let store else { return ok }
     guard let ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()),
-          let raw = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(OpaquePointer(ssl)), verifyFlagsIndex)
+        let raw = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(OpaquePointer(ssl)), verifyFlagsIndex)
     else { return 0 }
     let flags = VerifyFlags(rawValue: Int(bitPattern: raw))
     let error = X509_STORE_CTX_get_error(store)
@@ -241,8 +249,8 @@ private let verifyCallback: @convention(c) (Int32, OpaquePointer?) -> Int32 = { 
     case X509_V_ERR_CERT_HAS_EXPIRED, X509_V_ERR_CERT_NOT_YET_VALID:
         return (atRoot ? flags.contains(.expiredRoots) : flags.contains(.expiredCertificates)) ? 1 : 0
     case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT, X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN,
-         X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY, X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT,
-         X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE, X509_V_ERR_CERT_UNTRUSTED:
+        X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY, X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT,
+        X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE, X509_V_ERR_CERT_UNTRUSTED:
         return flags.contains(.anyRoot) ? 1 : 0
     default:
         return 0
@@ -250,33 +258,34 @@ private let verifyCallback: @convention(c) (Int32, OpaquePointer?) -> Int32 = { 
 }
 
 /// The server's ALPN choice: its own first preference that the client offers.
-private let alpnSelectCallback: @convention(c) (
-    OpaquePointer?, UnsafeMutablePointer<UnsafePointer<UInt8>?>?, UnsafeMutablePointer<UInt8>?,
-    UnsafePointer<UInt8>?, UInt32, UnsafeMutableRawPointer?
-) -> Int32 = { ssl, out, outLength, offered, offeredLength, argument in
-    guard let ssl, let out, let outLength, let offered, let argument,
-          let raw = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), alpnLengthIndex)
-    else { return SSL_TLSEXT_ERR_NOACK }
-    let ours = UnsafeBufferPointer(start: argument.assumingMemoryBound(to: UInt8.self), count: Int(bitPattern: raw))
-    let theirs = UnsafeBufferPointer(start: offered, count: Int(offeredLength))
-    var index = 0
-    while index < ours.count {
-        let length = Int(ours[index])
-        let name = ours[(index + 1)...].prefix(length)
-        var cursor = 0
-        while cursor < theirs.count {
-            let theirLength = Int(theirs[cursor])
-            if theirs[(cursor + 1)...].prefix(theirLength).elementsEqual(name) {
-                out.pointee = offered + cursor + 1
-                outLength.pointee = UInt8(theirLength)
-                return SSL_TLSEXT_ERR_OK
+private let alpnSelectCallback:
+    @convention(c) (
+        OpaquePointer?, UnsafeMutablePointer<UnsafePointer<UInt8>?>?, UnsafeMutablePointer<UInt8>?,
+        UnsafePointer<UInt8>?, UInt32, UnsafeMutableRawPointer?
+    ) -> Int32 = { ssl, out, outLength, offered, offeredLength, argument in
+        guard let ssl, let out, let outLength, let offered, let argument,
+            let raw = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), alpnLengthIndex)
+        else { return SSL_TLSEXT_ERR_NOACK }
+        let ours = UnsafeBufferPointer(start: argument.assumingMemoryBound(to: UInt8.self), count: Int(bitPattern: raw))
+        let theirs = UnsafeBufferPointer(start: offered, count: Int(offeredLength))
+        var index = 0
+        while index < ours.count {
+            let length = Int(ours[index])
+            let name = ours[(index + 1)...].prefix(length)
+            var cursor = 0
+            while cursor < theirs.count {
+                let theirLength = Int(theirs[cursor])
+                if theirs[(cursor + 1)...].prefix(theirLength).elementsEqual(name) {
+                    out.pointee = offered + cursor + 1
+                    outLength.pointee = UInt8(theirLength)
+                    return SSL_TLSEXT_ERR_OK
+                }
+                cursor += 1 + theirLength
             }
-            cursor += 1 + theirLength
+            index += 1 + length
         }
-        index += 1 + length
+        return SSL_TLSEXT_ERR_ALERT_FATAL  // RFC 7301: no protocol in common
     }
-    return SSL_TLSEXT_ERR_ALERT_FATAL  // RFC 7301: no protocol in common
-}
 
 /// Keeps each new client session (TLS 1.3 sends them after the handshake) for the next connection
 /// to the same host and port.
@@ -348,7 +357,11 @@ enum PEM {
                 PEM_read_bio_PrivateKey(bio, nil, nil, UnsafeMutableRawPointer(mutating: passphrase))
             }
         }
-        guard let key else { throw TLSSetupError(password == nil ? "cannot read the private key (encrypted keys need a password)" : "cannot read the private key (wrong password?)") }
+        guard let key else {
+            throw TLSSetupError(
+                password == nil
+                    ? "cannot read the private key (encrypted keys need a password)" : "cannot read the private key (wrong password?)")
+        }
         return key
     }
 

@@ -9,47 +9,47 @@ import COpenSSL
 import Foundation
 
 enum TLSStatus {
-    static let protocolError = -9800         // errSSLProtocol
-    static let negotiation = -9801           // errSSLNegotiation
-    static let fatalAlert = -9802            // errSSLFatalAlert
-    static let closedGraceful = -9805        // errSSLClosedGraceful
-    static let closedAbort = -9806           // errSSLClosedAbort
-    static let certChainInvalid = -9807      // errSSLXCertChainInvalid
-    static let badCert = -9808               // errSSLBadCert
-    static let unknownRootCert = -9812       // errSSLUnknownRootCert
-    static let noRootCert = -9813            // errSSLNoRootCert
-    static let certExpired = -9814           // errSSLCertExpired
-    static let certNotYetValid = -9815       // errSSLCertNotYetValid
-    static let closedNoNotify = -9816        // errSSLClosedNoNotify
-    static let peerProtocolVersion = -9836   // errSSLPeerProtocolVersion
-    static let hostNameMismatch = -9843      // errSSLHostNameMismatch
-    static let badConfiguration = -9848      // errSSLBadConfiguration
-    static let certificateRequired = -9863   // errSSLCertificateRequired
+    static let protocolError = -9800  // errSSLProtocol
+    static let negotiation = -9801  // errSSLNegotiation
+    static let fatalAlert = -9802  // errSSLFatalAlert
+    static let closedGraceful = -9805  // errSSLClosedGraceful
+    static let closedAbort = -9806  // errSSLClosedAbort
+    static let certChainInvalid = -9807  // errSSLXCertChainInvalid
+    static let badCert = -9808  // errSSLBadCert
+    static let unknownRootCert = -9812  // errSSLUnknownRootCert
+    static let noRootCert = -9813  // errSSLNoRootCert
+    static let certExpired = -9814  // errSSLCertExpired
+    static let certNotYetValid = -9815  // errSSLCertNotYetValid
+    static let closedNoNotify = -9816  // errSSLClosedNoNotify
+    static let peerProtocolVersion = -9836  // errSSLPeerProtocolVersion
+    static let hostNameMismatch = -9843  // errSSLHostNameMismatch
+    static let badConfiguration = -9848  // errSSLBadConfiguration
+    static let certificateRequired = -9863  // errSSLCertificateRequired
 
     /// A TLS alert (RFC 8446 §6) received from the peer, as SecureTransport's errSSLPeer… status.
     static func peerAlert(_ alert: Int) -> Int {
         switch alert {
-        case 10: return -9819   // unexpected_message: errSSLPeerUnexpectedMsg
-        case 20: return -9820   // bad_record_mac
-        case 21: return -9821   // decryption_failed
-        case 22: return -9822   // record_overflow
-        case 30: return -9823   // decompression_failure
-        case 40: return -9824   // handshake_failure
-        case 42: return -9825   // bad_certificate
-        case 43: return -9826   // unsupported_certificate
-        case 44: return -9827   // certificate_revoked
-        case 45: return -9828   // certificate_expired
-        case 46: return -9829   // certificate_unknown
-        case 47: return -9830   // illegal_parameter
-        case 48: return -9831   // unknown_ca
-        case 49: return -9832   // access_denied
-        case 50: return -9833   // decode_error
-        case 51: return -9834   // decrypt_error
-        case 60: return -9835   // export_restriction
+        case 10: return -9819  // unexpected_message: errSSLPeerUnexpectedMsg
+        case 20: return -9820  // bad_record_mac
+        case 21: return -9821  // decryption_failed
+        case 22: return -9822  // record_overflow
+        case 30: return -9823  // decompression_failure
+        case 40: return -9824  // handshake_failure
+        case 42: return -9825  // bad_certificate
+        case 43: return -9826  // unsupported_certificate
+        case 44: return -9827  // certificate_revoked
+        case 45: return -9828  // certificate_expired
+        case 46: return -9829  // certificate_unknown
+        case 47: return -9830  // illegal_parameter
+        case 48: return -9831  // unknown_ca
+        case 49: return -9832  // access_denied
+        case 50: return -9833  // decode_error
+        case 51: return -9834  // decrypt_error
+        case 60: return -9835  // export_restriction
         case 70: return peerProtocolVersion
-        case 71: return -9837   // insufficient_security
-        case 80: return -9838   // internal_error
-        case 90: return -9839   // user_canceled
+        case 71: return -9837  // insufficient_security
+        case 80: return -9838  // internal_error
+        case 90: return -9839  // user_canceled
         case 100: return -9840  // no_renegotiation
         case 116: return certificateRequired
         default: return fatalAlert
@@ -78,25 +78,31 @@ enum TLSErrors {
         }
     }
 
-    static func failure(_ status: Int, _ message: String, _ operation: StreamFailure.Operation,
-                        queue: [String] = [], extra: [String: any Sendable] = [:]) -> StreamFailure {
+    static func failure(
+        _ status: Int, _ message: String, _ operation: StreamFailure.Operation,
+        queue: [String] = [], extra: [String: any Sendable] = [:]
+    ) -> StreamFailure {
         var userInfo = extra
         if !queue.isEmpty { userInfo[queueKey] = queue }
-        let detail = ProtocolFailure(domain: domain, code: status, streamDomain: streamDomain, streamCode: status,
-                                     userInfo: userInfo, message: message)
+        let detail = ProtocolFailure(
+            domain: domain, code: status, streamDomain: streamDomain, streamCode: status,
+            userInfo: userInfo, message: message)
         return StreamFailure(.protocolError(detail), operation)
     }
 
     /// Settings OpenSSL could not use.
     static func configuration(_ error: TLSSetupError) -> StreamFailure {
-        failure(TLSStatus.badConfiguration, "the TLS settings cannot be used: \(error.message)", .handshake(TLSHandshake.stageName),
-                queue: error.queue)
+        failure(
+            TLSStatus.badConfiguration, "the TLS settings cannot be used: \(error.message)", .handshake(TLSHandshake.stageName),
+            queue: error.queue)
     }
 
     /// What a failed `SSL_do_handshake`, `SSL_read` or `SSL_write` means. `code` is `SSL_get_error`'s
     /// answer; the error queue is read (and emptied) here. `peer` names the peer in messages.
-    static func sslFailure(_ ssl: OpaquePointer, code: Int32, operation: StreamFailure.Operation, peer: String,
-                           duringHandshake: Bool) -> StreamFailure {
+    static func sslFailure(
+        _ ssl: OpaquePointer, code: Int32, operation: StreamFailure.Operation, peer: String,
+        duringHandshake: Bool
+    ) -> StreamFailure {
         // The queue's first entry is the root cause.
         let first = ERR_peek_error()
         let reason = first == 0 ? 0 : cssl_err_reason(first)
@@ -115,18 +121,20 @@ enum TLSErrors {
             case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT, X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
                 status = TLSStatus.unknownRootCert
             case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY, X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT,
-                 X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+                X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
                 status = TLSStatus.noRootCert
             default: status = TLSStatus.certChainInvalid
             }
-            return failure(status, "the certificate for \(peer) is not trusted: \(description)", operation, queue: queue,
-                           extra: [verifyResultKey: result, verifyResultDescriptionKey: description])
+            return failure(
+                status, "the certificate for \(peer) is not trusted: \(description)", operation, queue: queue,
+                extra: [verifyResultKey: result, verifyResultDescriptionKey: description])
         }
         if library == ERR_LIB_SSL && reason > SSL_AD_REASON_OFFSET && reason < SSL_AD_REASON_OFFSET + 256 {
             let alert = Int(reason - SSL_AD_REASON_OFFSET)
             let name = String(cString: SSL_alert_desc_string_long(Int32(alert)))
             let status = TLSStatus.peerAlert(alert)
-            let what = status == TLSStatus.certificateRequired
+            let what =
+                status == TLSStatus.certificateRequired
                 ? "\(peer) requires a client certificate (alert \(alert): \(name))"
                 : "\(peer) sent a fatal alert: \(name) (alert \(alert))"
             return failure(status, what, operation, queue: queue)
@@ -134,20 +142,24 @@ enum TLSErrors {
         if library == ERR_LIB_SSL {
             switch reason {
             case SSL_R_UNSUPPORTED_PROTOCOL, SSL_R_NO_PROTOCOLS_AVAILABLE, SSL_R_VERSION_TOO_LOW, SSL_R_VERSION_TOO_HIGH,
-                 SSL_R_WRONG_SSL_VERSION, SSL_R_UNSUPPORTED_SSL_VERSION:
+                SSL_R_WRONG_SSL_VERSION, SSL_R_UNSUPPORTED_SSL_VERSION:
                 return failure(TLSStatus.peerProtocolVersion, "no TLS version in common with \(peer)", operation, queue: queue)
             case SSL_R_WRONG_VERSION_NUMBER, SSL_R_PACKET_LENGTH_TOO_LONG, SSL_R_HTTP_REQUEST,
-                 SSL_R_HTTPS_PROXY_REQUEST, SSL_R_UNEXPECTED_RECORD, SSL_R_RECORD_LENGTH_MISMATCH:
-                return failure(TLSStatus.protocolError, "\(peer) does not speak TLS (\(queue.first.map(shortReason) ?? "bad record"))",
-                               operation, queue: queue)
+                SSL_R_HTTPS_PROXY_REQUEST, SSL_R_UNEXPECTED_RECORD, SSL_R_RECORD_LENGTH_MISMATCH:
+                return failure(
+                    TLSStatus.protocolError, "\(peer) does not speak TLS (\(queue.first.map(shortReason) ?? "bad record"))",
+                    operation, queue: queue)
             case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:
-                return failure(TLSStatus.certificateRequired, "\(peer) sent no client certificate, which this server requires",
-                               operation, queue: queue)
+                return failure(
+                    TLSStatus.certificateRequired, "\(peer) sent no client certificate, which this server requires",
+                    operation, queue: queue)
             case SSL_R_UNEXPECTED_EOF_WHILE_READING:
-                return failure(duringHandshake ? TLSStatus.closedAbort : TLSStatus.closedNoNotify,
-                               duringHandshake ? "\(peer) closed the connection during the TLS handshake"
-                                               : "\(peer) closed the connection without a TLS close_notify",
-                               operation, queue: queue)
+                return failure(
+                    duringHandshake ? TLSStatus.closedAbort : TLSStatus.closedNoNotify,
+                    duringHandshake
+                        ? "\(peer) closed the connection during the TLS handshake"
+                        : "\(peer) closed the connection without a TLS close_notify",
+                    operation, queue: queue)
             case SSL_R_NO_SHARED_CIPHER:
                 return failure(TLSStatus.negotiation, "no cipher suite in common with \(peer)", operation, queue: queue)
             default:
@@ -158,13 +170,16 @@ enum TLSErrors {
             return failure(TLSStatus.closedGraceful, "\(peer) closed the TLS session", operation, queue: queue)
         }
         if code == SSL_ERROR_SYSCALL {
-            return failure(duringHandshake ? TLSStatus.closedAbort : TLSStatus.closedNoNotify,
-                           duringHandshake ? "\(peer) closed the connection during the TLS handshake"
-                                           : "\(peer) closed the connection without a TLS close_notify",
-                           operation, queue: queue)
+            return failure(
+                duringHandshake ? TLSStatus.closedAbort : TLSStatus.closedNoNotify,
+                duringHandshake
+                    ? "\(peer) closed the connection during the TLS handshake"
+                    : "\(peer) closed the connection without a TLS close_notify",
+                operation, queue: queue)
         }
-        return failure(TLSStatus.protocolError, "TLS failed with \(peer): \(queue.first.map(shortReason) ?? "SSL error \(code)")",
-                       operation, queue: queue)
+        return failure(
+            TLSStatus.protocolError, "TLS failed with \(peer): \(queue.first.map(shortReason) ?? "SSL error \(code)")",
+            operation, queue: queue)
     }
 
     /// "error:0A00010B:SSL routines::wrong version number" → "wrong version number".

@@ -31,7 +31,8 @@ final class TLSHandshake: HandshakeStage, @unchecked Sendable {
         case .name(let name): hostName = name
         case .none: hostName = nil
         }
-        lacksPeerName = settings.role == .client && settings.validatesCertificateChain && hostName == nil
+        lacksPeerName =
+            settings.role == .client && settings.validatesCertificateChain && hostName == nil
             && settings.peerName == .pairHost
         sessionKey = settings.resumesSessions && settings.role == .client ? hostName.map { "\($0):\(port)" } : nil
         peerLabel = hostName.map { port > 0 ? "\($0) port \(port)" : $0 } ?? target.label
@@ -40,19 +41,24 @@ final class TLSHandshake: HandshakeStage, @unchecked Sendable {
     func advance(over inner: any Transport) -> HandshakeStep {
         if transport == nil {
             if lacksPeerName {
-                return .failed(TLSErrors.failure(TLSStatus.badConfiguration,
-                                                 "the pair has no host name to verify the certificate against: set "
-                                                 + "kCFStreamSSLPeerName (or TLSSettings.peerName), or NSNull / .none to check the chain only",
-                                                 .handshake(name)))
+                return .failed(
+                    TLSErrors.failure(
+                        TLSStatus.badConfiguration,
+                        "the pair has no host name to verify the certificate against: set "
+                            + "kCFStreamSSLPeerName (or TLSSettings.peerName), or NSNull / .none to check the chain only",
+                        .handshake(name)))
             }
             if let level = settings.refusedLevel {
-                return .failed(TLSErrors.failure(TLSStatus.peerProtocolVersion,
-                                                 "\(level) is not offered: SSLv2 and SSLv3 are broken, TLS 1.2 is the oldest version supported",
-                                                 .handshake(name)))
+                return .failed(
+                    TLSErrors.failure(
+                        TLSStatus.peerProtocolVersion,
+                        "\(level) is not offered: SSLv2 and SSLv3 are broken, TLS 1.2 is the oldest version supported",
+                        .handshake(name)))
             }
             do {
-                transport = try TLSTransport(context: TLSContext.shared(for: settings), over: inner, settings: settings,
-                                             hostName: hostName, sessionKey: sessionKey, peerLabel: peerLabel)
+                transport = try TLSTransport(
+                    context: TLSContext.shared(for: settings), over: inner, settings: settings,
+                    hostName: hostName, sessionKey: sessionKey, peerLabel: peerLabel)
             } catch {
                 return .failed(TLSErrors.configuration(error))
             }
@@ -66,9 +72,11 @@ final class TLSHandshake: HandshakeStage, @unchecked Sendable {
         case .done:
             if !settings.pinnedPublicKeySHA256.isEmpty {
                 guard let key = transport.peerPublicKeyDER(), settings.pinnedPublicKeySHA256.contains(SHA256.digest(key)) else {
-                    return .failed(TLSErrors.failure(TLSStatus.certChainInvalid,
-                                                     "the certificate for \(peerLabel) does not carry a pinned public key",
-                                                     .handshake(name)))
+                    return .failed(
+                        TLSErrors.failure(
+                            TLSStatus.certChainInvalid,
+                            "the certificate for \(peerLabel) does not carry a pinned public key",
+                            .handshake(name)))
                 }
             }
             return .done(transport)

@@ -51,8 +51,10 @@ final class TLSTransport: Transport, @unchecked Sendable {
     static var openCount: Int { countLock.withLock { liveCount } }
 
     /// Creates the SSL for one connection. The peer name (SNI and the name verified) is set here.
-    init(context: TLSContext, over inner: any Transport, settings: TLSSettings, hostName: String?, sessionKey: String?,
-         peerLabel: String) throws(TLSSetupError) {
+    init(
+        context: TLSContext, over inner: any Transport, settings: TLSSettings, hostName: String?, sessionKey: String?,
+        peerLabel: String
+    ) throws(TLSSetupError) {
         ERR_clear_error()
         guard let ssl = SSL_new(context.context), let bio = BIO_new(TLSWire.method) else { throw TLSSetupError("SSL_new failed") }
         self.ssl = ssl
@@ -76,7 +78,9 @@ final class TLSTransport: Transport, @unchecked Sendable {
                 if SocketAddress(numericHost: hostName, port: 0) != nil {
                     // An IP literal: checked against the certificate's IP addresses; no SNI (RFC 6066 §3).
                     let bare = hostName.hasPrefix("[") ? String(hostName.dropFirst().dropLast()) : hostName
-                    guard X509_VERIFY_PARAM_set1_ip_asc(param, bare) == 1 else { throw TLSSetupError("cannot verify the address \(hostName)") }
+                    guard X509_VERIFY_PARAM_set1_ip_asc(param, bare) == 1 else {
+                        throw TLSSetupError("cannot verify the address \(hostName)")
+                    }
                 } else {
                     guard SSL_set1_host(ssl, hostName) == 1, cssl_set_tlsext_host_name(ssl, hostName) == 1 else {
                         throw TLSSetupError("cannot use \(hostName) as the TLS server name")
@@ -128,8 +132,10 @@ final class TLSTransport: Transport, @unchecked Sendable {
             case SSL_ERROR_WANT_WRITE: return .wait(inner.writeInterest)
             default:
                 if let failure = wire.failure { return .failed(failure) }
-                return .failed(TLSErrors.sslFailure(ssl, code: code, operation: .handshake(TLSHandshake.stageName),
-                                                    peer: peerLabel, duringHandshake: true))
+                return .failed(
+                    TLSErrors.sslFailure(
+                        ssl, code: code, operation: .handshake(TLSHandshake.stageName),
+                        peer: peerLabel, duringHandshake: true))
             }
         }
     }
@@ -275,10 +281,12 @@ final class TLSTransport: Transport, @unchecked Sendable {
                 failure.operation = reading ? .read : .write
                 return .failed(failure)
             }
-            let failure = TLSErrors.sslFailure(ssl, code: code, operation: reading ? .read : .write, peer: peerLabel,
-                                               duringHandshake: false)
+            let failure = TLSErrors.sslFailure(
+                ssl, code: code, operation: reading ? .read : .write, peer: peerLabel,
+                duringHandshake: false)
             if reading, !requiresCloseNotify, case .protocolError(let detail) = failure.reason,
-               detail.code == TLSStatus.closedNoNotify {
+                detail.code == TLSStatus.closedNoNotify
+            {
                 return .end  // a TCP end without close_notify, accepted as the end (TLSSettings.requiresCloseNotify)
             }
             return .failed(failure)

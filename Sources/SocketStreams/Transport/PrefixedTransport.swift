@@ -1,4 +1,3 @@
-
 /// Bytes a handshake stage read past its reply (a proxy's response head followed by the target's
 /// first bytes in one segment), served before anything else from the transport below. Without it
 /// those bytes would be lost; with it they keep `hasBytesAvailable` true until read, though the fd

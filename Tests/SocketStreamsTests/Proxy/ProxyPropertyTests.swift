@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 @testable import SocketStreams
@@ -24,7 +24,8 @@ final class ProxyPropertyTests: SocketStreamsTestCase {
             .userKey: "me", .passwordKey: "unused",
         ]
         XCTAssertTrue(pair.output.setProperty(settings, forKey: socksKey))
-        XCTAssertEqual(proxy(of: pair), ProxyConfiguration(kind: .socks4, host: "127.0.0.1", port: 1081, username: "me", password: "unused"))
+        XCTAssertEqual(
+            proxy(of: pair), ProxyConfiguration(kind: .socks4, host: "127.0.0.1", port: 1081, username: "me", password: "unused"))
         // Reads back as set, from either stream, password included (as CFNetwork does).
         let back = pair.input.property(forKey: socksKey) as? [StreamSOCKSProxyConfiguration: Any]
         XCTAssertEqual(back?[.hostKey] as? String, "127.0.0.1")
@@ -47,8 +48,10 @@ final class ProxyPropertyTests: SocketStreamsTestCase {
         XCTAssertEqual(proxy(of: pair), .socks5(host: "::1", port: 9050, username: "u", password: "p"))
         XCTAssertEqual((pair.output.property(forKey: socksKey) as? NSDictionary)?["SOCKSPort"] as? Int, 9050)
         // The same through the CF-named string key.
-        XCTAssertTrue(pair.input.setProperty(["NSStreamSOCKSProxyKey": "h", "NSStreamSOCKSPortKey": 1] as [String: Any],
-                                             forKey: Stream.PropertyKey(kCFStreamPropertySOCKSProxy as String)))
+        XCTAssertTrue(
+            pair.input.setProperty(
+                ["NSStreamSOCKSProxyKey": "h", "NSStreamSOCKSPortKey": 1] as [String: Any],
+                forKey: Stream.PropertyKey(kCFStreamPropertySOCKSProxy as String)))
         XCTAssertEqual(proxy(of: pair), .socks5(host: "h", port: 1))
     }
 
@@ -57,8 +60,9 @@ final class ProxyPropertyTests: SocketStreamsTestCase {
         let pair = self.pair("db.internal.example")
         XCTAssertTrue(pair.input.setProperty(["SOCKSProxy": "p", "SOCKSEnable": 0] as [String: Any], forKey: socksKey))
         XCTAssertNil(proxy(of: pair), "SOCKSEnable 0 means no proxy")
-        XCTAssertFalse(pair.input.setProperty(["SOCKSProxy": "p", "ExceptionsList": ["*.example"]] as [String: Any], forKey: socksKey),
-                       "an excluded target refuses the proxy")
+        XCTAssertFalse(
+            pair.input.setProperty(["SOCKSProxy": "p", "ExceptionsList": ["*.example"]] as [String: Any], forKey: socksKey),
+            "an excluded target refuses the proxy")
         XCTAssertTrue(pair.input.setProperty(["SOCKSProxy": "p", "ExceptionsList": ["other.example"]] as [String: Any], forKey: socksKey))
         let simple = self.pair("printer")
         XCTAssertFalse(simple.input.setProperty(["SOCKSProxy": "p", "ExcludeSimpleHostnames": 1] as [String: Any], forKey: socksKey))
@@ -81,10 +85,20 @@ final class ProxyPropertyTests: SocketStreamsTestCase {
             ("port a Bool", ["SOCKSProxy": "h", "SOCKSPort": true]),
             ("version 6", ["SOCKSProxy": "h", kCFStreamPropertySOCKSVersion as String: "kCFStreamSocketSOCKSVersion6"]),
             ("version a number", ["SOCKSProxy": "h", kCFStreamPropertySOCKSVersion as String: 5]),
-            ("user too long", ["SOCKSProxy": "h", kCFStreamPropertySOCKSUser as String: String(repeating: "u", count: 256),
-                               kCFStreamPropertySOCKSPassword as String: "p"]),
-            ("password too long", ["SOCKSProxy": "h", kCFStreamPropertySOCKSUser as String: "u",
-                                   kCFStreamPropertySOCKSPassword as String: String(repeating: "p", count: 256)]),
+            (
+                "user too long",
+                [
+                    "SOCKSProxy": "h", kCFStreamPropertySOCKSUser as String: String(repeating: "u", count: 256),
+                    kCFStreamPropertySOCKSPassword as String: "p",
+                ]
+            ),
+            (
+                "password too long",
+                [
+                    "SOCKSProxy": "h", kCFStreamPropertySOCKSUser as String: "u",
+                    kCFStreamPropertySOCKSPassword as String: String(repeating: "p", count: 256),
+                ]
+            ),
             ("user not a string", ["SOCKSProxy": "h", kCFStreamPropertySOCKSUser as String: 7]),
             ("host with a space", ["SOCKSProxy": "a b"]),
         ]
@@ -93,27 +107,37 @@ final class ProxyPropertyTests: SocketStreamsTestCase {
             XCTAssertEqual(proxy(of: pair), .socks5(host: "good", port: 1), what)
         }
         XCTAssertFalse(pair.input.setProperty("socks5://h", forKey: .proxyConfigurationKey), "a URL string is not a configuration")
-        XCTAssertFalse(pair.input.setProperty(ProxyConfiguration.httpConnect(host: "h", port: 3128, username: "a:b"),
-                                              forKey: .proxyConfigurationKey), "a colon in a Basic user-id")
-        XCTAssertFalse(pair.input.setProperty(ProxyConfiguration.httpConnect(host: "h", port: 3128,
-                                                                             additionalHeaders: [("X-Evil", "a\r\nInjected: 1")]),
-                                              forKey: .proxyConfigurationKey), "CRLF in a header value")
-        XCTAssertFalse(pair.input.setProperty(ProxyConfiguration.httpConnect(host: "h", port: 3128,
-                                                                             additionalHeaders: [("Bad Name", "v")]),
-                                              forKey: .proxyConfigurationKey), "a header name that is not a token")
+        XCTAssertFalse(
+            pair.input.setProperty(
+                ProxyConfiguration.httpConnect(host: "h", port: 3128, username: "a:b"),
+                forKey: .proxyConfigurationKey), "a colon in a Basic user-id")
+        XCTAssertFalse(
+            pair.input.setProperty(
+                ProxyConfiguration.httpConnect(
+                    host: "h", port: 3128,
+                    additionalHeaders: [("X-Evil", "a\r\nInjected: 1")]),
+                forKey: .proxyConfigurationKey), "CRLF in a header value")
+        XCTAssertFalse(
+            pair.input.setProperty(
+                ProxyConfiguration.httpConnect(
+                    host: "h", port: 3128,
+                    additionalHeaders: [("Bad Name", "v")]),
+                forKey: .proxyConfigurationKey), "a header name that is not a token")
         XCTAssertFalse(pair.input.setProperty(ProxyConfiguration.socks4(host: "h", userID: "a\u{0}b"), forKey: .proxyConfigurationKey))
     }
 
     /// Targets a proxy cannot be asked for refuse the proxy: names that would break the request, names
     /// longer than SOCKS5 allows, IPv6 through SOCKS4.
     func testTargetsAProxyCannotCarry() {
-        XCTAssertFalse(pair("evil.example\r\nX-Injected: 1").input.setProperty(
-            ProxyConfiguration.httpConnect(host: "h", port: 3128), forKey: .proxyConfigurationKey))
+        XCTAssertFalse(
+            pair("evil.example\r\nX-Injected: 1").input.setProperty(
+                ProxyConfiguration.httpConnect(host: "h", port: 3128), forKey: .proxyConfigurationKey))
         XCTAssertFalse(pair("a b").input.setProperty(["SOCKSProxy": "h"] as [String: Any], forKey: socksKey))
         let long = String(repeating: "a", count: 256)
         XCTAssertFalse(pair(long).input.setProperty(["SOCKSProxy": "h"] as [String: Any], forKey: socksKey))
-        XCTAssertTrue(pair(long).input.setProperty(ProxyConfiguration.socks4(host: "h"), forKey: .proxyConfigurationKey),
-                      "SOCKS4a names have no length byte")
+        XCTAssertTrue(
+            pair(long).input.setProperty(ProxyConfiguration.socks4(host: "h"), forKey: .proxyConfigurationKey),
+            "SOCKS4a names have no length byte")
         XCTAssertFalse(pair("::1").input.setProperty(ProxyConfiguration.socks4(host: "h"), forKey: .proxyConfigurationKey))
         XCTAssertTrue(pair("::1").input.setProperty(ProxyConfiguration.socks5(host: "h"), forKey: .proxyConfigurationKey))
     }
@@ -135,10 +159,12 @@ final class ProxyPropertyTests: SocketStreamsTestCase {
         let pair = self.pair()
         let key = Stream.PropertyKey(kCFStreamPropertyCONNECTProxy as String)
         XCTAssertFalse(pair.input.setProperty([kCFStreamPropertyCONNECTProxyHost as String: "h"] as [String: Any], forKey: key))
-        XCTAssertTrue(pair.input.setProperty([
-            kCFStreamPropertyCONNECTProxyHost as String: "h", kCFStreamPropertyCONNECTProxyPort as String: 3128,
-            kCFStreamPropertyCONNECTAdditionalHeaders as String: ["User-Agent": "x", "Proxy-Authorization": "Bearer t"],
-        ] as [String: Any], forKey: key))
+        XCTAssertTrue(
+            pair.input.setProperty(
+                [
+                    kCFStreamPropertyCONNECTProxyHost as String: "h", kCFStreamPropertyCONNECTProxyPort as String: 3128,
+                    kCFStreamPropertyCONNECTAdditionalHeaders as String: ["User-Agent": "x", "Proxy-Authorization": "Bearer t"],
+                ] as [String: Any], forKey: key))
         let configured = proxy(of: pair)
         XCTAssertEqual(configured?.kind, .httpConnect)
         XCTAssertEqual(configured?.additionalHeaders.map(\.name), ["Proxy-Authorization", "User-Agent"])

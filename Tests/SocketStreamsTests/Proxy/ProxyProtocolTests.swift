@@ -25,15 +25,20 @@ final class ProxyProtocolTests: XCTestCase {
     /// Runs a handshake against `reply`, delivered in `pieces` (one read never spans two pieces, as
     /// when they arrive in separate segments). Reads take at most `wanted` bytes, as the stage does;
     /// `closes`: the proxy closes once its bytes are all read.
-    func run(_ configuration: ProxyConfiguration, target: ProxyTarget, pieces: [[UInt8]], closes: Bool = true,
-             file: StaticString = #filePath, line: UInt = #line) -> Run {
+    func run(
+        _ configuration: ProxyConfiguration, target: ProxyTarget, pieces: [[UInt8]], closes: Bool = true,
+        file: StaticString = #filePath, line: UInt = #line
+    ) -> Run {
         var machine = ProxyClientHandshake(configuration: configuration, target: target)
         var result = Run()
         var queue = pieces.filter { !$0.isEmpty }
         var steps = 0
         while true {
             steps += 1
-            if steps > 100_000 { XCTFail("no progress", file: file, line: line); return result }
+            if steps > 100_000 {
+                XCTFail("no progress", file: file, line: line)
+                return result
+            }
             result.sent += machine.takeOutput()
             if case .established = machine.state {
                 result.established = true
@@ -64,12 +69,15 @@ final class ProxyProtocolTests: XCTestCase {
 
     /// `run` with `reply` cut at every byte boundary into two pieces, and byte by byte: the outcome must
     /// not depend on how the bytes arrive.
-    func runSplitEverywhere(_ configuration: ProxyConfiguration, target: ProxyTarget, reply: [UInt8],
-                            file: StaticString = #filePath, line: UInt = #line) -> Run {
+    func runSplitEverywhere(
+        _ configuration: ProxyConfiguration, target: ProxyTarget, reply: [UInt8],
+        file: StaticString = #filePath, line: UInt = #line
+    ) -> Run {
         let whole = run(configuration, target: target, pieces: [reply], file: file, line: line)
         for cut in 1..<max(reply.count, 1) {
-            let split = run(configuration, target: target, pieces: [Array(reply[..<cut]), Array(reply[cut...])],
-                            file: file, line: line)
+            let split = run(
+                configuration, target: target, pieces: [Array(reply[..<cut]), Array(reply[cut...])],
+                file: file, line: line)
             assertSame(split, whole, "cut at \(cut)", file: file, line: line)
         }
         let bytewise = run(configuration, target: target, pieces: reply.map { [$0] }, file: file, line: line)
@@ -135,8 +143,10 @@ final class ProxyProtocolTests: XCTestCase {
         let reply: [UInt8] = [5, 2] + [1, 0] + [5, 0, 0, 1, 0, 0, 0, 0, 0, 0]
         let result = runSplitEverywhere(socks5Auth, target: nameTarget, reply: reply)
         XCTAssertTrue(result.established)
-        XCTAssertEqual(result.sent, [5, 2, 0, 2] + [1, 4] + Array("user".utf8) + [6] + Array("secret".utf8)
-                       + [5, 1, 0, 3, 11] + Array("example.com".utf8) + [1, 187])
+        XCTAssertEqual(
+            result.sent,
+            [5, 2, 0, 2] + [1, 4] + Array("user".utf8) + [6] + Array("secret".utf8)
+                + [5, 1, 0, 3, 11] + Array("example.com".utf8) + [1, 187])
         // With credentials offered, the proxy may still choose no authentication.
         let none = run(socks5Auth, target: nameTarget, pieces: [[5, 0, 5, 0, 0, 1, 0, 0, 0, 0, 0, 0]])
         XCTAssertTrue(none.established)
@@ -224,14 +234,16 @@ final class ProxyProtocolTests: XCTestCase {
     // MARK: - HTTP CONNECT
 
     func testCONNECTRequestAndLeftover() {
-        let authenticated = ProxyConfiguration.httpConnect(host: "proxy", port: 3128, username: "tpuser", password: "tppass",
-                                                           additionalHeaders: [("User-Agent", "test/1")])
+        let authenticated = ProxyConfiguration.httpConnect(
+            host: "proxy", port: 3128, username: "tpuser", password: "tppass",
+            additionalHeaders: [("User-Agent", "test/1")])
         let reply = Array("HTTP/1.1 200 Connection established\r\nProxy-Agent: x\r\n\r\n".utf8) + Self.payload
         let result = runSplitEverywhere(authenticated, target: nameTarget, reply: reply)
         XCTAssertTrue(result.established)
-        XCTAssertEqual(String(decoding: result.sent, as: UTF8.self),
-                       "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n"
-                       + "Proxy-Authorization: Basic dHB1c2VyOnRwcGFzcw==\r\nUser-Agent: test/1\r\n\r\n")
+        XCTAssertEqual(
+            String(decoding: result.sent, as: UTF8.self),
+            "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n"
+                + "Proxy-Authorization: Basic dHB1c2VyOnRwcGFzcw==\r\nUser-Agent: test/1\r\n\r\n")
         XCTAssertEqual(result.leftover + result.unread, Self.payload, "the target's bytes after the head belong to the stream")
     }
 
@@ -252,14 +264,18 @@ final class ProxyProtocolTests: XCTestCase {
     }
 
     func testCONNECTFailures() {
-        let refused = runSplitEverywhere(http, target: nameTarget, reply: Array(
-            "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"p\"\r\nContent-Length: 5\r\n\r\nnope!".utf8))
+        let refused = runSplitEverywhere(
+            http, target: nameTarget,
+            reply: Array(
+                "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"p\"\r\nContent-Length: 5\r\n\r\nnope!".utf8
+            ))
         guard case .httpRefused(407, "Proxy Authentication Required", let head)? = refused.error else {
             return XCTFail("\(String(describing: refused.error))")
         }
         XCTAssertTrue(head.hasPrefix("HTTP/1.1 407"))
-        XCTAssertEqual(runSplitEverywhere(http, target: nameTarget, reply: Array("HTTP/1.1 403 Filtered\r\n\r\n".utf8)).error,
-                       .httpRefused(status: 403, reason: "Filtered", head: "HTTP/1.1 403 Filtered\r\n\r\n"))
+        XCTAssertEqual(
+            runSplitEverywhere(http, target: nameTarget, reply: Array("HTTP/1.1 403 Filtered\r\n\r\n".utf8)).error,
+            .httpRefused(status: 403, reason: "Filtered", head: "HTTP/1.1 403 Filtered\r\n\r\n"))
         let malformed: [(String, String)] = [
             ("SSH-2.0-OpenSSH_9.2\r\n", "malformed status line"),
             ("\u{5}\u{0}\n", "malformed status line"),
@@ -329,8 +345,10 @@ final class ProxyProtocolTests: XCTestCase {
     // MARK: - helpers
 
     func testBase64() {
-        let vectors = ["": "", "f": "Zg==", "fo": "Zm8=", "foo": "Zm9v", "foob": "Zm9vYg==", "fooba": "Zm9vYmE=",
-                       "foobar": "Zm9vYmFy"]
+        let vectors = [
+            "": "", "f": "Zg==", "fo": "Zm8=", "foo": "Zm9v", "foob": "Zm9vYg==", "fooba": "Zm9vYmE=",
+            "foobar": "Zm9vYmFy",
+        ]
         for (plain, encoded) in vectors {
             XCTAssertEqual(Base64.encode(Array(plain.utf8)), encoded)
         }

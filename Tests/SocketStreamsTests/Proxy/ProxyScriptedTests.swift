@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 @testable import SocketStreams
@@ -24,11 +24,13 @@ final class ProxyScriptedTests: SocketStreamsTestCase {
     /// Opens the pair with a recorder and waits until both streams have failed; returns the error.
     func failure(of pair: StreamPair, file: StaticString = #filePath, line: UInt = #line) -> (NSError?, DelegateRecorder) {
         let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "hello"))
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
-        }, recorder.trace, file: file, line: line)
-        XCTAssertFalse(recorder.has(.hasSpaceAvailable, on: .output), "has-events before the proxy connected: \(recorder.trace)",
-                       file: file, line: line)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+            }, recorder.trace, file: file, line: line)
+        XCTAssertFalse(
+            recorder.has(.hasSpaceAvailable, on: .output), "has-events before the proxy connected: \(recorder.trace)",
+            file: file, line: line)
         XCTAssertFalse(recorder.has(.hasBytesAvailable, on: .input), recorder.trace, file: file, line: line)
         XCTAssertEqual(pair.input.streamStatus, .error, file: file, line: line)
         XCTAssertEqual(pair.output.streamStatus, .error, file: file, line: line)
@@ -78,7 +80,8 @@ final class ProxyScriptedTests: SocketStreamsTestCase {
         XCTAssertEqual(recorder.snapshot.events(.output).first, .openCompleted)
         XCTAssertTrue(recorder.snapshot.errors.isEmpty, "\(recorder.snapshot.errors)")
         // The pair still names the target, not the proxy.
-        XCTAssertEqual(pair.input.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketRemoteHostName as String)) as? String, targetHost)
+        XCTAssertEqual(
+            pair.input.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketRemoteHostName as String)) as? String, targetHost)
     }
 
     /// The longest reply SOCKS5 allows (a 255-byte bound name) is read exactly: not a byte of the
@@ -112,8 +115,10 @@ final class ProxyScriptedTests: SocketStreamsTestCase {
         let recorder = startRecorder(pair)
         XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.endEncountered, on: .input) }, recorder.trace)
         XCTAssertEqual(recorder.snapshot.receivedString, "WELCOME\n")
-        XCTAssertEqual(head.value, "CONNECT target.example:4242 HTTP/1.1\r\nHost: target.example:4242\r\n"
-                       + "Proxy-Authorization: Basic dHB1c2VyOnRwcGFzcw==\r\n\r\n")
+        XCTAssertEqual(
+            head.value,
+            "CONNECT target.example:4242 HTTP/1.1\r\nHost: target.example:4242\r\n"
+                + "Proxy-Authorization: Basic dHB1c2VyOnRwcGFzcw==\r\n\r\n")
     }
 
     // MARK: - failures
@@ -127,8 +132,10 @@ final class ProxyScriptedTests: SocketStreamsTestCase {
 
     /// Runs a SOCKS5 proxy that answers the greeting with `method`, then (if it gets that far) the
     /// request with `reply`, then closes; checks the error.
-    func checkSOCKS5(method: [UInt8], reply: [UInt8]? = nil, credentials: Bool = false, _ expected: Expected,
-                     file: StaticString = #filePath, line: UInt = #line) throws {
+    func checkSOCKS5(
+        method: [UInt8], reply: [UInt8]? = nil, credentials: Bool = false, _ expected: Expected,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         let server = try startRawServer { connection in
             _ = try? connection.readExactly(credentials ? 4 : 3)
             try? connection.write(Data(method))
@@ -140,8 +147,9 @@ final class ProxyScriptedTests: SocketStreamsTestCase {
             guard let reply, (try? Self.readSOCKS5Request(connection)) != nil else { return }
             try? connection.write(Data(reply))
         }
-        let proxy = ProxyConfiguration.socks5(host: "127.0.0.1", port: server.port,
-                                              username: credentials ? "user" : nil, password: credentials ? "secret" : nil)
+        let proxy = ProxyConfiguration.socks5(
+            host: "127.0.0.1", port: server.port,
+            username: credentials ? "user" : nil, password: credentials ? "secret" : nil)
         let (error, _) = failure(of: proxiedPair(proxy), file: file, line: line)
         check(error, expected, proxyPort: server.port, file: file, line: line)
     }
@@ -150,8 +158,9 @@ final class ProxyScriptedTests: SocketStreamsTestCase {
         guard let error else { return XCTFail("no error", file: file, line: line) }
         XCTAssertEqual(error.domain, expected.domain, "\(error)", file: file, line: line)
         XCTAssertEqual(error.code, expected.code, "\(error)", file: file, line: line)
-        XCTAssertEqual(error.localizedDescription, expected.message.replacingOccurrences(of: "PORT", with: "\(proxyPort)"),
-                       file: file, line: line)
+        XCTAssertEqual(
+            error.localizedDescription, expected.message.replacingOccurrences(of: "PORT", with: "\(proxyPort)"),
+            file: file, line: line)
         if let status = expected.status {
             XCTAssertEqual(error.userInfo[kCFSOCKSStatusCodeKey as String] as? String, status, file: file, line: line)
         }
@@ -162,40 +171,59 @@ final class ProxyScriptedTests: SocketStreamsTestCase {
     }
 
     func testSOCKS5RefusedTargetReportsTheReplyCode() throws {
-        try checkSOCKS5(method: [5, 0], reply: [5, 5, 0, 1, 0, 0, 0, 0, 0, 0], Expected(
-            code: 120, status: "5",
-            message: "SOCKS5 proxy 127.0.0.1 port PORT refused the connection to target.example port 4242: "
-                + "connection refused by destination host (reply 5)"))
-        try checkSOCKS5(method: [5, 0], reply: [5, 2, 0, 1, 0, 0, 0, 0, 0, 0], Expected(
-            code: 120, status: "2",
-            message: "SOCKS5 proxy 127.0.0.1 port PORT refused the connection to target.example port 4242: "
-                + "connection not allowed by ruleset (reply 2)"))
+        try checkSOCKS5(
+            method: [5, 0], reply: [5, 5, 0, 1, 0, 0, 0, 0, 0, 0],
+            Expected(
+                code: 120, status: "5",
+                message: "SOCKS5 proxy 127.0.0.1 port PORT refused the connection to target.example port 4242: "
+                    + "connection refused by destination host (reply 5)"))
+        try checkSOCKS5(
+            method: [5, 0], reply: [5, 2, 0, 1, 0, 0, 0, 0, 0, 0],
+            Expected(
+                code: 120, status: "2",
+                message: "SOCKS5 proxy 127.0.0.1 port PORT refused the connection to target.example port 4242: "
+                    + "connection not allowed by ruleset (reply 2)"))
     }
 
     func testSOCKS5MethodAndCredentialFailures() throws {
-        try checkSOCKS5(method: [5, 0xFF], Expected(
-            code: 124, status: "255",
-            message: "SOCKS5 proxy 127.0.0.1 port PORT requires authentication, and no username and password were given"))
-        try checkSOCKS5(method: [5, 2], Expected(
-            code: 123, status: "2", message: "SOCKS5 proxy 127.0.0.1 port PORT chose authentication method 2, which was not offered"))
-        try checkSOCKS5(method: [5, 2], reply: [1, 1], credentials: true, Expected(
-            code: 122, status: "1", message: "SOCKS5 proxy 127.0.0.1 port PORT rejected the username and password (status 1)"))
+        try checkSOCKS5(
+            method: [5, 0xFF],
+            Expected(
+                code: 124, status: "255",
+                message: "SOCKS5 proxy 127.0.0.1 port PORT requires authentication, and no username and password were given"))
+        try checkSOCKS5(
+            method: [5, 2],
+            Expected(
+                code: 123, status: "2", message: "SOCKS5 proxy 127.0.0.1 port PORT chose authentication method 2, which was not offered"))
+        try checkSOCKS5(
+            method: [5, 2], reply: [1, 1], credentials: true,
+            Expected(
+                code: 122, status: "1", message: "SOCKS5 proxy 127.0.0.1 port PORT rejected the username and password (status 1)"))
     }
 
     func testSOCKS5MalformedReplies() throws {
-        try checkSOCKS5(method: Array("HTTP/1.1 400 Bad Request\r\n\r\n".utf8), Expected(
-            code: 101, status: "72",
-            message: "SOCKS5 proxy 127.0.0.1 port PORT does not speak SOCKS5: its reply to the greeting has version 72, not 5"))
-        try checkSOCKS5(method: [5, 0], reply: [5, 0, 0, 7, 0, 0, 0, 0, 0, 0], Expected(
-            code: 121, status: "7", message: "SOCKS5 proxy 127.0.0.1 port PORT replied with an unknown address type (7)"))
-        try checkSOCKS5(method: [5, 0], reply: [5, 0, 0], Expected(
-            domain: NSPOSIXErrorDomain, code: Int(ENOTCONN),
-            message: "SOCKS5 proxy 127.0.0.1 port PORT closed the connection before it had connected target.example port 4242"))
+        try checkSOCKS5(
+            method: Array("HTTP/1.1 400 Bad Request\r\n\r\n".utf8),
+            Expected(
+                code: 101, status: "72",
+                message: "SOCKS5 proxy 127.0.0.1 port PORT does not speak SOCKS5: its reply to the greeting has version 72, not 5"))
+        try checkSOCKS5(
+            method: [5, 0], reply: [5, 0, 0, 7, 0, 0, 0, 0, 0, 0],
+            Expected(
+                code: 121, status: "7", message: "SOCKS5 proxy 127.0.0.1 port PORT replied with an unknown address type (7)"))
+        try checkSOCKS5(
+            method: [5, 0], reply: [5, 0, 0],
+            Expected(
+                domain: NSPOSIXErrorDomain, code: Int(ENOTCONN),
+                message: "SOCKS5 proxy 127.0.0.1 port PORT closed the connection before it had connected target.example port 4242"))
         var generator = SplitMix64(seed: 42)
         let garbage = (0..<64).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
-        try checkSOCKS5(method: garbage, Expected(
-            code: 101, status: "\(garbage[0])",
-            message: "SOCKS5 proxy 127.0.0.1 port PORT does not speak SOCKS5: its reply to the greeting has version \(garbage[0]), not 5"))
+        try checkSOCKS5(
+            method: garbage,
+            Expected(
+                code: 101, status: "\(garbage[0])",
+                message:
+                    "SOCKS5 proxy 127.0.0.1 port PORT does not speak SOCKS5: its reply to the greeting has version \(garbage[0]), not 5"))
     }
 
     func testSOCKS4RejectionCodes() throws {
@@ -209,29 +237,49 @@ final class ProxyScriptedTests: SocketStreamsTestCase {
             XCTAssertEqual(error?.domain, "kCFErrorDomainCFNetwork")
             XCTAssertEqual(error?.code, expected)
             XCTAssertEqual(error?.userInfo[kCFSOCKSStatusCodeKey as String] as? String, "\(code)")
-            XCTAssertTrue(error?.localizedDescription.hasPrefix(
-                "SOCKS4 proxy 127.0.0.1 port \(server.port) rejected the connection to target.example port 4242: ") == true,
+            XCTAssertTrue(
+                error?.localizedDescription.hasPrefix(
+                    "SOCKS4 proxy 127.0.0.1 port \(server.port) rejected the connection to target.example port 4242: ") == true,
                 error?.localizedDescription ?? "")
         }
     }
 
     func testHTTPConnectFailures() throws {
         let cases: [(String, Expected)] = [
-            ("HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"x\"\r\nContent-Length: 0\r\n\r\n",
-             Expected(code: 307, message: "HTTP proxy 127.0.0.1 port PORT requires authentication (407 Proxy Authentication Required)")),
-            ("HTTP/1.0 403 Filtered\r\n\r\n",
-             Expected(code: 311, message: "HTTP proxy 127.0.0.1 port PORT refused the tunnel to target.example port 4242: 403 Filtered")),
-            ("HTTP/1.1 500 Unable to connect\r\n\r\n",
-             Expected(code: 311, message: "HTTP proxy 127.0.0.1 port PORT refused the tunnel to target.example port 4242: 500 Unable to connect")),
-            ("\u{5}\u{0}\r\n\r\n",
-             Expected(code: 303, message: "HTTP proxy 127.0.0.1 port PORT sent a malformed reply to CONNECT target.example:4242: "
-                      + "malformed status line \"\\u{5}\\u{0}\"")),
-            ("HTTP/1.1 200 OK\r\n" + String(repeating: "X: y\r\n", count: 4000),
-             Expected(code: 303, message: "HTTP proxy 127.0.0.1 port PORT sent a malformed reply to CONNECT target.example:4242: "
-                      + "response head larger than 16384 bytes")),
-            ("HTTP/1.1 200 OK\r\n",
-             Expected(domain: NSPOSIXErrorDomain, code: Int(ENOTCONN),
-                      message: "HTTP proxy 127.0.0.1 port PORT closed the connection before it had connected target.example port 4242")),
+            (
+                "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"x\"\r\nContent-Length: 0\r\n\r\n",
+                Expected(code: 307, message: "HTTP proxy 127.0.0.1 port PORT requires authentication (407 Proxy Authentication Required)")
+            ),
+            (
+                "HTTP/1.0 403 Filtered\r\n\r\n",
+                Expected(code: 311, message: "HTTP proxy 127.0.0.1 port PORT refused the tunnel to target.example port 4242: 403 Filtered")
+            ),
+            (
+                "HTTP/1.1 500 Unable to connect\r\n\r\n",
+                Expected(
+                    code: 311,
+                    message: "HTTP proxy 127.0.0.1 port PORT refused the tunnel to target.example port 4242: 500 Unable to connect")
+            ),
+            (
+                "\u{5}\u{0}\r\n\r\n",
+                Expected(
+                    code: 303,
+                    message: "HTTP proxy 127.0.0.1 port PORT sent a malformed reply to CONNECT target.example:4242: "
+                        + "malformed status line \"\\u{5}\\u{0}\"")
+            ),
+            (
+                "HTTP/1.1 200 OK\r\n" + String(repeating: "X: y\r\n", count: 4000),
+                Expected(
+                    code: 303,
+                    message: "HTTP proxy 127.0.0.1 port PORT sent a malformed reply to CONNECT target.example:4242: "
+                        + "response head larger than 16384 bytes")
+            ),
+            (
+                "HTTP/1.1 200 OK\r\n",
+                Expected(
+                    domain: NSPOSIXErrorDomain, code: Int(ENOTCONN),
+                    message: "HTTP proxy 127.0.0.1 port PORT closed the connection before it had connected target.example port 4242")
+            ),
         ]
         for (reply, expected) in cases {
             let server = try startRawServer { connection in
@@ -265,8 +313,10 @@ final class ProxyScriptedTests: SocketStreamsTestCase {
         let (error, _) = failure(of: pair)
         XCTAssertEqual(error?.domain, NSPOSIXErrorDomain)
         XCTAssertEqual(error?.code, Int(ETIMEDOUT))
-        XCTAssertEqual(error?.localizedDescription, "SOCKS5 handshake via proxy 127.0.0.1 port \(server.port) with target.example port 4242 "
-                       + "failed: Connection timed out")
+        XCTAssertEqual(
+            error?.localizedDescription,
+            "SOCKS5 handshake via proxy 127.0.0.1 port \(server.port) with target.example port 4242 "
+                + "failed: Connection timed out")
     }
 
     /// Nothing listens at the proxy's address: the error names the proxy.

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 @testable import SocketStreams
@@ -47,28 +47,33 @@ final class ProxyTests: SocketStreamsTestCase {
     /// Opens `pair` (a proxy set), sends a line and waits for the target's greeting and the echo.
     func exchange(_ pair: StreamPair, file: StaticString = #filePath, line: UInt = #line) throws -> Exchange {
         let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "PING\n"))
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.snapshot.receivedString.hasSuffix("PING\n") || recorder.has(.errorOccurred, on: .input)
-        }, recorder.trace, file: file, line: line)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.snapshot.receivedString.hasSuffix("PING\n") || recorder.has(.errorOccurred, on: .input)
+            }, recorder.trace, file: file, line: line)
         XCTAssertTrue(recorder.snapshot.errors.isEmpty, "\(recorder.snapshot.errors)", file: file, line: line)
         XCTAssertEqual(recorder.snapshot.events(.output).first, .openCompleted, file: file, line: line)
         let lines = recorder.snapshot.receivedString.split(separator: "\n")
         let greeting = try XCTUnwrap(lines.first, "no greeting", file: file, line: line).split(separator: " ")
         XCTAssertEqual(lines.last, "PING", file: file, line: line)
         let fd = try XCTUnwrap(nativeHandle(of: pair.input), file: file, line: line)
-        let exchange = Exchange(targetSaw: (String(greeting[1]), Int(greeting[2]) ?? -1),
-                                local: RawSocket.address(fd, peer: false), remotePort: RawSocket.peerPort(fd))
+        let exchange = Exchange(
+            targetSaw: (String(greeting[1]), Int(greeting[2]) ?? -1),
+            local: RawSocket.address(fd, peer: false), remotePort: RawSocket.peerPort(fd))
         pair.input.close()
         pair.output.close()
         return exchange
     }
 
     /// The target's connection was not the pair's socket, and the pair's socket went to the proxy.
-    func assertThroughProxy(_ exchange: Exchange, proxyPort: Int, egress: String? = nil,
-                            file: StaticString = #filePath, line: UInt = #line) {
+    func assertThroughProxy(
+        _ exchange: Exchange, proxyPort: Int, egress: String? = nil,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         XCTAssertEqual(exchange.remotePort, proxyPort, "the pair dialled the proxy", file: file, line: line)
-        XCTAssertFalse(exchange.targetSaw.host == exchange.local.host && exchange.targetSaw.port == exchange.local.port,
-                       "the target saw the pair's own socket \(exchange.local)", file: file, line: line)
+        XCTAssertFalse(
+            exchange.targetSaw.host == exchange.local.host && exchange.targetSaw.port == exchange.local.port,
+            "the target saw the pair's own socket \(exchange.local)", file: file, line: line)
         if let egress {
             XCTAssertEqual(exchange.targetSaw.host, egress, "the proxy connects from \(egress)", file: file, line: line)
         }
@@ -77,8 +82,10 @@ final class ProxyTests: SocketStreamsTestCase {
     /// The egress the proxies with a `Bind`/`external` address show for an IPv4 target.
     let egress = Peer.proxyEgressAddress
 
-    func proxiedPair(_ host: String, _ port: Int, _ value: Any, key: Stream.PropertyKey = .proxyConfigurationKey,
-                     file: StaticString = #filePath, line: UInt = #line) -> StreamPair {
+    func proxiedPair(
+        _ host: String, _ port: Int, _ value: Any, key: Stream.PropertyKey = .proxyConfigurationKey,
+        file: StaticString = #filePath, line: UInt = #line
+    ) -> StreamPair {
         let pair = makePair(host: host, port: port)
         XCTAssertTrue(pair.input.setProperty(value, forKey: key), "setProperty(\(value))", file: file, line: line)
         return pair
@@ -87,9 +94,10 @@ final class ProxyTests: SocketStreamsTestCase {
     /// Waits for both streams to fail; returns the error.
     func failure(_ pair: StreamPair, file: StaticString = #filePath, line: UInt = #line) -> NSError? {
         let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "PING\n"))
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
-        }, recorder.trace, file: file, line: line)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.has(.errorOccurred, on: .input) && recorder.has(.errorOccurred, on: .output)
+            }, recorder.trace, file: file, line: line)
         XCTAssertFalse(recorder.has(.hasSpaceAvailable, on: .output), recorder.trace, file: file, line: line)
         return pair.output.streamError as NSError?
     }
@@ -114,19 +122,24 @@ final class ProxyTests: SocketStreamsTestCase {
     func testSOCKS5AddressTargetsThroughDante() throws {
         let target = try startTarget()
         let proxy = try startDante()
-        assertThroughProxy(try exchange(proxiedPair("127.0.0.1", target, ProxyConfiguration.socks5(host: "127.0.0.1", port: proxy))),
-                           proxyPort: proxy, egress: egress)
-        assertThroughProxy(try exchange(proxiedPair("::1", target, ProxyConfiguration.socks5(host: "::1", port: proxy))),
-                           proxyPort: proxy, egress: "::1")
+        assertThroughProxy(
+            try exchange(proxiedPair("127.0.0.1", target, ProxyConfiguration.socks5(host: "127.0.0.1", port: proxy))),
+            proxyPort: proxy, egress: egress)
+        assertThroughProxy(
+            try exchange(proxiedPair("::1", target, ProxyConfiguration.socks5(host: "::1", port: proxy))),
+            proxyPort: proxy, egress: "::1")
     }
 
     func testSOCKS4ThroughDante() throws {
         let target = try startTarget()
         let proxy = try startDante()
-        let socks: [String: Any] = ["SOCKSProxy": "127.0.0.1", "SOCKSPort": proxy,
-                                    kCFStreamPropertySOCKSVersion as String: (kCFStreamSocketSOCKSVersion4 as String)]
-        assertThroughProxy(try exchange(proxiedPair("127.0.0.1", target, socks, key: .socksProxyConfigurationKey)),
-                           proxyPort: proxy, egress: egress)
+        let socks: [String: Any] = [
+            "SOCKSProxy": "127.0.0.1", "SOCKSPort": proxy,
+            kCFStreamPropertySOCKSVersion as String: (kCFStreamSocketSOCKSVersion4 as String),
+        ]
+        assertThroughProxy(
+            try exchange(proxiedPair("127.0.0.1", target, socks, key: .socksProxyConfigurationKey)),
+            proxyPort: proxy, egress: egress)
     }
 
     /// The proxy's reply code surfaces: a refused target (SOCKS5 reply 5, SOCKS4 91) and a target its
@@ -138,8 +151,10 @@ final class ProxyTests: SocketStreamsTestCase {
         XCTAssertEqual(refused?.domain, "kCFErrorDomainCFNetwork")
         XCTAssertEqual(refused?.code, 120)
         XCTAssertEqual(refused?.userInfo[kCFSOCKSStatusCodeKey as String] as? String, "5")
-        XCTAssertEqual(refused?.localizedDescription, "SOCKS5 proxy 127.0.0.1 port \(proxy) refused the connection to "
-                       + "127.0.0.1 port \(closed): connection refused by destination host (reply 5)")
+        XCTAssertEqual(
+            refused?.localizedDescription,
+            "SOCKS5 proxy 127.0.0.1 port \(proxy) refused the connection to "
+                + "127.0.0.1 port \(closed): connection refused by destination host (reply 5)")
 
         let forbidden = failure(proxiedPair("192.0.2.1", 80, ProxyConfiguration.socks5(host: "127.0.0.1", port: proxy)))
         XCTAssertEqual(forbidden?.code, 120)
@@ -162,10 +177,12 @@ final class ProxyTests: SocketStreamsTestCase {
         let target = try startTarget()
         let proxy = try startSSH()
         // SOCKS4 with a name: SOCKS4a, the proxy resolves it.
-        assertThroughProxy(try exchange(proxiedPair("localhost", target, ProxyConfiguration.socks4(host: "127.0.0.1", port: proxy))),
-                           proxyPort: proxy)
-        assertThroughProxy(try exchange(proxiedPair("localhost", target, ProxyConfiguration.socks5(host: "127.0.0.1", port: proxy))),
-                           proxyPort: proxy)
+        assertThroughProxy(
+            try exchange(proxiedPair("localhost", target, ProxyConfiguration.socks4(host: "127.0.0.1", port: proxy))),
+            proxyPort: proxy)
+        assertThroughProxy(
+            try exchange(proxiedPair("localhost", target, ProxyConfiguration.socks5(host: "127.0.0.1", port: proxy))),
+            proxyPort: proxy)
         let v6 = try exchange(proxiedPair("::1", target, ProxyConfiguration.socks5(host: "127.0.0.1", port: proxy)))
         assertThroughProxy(v6, proxyPort: proxy, egress: "::1")
     }
@@ -176,8 +193,10 @@ final class ProxyTests: SocketStreamsTestCase {
         let closed = try RawSocket.unusedPort()
         let error = failure(proxiedPair("127.0.0.1", closed, ProxyConfiguration.socks5(host: "127.0.0.1", port: proxy)))
         assertPOSIXError(error, [ENOTCONN])
-        XCTAssertEqual(error?.localizedDescription, "SOCKS5 proxy 127.0.0.1 port \(proxy) closed the connection before it "
-                       + "had connected 127.0.0.1 port \(closed)")
+        XCTAssertEqual(
+            error?.localizedDescription,
+            "SOCKS5 proxy 127.0.0.1 port \(proxy) closed the connection before it "
+                + "had connected 127.0.0.1 port \(closed)")
     }
 
     // MARK: - microsocks: SOCKS5 with username and password
@@ -186,18 +205,25 @@ final class ProxyTests: SocketStreamsTestCase {
         let target = try startTarget()
         let (peer, proxy) = try Peer.microsocks(user: "msuser", password: "mspass")
         addCleanup { peer.stop() }
-        let socks: [StreamSOCKSProxyConfiguration: Any] = [.hostKey: "127.0.0.1", .portKey: proxy,
-                                                           .versionKey: StreamSOCKSProxyVersion.version5,
-                                                           .userKey: "msuser", .passwordKey: "mspass"]
-        assertThroughProxy(try exchange(proxiedPair("127.0.0.1", target, socks, key: .socksProxyConfigurationKey)),
-                           proxyPort: proxy, egress: egress)
+        let socks: [StreamSOCKSProxyConfiguration: Any] = [
+            .hostKey: "127.0.0.1", .portKey: proxy,
+            .versionKey: StreamSOCKSProxyVersion.version5,
+            .userKey: "msuser", .passwordKey: "mspass",
+        ]
+        assertThroughProxy(
+            try exchange(proxiedPair("127.0.0.1", target, socks, key: .socksProxyConfigurationKey)),
+            proxyPort: proxy, egress: egress)
 
-        let wrong = failure(proxiedPair("127.0.0.1", target, ProxyConfiguration.socks5(
-            host: "127.0.0.1", port: proxy, username: "msuser", password: "wrong")))
+        let wrong = failure(
+            proxiedPair(
+                "127.0.0.1", target,
+                ProxyConfiguration.socks5(
+                    host: "127.0.0.1", port: proxy, username: "msuser", password: "wrong")))
         XCTAssertEqual(wrong?.domain, "kCFErrorDomainCFNetwork")
         XCTAssertEqual(wrong?.code, 122)
-        XCTAssertTrue(wrong?.localizedDescription.hasPrefix(
-            "SOCKS5 proxy 127.0.0.1 port \(proxy) rejected the username and password") == true, wrong?.localizedDescription ?? "")
+        XCTAssertTrue(
+            wrong?.localizedDescription.hasPrefix(
+                "SOCKS5 proxy 127.0.0.1 port \(proxy) rejected the username and password") == true, wrong?.localizedDescription ?? "")
 
         let none = failure(proxiedPair("127.0.0.1", target, ProxyConfiguration.socks5(host: "127.0.0.1", port: proxy)))
         XCTAssertEqual(none?.code, 124)
@@ -222,8 +248,9 @@ final class ProxyTests: SocketStreamsTestCase {
             kCFStreamPropertyCONNECTProxyHost as String: "127.0.0.1", kCFStreamPropertyCONNECTProxyPort as String: proxy,
             kCFStreamPropertyCONNECTAdditionalHeaders as String: ["Proxy-Authorization": "Basic dHB1c2VyOnRwcGFzcw=="],
         ]
-        assertThroughProxy(try exchange(proxiedPair("localhost", target, dictionary, key: Stream.PropertyKey(kCFStreamPropertyCONNECTProxy as String))),
-                           proxyPort: proxy)
+        assertThroughProxy(
+            try exchange(proxiedPair("localhost", target, dictionary, key: Stream.PropertyKey(kCFStreamPropertyCONNECTProxy as String))),
+            proxyPort: proxy)
     }
 
     func testHTTPConnectRefusalsThroughTinyproxy() throws {
@@ -232,11 +259,15 @@ final class ProxyTests: SocketStreamsTestCase {
         let anonymous = failure(proxiedPair("127.0.0.1", target, ProxyConfiguration.httpConnect(host: "127.0.0.1", port: proxy)))
         XCTAssertEqual(anonymous?.code, 307)
         XCTAssertEqual(intValue(anonymous?.userInfo[ProxyConfiguration.errorHTTPStatusCodeKey]), 407)
-        XCTAssertEqual(anonymous?.localizedDescription,
-                       "HTTP proxy 127.0.0.1 port \(proxy) requires authentication (407 Proxy Authentication Required)")
+        XCTAssertEqual(
+            anonymous?.localizedDescription,
+            "HTTP proxy 127.0.0.1 port \(proxy) requires authentication (407 Proxy Authentication Required)")
 
-        let wrong = failure(proxiedPair("127.0.0.1", target, ProxyConfiguration.httpConnect(
-            host: "127.0.0.1", port: proxy, username: "tpuser", password: "nope")))
+        let wrong = failure(
+            proxiedPair(
+                "127.0.0.1", target,
+                ProxyConfiguration.httpConnect(
+                    host: "127.0.0.1", port: proxy, username: "tpuser", password: "nope")))
         XCTAssertEqual(wrong?.code, 307, wrong?.localizedDescription ?? "")
         XCTAssertTrue(wrong?.localizedDescription.contains("rejected the credentials") == true, wrong?.localizedDescription ?? "")
 
@@ -248,8 +279,9 @@ final class ProxyTests: SocketStreamsTestCase {
         let closed = try RawSocket.unusedPort()
         let refused = failure(proxiedPair("127.0.0.1", closed, authenticated))
         XCTAssertEqual(refused?.code, 311)
-        XCTAssertTrue(refused?.localizedDescription.hasPrefix(
-            "HTTP proxy 127.0.0.1 port \(proxy) refused the tunnel to 127.0.0.1 port \(closed): ") == true,
+        XCTAssertTrue(
+            refused?.localizedDescription.hasPrefix(
+                "HTTP proxy 127.0.0.1 port \(proxy) refused the tunnel to 127.0.0.1 port \(closed): ") == true,
             refused?.localizedDescription ?? "")
     }
 
@@ -276,9 +308,10 @@ final class ProxyTests: SocketStreamsTestCase {
             let pair = proxiedPair("localhost", v4.port, proxy)
             XCTAssertTrue(pair.input.setProperty(client, forKey: .tlsSettingsKey))
             let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "over TLS through \(proxy)"))
-            XCTAssertTrue(runUntil(timeout: shortTimeout) {
-                recorder.snapshot.receivedString == "over TLS through \(proxy)" || recorder.has(.errorOccurred, on: .input)
-            }, "\(proxy): \(recorder.trace)")
+            XCTAssertTrue(
+                runUntil(timeout: shortTimeout) {
+                    recorder.snapshot.receivedString == "over TLS through \(proxy)" || recorder.has(.errorOccurred, on: .input)
+                }, "\(proxy): \(recorder.trace)")
             let info = pair.input.property(forKey: .tlsConnectionInfoKey) as? TLSConnectionInfo
             XCTAssertEqual(info?.protocolVersion, "TLSv1.3", "\(proxy)")
             XCTAssertEqual(RawSocket.peerPort(try XCTUnwrap(nativeHandle(of: pair.input))), proxy.port)

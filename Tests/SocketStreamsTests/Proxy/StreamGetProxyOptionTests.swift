@@ -10,8 +10,9 @@ final class StreamGetProxyOptionTests: XCTestCase {
 
     func route(_ url: HTTPURL, _ arguments: [String], environment: [String: String]? = [:]) throws -> StreamGetProxyRoute? {
         let options = try StreamGetOptions(arguments: arguments + [url.description])
-        return try StreamGetProxyRoute.route(for: url, proxy: options.proxy, proxyUser: options.proxyUser,
-                                             noProxy: options.noProxy, environment: environment)
+        return try StreamGetProxyRoute.route(
+            for: url, proxy: options.proxy, proxyUser: options.proxyUser,
+            noProxy: options.noProxy, environment: environment)
     }
 
     func testFlagsAndSchemes() throws {
@@ -24,7 +25,10 @@ final class StreamGetProxyOptionTests: XCTestCase {
             (["--proxy", "http://proxy:3128/"], .httpConnect(host: "proxy", port: 3128), false),
             (["-x", "socks5h://u%3Aa:p%40ss@proxy:1080"], .socks5(host: "proxy", port: 1080, username: "u:a", password: "p@ss"), false),
             (["-x", "socks4a://proxy", "-U", "id"], ProxyConfiguration(kind: .socks4, host: "proxy", port: 1080, username: "id"), false),
-            (["-x", "http://a:b@proxy:8080", "-U", "user:pa:ss"], .httpConnect(host: "proxy", port: 8080, username: "user", password: "pa:ss"), false),
+            (
+                ["-x", "http://a:b@proxy:8080", "-U", "user:pa:ss"],
+                .httpConnect(host: "proxy", port: 8080, username: "user", password: "pa:ss"), false
+            ),
             (["--socks5", "a:1", "-x", "b:2"], .httpConnect(host: "b", port: 2), false),  // the last one wins
             (["-p", "-x", "proxy:80"], .httpConnect(host: "proxy", port: 80), false),
         ]
@@ -65,8 +69,9 @@ final class StreamGetProxyOptionTests: XCTestCase {
             XCTAssertNotNil(try route(http, [], environment: environment.merging(["no_proxy": list]) { $1 }), list)
         }
         XCTAssertNil(try route(http, ["-x", "p", "--noproxy", "example.com"]))
-        XCTAssertNotNil(try route(http, ["--noproxy", "other"], environment: environment.merging(["NO_PROXY": "*"]) { $1 }),
-                        "--noproxy replaces NO_PROXY")
+        XCTAssertNotNil(
+            try route(http, ["--noproxy", "other"], environment: environment.merging(["NO_PROXY": "*"]) { $1 }),
+            "--noproxy replaces NO_PROXY")
         let v6 = try HTTPURL(parsing: "http://[::1]:8080/")
         XCTAssertNil(try StreamGetProxyRoute.route(for: v6, proxy: "p", proxyUser: nil, noProxy: "[::1]", environment: nil))
     }

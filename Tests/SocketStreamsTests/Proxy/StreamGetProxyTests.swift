@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 import SocketStreams
@@ -15,8 +15,9 @@ final class StreamGetProxyTests: SocketStreamsTestCase {
     func runStreamGet(_ arguments: [String], environment: [String: String] = [:]) throws -> CommandResult {
         var base = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
         base.merge(environment) { $1 }
-        return try runCommand(try StreamGetTests.streamGetExecutable().path, ["--timeout", "30"] + arguments, timeout: 60,
-                              environment: base)
+        return try runCommand(
+            try StreamGetTests.streamGetExecutable().path, ["--timeout", "30"] + arguments, timeout: 60,
+            environment: base)
     }
 
     /// python http.server on 127.0.0.1 with index.html.
@@ -30,8 +31,9 @@ final class StreamGetProxyTests: SocketStreamsTestCase {
 
     /// The target logged a request from `address` (the log line can follow the response a moment later).
     func assertRequested(_ target: Peer, from address: String, file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertTrue(target.waitForOutput(containing: "\(address) - - ", timeout: shortTimeout), "no request from \(address) in:\n\(target.printed)",
-                      file: file, line: line)
+        XCTAssertTrue(
+            target.waitForOutput(containing: "\(address) - - ", timeout: shortTimeout), "no request from \(address) in:\n\(target.printed)",
+            file: file, line: line)
     }
 
     func testSOCKSOptions() throws {
@@ -42,12 +44,14 @@ final class StreamGetProxyTests: SocketStreamsTestCase {
             let result = try runStreamGet([option, "127.0.0.1:\(dantePort)", "-v", "http://localhost:\(port)/index.html"])
             XCTAssertEqual(result.status, 0, "\(option): \(result.stderr)")
             XCTAssertEqual(result.stdoutText, body, option)
-            XCTAssertTrue(result.stderr.contains("via SOCKS\(option.hasPrefix("--socks4") ? "4" : "5") proxy 127.0.0.1 port \(dantePort)"),
-                          result.stderr)
+            XCTAssertTrue(
+                result.stderr.contains("via SOCKS\(option.hasPrefix("--socks4") ? "4" : "5") proxy 127.0.0.1 port \(dantePort)"),
+                result.stderr)
         }
         assertRequested(target, from: Peer.proxyEgressAddress)
-        XCTAssertTrue(try runStreamGet(["--socks5", "127.0.0.1:\(dantePort)", "-v", "http://localhost:\(port)/"]).stderr
-            .contains("connecting to 127.0.0.1 port \(port) via"), "--socks5 resolves the name here")
+        XCTAssertTrue(
+            try runStreamGet(["--socks5", "127.0.0.1:\(dantePort)", "-v", "http://localhost:\(port)/"]).stderr
+                .contains("connecting to 127.0.0.1 port \(port) via"), "--socks5 resolves the name here")
 
         let (ssh, sshPort) = try Peer.sshSOCKS(directory: try makeTemporaryDirectory())
         addCleanup { ssh.stop() }
@@ -86,15 +90,19 @@ final class StreamGetProxyTests: SocketStreamsTestCase {
     /// certificate is verified for its own name.
     func testHTTPSThroughCONNECT() throws {
         let pki = try self.pki
-        let server = try BuiltInPageServer(runLoop: .socketStreams, tls: TLSSettings.server(
-            identity: TLSIdentity(certificateChainFile: pki.serverChain, privateKeyFile: pki.serverKey)))
+        let server = try BuiltInPageServer(
+            runLoop: .socketStreams,
+            tls: TLSSettings.server(
+                identity: TLSIdentity(certificateChainFile: pki.serverChain, privateKeyFile: pki.serverKey)))
         server.start()
         addCleanup { server.stop() }
         let (tinyproxy, proxyPort) = try Peer.tinyproxy(directory: try makeTemporaryDirectory(), user: "tpuser", password: "tppass")
         addCleanup { tinyproxy.stop() }
         let url = "https://localhost:\(server.port)/"
-        let result = try runStreamGet(["-p", "-x", "http://tpuser:tppass@127.0.0.1:\(proxyPort)", "--cacert", pki.caCertificate,
-                                       "-v", url])
+        let result = try runStreamGet([
+            "-p", "-x", "http://tpuser:tppass@127.0.0.1:\(proxyPort)", "--cacert", pki.caCertificate,
+            "-v", url,
+        ])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stdoutText.contains("Hello from SocketStreams"))
         XCTAssertTrue(result.stderr.contains("via HTTP proxy 127.0.0.1 port \(proxyPort) (TLS)"), result.stderr)
@@ -102,8 +110,9 @@ final class StreamGetProxyTests: SocketStreamsTestCase {
         let anonymous = try runStreamGet(["-x", "127.0.0.1:\(proxyPort)", "--cacert", pki.caCertificate, url])
         XCTAssertEqual(anonymous.status, 1)
         XCTAssertTrue(anonymous.stderr.contains("requires authentication (407"), anonymous.stderr)
-        let environment = try runStreamGet(["--cacert", pki.caCertificate, url],
-                                           environment: ["HTTPS_PROXY": "http://tpuser:tppass@127.0.0.1:\(proxyPort)"])
+        let environment = try runStreamGet(
+            ["--cacert", pki.caCertificate, url],
+            environment: ["HTTPS_PROXY": "http://tpuser:tppass@127.0.0.1:\(proxyPort)"])
         XCTAssertEqual(environment.status, 0, environment.stderr)
     }
 

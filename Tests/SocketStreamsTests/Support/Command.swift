@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 
@@ -13,8 +13,10 @@ struct CommandResult {
 
 /// Runs `tool` (a path, or a name found in PATH) with `arguments`, writing `input` to its stdin and then closing it,
 /// and waits at most `timeout` seconds (then kills it and throws). `environment` replaces the test's environment.
-func runCommand(_ tool: String, _ arguments: [String], input: Data = Data(), timeout: TimeInterval = 30,
-                environment: [String: String]? = nil) throws -> CommandResult {
+func runCommand(
+    _ tool: String, _ arguments: [String], input: Data = Data(), timeout: TimeInterval = 30,
+    environment: [String: String]? = nil
+) throws -> CommandResult {
     struct TimedOut: Error, CustomStringConvertible {
         let description: String
     }
@@ -22,13 +24,16 @@ func runCommand(_ tool: String, _ arguments: [String], input: Data = Data(), tim
     process.executableURL = URL(fileURLWithPath: tool.contains("/") ? tool : try Peer.locate(tool, hint: "apt-get install \(tool)"))
     process.arguments = arguments
     if let environment { process.environment = environment }
-    let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
+    let stdin = Pipe()
+    let stdout = Pipe()
+    let stderr = Pipe()
     process.standardInput = stdin
     process.standardOutput = stdout
     process.standardError = stderr
     let exited = DispatchSemaphore(value: 0)
     process.terminationHandler = { _ in exited.signal() }
-    let output = Locked(Data()), errors = Locked(Data())
+    let output = Locked(Data())
+    let errors = Locked(Data())
     let drained = DispatchGroup()
     for (pipe, sink) in [(stdout, output), (stderr, errors)] {
         drained.enter()
@@ -45,8 +50,9 @@ func runCommand(_ tool: String, _ arguments: [String], input: Data = Data(), tim
         process.terminate()
         exited.wait()
         _ = drained.wait(timeout: .now() + 5)
-        throw TimedOut(description: "\(tool) \(arguments.joined(separator: " ")) did not finish in \(timeout) s; stderr:\n"
-                       + String(decoding: errors.value, as: UTF8.self))
+        throw TimedOut(
+            description: "\(tool) \(arguments.joined(separator: " ")) did not finish in \(timeout) s; stderr:\n"
+                + String(decoding: errors.value, as: UTF8.self))
     }
     _ = drained.wait(timeout: .now() + 5)
     return CommandResult(status: process.terminationStatus, stdout: output.value, stderr: String(decoding: errors.value, as: UTF8.self))

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 
@@ -103,7 +103,8 @@ final class Peer: @unchecked Sendable {
         while true {
             let range = NSRange(output.startIndex..., in: output)
             if let match = regex.firstMatch(in: output, range: range),
-               let captured = Range(match.range(at: 1), in: output) {
+                let captured = Range(match.range(at: 1), in: output)
+            {
                 return String(output[captured])
             }
             if exited {
@@ -148,9 +149,12 @@ final class Peer: @unchecked Sendable {
     /// `python3 -u -m http.server 0 --bind ADDR --directory DIR`; returns the peer and its port.
     static func httpServer(family: IPFamily, directory: URL) throws -> (peer: Peer, port: Int) {
         let python = try locate("python3", hint: "needs Python 3 for http.server")
-        let peer = Peer(name: "http.server[\(family.loopback)]", executable: python,
-                        arguments: ["-u", "-m", "http.server", "0", "--bind", family.loopback,
-                                    "--directory", directory.path])
+        let peer = Peer(
+            name: "http.server[\(family.loopback)]", executable: python,
+            arguments: [
+                "-u", "-m", "http.server", "0", "--bind", family.loopback,
+                "--directory", directory.path,
+            ])
         let port = try peer.start(readyPattern: #"Serving HTTP on \S+ port (\d+)"#)
         return (peer, try parsePort(port, peer: peer))
     }
@@ -158,11 +162,13 @@ final class Peer: @unchecked Sendable {
     /// `socat -d -d TCP4-LISTEN:0,bind=127.0.0.1,reuseaddr,fork PIPE` (or TCP6 on [::1]): an echo server.
     static func socatEcho(family: IPFamily) throws -> (peer: Peer, port: Int) {
         let socat = try locate("socat", hint: "apt-get install -y --no-install-recommends socat")
-        let address = family == .v4
+        let address =
+            family == .v4
             ? "TCP4-LISTEN:0,bind=127.0.0.1,reuseaddr,fork"
             : "TCP6-LISTEN:0,bind=[::1],reuseaddr,fork"
-        let peer = Peer(name: "socat echo[\(family.loopback)]", executable: socat,
-                        arguments: ["-d", "-d", address, "PIPE"])
+        let peer = Peer(
+            name: "socat echo[\(family.loopback)]", executable: socat,
+            arguments: ["-d", "-d", address, "PIPE"])
         // socat -d -d logs e.g. "N listening on AF=2 127.0.0.1:37645" or "AF=10 [0000:...:0001]:36957".
         let port = try peer.start(readyPattern: #"listening on AF=(?:2|10) .*:(\d+)\s*$"#)
         return (peer, try parsePort(port, peer: peer))
@@ -171,8 +177,9 @@ final class Peer: @unchecked Sendable {
     /// `socat -d -d UNIX-LISTEN:PATH,fork PIPE`: a Unix-domain echo server.
     static func socatUnixEcho(path: String) throws -> Peer {
         let socat = try locate("socat", hint: "apt-get install -y --no-install-recommends socat")
-        let peer = Peer(name: "socat unix echo", executable: socat,
-                        arguments: ["-d", "-d", "UNIX-LISTEN:\(path),fork", "PIPE"])
+        let peer = Peer(
+            name: "socat unix echo", executable: socat,
+            arguments: ["-d", "-d", "UNIX-LISTEN:\(path),fork", "PIPE"])
         _ = try peer.start(readyPattern: #"(listening on AF=1)"#)
         return peer
     }
@@ -193,7 +200,8 @@ final class Peer: @unchecked Sendable {
     static func stunnel(port: Int, target: Int, certificate: String, key: String, directory: URL) throws -> Peer {
         let stunnel = try locate("stunnel4", hint: "apt-get install -y --no-install-recommends stunnel4")
         let configuration = directory.appendingPathComponent("stunnel.conf")
-        try Data("""
+        try Data(
+            """
             foreground = yes
             pid =
             debug = 5
@@ -203,7 +211,8 @@ final class Peer: @unchecked Sendable {
             cert = \(certificate)
             key = \(key)
 
-            """.utf8).write(to: configuration)
+            """.utf8
+        ).write(to: configuration)
         let peer = Peer(name: "stunnel4", executable: stunnel, arguments: [configuration.path])
         _ = try peer.start(readyPattern: #"(Configuration successful)"#)
         return peer

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 
@@ -39,7 +39,8 @@ extension Peer {
         let danted = try locateDaemon("danted", hint: "apt-get install -y --no-install-recommends dante-server")
         return try withUnusedPort(bothFamilies: true) { port in
             let configuration = directory.appendingPathComponent("danted.conf")
-            try Data("""
+            try Data(
+                """
                 logoutput: stderr
                 internal: 127.0.0.1 port = \(port)
                 internal: ::1 port = \(port)
@@ -72,9 +73,11 @@ extension Peer {
                   log: connect error
                 }
 
-                """.utf8).write(to: configuration)
-            let peer = try supervised(name: "danted", executable: danted,
-                                      arguments: ["-f", configuration.path, "-p", directory.appendingPathComponent("danted.pid").path])
+                """.utf8
+            ).write(to: configuration)
+            let peer = try supervised(
+                name: "danted", executable: danted,
+                arguments: ["-f", configuration.path, "-p", directory.appendingPathComponent("danted.pid").path])
             // e.g. "danted[123]: info: Dante/server[1/1] v1.4.2 running"
             _ = try peer.start(readyPattern: #"(Dante/server\[\d+/\d+\] v\S+ running)"#)
             try waitUntilAccepting(peer, port: port, family: .v4)  // the line alone does not promise listen(2)
@@ -96,15 +99,18 @@ extension Peer {
     ///
     /// It neither reports an ephemeral port nor prints anything when it is ready, so it gets a free
     /// port and readiness is a connect() to that port (polled, with a deadline) while it is running.
-    static func microsocks(user: String? = nil, password: String? = nil,
-                           family: IPFamily = .v4) throws -> (peer: Peer, port: Int) {
+    static func microsocks(
+        user: String? = nil, password: String? = nil,
+        family: IPFamily = .v4
+    ) throws -> (peer: Peer, port: Int) {
         precondition((user == nil) == (password == nil), "microsocks takes a username and a password, or neither")
         let microsocks = try locate("microsocks", hint: "apt-get install -y --no-install-recommends microsocks")
         return try withUnusedPort(bothFamilies: false, family: family) { port in
             var arguments = ["-i", family.loopback, "-p", String(port), "-b", proxyEgressAddress]
             if let user, let password { arguments += ["-u", user, "-P", password] }
-            let peer = try startQuiet(name: "microsocks[\(family.loopback)]", executable: microsocks,
-                                      arguments: arguments, port: port, family: family)
+            let peer = try startQuiet(
+                name: "microsocks[\(family.loopback)]", executable: microsocks,
+                arguments: arguments, port: port, family: family)
             return (peer, port)
         }
     }
@@ -158,7 +164,8 @@ extension Peer {
         let authorizedKeys = directory.appendingPathComponent("authorized_keys")
         try Data("restrict,port-forwarding \(clientPublicKey)".utf8).write(to: authorizedKeys)
         let configuration = directory.appendingPathComponent("sshd_config")
-        try Data("""
+        try Data(
+            """
             HostKey \(hostKey.path)
             PidFile none
             AuthorizedKeysFile \(authorizedKeys.path)
@@ -185,32 +192,37 @@ extension Peer {
             PermitOpen 127.0.0.1:* [::1]:* localhost:*
             LogLevel VERBOSE
 
-            """.utf8).write(to: configuration)
+            """.utf8
+        ).write(to: configuration)
         // ssh runs it with `$SHELL -c "exec COMMAND"` after expanding %-tokens.
-        let proxyCommand = [unshare, "--user", "--map-user=\(uid)", "--map-group=\(gid)", "--",
-                            sshd, "-i", "-e", "-f", configuration.path]
-            .map(shellQuoted).joined(separator: " ").replacingOccurrences(of: "%", with: "%%")
+        let proxyCommand = [
+            unshare, "--user", "--map-user=\(uid)", "--map-group=\(gid)", "--",
+            sshd, "-i", "-e", "-f", configuration.path,
+        ]
+        .map(shellQuoted).joined(separator: " ").replacingOccurrences(of: "%", with: "%%")
 
         return try withUnusedPort(bothFamilies: false) { port in
-            let peer = try supervised(name: "ssh -D", executable: ssh, arguments: [
-                "-v", "-N", "-F", "/dev/null",
-                "-D", "127.0.0.1:\(port)",
-                "-o", "ProxyCommand=\(proxyCommand)",
-                "-o", "ExitOnForwardFailure=yes",
-                "-o", "BatchMode=yes",
-                "-o", "IdentitiesOnly=yes",
-                "-o", "IdentityAgent=none",
-                "-o", "IdentityFile=\(clientKey.path)",
-                "-o", "HostKeyAlias=\(hostAlias)",
-                "-o", "UserKnownHostsFile=\(knownHosts.path)",
-                "-o", "GlobalKnownHostsFile=/dev/null",
-                "-o", "StrictHostKeyChecking=yes",
-                "-o", "UpdateHostKeys=no",
-                "-o", "CheckHostIP=no",
-                "-o", "ControlMaster=no",
-                "-o", "ControlPath=none",
-                "-l", user, "localhost",
-            ])
+            let peer = try supervised(
+                name: "ssh -D", executable: ssh,
+                arguments: [
+                    "-v", "-N", "-F", "/dev/null",
+                    "-D", "127.0.0.1:\(port)",
+                    "-o", "ProxyCommand=\(proxyCommand)",
+                    "-o", "ExitOnForwardFailure=yes",
+                    "-o", "BatchMode=yes",
+                    "-o", "IdentitiesOnly=yes",
+                    "-o", "IdentityAgent=none",
+                    "-o", "IdentityFile=\(clientKey.path)",
+                    "-o", "HostKeyAlias=\(hostAlias)",
+                    "-o", "UserKnownHostsFile=\(knownHosts.path)",
+                    "-o", "GlobalKnownHostsFile=/dev/null",
+                    "-o", "StrictHostKeyChecking=yes",
+                    "-o", "UpdateHostKeys=no",
+                    "-o", "CheckHostIP=no",
+                    "-o", "ControlMaster=no",
+                    "-o", "ControlPath=none",
+                    "-l", user, "localhost",
+                ])
             let reported = try peer.start(readyPattern: #"Local forwarding listening on 127\.0\.0\.1 port (\d+)\."#)
             guard Int(reported) == port else {
                 throw PeerError.notReady(peer.name, output: peer.printed)
@@ -241,17 +253,21 @@ extension Peer {
     /// client on ::1 (logs it as e.g. "::403f:f3b7:e755:0"), so `Allow ::1` would turn it away. No `User`:
     /// it stays the current user (and warns). It cannot report an ephemeral port, so it gets a port
     /// free in both families; readiness is its "Starting main loop" line.
-    static func tinyproxy(directory: URL, user: String? = nil, password: String? = nil,
-                          connectPorts: [Int] = []) throws -> (peer: Peer, port: Int) {
+    static func tinyproxy(
+        directory: URL, user: String? = nil, password: String? = nil,
+        connectPorts: [Int] = []
+    ) throws -> (peer: Peer, port: Int) {
         precondition((user == nil) == (password == nil), "tinyproxy takes a username and a password, or neither")
         let tinyproxy = try locate("tinyproxy", hint: "apt-get install -y --no-install-recommends tinyproxy-bin")
         let filter = directory.appendingPathComponent("tinyproxy.filter")
-        try Data(#"""
+        try Data(
+            #"""
             ^127\.0\.0\.1$
             ^localhost$
             ^::1$
 
-            """#.utf8).write(to: filter)
+            """#.utf8
+        ).write(to: filter)
         return try withUnusedPort(bothFamilies: true) { port in
             var lines = [
                 "Port \(port)",
@@ -304,16 +320,20 @@ extension Peer {
     /// Calls `launch` with a port that was free a moment ago (in both families when `bothFamilies`, for
     /// a program that listens on 127.0.0.1 and ::1). Should another process take it in between, the
     /// program exits saying so, and `launch` runs again with another port (at most `attempts` times).
-    private static func withUnusedPort<Result>(bothFamilies: Bool, family: IPFamily = .v4, attempts: Int = 3,
-                                               _ launch: (Int) throws -> Result) throws -> Result {
+    private static func withUnusedPort<Result>(
+        bothFamilies: Bool, family: IPFamily = .v4, attempts: Int = 3,
+        _ launch: (Int) throws -> Result
+    ) throws -> Result {
         var attempt = 1
         while true {
             let port = bothFamilies ? try unusedPortInBothFamilies() : try RawSocket.unusedPort(family: family)
             do {
                 return try launch(port)
             } catch let PeerError.exitedEarly(_, _, output)
-                        where attempt < attempts && (output.contains("already in use")
-                                                     || output.contains("Could not create listening sockets")) {
+                where attempt < attempts
+                && (output.contains("already in use")
+                    || output.contains("Could not create listening sockets"))
+            {
                 attempt += 1
             }
         }
@@ -335,10 +355,13 @@ extension Peer {
     /// program (same process, so `stop()` ends the program). Then connect() to `port` is polled until
     /// it succeeds (ready) or the process is gone (exitedEarly, with status -1: the status is not known
     /// here) or `timeout` passes (notReady).
-    private static func startQuiet(name: String, executable: String, arguments: [String],
-                                   port: Int, family: IPFamily, timeout: TimeInterval = 10) throws -> Peer {
-        let peer = Peer(name: name, executable: "/bin/sh",
-                        arguments: ["-c", #"echo "started as pid $$"; exec "$0" "$@""#, executable] + arguments)
+    private static func startQuiet(
+        name: String, executable: String, arguments: [String],
+        port: Int, family: IPFamily, timeout: TimeInterval = 10
+    ) throws -> Peer {
+        let peer = Peer(
+            name: name, executable: "/bin/sh",
+            arguments: ["-c", #"echo "started as pid $$"; exec "$0" "$@""#, executable] + arguments)
         guard let pid = Int32(try peer.start(readyPattern: #"^started as pid (\d+)$"#)) else {
             throw PeerError.notReady(name, output: peer.printed)
         }
@@ -374,7 +397,8 @@ extension Peer {
     /// Whether process `pid` exists and has not exited (a zombie has; /proc/PID/stat's third field is Z).
     private static func isRunning(_ pid: Int32) -> Bool {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let afterName = stat.range(of: ") ", options: .backwards) else { return false }
+            let afterName = stat.range(of: ") ", options: .backwards)
+        else { return false }
         return !stat[afterName.upperBound...].hasPrefix("Z")
     }
 

@@ -1,7 +1,7 @@
 // Plain BSD-socket helpers (Glibc) used to build real loopback peers and to inspect
 // file descriptors. Nothing here goes through the library under test.
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 
@@ -142,8 +142,10 @@ enum RawSocket {
     // MARK: addresses
 
     /// Calls `body` with a sockaddr for the family's loopback address and `port`.
-    static func withSocketAddress<R>(family: IPFamily, port: Int,
-                                     _ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+    static func withSocketAddress<R>(
+        family: IPFamily, port: Int,
+        _ body: (UnsafePointer<sockaddr>, socklen_t) -> R
+    ) -> R {
         switch family {
         case .v4:
             var addr = sockaddr_in()
@@ -295,8 +297,9 @@ enum RawSocket {
         while result.count < count {
             let remaining = deadline.timeIntervalSinceNow
             guard remaining > 0,
-                  let chunk = try readSome(fd, max: count - result.count, timeout: remaining),
-                  !chunk.isEmpty else { break }
+                let chunk = try readSome(fd, max: count - result.count, timeout: remaining),
+                !chunk.isEmpty
+            else { break }
             result.append(chunk)
         }
         return result
@@ -415,5 +418,8 @@ func tightenDescriptorLimit() -> () -> Void {
     var tight = saved
     tight.rlim_cur = rlim_t(lowest)
     _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &tight)
-    return { var limit = saved; _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) }
+    return {
+        var limit = saved
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
 }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 
@@ -53,8 +53,10 @@ final class RawTCPServer: @unchecked Sendable {
     private var finished = 0
 
     /// Listens on the family's loopback address, on `port` (0: an ephemeral one).
-    init(family: IPFamily = .v4, port: Int = 0, backlog: Int32 = 128,
-         handler: @escaping @Sendable (RawConnection) -> Void) throws {
+    init(
+        family: IPFamily = .v4, port: Int = 0, backlog: Int32 = 128,
+        handler: @escaping @Sendable (RawConnection) -> Void
+    ) throws {
         self.family = family
         self.handler = handler
         listenFD = try RawSocket.listener(family: family, port: port, backlog: backlog)
@@ -157,8 +159,16 @@ final class Locked<Value>: @unchecked Sendable {
     private var storage: Value
     init(_ value: Value) { storage = value }
     var value: Value {
-        get { lock.lock(); defer { lock.unlock() }; return storage }
-        set { lock.lock(); defer { lock.unlock() }; storage = newValue }
+        get {
+            lock.lock()
+            defer { lock.unlock() }
+            return storage
+        }
+        set {
+            lock.lock()
+            defer { lock.unlock() }
+            storage = newValue
+        }
     }
     func mutate<R>(_ body: (inout Value) -> R) -> R {
         lock.lock()

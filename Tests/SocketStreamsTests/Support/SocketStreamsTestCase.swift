@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 import SocketStreams
@@ -61,8 +61,10 @@ class SocketStreamsTestCase: XCTestCase {
     }
 
     /// A raw-socket server whose connections run `handler` on their own threads.
-    func startRawServer(_ family: IPFamily = .v4,
-                        handler: @escaping @Sendable (RawConnection) -> Void) throws -> RawTCPServer {
+    func startRawServer(
+        _ family: IPFamily = .v4,
+        handler: @escaping @Sendable (RawConnection) -> Void
+    ) throws -> RawTCPServer {
         let server = try RawTCPServer(family: family, handler: handler)
         addCleanup { server.stop() }
         return server
@@ -106,8 +108,10 @@ class SocketStreamsTestCase: XCTestCase {
     }
 
     /// A recorder started on the current (main) run loop in `mode`, Apple-guide style.
-    func startRecorder(_ pair: StreamPair, recorder: DelegateRecorder = DelegateRecorder(),
-                       mode: RunLoop.Mode = .default) -> DelegateRecorder {
+    func startRecorder(
+        _ pair: StreamPair, recorder: DelegateRecorder = DelegateRecorder(),
+        mode: RunLoop.Mode = .default
+    ) -> DelegateRecorder {
         recorder.start(pair, on: .current, mode: mode)
         return recorder
     }
@@ -115,15 +119,18 @@ class SocketStreamsTestCase: XCTestCase {
     // MARK: assertions
 
     /// Asserts that `error` is NSPOSIXErrorDomain with one of `codes`.
-    func assertPOSIXError(_ error: Error?, _ codes: [Int32], _ message: String = "",
-                          file: StaticString = #filePath, line: UInt = #line) {
+    func assertPOSIXError(
+        _ error: Error?, _ codes: [Int32], _ message: String = "",
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         guard let error = error as NSError? else {
             XCTFail("expected a POSIX error \(codes), got none. \(message)", file: file, line: line)
             return
         }
         XCTAssertEqual(error.domain, NSPOSIXErrorDomain, "\(error) \(message)", file: file, line: line)
-        XCTAssertTrue(codes.map(Int.init).contains(error.code),
-                      "code \(error.code) not in \(codes): \(error) \(message)", file: file, line: line)
+        XCTAssertTrue(
+            codes.map(Int.init).contains(error.code),
+            "code \(error.code) not in \(codes): \(error) \(message)", file: file, line: line)
     }
 
     /// An Int from an NSNumber/Int userInfo value.
@@ -207,7 +214,8 @@ func requireLoopbackOnlyNetwork(file: StaticString = #filePath, line: UInt = #li
     }
     let others = interfaces.filter { $0 != "lo" }
     if others.isEmpty { return true }
-    XCTFail("this test resolves names and must run in a loopback-only network namespace: use Scripts/test "
+    XCTFail(
+        "this test resolves names and must run in a loopback-only network namespace: use Scripts/test "
             + "(found interfaces \(others))", file: file, line: line)
     return false
 }

@@ -8,8 +8,10 @@ final class ListenerHost: @unchecked Sendable {
     let loop: RunLoopThread
     let port: Int
 
-    init(_ listener: StreamListener, name: String = "ListenerHost",
-         onAccept: @escaping (StreamPair) -> Void) {
+    init(
+        _ listener: StreamListener, name: String = "ListenerHost",
+        onAccept: @escaping (StreamPair) -> Void
+    ) {
         self.listener = listener
         self.port = listener.port
         loop = RunLoopThread(name: name)
@@ -63,9 +65,21 @@ final class StreamEchoServer: @unchecked Sendable {
 
     deinit { host?.stop() }
 
-    var acceptedCount: Int { lock.lock(); defer { lock.unlock() }; return acceptedTotal }
-    var finishedCount: Int { lock.lock(); defer { lock.unlock() }; return finishedTotal }
-    var openConnections: Int { lock.lock(); defer { lock.unlock() }; return connections.count }
+    var acceptedCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return acceptedTotal
+    }
+    var finishedCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return finishedTotal
+    }
+    var openConnections: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return connections.count
+    }
 
     /// Stops accepting and closes every connection still open.
     func stop() {

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 
@@ -83,8 +83,10 @@ final class TestPKI: @unchecked Sendable {
     /// Signs `name`.csr with the CA, valid for a day unless dates are given.
     private func sign(_ name: String, extensions: String, start: String? = nil, end: String? = nil) throws(Failure) {
         try write("\(name).ext", extensions)
-        var arguments = ["ca", "-batch", "-config", "ca.cnf", "-notext", "-in", "\(name).csr", "-out", "\(name).pem",
-                         "-extfile", "\(name).ext"]
+        var arguments = [
+            "ca", "-batch", "-config", "ca.cnf", "-notext", "-in", "\(name).csr", "-out", "\(name).pem",
+            "-extfile", "\(name).ext",
+        ]
         if let start, let end {
             arguments += ["-startdate", start, "-enddate", end]
         } else {
@@ -94,7 +96,9 @@ final class TestPKI: @unchecked Sendable {
     }
 
     private func make() throws(Failure) {
-        try write("ca.cnf", """
+        try write(
+            "ca.cnf",
+            """
             [ ca ]
             default_ca = test
             [ test ]
@@ -113,9 +117,12 @@ final class TestPKI: @unchecked Sendable {
             """)
         try write("index.txt", "")
         try write("serial", "1000\n")
-        try openssl(["req", "-x509"] + Self.ecKey + ["-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-                     "-subj", "/CN=SocketStreams Test CA",
-                     "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+        try openssl(
+            ["req", "-x509"] + Self.ecKey + [
+                "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+                "-subj", "/CN=SocketStreams Test CA",
+                "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+            ])
         let serverExtensions = "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\nextendedKeyUsage=serverAuth\n"
         try request("server", subject: "/CN=localhost")
         try sign("server", extensions: serverExtensions)
@@ -127,15 +134,20 @@ final class TestPKI: @unchecked Sendable {
         try sign("expired", extensions: serverExtensions, start: "20200101000000Z", end: "20200102000000Z")
         try request("not-yet-valid", subject: "/CN=localhost")
         try sign("not-yet-valid", extensions: serverExtensions, start: "20991231000000Z", end: "21000101000000Z")
-        try openssl(["req", "-x509"] + Self.ecKey + ["-keyout", "self-signed.key", "-out", "self-signed.pem", "-days", "1",
-                     "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1"])
+        try openssl(
+            ["req", "-x509"] + Self.ecKey + [
+                "-keyout", "self-signed.key", "-out", "self-signed.pem", "-days", "1",
+                "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1",
+            ])
         let chain = data("server.pem") + data("ca.pem")
         do {
             try chain.write(to: directory.appendingPathComponent("server-chain.pem"))
         } catch {
             throw Failure(description: "cannot write the chain: \(error)")
         }
-        try openssl(["pkcs12", "-export", "-inkey", "server.key", "-in", "server.pem", "-certfile", "ca.pem",
-                     "-passout", "pass:\(Self.pkcs12Password)", "-out", "server.p12"])
+        try openssl([
+            "pkcs12", "-export", "-inkey", "server.key", "-in", "server.pem", "-certfile", "ca.pem",
+            "-passout", "pass:\(Self.pkcs12Password)", "-out", "server.p12",
+        ])
     }
 }

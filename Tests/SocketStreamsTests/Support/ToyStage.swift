@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 @testable import SocketStreams
@@ -35,8 +35,9 @@ final class ToyStage: HandshakeStage, @unchecked Sendable {
                 let line = String(decoding: reply[..<newline], as: UTF8.self)
                 let rest = Array(reply[(newline + 1)...])
                 guard line == "OK" else {
-                    let detail = ProtocolFailure(domain: Self.errorDomain, code: 7, streamDomain: -1, streamCode: 7,
-                                                 userInfo: ["ToyReply": line], message: "the peer said \(line)")
+                    let detail = ProtocolFailure(
+                        domain: Self.errorDomain, code: 7, streamDomain: -1, streamCode: 7,
+                        userInfo: ["ToyReply": line], message: "the peer said \(line)")
                     return .failed(StreamFailure(.protocolError(detail), .handshake(name)))
                 }
                 return .done(rest.isEmpty ? transport : PrefixedTransport(prefix: rest, over: transport))

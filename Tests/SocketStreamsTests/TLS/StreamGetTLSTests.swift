@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 import SocketStreams
@@ -38,8 +38,10 @@ final class StreamGetTLSTests: SocketStreamsTestCase {
         let trusted = try runStreamGet(["-v", "--cacert", try pki.caCertificate, url])
         XCTAssertEqual(trusted.status, 0, trusted.stderr)
         XCTAssertTrue(trusted.stdoutText.contains("Hello from SocketStreams"))
-        for line in ["* TLS: TLSv1.3, cipher TLS_", "* ALPN: server accepted", "subject: CN=localhost",
-                     "issuer: CN=SocketStreams Test CA", "start date: ", "expire date: "] {
+        for line in [
+            "* TLS: TLSv1.3, cipher TLS_", "* ALPN: server accepted", "subject: CN=localhost",
+            "issuer: CN=SocketStreams Test CA", "start date: ", "expire date: ",
+        ] {
             XCTAssertTrue(trusted.stderr.contains(line), "no \"\(line)\" in:\n\(trusted.stderr)")
         }
 

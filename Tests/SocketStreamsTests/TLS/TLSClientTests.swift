@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 @testable import SocketStreams
@@ -25,9 +25,10 @@ final class TLSClientTests: SocketStreamsTestCase {
     /// An Apple-guide GET over the pair; returns the recorder once the server closed.
     func get(_ pair: StreamPair, file: StaticString = #filePath, line: UInt = #line) -> DelegateRecorder {
         let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "GET / HTTP/1.0\r\n\r\n"))
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.has(.endEncountered, on: .input) || recorder.has(.errorOccurred, on: .input)
-        }, recorder.trace, file: file, line: line)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.has(.endEncountered, on: .input) || recorder.has(.errorOccurred, on: .input)
+            }, recorder.trace, file: file, line: line)
         return recorder
     }
 
@@ -54,7 +55,8 @@ final class TLSClientTests: SocketStreamsTestCase {
         recorder.onEvent = { stream, event in
             guard event == .hasSpaceAvailable, infoAtFirstSpace == nil else { return }
             infoAtFirstSpace = stream.property(forKey: .tlsConnectionInfoKey) as? TLSConnectionInfo
-            certificatesAtFirstSpace = stream.property(forKey: Stream.PropertyKey(kCFStreamPropertySSLPeerCertificates as String)) as? [Data]
+            certificatesAtFirstSpace =
+                stream.property(forKey: Stream.PropertyKey(kCFStreamPropertySSLPeerCertificates as String)) as? [Data]
         }
         _ = startRecorder(pair, recorder: recorder)
         XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.endEncountered, on: .input) }, recorder.trace)

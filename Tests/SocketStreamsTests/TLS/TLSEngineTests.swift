@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 @testable import SocketStreams
@@ -30,9 +30,12 @@ final class MemoryTransport: Transport, @unchecked Sendable {
 
     /// Two connected ends.
     static func pair(chunk: Int = .max) -> (MemoryTransport, MemoryTransport) {
-        let toServer = MemoryPipe(), toClient = MemoryPipe()
-        return (MemoryTransport(incoming: toClient, outgoing: toServer, chunk: chunk),
-                MemoryTransport(incoming: toServer, outgoing: toClient, chunk: chunk))
+        let toServer = MemoryPipe()
+        let toClient = MemoryPipe()
+        return (
+            MemoryTransport(incoming: toClient, outgoing: toServer, chunk: chunk),
+            MemoryTransport(incoming: toServer, outgoing: toClient, chunk: chunk)
+        )
     }
 
     var fd: Int32 { -1 }
@@ -77,12 +80,15 @@ final class TLSEngineTests: XCTestCase {
     }
 
     /// Drives both handshakes until both are done; fails on a stage failure or no progress.
-    private func handshake(_ client: TLSSettings, _ server: TLSSettings, chunk: Int = .max,
-                           file: StaticString = #filePath, line: UInt = #line) throws -> (TLSTransport, TLSTransport, MemoryTransport, MemoryTransport) {
+    private func handshake(
+        _ client: TLSSettings, _ server: TLSSettings, chunk: Int = .max,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws -> (TLSTransport, TLSTransport, MemoryTransport, MemoryTransport) {
         let (clientWire, serverWire) = MemoryTransport.pair(chunk: chunk)
         let clientStage = TLSHandshake(settings: client, target: .host("localhost", port: 443))
         let serverStage = TLSHandshake(settings: server, target: .native(fd: -1))
-        var clientDone: TLSTransport?, serverDone: TLSTransport?
+        var clientDone: TLSTransport?
+        var serverDone: TLSTransport?
         for _ in 0..<100_000 where clientDone == nil || serverDone == nil {
             if clientDone == nil {
                 switch clientStage.advance(over: clientWire) {
@@ -123,7 +129,9 @@ final class TLSEngineTests: XCTestCase {
                 switch data.withUnsafeBytes({ writer.write($0.baseAddress! + sent, data.count - sent) }) {
                 case .processed(let count): sent += count
                 case .wouldBlock: break
-                case .end, .failed: XCTFail("write failed"); return received
+                case .end, .failed:
+                    XCTFail("write failed")
+                    return received
                 }
             } else if writer.hasPendingOutput {
                 _ = writer.flush()  // what the connection does when the socket becomes writable
@@ -131,8 +139,12 @@ final class TLSEngineTests: XCTestCase {
             switch reader.read(&buffer, buffer.count) {
             case .processed(let count): received += buffer[..<count]
             case .wouldBlock: break
-            case .end: XCTFail("unexpected end"); return received
-            case .failed(let failure): XCTFail("read failed: \(failure)"); return received
+            case .end:
+                XCTFail("unexpected end")
+                return received
+            case .failed(let failure):
+                XCTFail("read failed: \(failure)")
+                return received
             }
         }
         return received
@@ -161,7 +173,7 @@ final class TLSEngineTests: XCTestCase {
         let (clientTLS, serverTLS, clientWire, serverWire) = try handshake(client, server)
         clientWire.outgoing.capacity = 1_000
         serverWire.outgoing.capacity = 1_000
-        let payload = (0..<1_048_576).map { UInt8(truncatingIfNeeded: $0 &* 2654435761 >> 13) }
+        let payload = (0..<1_048_576).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 13) }
         XCTAssertTrue(try transfer(payload, from: clientTLS, to: serverTLS) == payload)
         XCTAssertTrue(try transfer(payload, from: serverTLS, to: clientTLS) == payload)
     }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 @testable import SocketStreams
@@ -16,7 +16,8 @@ final class TLSPropertyTests: SocketStreamsTestCase {
         // Every level spelling: Foundation's structs (corelibs raw strings for SSLv2/v3 included), CF strings.
         let levels: [StreamSocketSecurityLevel] = [.negotiatedSSL, .tlSv1, .ssLv2, .ssLv3, .none]
         for value in levels.map({ $0 as Any }) + [
-            (kCFStreamSocketSecurityLevelTLSv1 as String), "NSStreamSocketSecurityLevelSSLv3", NSString(string: (kCFStreamSocketSecurityLevelNone as String)),
+            (kCFStreamSocketSecurityLevelTLSv1 as String), "NSStreamSocketSecurityLevelSSLv3",
+            NSString(string: (kCFStreamSocketSecurityLevelNone as String)),
         ] {
             XCTAssertTrue(pair.input.setProperty(value, forKey: level), "\(value)")
         }
@@ -27,14 +28,18 @@ final class TLSPropertyTests: SocketStreamsTestCase {
         XCTAssertFalse(pair.input.setProperty([kCFStreamSSLPeerName as String: 42], forKey: settingsKey))
         XCTAssertFalse(pair.input.setProperty([kCFStreamSSLCertificates as String: ["not an identity"]], forKey: settingsKey))
         XCTAssertFalse(pair.input.setProperty("not a dictionary", forKey: settingsKey))
-        let settings: [String: Any] = [kCFStreamSSLLevel as String: (kCFStreamSocketSecurityLevelTLSv1 as String), "kCFStreamSSLSomethingNew": true]
+        let settings: [String: Any] = [
+            kCFStreamSSLLevel as String: (kCFStreamSocketSecurityLevelTLSv1 as String), "kCFStreamSSLSomethingNew": true,
+        ]
         XCTAssertTrue(pair.input.setProperty(settings, forKey: settingsKey))
         // Read back as set, from either stream of the pair.
-        XCTAssertEqual((pair.output.property(forKey: settingsKey) as? [String: Any])?[kCFStreamSSLLevel as String] as? String,
-                       (kCFStreamSocketSecurityLevelTLSv1 as String))
+        XCTAssertEqual(
+            (pair.output.property(forKey: settingsKey) as? [String: Any])?[kCFStreamSSLLevel as String] as? String,
+            (kCFStreamSocketSecurityLevelTLSv1 as String))
         XCTAssertEqual(pair.output.property(forKey: level) as? String, (kCFStreamSocketSecurityLevelTLSv1 as String))
         XCTAssertNotNil(pair.output.property(forKey: .tlsSettingsKey) as? TLSSettings)
-        XCTAssertNil(pair.output.property(forKey: Stream.PropertyKey(kCFStreamPropertySSLPeerCertificates as String)), "no peer before a handshake")
+        XCTAssertNil(
+            pair.output.property(forKey: Stream.PropertyKey(kCFStreamPropertySSLPeerCertificates as String)), "no peer before a handshake")
         XCTAssertFalse(pair.input.setProperty("not settings", forKey: .tlsSettingsKey))
         // nil removes TLS.
         XCTAssertTrue(pair.input.setProperty(nil as AnyObject?, forKey: settingsKey))
@@ -55,8 +60,10 @@ final class TLSPropertyTests: SocketStreamsTestCase {
     /// (`-servername` with a second certificate), so verification passes only because SNI was sent.
     func testSNIIsTheHostName() throws {
         let pki = try self.pki
-        let (port, _) = try startOpenSSLServer(["-www", "-cert", pki.wrongName.0, "-key", pki.wrongName.1,
-                                                "-servername", "localhost", "-cert2", pki.serverCertificate, "-key2", pki.serverKey])
+        let (port, _) = try startOpenSSLServer([
+            "-www", "-cert", pki.wrongName.0, "-key", pki.wrongName.1,
+            "-servername", "localhost", "-cert2", pki.serverCertificate, "-key2", pki.serverKey,
+        ])
         var settings = TLSSettings()
         settings.trustRoots = [.pemFile(pki.caCertificate)]
         let pair = makePair(host: "localhost", port: port)

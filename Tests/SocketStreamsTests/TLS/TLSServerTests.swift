@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 @testable import SocketStreams
@@ -26,14 +26,17 @@ final class TLSServerTests: SocketStreamsTestCase {
     }
 
     /// Echoes `message` through a TLS echo server with our own client; returns the client recorder.
-    private func echo(_ message: String, server: StreamEchoServer, client: TLSSettings,
-                      file: StaticString = #filePath, line: UInt = #line) -> DelegateRecorder {
+    private func echo(
+        _ message: String, server: StreamEchoServer, client: TLSSettings,
+        file: StaticString = #filePath, line: UInt = #line
+    ) -> DelegateRecorder {
         let pair = makePair(host: "localhost", port: server.port)
         XCTAssertTrue(pair.input.setProperty(client, forKey: .tlsSettingsKey), file: file, line: line)
         let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: message))
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.snapshot.receivedString == message || recorder.has(.errorOccurred, on: .input)
-        }, recorder.trace, file: file, line: line)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.snapshot.receivedString == message || recorder.has(.errorOccurred, on: .input)
+            }, recorder.trace, file: file, line: line)
         return recorder
     }
 
@@ -71,8 +74,12 @@ final class TLSServerTests: SocketStreamsTestCase {
             let settings: [String: Any] = [kCFStreamSSLIsServer as String: true, kCFStreamSSLCertificates as String: [identity]]
             XCTAssertTrue(pair.output.setProperty(settings, forKey: Stream.PropertyKey(kCFStreamPropertySSLSettings as String)))
         }
-        let result = try runCommand("openssl", ["s_client", "-connect", "127.0.0.1:\(port)", "-CAfile", pki.caCertificate,
-                                                "-verify_return_error", "-verify_hostname", "localhost", "-quiet", "-ign_eof"])
+        let result = try runCommand(
+            "openssl",
+            [
+                "s_client", "-connect", "127.0.0.1:\(port)", "-CAfile", pki.caCertificate,
+                "-verify_return_error", "-verify_hostname", "localhost", "-quiet", "-ign_eof",
+            ])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stdoutText.contains("hello from a PKCS#12 identity"), result.stdoutText + result.stderr)
     }
@@ -84,13 +91,21 @@ final class TLSServerTests: SocketStreamsTestCase {
         server.start()
         addCleanup { server.stop() }
         for version in ["--tlsv1.2", "--tlsv1.3"] {
-            let result = try runCommand("curl", ["-sS", version, "--cacert", try pki.caCertificate,
-                                                 "https://localhost:\(server.port)/"])
+            let result = try runCommand(
+                "curl",
+                [
+                    "-sS", version, "--cacert", try pki.caCertificate,
+                    "https://localhost:\(server.port)/",
+                ])
             XCTAssertEqual(result.status, 0, result.stderr)
             XCTAssertTrue(result.stdoutText.contains("Hello from SocketStreams"), result.stdoutText)
         }
-        let pinned = try runCommand("curl", ["-sS", "--tls-max", "1.2", "-w", "%{ssl_verify_result} %{http_version}",
-                                             "-o", "/dev/null", "--cacert", try pki.caCertificate, "https://localhost:\(server.port)/"])
+        let pinned = try runCommand(
+            "curl",
+            [
+                "-sS", "--tls-max", "1.2", "-w", "%{ssl_verify_result} %{http_version}",
+                "-o", "/dev/null", "--cacert", try pki.caCertificate, "https://localhost:\(server.port)/",
+            ])
         XCTAssertEqual(pinned.stdoutText, "0 1.1", pinned.stderr)
     }
 
@@ -99,9 +114,11 @@ final class TLSServerTests: SocketStreamsTestCase {
     func testRequiredClientCertificates() throws {
         let pki = try self.pki
         let server = try startStreamEchoServer(tls: try serverSettings { $0.clientCertificates = .require })
-        let withIdentity = echo("certified", server: server, client: try clientSettings {
-            $0.identity = TLSIdentity(certificateChainFile: pki.clientCertificate, privateKeyFile: pki.clientKey)
-        })
+        let withIdentity = echo(
+            "certified", server: server,
+            client: try clientSettings {
+                $0.identity = TLSIdentity(certificateChainFile: pki.clientCertificate, privateKeyFile: pki.clientKey)
+            })
         XCTAssertEqual(withIdentity.snapshot.receivedString, "certified")
 
         let without = echo("anonymous", server: server, client: try clientSettings())
@@ -116,8 +133,12 @@ final class TLSServerTests: SocketStreamsTestCase {
     func testServerALPN() throws {
         let settings = try serverSettings { $0.alpnProtocols = ["h2", "http/1.1"] }
         let port = try greetingServer("alpn\n") { _ = $0.input.setProperty(settings, forKey: .tlsSettingsKey) }
-        let result = try runCommand("openssl", ["s_client", "-connect", "127.0.0.1:\(port)", "-alpn", "http/1.1,h2",
-                                                "-CAfile", try pki.caCertificate, "-ign_eof"])
+        let result = try runCommand(
+            "openssl",
+            [
+                "s_client", "-connect", "127.0.0.1:\(port)", "-alpn", "http/1.1,h2",
+                "-CAfile", try pki.caCertificate, "-ign_eof",
+            ])
         XCTAssertTrue((result.stdoutText + result.stderr).contains("ALPN protocol: h2"), result.stdoutText + result.stderr)
         let server = try startStreamEchoServer(tls: settings)
         let client = echo("alpn", server: server, client: try clientSettings { $0.alpnProtocols = ["http/1.1"] })

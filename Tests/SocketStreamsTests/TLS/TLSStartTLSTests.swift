@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 @testable import SocketStreams
@@ -61,7 +61,9 @@ final class TLSStartTLSTests: SocketStreamsTestCase {
             XCTAssertTrue(stream.setProperty(clientSettings, forKey: .tlsSettingsKey), "client-side STARTTLS refused")
             // What was set until the handshake is done (it may already be, on the stream thread), then what was negotiated.
             let level = stream.property(forKey: .socketSecurityLevelKey) as? String
-            XCTAssertTrue([(kCFStreamSocketSecurityLevelNegotiatedSSL as String), (kCFStreamSocketSecurityLevelTLSv1 as String)].contains(level ?? ""), "\(String(describing: level))")
+            XCTAssertTrue(
+                [(kCFStreamSocketSecurityLevelNegotiatedSSL as String), (kCFStreamSocketSecurityLevelTLSv1 as String)].contains(
+                    level ?? ""), "\(String(describing: level))")
             recorder.send("secret\n")
         }
         _ = startRecorder(pair, recorder: recorder)
@@ -96,9 +98,13 @@ final class TLSStartTLSTests: SocketStreamsTestCase {
             pair.input.close()
         }
         addCleanup { host.stop() }
-        let result = try runCommand("openssl", ["s_client", "-connect", "127.0.0.1:\(listener.port)", "-starttls", "smtp",
-                                                "-CAfile", try pki.caCertificate, "-verify_return_error", "-quiet", "-ign_eof"],
-                                    input: Data("NOOP over TLS\r\n".utf8))
+        let result = try runCommand(
+            "openssl",
+            [
+                "s_client", "-connect", "127.0.0.1:\(listener.port)", "-starttls", "smtp",
+                "-CAfile", try pki.caCertificate, "-verify_return_error", "-quiet", "-ign_eof",
+            ],
+            input: Data("NOOP over TLS\r\n".utf8))
         XCTAssertEqual(afterTLS.value, "NOOP over TLS\r", result.stderr)
         XCTAssertTrue(result.stdoutText.contains("221 bye"), result.stdoutText + result.stderr)
     }

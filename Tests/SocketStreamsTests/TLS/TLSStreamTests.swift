@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 @testable import SocketStreams
@@ -145,9 +145,10 @@ final class TLSStreamTests: SocketStreamsTestCase {
             XCTAssertTrue(pair.input.setProperty(client, forKey: .tlsSettingsKey))
             recorders.append(startRecorder(pair, recorder: DelegateRecorder(sending: "pair \(index)")))
         }
-        XCTAssertTrue(runUntil(timeout: 60) {
-            recorders.enumerated().allSatisfy { $0.element.snapshot.receivedString == "pair \($0.offset)" }
-        }, "\(recorders.filter { !$0.snapshot.errors.isEmpty }.count) failed")
+        XCTAssertTrue(
+            runUntil(timeout: 60) {
+                recorders.enumerated().allSatisfy { $0.element.snapshot.receivedString == "pair \($0.offset)" }
+            }, "\(recorders.filter { !$0.snapshot.errors.isEmpty }.count) failed")
     }
 
     /// 200 TLS pairs at once through stunnel4 (Debian's, OpenSSL-based) in front of a socat echo server.
@@ -155,8 +156,9 @@ final class TLSStreamTests: SocketStreamsTestCase {
         let pki = try self.pki
         let echo = try startSocatEcho()
         let port = try RawSocket.unusedPort()
-        let stunnel = try Peer.stunnel(port: port, target: echo, certificate: pki.serverChain, key: pki.serverKey,
-                                       directory: try makeTemporaryDirectory())
+        let stunnel = try Peer.stunnel(
+            port: port, target: echo, certificate: pki.serverChain, key: pki.serverKey,
+            directory: try makeTemporaryDirectory())
         addCleanup { stunnel.stop() }
         let client = try clientSettings()
         var recorders: [DelegateRecorder] = []
@@ -165,9 +167,10 @@ final class TLSStreamTests: SocketStreamsTestCase {
             XCTAssertTrue(pair.input.setProperty(client, forKey: .tlsSettingsKey))
             recorders.append(startRecorder(pair, recorder: DelegateRecorder(sending: "stunnel \(index)")))
         }
-        XCTAssertTrue(runUntil(timeout: 60) {
-            recorders.enumerated().allSatisfy { $0.element.snapshot.receivedString == "stunnel \($0.offset)" }
-        }, "\(recorders.filter { !$0.snapshot.errors.isEmpty }.first.map { "\($0.snapshot.errors)" } ?? "no errors, not finished")")
+        XCTAssertTrue(
+            runUntil(timeout: 60) {
+                recorders.enumerated().allSatisfy { $0.element.snapshot.receivedString == "stunnel \($0.offset)" }
+            }, "\(recorders.filter { !$0.snapshot.errors.isEmpty }.first.map { "\($0.snapshot.errors)" } ?? "no errors, not finished")")
     }
 
     /// 1,000 TLS connections, half of them refused (untrusted certificate), leave no SSL object, fd
@@ -176,7 +179,9 @@ final class TLSStreamTests: SocketStreamsTestCase {
         let server = try startStreamEchoServer(tls: try serverSettings())
         let trusted = try clientSettings()
         let untrusted = TLSSettings()
-        var sslBefore = 0, handlesBefore = 0, fdsBefore = 0
+        var sslBefore = 0
+        var handlesBefore = 0
+        var fdsBefore = 0
         // Round 0 warms up (contexts, reactors and threads made on first use); rounds 1...10 count.
         for round in 0...10 {
             if round == 1 {
@@ -192,21 +197,24 @@ final class TLSStreamTests: SocketStreamsTestCase {
                 _ = pair.input.setProperty(good ? trusted : untrusted, forKey: .tlsSettingsKey)
                 recorders.append((pair, startRecorder(pair, recorder: DelegateRecorder(sending: "round \(round)")), good))
             }
-            XCTAssertTrue(runUntil(timeout: 60) {
-                recorders.allSatisfy { pair, recorder, good in
-                    good ? recorder.snapshot.receivedString == "round \(round)" : recorder.has(.errorOccurred, on: .input)
-                }
-            }, "round \(round) did not finish")
+            XCTAssertTrue(
+                runUntil(timeout: 60) {
+                    recorders.allSatisfy { pair, recorder, good in
+                        good ? recorder.snapshot.receivedString == "round \(round)" : recorder.has(.errorOccurred, on: .input)
+                    }
+                }, "round \(round) did not finish")
             for (pair, _, _) in recorders {
                 pair.input.close()
                 pair.output.close()
             }
         }
         XCTAssertTrue(runUntil(timeout: shortTimeout) { server.openConnections == 0 }, "server connections left: \(server.openConnections)")
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            TLSTransport.openCount == sslBefore && SocketHandle.openCount == handlesBefore
-        }, "SSL objects \(TLSTransport.openCount - sslBefore), socket handles \(SocketHandle.openCount - handlesBefore) left")
-        XCTAssertTrue(runUntil(timeout: shortTimeout) { RawSocket.openDescriptorCount() <= fdsBefore },
-                      "fds: \(fdsBefore) before, \(RawSocket.openDescriptorCount()) after")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                TLSTransport.openCount == sslBefore && SocketHandle.openCount == handlesBefore
+            }, "SSL objects \(TLSTransport.openCount - sslBefore), socket handles \(SocketHandle.openCount - handlesBefore) left")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { RawSocket.openDescriptorCount() <= fdsBefore },
+            "fds: \(fdsBefore) before, \(RawSocket.openDescriptorCount()) after")
     }
 }

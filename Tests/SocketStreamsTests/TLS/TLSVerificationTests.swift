@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Foundation
 @testable import SocketStreams
@@ -12,17 +12,21 @@ final class TLSVerificationTests: SocketStreamsTestCase {
     /// Runs an Apple-guide GET against `port` (s_server -www) with `settings`; returns the error, or
     /// nil if the response arrived.
     /// `failsInHandshake`: the refusal comes during the client's handshake, so no data event precedes it.
-    private func outcome(port: Int, host: String = "localhost", _ settings: TLSSettings, failsInHandshake: Bool = true,
-                         file: StaticString = #filePath, line: UInt = #line) -> NSError? {
+    private func outcome(
+        port: Int, host: String = "localhost", _ settings: TLSSettings, failsInHandshake: Bool = true,
+        file: StaticString = #filePath, line: UInt = #line
+    ) -> NSError? {
         let pair = makePair(host: host, port: port)
         XCTAssertTrue(pair.input.setProperty(settings, forKey: .tlsSettingsKey), file: file, line: line)
         let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "GET / HTTP/1.0\r\n\r\n"))
-        XCTAssertTrue(runUntil(timeout: shortTimeout) {
-            recorder.has(.endEncountered, on: .input) || recorder.has(.errorOccurred, on: .input)
-        }, recorder.trace, file: file, line: line)
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) {
+                recorder.has(.endEncountered, on: .input) || recorder.has(.errorOccurred, on: .input)
+            }, recorder.trace, file: file, line: line)
         if recorder.has(.errorOccurred, on: .input) {
-            XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.errorOccurred, on: .output) },
-                          "the error did not reach the output stream: \(recorder.trace)", file: file, line: line)
+            XCTAssertTrue(
+                runUntil(timeout: shortTimeout) { recorder.has(.errorOccurred, on: .output) },
+                "the error did not reach the output stream: \(recorder.trace)", file: file, line: line)
             if failsInHandshake {
                 XCTAssertFalse(recorder.has(.hasBytesAvailable, on: .input), recorder.trace, file: file, line: line)
                 XCTAssertFalse(recorder.has(.hasSpaceAvailable, on: .output), recorder.trace, file: file, line: line)
@@ -33,8 +37,10 @@ final class TLSVerificationTests: SocketStreamsTestCase {
         return nil
     }
 
-    private func assertRefused(_ error: NSError?, status: Int, message: String? = nil,
-                               file: StaticString = #filePath, line: UInt = #line) {
+    private func assertRefused(
+        _ error: NSError?, status: Int, message: String? = nil,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         guard let error else { return XCTFail("the handshake was accepted", file: file, line: line) }
         XCTAssertEqual(error.domain, "NSOSStatusErrorDomain", "\(error)", file: file, line: line)
         XCTAssertEqual(error.code, status, "\(error)", file: file, line: line)
@@ -60,7 +66,9 @@ final class TLSVerificationTests: SocketStreamsTestCase {
     func testUnknownCAIsRefusedAndTrustingItAccepts() throws {
         let port = try server((pki.serverCertificate, pki.serverKey))
         let error = outcome(port: port, TLSSettings())  // the system store does not know the test CA
-        assertRefused(error, status: -9813, message: "the certificate for localhost port \(port) is not trusted: unable to get local issuer certificate")
+        assertRefused(
+            error, status: -9813,
+            message: "the certificate for localhost port \(port) is not trusted: unable to get local issuer certificate")
         XCTAssertEqual(intValue(error?.userInfo["OpenSSLVerifyResult"]), 20)
         XCTAssertFalse((error?.userInfo["OpenSSLErrors"] as? [String] ?? []).isEmpty, "\(String(describing: error?.userInfo))")
         XCTAssertNil(outcome(port: port, try trustingCA))
@@ -137,8 +145,9 @@ final class TLSVerificationTests: SocketStreamsTestCase {
     func testMissingClientCertificateIsRefusedAndAnIdentityIsAccepted() throws {
         let pki = try self.pki
         let port = try server((pki.serverCertificate, pki.serverKey), ["-Verify", "1", "-CAfile", pki.caCertificate])
-        assertRefused(outcome(port: port, try trustingCA, failsInHandshake: false), status: -9863,
-                      message: "requires a client certificate")
+        assertRefused(
+            outcome(port: port, try trustingCA, failsInHandshake: false), status: -9863,
+            message: "requires a client certificate")
         var withIdentity = try trustingCA
         withIdentity.identity = TLSIdentity(certificateChainFile: pki.clientCertificate, privateKeyFile: pki.clientKey)
         XCTAssertNil(outcome(port: port, withIdentity))
@@ -196,9 +205,10 @@ final class TLSVerificationTests: SocketStreamsTestCase {
         }
         func run(_ pair: StreamPair) -> DelegateRecorder {
             let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "GET / HTTP/1.0\r\n\r\n"))
-            XCTAssertTrue(runUntil(timeout: shortTimeout) {
-                recorder.has(.endEncountered, on: .input) || recorder.has(.errorOccurred, on: .input)
-            }, recorder.trace)
+            XCTAssertTrue(
+                runUntil(timeout: shortTimeout) {
+                    recorder.has(.endEncountered, on: .input) || recorder.has(.errorOccurred, on: .input)
+                }, recorder.trace)
             pair.input.close()  // s_server serves one connection at a time
             pair.output.close()
             return recorder

@@ -169,8 +169,10 @@ final class BaselineEchoLoop {
     /// Untimed set-up: connect each (blocking), send the group header, wait for '+', then switch
     /// the fd to non-blocking and add it to the epoll set.
     func connectAll(port: UInt16) throws {
-        let header = Request.groupEcho(group: UInt64.random(in: 1...UInt64.max), size: UInt32(connections.count),
-                                       bytes: UInt64(roundTrips * messageSize)).encoded
+        let header = Request.groupEcho(
+            group: UInt64.random(in: 1...UInt64.max), size: UInt32(connections.count),
+            bytes: UInt64(roundTrips * messageSize)
+        ).encoded
         var ack: UInt8 = 0
         for index in connections.indices {
             let fd = try Posix.connectToLoopback(port: port)

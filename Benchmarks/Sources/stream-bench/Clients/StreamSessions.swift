@@ -188,7 +188,8 @@ class StreamSession: NSObject, StreamDelegate {
         var groups: [String: Int] = [:]
         for session in pending {
             let input = session.inputStream
-            let key = "\(session.progressDescription), input status \(input.streamStatus.rawValue), "
+            let key =
+                "\(session.progressDescription), input status \(input.streamStatus.rawValue), "
                 + "hasBytesAvailable \(input.hasBytesAvailable), output hasSpaceAvailable \(session.outputStream.hasSpaceAvailable)"
             groups[key, default: 0] += 1
         }

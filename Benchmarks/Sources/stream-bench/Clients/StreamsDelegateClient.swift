@@ -41,8 +41,10 @@ enum StreamScheduling {
     /// the unfinished `sessions` are (a lost stream event would otherwise hang until the harness
     /// kills the measurement).
     @discardableResult
-    func wait(for monitor: SessionMonitor, ready: Int = .max, finished: Int = .max,
-              sessions: @autoclosure () -> [StreamSession]) throws -> SessionMonitor.Snapshot {
+    func wait(
+        for monitor: SessionMonitor, ready: Int = .max, finished: Int = .max,
+        sessions: @autoclosure () -> [StreamSession]
+    ) throws -> SessionMonitor.Snapshot {
         var lastEvents = -1
         var lastProgressTime = Posix.monotonicNanoseconds()
         while true {
@@ -55,8 +57,9 @@ enum StreamScheduling {
                 lastEvents = events
                 lastProgressTime = now
             } else if Stopwatch.seconds(from: lastProgressTime, to: now) > stallTimeout {
-                throw BenchError("stalled: no stream event for \(Int(stallTimeout)) s; "
-                                 + StreamSession.stallReport(sessions()))
+                throw BenchError(
+                    "stalled: no stream event for \(Int(stallTimeout)) s; "
+                        + StreamSession.stallReport(sessions()))
             }
             switch self {
             case .currentRunLoop:
@@ -130,8 +133,9 @@ struct StreamsDelegateClient: BenchmarkClient {
         var sessions: [StreamSession] = []
         sessions.reserveCapacity(connections)
         try openPaced(count: connections, monitor: monitor, into: &sessions) {
-            EchoSession(port: port, group: group, groupSize: connections, roundTrips: roundTrips,
-                        messageSize: messageSize, monitor: monitor)
+            EchoSession(
+                port: port, group: group, groupSize: connections, roundTrips: roundTrips,
+                messageSize: messageSize, monitor: monitor)
         }
         let done = try scheduling.wait(for: monitor, finished: connections, sessions: sessions)
         guard let start = done.firstGo, let end = done.lastFinish else { throw BenchError("many: no timing recorded") }
@@ -158,8 +162,10 @@ struct StreamsDelegateClient: BenchmarkClient {
     }
 
     /// Opens `count` sessions, never more than `maxConnectsInFlight` ahead of the server's '+'.
-    private func openPaced(count: Int, monitor: SessionMonitor, into sessions: inout [StreamSession],
-                           _ makeSession: () -> StreamSession) throws {
+    private func openPaced(
+        count: Int, monitor: SessionMonitor, into sessions: inout [StreamSession],
+        _ makeSession: () -> StreamSession
+    ) throws {
         for i in 0..<count {
             if i >= maxConnectsInFlight {
                 try scheduling.wait(for: monitor, ready: i - maxConnectsInFlight + 1, sessions: sessions)

@@ -121,8 +121,10 @@ struct StreamsPollingClient: BenchmarkClient {
     /// One thread, blocking I/O: connect all, then in each round send one message on every
     /// connection and read every echo back before the next round.
     func many(port: UInt16, connections: Int, roundTrips: Int, messageSize: Int) throws -> Double {
-        let header = Request.groupEcho(group: UInt64.random(in: 1...UInt64.max), size: UInt32(connections),
-                                       bytes: UInt64(roundTrips * messageSize)).encoded
+        let header = Request.groupEcho(
+            group: UInt64.random(in: 1...UInt64.max), size: UInt32(connections),
+            bytes: UInt64(roundTrips * messageSize)
+        ).encoded
         let messages = (0..<2).map { Payload.message(roundTrip: $0, size: messageSize) }
         var byte = [UInt8](repeating: 0, count: 1)
         var echo = [UInt8](repeating: 0, count: messageSize)

@@ -43,9 +43,13 @@ struct Harness {
         try FileManager.default.createDirectory(atPath: certificateDirectory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: certificateDirectory) }
         let certificate = try BenchTLS.makeCertificate(in: certificateDirectory)
-        let server = try ChildProcess.spawn(executable, ["server", "--cpu", "\(options.cpus.serverCPU)",
-                                                         "--tls-cert", certificate.certificate, "--tls-key", certificate.key],
-                                            stdin: .pipe, stdout: .pipe, stderr: .inherit)
+        let server = try ChildProcess.spawn(
+            executable,
+            [
+                "server", "--cpu", "\(options.cpus.serverCPU)",
+                "--tls-cert", certificate.certificate, "--tls-key", certificate.key,
+            ],
+            stdin: .pipe, stdout: .pipe, stderr: .inherit)
         defer {
             server.closeStdin()
             server.wait(timeout: 10)
@@ -53,8 +57,9 @@ struct Harness {
         let ports = try server.readLine(timeout: 30).split(separator: " ").compactMap { UInt16($0) }
         guard ports.count == 3 else { throw BenchError("server did not print its three ports") }
         let (port, tlsPort, socksPort) = (ports[0], ports[1], ports[2])
-        Posix.printError("stream-bench: server pid \(server.pid) on 127.0.0.1:\(port) (TLS \(tlsPort), SOCKS5 \(socksPort)); "
-                         + machine.summary)
+        Posix.printError(
+            "stream-bench: server pid \(server.pid) on 127.0.0.1:\(port) (TLS \(tlsPort), SOCKS5 \(socksPort)); "
+                + machine.summary)
 
         var failures: [String] = []
         var workloadResults: [WorkloadResult] = []
@@ -66,14 +71,16 @@ struct Harness {
             for run in 1...options.effectiveRuns {
                 for client in clients where errors[client] == nil {
                     do {
-                        var sample = try measure(executable: executable, client: client, workload: workload,
-                                                 port: workload.isTLS ? tlsPort : port,
-                                                 caFile: workload.isTLS ? certificate.certificate : nil,
-                                                 socksPort: workload.isSOCKS ? socksPort : nil)
+                        var sample = try measure(
+                            executable: executable, client: client, workload: workload,
+                            port: workload.isTLS ? tlsPort : port,
+                            caFile: workload.isTLS ? certificate.certificate : nil,
+                            socksPort: workload.isSOCKS ? socksPort : nil)
                         sample.run = run
                         samples[client, default: []].append(sample)
-                        Posix.printError("  \(workload.rawValue) run \(run)/\(options.effectiveRuns) \(client.rawValue): "
-                                         + formatValue(sample.value, unit: workload.unit))
+                        Posix.printError(
+                            "  \(workload.rawValue) run \(run)/\(options.effectiveRuns) \(client.rawValue): "
+                                + formatValue(sample.value, unit: workload.unit))
                     } catch {
                         let message = "\(workload.rawValue) / \(client.rawValue) run \(run): \(error)"
                         errors[client] = "\(error)"
@@ -85,8 +92,10 @@ struct Harness {
                     }
                 }
             }
-            workloadResults.append(WorkloadResult(workload: workload, quick: options.quick, clients: clients,
-                                                  samples: samples, errors: errors))
+            workloadResults.append(
+                WorkloadResult(
+                    workload: workload, quick: options.quick, clients: clients,
+                    samples: samples, errors: errors))
         }
 
         let report = BenchmarkReport(
@@ -108,10 +117,14 @@ struct Harness {
     }
 
     /// Runs one `measure` child and decodes its sample.
-    private func measure(executable: String, client: ClientKind, workload: Workload, port: UInt16, caFile: String?,
-                         socksPort: UInt16?) throws -> Sample {
-        var arguments = ["measure", "--client", client.rawValue, "--workload", workload.rawValue,
-                         "--port", "\(port)", "--cpu", "\(options.cpus.clientCPU)"]
+    private func measure(
+        executable: String, client: ClientKind, workload: Workload, port: UInt16, caFile: String?,
+        socksPort: UInt16?
+    ) throws -> Sample {
+        var arguments = [
+            "measure", "--client", client.rawValue, "--workload", workload.rawValue,
+            "--port", "\(port)", "--cpu", "\(options.cpus.clientCPU)",
+        ]
         if let caFile { arguments += ["--tls-ca", caFile] }
         if let socksPort { arguments += ["--socks-port", "\(socksPort)"] }
         if options.quick { arguments.append("--quick") }

@@ -35,8 +35,9 @@ enum MeasureCommand {
             return 2
         }
         do {
-            let sample = try measure(client: client, workload: workload, port: port, cpu: cpu, quick: quick, caFile: caFile,
-                                     socksPort: socksPort)
+            let sample = try measure(
+                client: client, workload: workload, port: port, cpu: cpu, quick: quick, caFile: caFile,
+                socksPort: socksPort)
             let encoder = JSONEncoder()
             encoder.outputFormatting = .sortedKeys
             let line = try encoder.encode(sample) + Data("\n".utf8)
@@ -48,8 +49,10 @@ enum MeasureCommand {
         }
     }
 
-    static func measure(client kind: ClientKind, workload: Workload, port: UInt16, cpu: Int, quick: Bool,
-                        caFile: String?, socksPort: UInt16?) throws -> Sample {
+    static func measure(
+        client kind: ClientKind, workload: Workload, port: UInt16, cpu: Int, quick: Bool,
+        caFile: String?, socksPort: UInt16?
+    ) throws -> Sample {
         let descriptorLimit = Posix.raiseFileDescriptorLimit()
         if cpu >= 0 { try Posix.pinToCPU(cpu) }
         let p = workload.parameters(quick: quick)
@@ -85,7 +88,8 @@ enum MeasureCommand {
         switch workload.plainCounterpart {
         case .download, .upload:
             let bytes = p.bytes!
-            let seconds = workload.plainCounterpart == .download
+            let seconds =
+                workload.plainCounterpart == .download
                 ? try client.download(port: port, totalBytes: bytes)
                 : try client.upload(port: port, totalBytes: bytes)
             return Sample(value: Double(bytes) / seconds / 1e9, elapsedSeconds: seconds)
@@ -96,16 +100,19 @@ enum MeasureCommand {
             let seconds = try client.connect(port: port, count: p.connections!)
             return Sample(value: Double(p.connections!) / seconds, elapsedSeconds: seconds)
         case .many1k, .many5k:
-            let seconds = try client.many(port: port, connections: p.connections!, roundTrips: p.roundTrips!,
-                                          messageSize: p.messageSize!)
-            return Sample(value: Double(p.connections! * p.roundTrips!) / seconds, elapsedSeconds: seconds,
-                          peakRSSBytes: try ProcessMemory.peakResidentBytes())
+            let seconds = try client.many(
+                port: port, connections: p.connections!, roundTrips: p.roundTrips!,
+                messageSize: p.messageSize!)
+            return Sample(
+                value: Double(p.connections! * p.roundTrips!) / seconds, elapsedSeconds: seconds,
+                peakRSSBytes: try ProcessMemory.peakResidentBytes())
         case .idle:
             let (none, open) = try client.idle(port: port, pairs: p.connections!)
-            return Sample(value: Double(open.anonymousBytes - none.anonymousBytes) / Double(p.connections!),
-                          peakRSSBytes: try ProcessMemory.peakResidentBytes(),
-                          rssNoneBytes: none.residentBytes, rssOpenBytes: open.residentBytes,
-                          anonNoneBytes: none.anonymousBytes, anonOpenBytes: open.anonymousBytes)
+            return Sample(
+                value: Double(open.anonymousBytes - none.anonymousBytes) / Double(p.connections!),
+                peakRSSBytes: try ProcessMemory.peakResidentBytes(),
+                rssNoneBytes: none.residentBytes, rssOpenBytes: open.residentBytes,
+                anonNoneBytes: none.anonymousBytes, anonOpenBytes: open.anonymousBytes)
         case .tlsDownload, .tlsUpload, .tlsPingpong, .tlsHandshake, .socksConnect, .socksDownload:
             throw BenchError("\(workload.rawValue) has no plain counterpart")  // plainCounterpart never returns these
         }

@@ -101,11 +101,13 @@ enum Workload: String, CaseIterable, Codable {
         case .connect:
             return WorkloadParameters(connections: quick ? 50 : 2_000)
         case .many1k:
-            return WorkloadParameters(connections: quick ? 50 : 1_000, roundTrips: quick ? 10 : 100,
-                                      messageSize: Payload.messageSize)
+            return WorkloadParameters(
+                connections: quick ? 50 : 1_000, roundTrips: quick ? 10 : 100,
+                messageSize: Payload.messageSize)
         case .many5k:
-            return WorkloadParameters(connections: quick ? 100 : 5_000, roundTrips: quick ? 10 : 100,
-                                      messageSize: Payload.messageSize)
+            return WorkloadParameters(
+                connections: quick ? 100 : 5_000, roundTrips: quick ? 10 : 100,
+                messageSize: Payload.messageSize)
         case .idle:
             return WorkloadParameters(connections: quick ? 200 : 10_000)
         case .tlsDownload, .tlsUpload, .tlsPingpong, .socksConnect, .socksDownload:

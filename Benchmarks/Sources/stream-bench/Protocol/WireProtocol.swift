@@ -44,18 +44,30 @@ enum Request: Equatable {
     var encoded: [UInt8] {
         var bytes: [UInt8] = []
         switch self {
-        case .download(let n): bytes.append(Self.downloadOpcode); bytes.appendBigEndian(n)
-        case .upload(let n): bytes.append(Self.uploadOpcode); bytes.appendBigEndian(n)
-        case .echo(let n): bytes.append(Self.echoOpcode); bytes.appendBigEndian(n)
+        case .download(let n):
+            bytes.append(Self.downloadOpcode)
+            bytes.appendBigEndian(n)
+        case .upload(let n):
+            bytes.append(Self.uploadOpcode)
+            bytes.appendBigEndian(n)
+        case .echo(let n):
+            bytes.append(Self.echoOpcode)
+            bytes.appendBigEndian(n)
         case .connect: bytes.append(Self.connectOpcode)
         case .groupEcho(let group, let size, let n):
             bytes.append(Self.groupEchoOpcode)
             bytes.appendBigEndian(group)
             bytes.appendBigEndian(size)
             bytes.appendBigEndian(n)
-        case .idle(let group): bytes.append(Self.idleOpcode); bytes.appendBigEndian(group)
-        case .release(let group): bytes.append(Self.releaseOpcode); bytes.appendBigEndian(group)
-        case .reset(let n): bytes.append(Self.resetOpcode); bytes.appendBigEndian(n)
+        case .idle(let group):
+            bytes.append(Self.idleOpcode)
+            bytes.appendBigEndian(group)
+        case .release(let group):
+            bytes.append(Self.releaseOpcode)
+            bytes.appendBigEndian(group)
+        case .reset(let n):
+            bytes.append(Self.resetOpcode)
+            bytes.appendBigEndian(n)
         }
         return bytes
     }

@@ -15,9 +15,10 @@ enum MarkdownReport {
         default: placement = "client on CPU \(c.clientCPU), server on CPU \(c.serverCPU)"
         }
         lines.append("- Date: \(report.date) · \(c.runs) run(s) per client, alternating · CPUs: \(c.cpus) (\(placement))")
-        lines.append("- Figures are medians over runs (min–max). Ratio = ours ÷ baseline from the same run "
-                     + "(ping-pong: baseline µs ÷ ours), so higher is better everywhere; targets apply to the "
-                     + "SocketStreams clients.")
+        lines.append(
+            "- Figures are medians over runs (min–max). Ratio = ours ÷ baseline from the same run "
+                + "(ping-pong: baseline µs ÷ ours), so higher is better everywhere; targets apply to the "
+                + "SocketStreams clients.")
         lines.append("")
         lines.append("| Workload | Client | Median | Min–max | Ratio to baseline (min–max) | Target | Met | Notes |")
         lines.append("|---|---|---:|---:|---:|---|---|---|")
@@ -37,7 +38,8 @@ enum MarkdownReport {
                 if result.client == "baseline" && workload.target.kind == "ratioAtLeast" {
                     cells.append("1.00")
                 } else if let r = result.ratioToBaseline {
-                    cells.append("\(formatNumber(r.median, decimals: 2)) (\(formatNumber(r.min, decimals: 2))–\(formatNumber(r.max, decimals: 2)))")
+                    cells.append(
+                        "\(formatNumber(r.median, decimals: 2)) (\(formatNumber(r.min, decimals: 2))–\(formatNumber(r.max, decimals: 2)))")
                 } else {
                     cells.append("—")
                 }
@@ -46,7 +48,9 @@ enum MarkdownReport {
                 if isOurs {
                     judged += 1
                     switch result.targetMet {
-                    case true?: cells.append("✅ met"); met += 1
+                    case true?:
+                        cells.append("✅ met")
+                        met += 1
                     case false?: cells.append("❌ unmet")
                     case nil: cells.append(result.error != nil ? "❌ failed" : "— (no baseline)")
                     }

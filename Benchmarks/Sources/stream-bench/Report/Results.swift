@@ -27,8 +27,12 @@ struct TargetDescription: Codable, Equatable {
 
     init(_ target: Target) {
         switch target {
-        case .ratioAtLeast(let r): kind = "ratioAtLeast"; value = r
-        case .valueAtMost(let v): kind = "valueAtMost"; value = v
+        case .ratioAtLeast(let r):
+            kind = "ratioAtLeast"
+            value = r
+        case .valueAtMost(let v):
+            kind = "valueAtMost"
+            value = v
         }
         label = target.label
     }
@@ -85,8 +89,10 @@ struct BenchmarkReport: Codable, Equatable {
 
 extension WorkloadResult {
     /// Summaries, ratios and target verdicts from the raw samples.
-    init(workload: Workload, quick: Bool, clients: [ClientKind], samples: [ClientKind: [Sample]],
-         errors: [ClientKind: String]) {
+    init(
+        workload: Workload, quick: Bool, clients: [ClientKind], samples: [ClientKind: [Sample]],
+        errors: [ClientKind: String]
+    ) {
         self.workload = workload.rawValue
         title = workload.title(quick: quick)
         unit = workload.unit
@@ -96,8 +102,9 @@ extension WorkloadResult {
         let baseline = samples[.baseline] ?? []
         results = clients.filter { $0.supports(workload) }.map { client in
             let own = samples[client] ?? []
-            var result = ClientResult(client: client.rawValue, samples: own, summary: Summary(own.map(\.value)),
-                                      error: errors[client])
+            var result = ClientResult(
+                client: client.rawValue, samples: own, summary: Summary(own.map(\.value)),
+                error: errors[client])
             result.peakRSSBytes = Summary(own.compactMap(\.peakRSSBytes).map(Double.init))
             if workload.hasRatio && client != .baseline && !baseline.isEmpty {
                 let ratios = ratiosToBaseline(own, baseline: baseline, higherIsBetter: workload.higherIsBetter)

@@ -28,12 +28,16 @@ enum SVGChart {
         y += 28
         body.append(text(left, y, "SocketStreams vs raw sockets: ratio to baseline (higher is better)", size: 18, weight: "bold"))
         y += 20
-        body.append(text(left, y, "Median of \(report.configuration.runs) run(s) per client; whiskers min–max; "
-                         + "dashed red line: target. Ping-pong ratio = baseline µs ÷ ours.", size: 12, fill: "#555"))
+        body.append(
+            text(
+                left, y,
+                "Median of \(report.configuration.runs) run(s) per client; whiskers min–max; "
+                    + "dashed red line: target. Ping-pong ratio = baseline µs ÷ ours.", size: 12, fill: "#555"))
 
         // One slot per non-baseline client that ran the workload; failed ones are drawn as failed.
         let hasBaseline = report.configuration.clients.contains("baseline")
-        let ratioGroups = report.workloads.filter { $0.target.kind == "ratioAtLeast" }.compactMap { workload -> (WorkloadResult, [ClientResult])? in
+        let ratioGroups = report.workloads.filter { $0.target.kind == "ratioAtLeast" }.compactMap {
+            workload -> (WorkloadResult, [ClientResult])? in
             let bars = workload.results.filter { $0.client != "baseline" && ($0.ratioToBaseline != nil || $0.error != nil) }
             return bars.isEmpty || !hasBaseline ? nil : (workload, bars)
         }
@@ -65,8 +69,11 @@ enum SVGChart {
         let c = report.configuration
         body.append(text(left, y, "Measured on: \(m.uname)", size: 11, fill: "#333"))
         y += 16
-        body.append(text(left, y, "nproc \(m.nproc) · CPU: \(m.cpuModel) · CPUs: \(c.cpus) (client \(c.clientCPU), server \(c.serverCPU))"
-                         + (c.quick ? " · --quick" : "") + " · \(report.date)", size: 11, fill: "#333"))
+        body.append(
+            text(
+                left, y,
+                "nproc \(m.nproc) · CPU: \(m.cpuModel) · CPUs: \(c.cpus) (client \(c.clientCPU), server \(c.serverCPU))"
+                    + (c.quick ? " · --quick" : "") + " · \(report.date)", size: 11, fill: "#333"))
         y += 20
 
         return document(width: width, height: y, body: body)
@@ -88,12 +95,16 @@ enum SVGChart {
             body.append(text(left - 8, y + 4, formatNumber(tick, decimals: 1), size: 11, anchor: "end", fill: "#555"))
             tick += step
         }
-        body.append("<line x1=\"\(f(left))\" y1=\"\(f(yFor(1)))\" x2=\"\(f(left + plotWidth))\" y2=\"\(f(yFor(1)))\" stroke=\"#333\" stroke-width=\"1.5\"/>")
+        body.append(
+            "<line x1=\"\(f(left))\" y1=\"\(f(yFor(1)))\" x2=\"\(f(left + plotWidth))\" y2=\"\(f(yFor(1)))\" stroke=\"#333\" stroke-width=\"1.5\"/>"
+        )
         body.append(text(left + plotWidth + 6, yFor(1) + 4, "baseline", size: 11, fill: "#333"))
         body.append("<line x1=\"\(f(left))\" y1=\"\(f(top))\" x2=\"\(f(left))\" y2=\"\(f(bottom))\" stroke=\"#333\"/>")
         body.append("<line x1=\"\(f(left))\" y1=\"\(f(bottom))\" x2=\"\(f(left + plotWidth))\" y2=\"\(f(bottom))\" stroke=\"#333\"/>")
-        body.append(text(18, top + plotHeight / 2, "ratio to baseline", size: 12, anchor: "middle",
-                         extra: " transform=\"rotate(-90 18 \(f(top + plotHeight / 2)))\""))
+        body.append(
+            text(
+                18, top + plotHeight / 2, "ratio to baseline", size: 12, anchor: "middle",
+                extra: " transform=\"rotate(-90 18 \(f(top + plotHeight / 2)))\""))
 
         let groupWidth = plotWidth / Double(groups.count)
         for (index, (workload, bars)) in groups.enumerated() {
@@ -104,30 +115,41 @@ enum SVGChart {
                 let x = barsLeft + Double(b) * barWidth
                 let center = x + barWidth / 2
                 guard let ratio = result.ratioToBaseline else {
-                    body.append(text(center + 4, bottom - 6, "✗ failed", size: 11, anchor: "start", fill: "#d62728",
-                                     extra: " transform=\"rotate(-90 \(f(center + 4)) \(f(bottom - 6)))\""))
+                    body.append(
+                        text(
+                            center + 4, bottom - 6, "✗ failed", size: 11, anchor: "start", fill: "#d62728",
+                            extra: " transform=\"rotate(-90 \(f(center + 4)) \(f(bottom - 6)))\""))
                     continue
                 }
                 let top = yFor(min(ratio.median, yMax))
                 let opacity = result.error == nil ? "" : " fill-opacity=\"0.35\""
-                body.append("<rect x=\"\(f(x + 2))\" y=\"\(f(top))\" width=\"\(f(barWidth - 4))\" height=\"\(f(bottom - top))\" fill=\"\(color(result.client))\"\(opacity)><title>\(escape(result.client)): \(formatNumber(ratio.median, decimals: 2)) (\(formatNumber(ratio.min, decimals: 2))–\(formatNumber(ratio.max, decimals: 2)))\(result.error == nil ? "" : "; a run failed")</title></rect>")
+                body.append(
+                    "<rect x=\"\(f(x + 2))\" y=\"\(f(top))\" width=\"\(f(barWidth - 4))\" height=\"\(f(bottom - top))\" fill=\"\(color(result.client))\"\(opacity)><title>\(escape(result.client)): \(formatNumber(ratio.median, decimals: 2)) (\(formatNumber(ratio.min, decimals: 2))–\(formatNumber(ratio.max, decimals: 2)))\(result.error == nil ? "" : "; a run failed")</title></rect>"
+                )
                 if ratio.max > ratio.min {
-                    let y1 = yFor(min(ratio.min, yMax)), y2 = yFor(min(ratio.max, yMax))
+                    let y1 = yFor(min(ratio.min, yMax))
+                    let y2 = yFor(min(ratio.max, yMax))
                     body.append("<line x1=\"\(f(center))\" y1=\"\(f(y1))\" x2=\"\(f(center))\" y2=\"\(f(y2))\" stroke=\"#222\"/>")
                     body.append("<line x1=\"\(f(center - 4))\" y1=\"\(f(y1))\" x2=\"\(f(center + 4))\" y2=\"\(f(y1))\" stroke=\"#222\"/>")
                     body.append("<line x1=\"\(f(center - 4))\" y1=\"\(f(y2))\" x2=\"\(f(center + 4))\" y2=\"\(f(y2))\" stroke=\"#222\"/>")
                 }
-                body.append(text(center, yFor(min(max(ratio.median, ratio.max), yMax)) - 5,
-                                 formatNumber(ratio.median, decimals: 2) + (result.error == nil ? "" : " ✗"),
-                                 size: 10, anchor: "middle", fill: result.error == nil ? "#111" : "#d62728"))
+                body.append(
+                    text(
+                        center, yFor(min(max(ratio.median, ratio.max), yMax)) - 5,
+                        formatNumber(ratio.median, decimals: 2) + (result.error == nil ? "" : " ✗"),
+                        size: 10, anchor: "middle", fill: result.error == nil ? "#111" : "#d62728"))
             }
             if workload.target.value <= yMax {
                 let y = yFor(workload.target.value)
-                body.append("<line x1=\"\(f(groupLeft + 6))\" y1=\"\(f(y))\" x2=\"\(f(groupLeft + groupWidth - 6))\" y2=\"\(f(y))\" stroke=\"#d62728\" stroke-width=\"1.5\" stroke-dasharray=\"5,3\"/>")
+                body.append(
+                    "<line x1=\"\(f(groupLeft + 6))\" y1=\"\(f(y))\" x2=\"\(f(groupLeft + groupWidth - 6))\" y2=\"\(f(y))\" stroke=\"#d62728\" stroke-width=\"1.5\" stroke-dasharray=\"5,3\"/>"
+                )
             }
             body.append(text(groupLeft + groupWidth / 2, bottom + 18, workload.workload, size: 12, anchor: "middle", weight: "bold"))
-            body.append(text(groupLeft + groupWidth / 2, bottom + 33, "target \(workload.target.label)", size: 10,
-                             anchor: "middle", fill: "#d62728"))
+            body.append(
+                text(
+                    groupLeft + groupWidth / 2, bottom + 33, "target \(workload.target.label)", size: 10,
+                    anchor: "middle", fill: "#d62728"))
         }
         return bottom + 50
     }
@@ -135,8 +157,10 @@ enum SVGChart {
     /// Horizontal bars of bytes per idle pair against the absolute target.
     private static func renderMemoryPanel(_ idle: WorkloadResult, top: Double, into body: inout [String]) -> Double {
         let rows = idle.results.filter { $0.summary != nil || $0.error != nil }
-        body.append(text(left, top, "Memory per open idle pair (\(idle.title); target \(idle.target.label), lower is better)",
-                         size: 14, weight: "bold"))
+        body.append(
+            text(
+                left, top, "Memory per open idle pair (\(idle.title); target \(idle.target.label), lower is better)",
+                size: 14, weight: "bold"))
         var y = top + 12
         guard !rows.isEmpty else {
             body.append(text(left, y + 14, "no figures", size: 12))
@@ -155,11 +179,15 @@ enum SVGChart {
                 body.append(text(barLeft + 4, y + 4, "✗ failed", size: 11, fill: "#d62728"))
                 continue
             }
-            body.append("<rect x=\"\(f(barLeft))\" y=\"\(f(y - 8))\" width=\"\(f(xFor(s.median) - barLeft))\" height=\"14\" fill=\"\(color(result.client))\"/>")
+            body.append(
+                "<rect x=\"\(f(barLeft))\" y=\"\(f(y - 8))\" width=\"\(f(xFor(s.median) - barLeft))\" height=\"14\" fill=\"\(color(result.client))\"/>"
+            )
             body.append(text(xFor(s.median) + 6, y + 4, "\(formatNumber(s.median, decimals: 0)) B", size: 11))
         }
         let targetX = xFor(idle.target.value)
-        body.append("<line x1=\"\(f(targetX))\" y1=\"\(f(top + 14))\" x2=\"\(f(targetX))\" y2=\"\(f(y + 12))\" stroke=\"#d62728\" stroke-width=\"1.5\" stroke-dasharray=\"5,3\"/>")
+        body.append(
+            "<line x1=\"\(f(targetX))\" y1=\"\(f(top + 14))\" x2=\"\(f(targetX))\" y2=\"\(f(y + 12))\" stroke=\"#d62728\" stroke-width=\"1.5\" stroke-dasharray=\"5,3\"/>"
+        )
         body.append(text(targetX + 4, y + 24, idle.target.label, size: 10, fill: "#d62728"))
         return y + 30
     }
@@ -177,8 +205,10 @@ enum SVGChart {
     }
 
     /// An SVG `<text>` element (escaped content).
-    static func text(_ x: Double, _ y: Double, _ content: String, size: Int, anchor: String = "start",
-                     weight: String = "normal", fill: String = "#111", extra: String = "") -> String {
+    static func text(
+        _ x: Double, _ y: Double, _ content: String, size: Int, anchor: String = "start",
+        weight: String = "normal", fill: String = "#111", extra: String = ""
+    ) -> String {
         "<text x=\"\(f(x))\" y=\"\(f(y))\" font-size=\"\(size)\" text-anchor=\"\(anchor)\" font-weight=\"\(weight)\" fill=\"\(fill)\"\(extra)>\(escape(content))</text>"
     }
 

@@ -167,7 +167,10 @@ private final class PeerSession: NSObject, StreamDelegate {
         if n == 0 {
             end(failure: ("end of stream", "end of stream while serving (\(state))"))
         } else {
-            end(failure: (SoakErrorKind.of(input, output) ?? "read failed", "read failed: \(input.streamError.map { "\($0)" } ?? "no error")"))
+            end(
+                failure: (
+                    SoakErrorKind.of(input, output) ?? "read failed", "read failed: \(input.streamError.map { "\($0)" } ?? "no error")"
+                ))
         }
         return nil
     }
@@ -238,8 +241,11 @@ private final class PeerSession: NSObject, StreamDelegate {
     }
 
     private func writeFailed(_ result: Int) {
-        end(failure: (SoakErrorKind.of(input, output) ?? "write returned \(result)",
-                      "write returned \(result): \(output.streamError.map { "\($0)" } ?? "no error")"))
+        end(
+            failure: (
+                SoakErrorKind.of(input, output) ?? "write returned \(result)",
+                "write returned \(result): \(output.streamError.map { "\($0)" } ?? "no error")"
+            ))
     }
 
     // MARK: Ending

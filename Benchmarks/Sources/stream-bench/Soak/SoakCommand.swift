@@ -98,9 +98,10 @@ enum SoakCommand {
 
         // One certificate for both TLS peers: the epoll server reads it from files, the listener
         // takes it as an identity, and every TLS client trusts it.
-        let (certificatePEM, keyPEM) = try TLSIdentity.makeSelfSignedPEM(commonName: "stream-bench soak", dnsNames: ["localhost"],
-                                                                          ipAddresses: ["127.0.0.1", "::1"],
-                                                                          validity: duration + 86_400)
+        let (certificatePEM, keyPEM) = try TLSIdentity.makeSelfSignedPEM(
+            commonName: "stream-bench soak", dnsNames: ["localhost"],
+            ipAddresses: ["127.0.0.1", "::1"],
+            validity: duration + 86_400)
         let directory = NSTemporaryDirectory() + "stream-bench-soak-\(getpid())"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -110,9 +111,13 @@ enum SoakCommand {
         tls.trustRoots = [.pem(certificatePEM)]
 
         // The epoll server first, while this process has no other threads that could open fds.
-        let server = try ChildProcess.spawn(executable, ["server", "--tls-cert", directory + "/certificate.pem",
-                                                         "--tls-key", directory + "/key.pem"],
-                                            stdin: .pipe, stdout: .pipe, stderr: .inherit)
+        let server = try ChildProcess.spawn(
+            executable,
+            [
+                "server", "--tls-cert", directory + "/certificate.pem",
+                "--tls-key", directory + "/key.pem",
+            ],
+            stdin: .pipe, stdout: .pipe, stderr: .inherit)
         defer {
             server.closeStdin()
             server.wait(timeout: 10)
@@ -130,16 +135,19 @@ enum SoakCommand {
         let listenerThread = SoakRunLoopThread(name: "soak listener")
         let delegateThread = SoakRunLoopThread(name: "soak delegate")
         let queue = DispatchQueue(label: "stream-bench.soak")
-        let peer = try ListenerPeer(runLoop: listenerThread.runLoop,
-                                    identity: TLSIdentity(certificateChainPEM: certificatePEM, privateKeyPEM: keyPEM),
-                                    counters: counters)
-        let ports = SoakLoad.Ports(server: serverPorts[0], serverTLS: serverPorts[1], listener: UInt16(peer.plain.port),
-                                   listener6: UInt16(peer.plain6.port), listenerTLS: UInt16(peer.tls.port),
-                                   refused: refused.port, refused6: refused6.port)
-        Posix.printError("stream-bench soak: \(formatMinutes(duration)) min, a sample every \(formatNumber(options.interval, decimals: 1)) s; "
-                         + "server pid \(server.pid) on 127.0.0.1:\(ports.server) (TLS \(ports.serverTLS)), listeners "
-                         + "127.0.0.1:\(ports.listener), [::1]:\(ports.listener6), TLS 127.0.0.1:\(ports.listenerTLS); "
-                         + "refused ports \(ports.refused), [::1]:\(ports.refused6); " + machine.summary)
+        let peer = try ListenerPeer(
+            runLoop: listenerThread.runLoop,
+            identity: TLSIdentity(certificateChainPEM: certificatePEM, privateKeyPEM: keyPEM),
+            counters: counters)
+        let ports = SoakLoad.Ports(
+            server: serverPorts[0], serverTLS: serverPorts[1], listener: UInt16(peer.plain.port),
+            listener6: UInt16(peer.plain6.port), listenerTLS: UInt16(peer.tls.port),
+            refused: refused.port, refused6: refused6.port)
+        Posix.printError(
+            "stream-bench soak: \(formatMinutes(duration)) min, a sample every \(formatNumber(options.interval, decimals: 1)) s; "
+                + "server pid \(server.pid) on 127.0.0.1:\(ports.server) (TLS \(ports.serverTLS)), listeners "
+                + "127.0.0.1:\(ports.listener), [::1]:\(ports.listener6), TLS 127.0.0.1:\(ports.listenerTLS); "
+                + "refused ports \(ports.refused), [::1]:\(ports.refused6); " + machine.summary)
 
         let load = SoakLoad(counters: counters)
         let start = Posix.monotonicNanoseconds()
@@ -157,10 +165,11 @@ enum SoakCommand {
             samples.append(sample)
             if sample.seconds >= nextProgress || due >= duration {
                 nextProgress += 60
-                Posix.printError("  \(formatMinutes(sample.seconds)) fds \(sample.fds), VmRSS \(formatBytes(sample.residentBytes)), "
-                                 + "RssAnon \(formatBytes(sample.anonymousBytes)), threads \(sample.threads), "
-                                 + "operations \(formatNumber(Double(sample.operationTotal), decimals: 0)), "
-                                 + "unexpected errors \(sample.unexpectedTotal)")
+                Posix.printError(
+                    "  \(formatMinutes(sample.seconds)) fds \(sample.fds), VmRSS \(formatBytes(sample.residentBytes)), "
+                        + "RssAnon \(formatBytes(sample.anonymousBytes)), threads \(sample.threads), "
+                        + "operations \(formatNumber(Double(sample.operationTotal), decimals: 0)), "
+                        + "unexpected errors \(sample.unexpectedTotal)")
             }
             if let termination = server.poll() {
                 throw BenchError("the server process exited (\(termination)) at \(formatMinutes(sample.seconds)); aborting")
@@ -221,10 +230,11 @@ struct SoakSample {
     static func take(at seconds: Double, counters: SoakCounters, withKinds: Bool = false) throws -> SoakSample {
         let memory = try ProcessMemory.snapshot()
         let counts = counters.snapshot
-        return SoakSample(seconds: seconds, fds: Posix.openDescriptorCount() ?? -1, threads: try ProcessMemory.threadCount() ?? -1,
-                          residentBytes: memory.residentBytes, anonymousBytes: memory.anonymousBytes,
-                          operations: counts.map(\.operations), unexpectedTotal: counts.reduce(0) { $0 + $1.unexpectedTotal },
-                          fdKinds: withKinds ? Posix.openDescriptorKinds() : nil)
+        return SoakSample(
+            seconds: seconds, fds: Posix.openDescriptorCount() ?? -1, threads: try ProcessMemory.threadCount() ?? -1,
+            residentBytes: memory.residentBytes, anonymousBytes: memory.anonymousBytes,
+            operations: counts.map(\.operations), unexpectedTotal: counts.reduce(0) { $0 + $1.unexpectedTotal },
+            fdKinds: withKinds ? Posix.openDescriptorKinds() : nil)
     }
 }
 

@@ -64,8 +64,10 @@ final class SessionLane: @unchecked Sendable {
     /// Sessions opened so far, for lanes that alternate (download/upload, IPv4/IPv6).
     private var opened = 0
 
-    init(_ lane: SoakLane, home: EventHome, pause: Double, width: Int = 1, load: SoakLoad,
-         makeSession: @escaping (SessionLane, Int) -> StreamSession) {
+    init(
+        _ lane: SoakLane, home: EventHome, pause: Double, width: Int = 1, load: SoakLoad,
+        makeSession: @escaping (SessionLane, Int) -> StreamSession
+    ) {
         self.lane = lane
         self.home = home
         self.pause = pause
@@ -212,12 +214,14 @@ final class SoakLoad: @unchecked Sendable {
             SoakLane(kind: kind, style: style, peer: peer, expectedError: error)
         }
         func bulk(_ port: UInt16, _ n: Int, _ monitor: SessionMonitor) -> StreamSession {
-            n % 2 == 0 ? DownloadSession(port: port, totalBytes: Self.bulkBytes, monitor: monitor)
+            n % 2 == 0
+                ? DownloadSession(port: port, totalBytes: Self.bulkBytes, monitor: monitor)
                 : UploadSession(port: port, totalBytes: Self.bulkBytes, monitor: monitor)
         }
         func long(_ port: UInt16, _ home: EventHome, _ monitor: SessionMonitor) -> StreamSession {
-            PacedEchoSession(port: port, home: home, roundTrips: Int.random(in: Self.longRoundTrips), gaps: Self.longGaps,
-                             monitor: monitor, isStopping: isStopping)
+            PacedEchoSession(
+                port: port, home: home, roundTrips: Int.random(in: Self.longRoundTrips), gaps: Self.longGaps,
+                monitor: monitor, isStopping: isStopping)
         }
         func secured(_ session: StreamSession) -> StreamSession {
             _ = session.inputStream.setProperty(tls, forKey: .tlsSettingsKey)
@@ -241,32 +245,42 @@ final class SoakLoad: @unchecked Sendable {
             SessionLane(lane(.long, "delegate", "server"), home: onDelegate, pause: 0.5, width: 8, load: self) { lane, _ in
                 long(p.server, onDelegate, lane.monitor)
             },
-            SessionLane(lane(.refused, "delegate", "127.0.0.1 and ::1", expecting: "ECONNREFUSED"), home: onDelegate,
-                        pause: 0.05, load: self) { lane, n in
-                RefusedSession(host: n % 2 == 0 ? "127.0.0.1" : "::1", port: n % 2 == 0 ? p.refused : p.refused6,
-                               monitor: lane.monitor)
+            SessionLane(
+                lane(.refused, "delegate", "127.0.0.1 and ::1", expecting: "ECONNREFUSED"), home: onDelegate,
+                pause: 0.05, load: self
+            ) { lane, n in
+                RefusedSession(
+                    host: n % 2 == 0 ? "127.0.0.1" : "::1", port: n % 2 == 0 ? p.refused : p.refused6,
+                    monitor: lane.monitor)
             },
-            SessionLane(lane(.reset, "delegate", "server", expecting: "ECONNRESET"), home: onDelegate, pause: 0.05,
-                        load: self) { lane, _ in
+            SessionLane(
+                lane(.reset, "delegate", "server", expecting: "ECONNRESET"), home: onDelegate, pause: 0.05,
+                load: self
+            ) { lane, _ in
                 ResetSession(port: p.server, bytes: Self.resetBytes, monitor: lane.monitor)
             },
         ]
         // The package's stream thread.
         sessionLanes += [
             SessionLane(lane(.echo, "thread", "listener ::1"), home: onThread, pause: 0.05, load: self) { lane, _ in
-                EchoSession(host: "::1", port: p.listener6, roundTrips: Self.echoRoundTrips, messageSize: Payload.messageSize,
-                            monitor: lane.monitor)
+                EchoSession(
+                    host: "::1", port: p.listener6, roundTrips: Self.echoRoundTrips, messageSize: Payload.messageSize,
+                    monitor: lane.monitor)
             },
-            SessionLane(lane(.reset, "thread", "listener", expecting: "ECONNRESET"), home: onThread, pause: 0.05,
-                        load: self) { lane, _ in
+            SessionLane(
+                lane(.reset, "thread", "listener", expecting: "ECONNRESET"), home: onThread, pause: 0.05,
+                load: self
+            ) { lane, _ in
                 ResetSession(port: p.listener, bytes: Self.resetBytes, monitor: lane.monitor)
             },
             SessionLane(lane(.long, "thread", "listener"), home: onThread, pause: 0.5, width: 8, load: self) { lane, _ in
                 long(p.listener, onThread, lane.monitor)
             },
             SessionLane(lane(.tls, "thread", "listener"), home: onThread, pause: 0.25, load: self) { lane, _ in
-                secured(EchoSession(port: p.listenerTLS, roundTrips: Self.tlsRoundTrips, messageSize: Payload.messageSize,
-                                    monitor: lane.monitor))
+                secured(
+                    EchoSession(
+                        port: p.listenerTLS, roundTrips: Self.tlsRoundTrips, messageSize: Payload.messageSize,
+                        monitor: lane.monitor))
             },
         ]
         // A serial dispatch queue (CFReadStreamSetDispatchQueue).
@@ -281,8 +295,10 @@ final class SoakLoad: @unchecked Sendable {
                 long(p.server, onQueue, lane.monitor)
             },
             SessionLane(lane(.tls, "queue", "server"), home: onQueue, pause: 0.25, load: self) { lane, _ in
-                secured(EchoSession(port: p.serverTLS, roundTrips: Self.tlsRoundTrips, messageSize: Payload.messageSize,
-                                    monitor: lane.monitor))
+                secured(
+                    EchoSession(
+                        port: p.serverTLS, roundTrips: Self.tlsRoundTrips, messageSize: Payload.messageSize,
+                        monitor: lane.monitor))
             },
         ]
         // Unscheduled pairs with blocking calls, a thread per lane.
@@ -295,7 +311,9 @@ final class SoakLoad: @unchecked Sendable {
                 _ = try client.pingPong(port: p.listener, roundTrips: Self.echoRoundTrips, messageSize: Payload.messageSize)
             },
             PollingLane(lane(.bulk, "polling", "server"), pause: 0.5, load: self) { n in
-                _ = n % 2 == 0 ? try client.download(port: p.server, totalBytes: Self.bulkBytes)
+                _ =
+                    n % 2 == 0
+                    ? try client.download(port: p.server, totalBytes: Self.bulkBytes)
                     : try client.upload(port: p.server, totalBytes: Self.bulkBytes)
             },
             PollingLane(lane(.refused, "polling", "127.0.0.1 and ::1", expecting: "ECONNREFUSED"), pause: 0.05, load: self) { n in
@@ -319,8 +337,9 @@ final class SoakLoad: @unchecked Sendable {
         let n = pair.input.read(&byte, maxLength: 1)
         let kind = SoakErrorKind.of(pair.input, pair.output)
         guard n < 0, kind == "ECONNREFUSED" else {
-            throw PollingLane.Failure(kind: kind ?? "no error",
-                                      message: "read on a connection to [\(host)]:\(port) returned \(n), error \(kind ?? "none"), expected ECONNREFUSED")
+            throw PollingLane.Failure(
+                kind: kind ?? "no error",
+                message: "read on a connection to [\(host)]:\(port) returned \(n), error \(kind ?? "none"), expected ECONNREFUSED")
         }
     }
 
@@ -334,15 +353,17 @@ final class SoakLoad: @unchecked Sendable {
             try pair.readExactly(&data)
             try pair.writeAll([1])
         } catch {
-            throw PollingLane.Failure(kind: SoakErrorKind.of(pair.input, pair.output) ?? SoakErrorKind.of(message: "\(error)"),
-                                      message: "before the reset: \(error)")
+            throw PollingLane.Failure(
+                kind: SoakErrorKind.of(pair.input, pair.output) ?? SoakErrorKind.of(message: "\(error)"),
+                message: "before the reset: \(error)")
         }
         var byte: UInt8 = 0
         let n = pair.input.read(&byte, maxLength: 1)
         let kind = SoakErrorKind.of(pair.input, pair.output)
         guard n < 0, kind == "ECONNRESET" else {
-            throw PollingLane.Failure(kind: n == 0 ? "end of stream" : kind ?? "no error",
-                                      message: "read after the reset returned \(n), error \(kind ?? "none"), expected ECONNRESET")
+            throw PollingLane.Failure(
+                kind: n == 0 ? "end of stream" : kind ?? "no error",
+                message: "read after the reset returned \(n), error \(kind ?? "none"), expected ECONNRESET")
         }
     }
 }

@@ -51,8 +51,9 @@ struct SoakReport {
         let startWindow = settled.filter { $0.seconds <= settleSeconds + window + interval / 2 }.map(value)
         let endWindow = settled.filter { $0.seconds >= duration - window - interval / 2 }.map(value)
         let points = settled.map { ($0.seconds / 60, value($0)) }
-        return Trend(atSettle: Summary(startWindow)?.median ?? .nan, atEnd: Summary(endWindow)?.median ?? .nan,
-                     max: points.map(\.1).max() ?? .nan, slopePerMinute: Self.slope(points))
+        return Trend(
+            atSettle: Summary(startWindow)?.median ?? .nan, atEnd: Summary(endWindow)?.median ?? .nan,
+            max: points.map(\.1).max() ?? .nan, slopePerMinute: Self.slope(points))
     }
 
     var fds: Trend { trend { Double($0.fds) } }
@@ -65,13 +66,15 @@ struct SoakReport {
         var reasons: [String] = []
         let fds = self.fds
         if !(fds.growth <= Self.fdTolerance) {
-            reasons.append("open fds grew from \(formatNumber(fds.atSettle, decimals: 0)) at \(settleLabel) to "
-                           + "\(formatNumber(fds.atEnd, decimals: 0)) at the end (limit +\(Int(Self.fdTolerance)))")
+            reasons.append(
+                "open fds grew from \(formatNumber(fds.atSettle, decimals: 0)) at \(settleLabel) to "
+                    + "\(formatNumber(fds.atEnd, decimals: 0)) at the end (limit +\(Int(Self.fdTolerance)))")
         }
         let rss = resident
         if !(rss.atEnd <= rss.atSettle * (1 + Self.rssTolerance)) {
-            reasons.append("VmRSS grew from \(formatBytes(Int(rss.atSettle))) at \(settleLabel) to \(formatBytes(Int(rss.atEnd))) "
-                           + "at the end (limit +\(Int(Self.rssTolerance * 100))%)")
+            reasons.append(
+                "VmRSS grew from \(formatBytes(Int(rss.atSettle))) at \(settleLabel) to \(formatBytes(Int(rss.atEnd))) "
+                    + "at the end (limit +\(Int(Self.rssTolerance * 100))%)")
         }
         // The listener's side has nothing to serve when --kinds leaves out every lane that uses it.
         for (lane, count) in zip(lanes, afterDrain.operations) where count == 0 && lane.kind != .served {
@@ -99,7 +102,8 @@ struct SoakReport {
     /// Lanes in the order of their kinds, then as registered; with their indices into the samples.
     var orderedLanes: [(index: Int, lane: SoakLane)] {
         lanes.enumerated().map { (index: $0.offset, lane: $0.element) }.sorted {
-            let a = SoakLane.Kind.allCases.firstIndex(of: $0.lane.kind)!, b = SoakLane.Kind.allCases.firstIndex(of: $1.lane.kind)!
+            let a = SoakLane.Kind.allCases.firstIndex(of: $0.lane.kind)!
+            let b = SoakLane.Kind.allCases.firstIndex(of: $1.lane.kind)!
             return a != b ? a < b : $0.index < $1.index
         }
     }
@@ -123,9 +127,11 @@ struct SoakReport {
         header += orderedLanes.map { "ops \($0.lane.name)" }
         var lines = [header.joined(separator: ",")]
         for sample in samples {
-            var cells = [String(format: "%.1f", sample.seconds), "\(sample.fds)", "\(sample.threads)",
-                         "\(sample.residentBytes / 1024)", "\(sample.anonymousBytes / 1024)",
-                         "\(sample.operationTotal)", "\(sample.unexpectedTotal)"]
+            var cells = [
+                String(format: "%.1f", sample.seconds), "\(sample.fds)", "\(sample.threads)",
+                "\(sample.residentBytes / 1024)", "\(sample.anonymousBytes / 1024)",
+                "\(sample.operationTotal)", "\(sample.unexpectedTotal)",
+            ]
             cells += orderedLanes.map { "\(sample.operations[$0.index])" }
             lines.append(cells.joined(separator: ","))
         }
@@ -133,48 +139,63 @@ struct SoakReport {
     }
 
     func markdown() -> String {
-        let fds = self.fds, rss = resident, anon = anonymous, threads = self.threads
+        let fds = self.fds
+        let rss = resident
+        let anon = anonymous
+        let threads = self.threads
         let verdict = self.verdict
         let window = "median of \(formatNumber(windowSeconds, decimals: 0)) s"
         var lines: [String] = []
         lines.append("# stream-bench soak")
         lines.append("")
         lines.append("- Machine: `\(machine.uname)` · nproc \(machine.nproc) · \(machine.cpuModel)")
-        lines.append("- Date: \(date) · \(formatMinutes(duration)) min of mixed load in one process, a sample every "
-                     + "\(formatNumber(interval, decimals: 1)) s (\(samples.count) samples)")
-        lines.append("- Result: " + (verdict.isEmpty
-            ? "**passed**: fds and VmRSS flat from \(settleLabel) to the end (limits +\(Int(Self.fdTolerance)) fds, "
-                + "+\(Int(Self.rssTolerance * 100))% VmRSS), no unexpected error"
-            : "**FAILED**: " + verdict.joined(separator: "; ")))
+        lines.append(
+            "- Date: \(date) · \(formatMinutes(duration)) min of mixed load in one process, a sample every "
+                + "\(formatNumber(interval, decimals: 1)) s (\(samples.count) samples)")
+        lines.append(
+            "- Result: "
+                + (verdict.isEmpty
+                    ? "**passed**: fds and VmRSS flat from \(settleLabel) to the end (limits +\(Int(Self.fdTolerance)) fds, "
+                        + "+\(Int(Self.rssTolerance * 100))% VmRSS), no unexpected error"
+                    : "**FAILED**: " + verdict.joined(separator: "; ")))
         lines.append("")
         lines.append("![fds, RSS, threads and operations over time](soak.svg)")
         lines.append("")
-        lines.append("| | Before the load | At \(settleLabel) (\(window)) | At the end (\(window)) | Growth | Max from \(settleLabel) "
-                     + "| Slope from \(settleLabel) | After the drain |")
+        lines.append(
+            "| | Before the load | At \(settleLabel) (\(window)) | At the end (\(window)) | Growth | Max from \(settleLabel) "
+                + "| Slope from \(settleLabel) | After the drain |")
         lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
         func count(_ value: Double) -> String { formatNumber(value, decimals: value == value.rounded() ? 0 : 1) }
         func signed(_ text: String, _ value: Double) -> String { (value >= 0 ? "+" : "") + text }
-        lines.append("| Open fds | \(beforeLoad.fds) | \(count(fds.atSettle)) | \(count(fds.atEnd)) | "
-                     + signed(count(fds.growth), fds.growth) + " | \(count(fds.max)) | "
-                     + signed(formatNumber(fds.slopePerMinute, decimals: 3), fds.slopePerMinute) + " /min | \(afterDrain.fds) |")
-        for (name, trend, before, after) in [("VmRSS", rss, beforeLoad.residentBytes, afterDrain.residentBytes),
-                                             ("RssAnon", anon, beforeLoad.anonymousBytes, afterDrain.anonymousBytes)] {
+        lines.append(
+            "| Open fds | \(beforeLoad.fds) | \(count(fds.atSettle)) | \(count(fds.atEnd)) | "
+                + signed(count(fds.growth), fds.growth) + " | \(count(fds.max)) | "
+                + signed(formatNumber(fds.slopePerMinute, decimals: 3), fds.slopePerMinute) + " /min | \(afterDrain.fds) |")
+        for (name, trend, before, after) in [
+            ("VmRSS", rss, beforeLoad.residentBytes, afterDrain.residentBytes),
+            ("RssAnon", anon, beforeLoad.anonymousBytes, afterDrain.anonymousBytes),
+        ] {
             let percent = trend.atSettle > 0 ? trend.growth / trend.atSettle * 100 : 0
-            lines.append("| \(name) | \(mebibytes(Double(before))) | \(mebibytes(trend.atSettle)) | \(mebibytes(trend.atEnd)) | "
-                         + signed("\(formatNumber(percent, decimals: 1))%", percent) + " | \(mebibytes(trend.max)) | "
-                         + signed(formatNumber(trend.slopePerMinute / 1024, decimals: 1), trend.slopePerMinute) + " KiB/min | "
-                         + "\(mebibytes(Double(after))) |")
+            lines.append(
+                "| \(name) | \(mebibytes(Double(before))) | \(mebibytes(trend.atSettle)) | \(mebibytes(trend.atEnd)) | "
+                    + signed("\(formatNumber(percent, decimals: 1))%", percent) + " | \(mebibytes(trend.max)) | "
+                    + signed(formatNumber(trend.slopePerMinute / 1024, decimals: 1), trend.slopePerMinute) + " KiB/min | "
+                    + "\(mebibytes(Double(after))) |")
         }
-        lines.append("| Threads | \(beforeLoad.threads) | \(count(threads.atSettle)) | \(count(threads.atEnd)) | "
-                     + signed(count(threads.growth), threads.growth) + " | \(count(threads.max)) | "
-                     + signed(formatNumber(threads.slopePerMinute, decimals: 3), threads.slopePerMinute) + " /min | \(afterDrain.threads) |")
+        lines.append(
+            "| Threads | \(beforeLoad.threads) | \(count(threads.atSettle)) | \(count(threads.atEnd)) | "
+                + signed(count(threads.growth), threads.growth) + " | \(count(threads.max)) | "
+                + signed(formatNumber(threads.slopePerMinute, decimals: 3), threads.slopePerMinute) + " /min | \(afterDrain.threads) |")
         lines.append("")
-        lines.append("Before the load: the epoll server, the listeners and the soak's threads are up, no lane has started. "
-                     + "After the drain: the lanes stopped opening connections, the ones in flight ended "
-                     + "(\(drained ? "after \(formatNumber(drainSeconds, decimals: 1)) s" : "NOT within \(Int(drainSeconds)) s")), "
-                     + "and a second passed.")
+        lines.append(
+            "Before the load: the epoll server, the listeners and the soak's threads are up, no lane has started. "
+                + "After the drain: the lanes stopped opening connections, the ones in flight ended "
+                + "(\(drained ? "after \(formatNumber(drainSeconds, decimals: 1)) s" : "NOT within \(Int(drainSeconds)) s")), "
+                + "and a second passed.")
         lines.append("")
-        let kindSamples = [("Before the load", beforeLoad.fdKinds), ("Last sample", samples.last?.fdKinds), ("After the drain", afterDrain.fdKinds)]
+        let kindSamples = [
+            ("Before the load", beforeLoad.fdKinds), ("Last sample", samples.last?.fdKinds), ("After the drain", afterDrain.fdKinds),
+        ]
         let fdKinds = Set(kindSamples.flatMap { $0.1?.keys.map { $0 } ?? [] }).sorted()
         if !fdKinds.isEmpty {
             lines.append("| Open fds by kind | " + fdKinds.map { "`\($0)`" }.joined(separator: " | ") + " |")
@@ -189,9 +210,10 @@ struct SoakReport {
         lines.append("## Operations")
         lines.append("")
         let total = afterDrain.operationTotal
-        lines.append("\(formatNumber(Double(total), decimals: 0)) operations, \(formatNumber(Double(total) / duration, decimals: 0)) per second. "
-                     + "An operation of a refused or reset lane is complete when it ended with that lane's expected error; "
-                     + "any other error is unexpected and fails the soak.")
+        lines.append(
+            "\(formatNumber(Double(total), decimals: 0)) operations, \(formatNumber(Double(total) / duration, decimals: 0)) per second. "
+                + "An operation of a refused or reset lane is complete when it ended with that lane's expected error; "
+                + "any other error is unexpected and fails the soak.")
         lines.append("")
         lines.append("| Kind | Operations | Expected errors | Unexpected errors |")
         lines.append("|---|---:|---:|---:|")
@@ -202,23 +224,27 @@ struct SoakReport {
             let expected = members.filter { $0.lane.expectedError != nil }.reduce(0) { $0 + afterDrain.operations[$1.index] }
             let errorName = members.compactMap(\.lane.expectedError).first
             let unexpected = errorCounts(members.map(\.index))
-            lines.append("| \(kind.rawValue) | \(formatNumber(Double(operations), decimals: 0)) | "
-                         + (errorName.map { "\(formatNumber(Double(expected), decimals: 0)) \($0)" } ?? "—") + " | \(unexpected) |")
+            lines.append(
+                "| \(kind.rawValue) | \(formatNumber(Double(operations), decimals: 0)) | "
+                    + (errorName.map { "\(formatNumber(Double(expected), decimals: 0)) \($0)" } ?? "—") + " | \(unexpected) |")
         }
         lines.append("")
         lines.append("| Lane (kind/style/peer) | Operations | Per second | Expected error | Unexpected errors |")
         lines.append("|---|---:|---:|---|---:|")
         for (index, lane) in orderedLanes {
             let operations = afterDrain.operations[index]
-            lines.append("| \(lane.name) | \(formatNumber(Double(operations), decimals: 0)) | "
-                         + "\(formatNumber(Double(operations) / duration, decimals: 1)) | \(lane.expectedError ?? "—") | \(errorCounts([index])) |")
+            lines.append(
+                "| \(lane.name) | \(formatNumber(Double(operations), decimals: 0)) | "
+                    + "\(formatNumber(Double(operations) / duration, decimals: 1)) | \(lane.expectedError ?? "—") | \(errorCounts([index])) |"
+            )
         }
         lines.append("")
-        lines.append("Styles: delegate = Apple's guide on the soak's own run loop thread; thread = `RunLoop.socketStreams`; "
-                     + "queue = `CFReadStreamSetDispatchQueue`; polling = blocking calls on unscheduled pairs; listener = the "
-                     + "pairs a `StreamListener` accepted (served by the library, the server side of the listener lanes). "
-                     + "Peers: server = the epoll server process (raw sockets, OpenSSL for TLS); listener = the soak's "
-                     + "`StreamListener`s on 127.0.0.1, ::1 and 127.0.0.1 with TLS.")
+        lines.append(
+            "Styles: delegate = Apple's guide on the soak's own run loop thread; thread = `RunLoop.socketStreams`; "
+                + "queue = `CFReadStreamSetDispatchQueue`; polling = blocking calls on unscheduled pairs; listener = the "
+                + "pairs a `StreamListener` accepted (served by the library, the server side of the listener lanes). "
+                + "Peers: server = the epoll server process (raw sockets, OpenSSL for TLS); listener = the soak's "
+                + "`StreamListener`s on 127.0.0.1, ::1 and 127.0.0.1 with TLS.")
         if !firstErrors.isEmpty {
             lines.append("")
             lines.append("## Unexpected errors (the first of each kind per lane)")

@@ -81,8 +81,10 @@ final class PacedEchoSession: StreamSession {
     private var echo = [UInt8](repeating: 0, count: Payload.messageSize)
     private var received = 0
 
-    init(port: UInt16, home: EventHome, roundTrips: Int, gaps: ClosedRange<Double>, monitor: SessionMonitor,
-         isStopping: @escaping @Sendable () -> Bool) {
+    init(
+        port: UInt16, home: EventHome, roundTrips: Int, gaps: ClosedRange<Double>, monitor: SessionMonitor,
+        isStopping: @escaping @Sendable () -> Bool
+    ) {
         self.home = home
         self.roundTrips = roundTrips
         self.gaps = gaps

@@ -49,8 +49,10 @@ final class ChildProcess {
         return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    static func spawn(_ path: String, _ arguments: [String], stdin: Redirect, stdout: Redirect,
-                      stderr: Redirect) throws -> ChildProcess {
+    static func spawn(
+        _ path: String, _ arguments: [String], stdin: Redirect, stdout: Redirect,
+        stderr: Redirect
+    ) throws -> ChildProcess {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }

@@ -19,12 +19,14 @@ struct MachineInfo: Codable, Equatable {
             field(&info.sysname), field(&info.release), field(&info.version), field(&info.machine),
         ]
         let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
-        let model = cpuinfo.split(separator: "\n")
+        let model =
+            cpuinfo.split(separator: "\n")
             .first { $0.hasPrefix("model name") }
             .flatMap { $0.split(separator: ":", maxSplits: 1).last }
             .map { $0.trimmingCharacters(in: .whitespaces) } ?? "unknown"
-        return MachineInfo(uname: fields.joined(separator: " "), nproc: Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))),
-                           cpuModel: model, hostname: field(&info.nodename))
+        return MachineInfo(
+            uname: fields.joined(separator: " "), nproc: Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))),
+            cpuModel: model, hostname: field(&info.nodename))
     }
 
     /// A fixed-size C `char[]` field of `utsname` as a String.

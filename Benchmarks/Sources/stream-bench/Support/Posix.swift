@@ -260,9 +260,11 @@ enum Posix {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
         }
         var actualLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let named = bound == 0 ? withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &actualLength) }
-        } : -1
+        let named =
+            bound == 0
+            ? withUnsafeMutablePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &actualLength) }
+            } : -1
         if named != 0 {
             let code = cssh_errno()
             close(fd)

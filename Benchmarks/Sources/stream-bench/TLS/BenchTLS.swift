@@ -28,8 +28,9 @@ enum BenchTLS {
 
     /// Writes a fresh self-signed certificate for 127.0.0.1 and its key into `directory`.
     static func makeCertificate(in directory: String) throws -> (certificate: String, key: String) {
-        let (certificatePEM, keyPEM) = try TLSIdentity.makeSelfSignedPEM(commonName: "stream-bench", dnsNames: [],
-                                                                          ipAddresses: ["127.0.0.1"])
+        let (certificatePEM, keyPEM) = try TLSIdentity.makeSelfSignedPEM(
+            commonName: "stream-bench", dnsNames: [],
+            ipAddresses: ["127.0.0.1"])
         let certificate = directory + "/bench-certificate.pem"
         let key = directory + "/bench-key.pem"
         try certificatePEM.write(to: URL(fileURLWithPath: certificate))
@@ -41,8 +42,8 @@ enum BenchTLS {
     static func serverContext(certificate: String, key: String) throws -> OpaquePointer {
         guard let context = SSL_CTX_new(TLS_server_method()) else { throw opensslError("SSL_CTX_new") }
         guard cssl_ctx_set_min_proto_version(context, cssl_tls1_3_version()) == 1,
-              SSL_CTX_use_certificate_chain_file(context, certificate) == 1,
-              SSL_CTX_use_PrivateKey_file(context, key, SSL_FILETYPE_PEM) == 1
+            SSL_CTX_use_certificate_chain_file(context, certificate) == 1,
+            SSL_CTX_use_PrivateKey_file(context, key, SSL_FILETYPE_PEM) == 1
         else { throw opensslError("server context") }
         _ = cssl_ctx_set_mode(context, Int(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER))
         return context
@@ -52,7 +53,7 @@ enum BenchTLS {
     static func clientContext(caFile: String) throws -> OpaquePointer {
         guard let context = SSL_CTX_new(TLS_client_method()) else { throw opensslError("SSL_CTX_new") }
         guard cssl_ctx_set_min_proto_version(context, cssl_tls1_3_version()) == 1,
-              SSL_CTX_load_verify_locations(context, caFile, nil) == 1
+            SSL_CTX_load_verify_locations(context, caFile, nil) == 1
         else { throw opensslError("client context") }
         SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
         _ = cssl_ctx_set_session_cache_mode(context, Int(SSL_SESS_CACHE_OFF))
