@@ -48,6 +48,11 @@ let package = Package(
             dependencies: ["SocketStreams"],
             path: "Guides/Examples/GettingStartedPolling"
         ),
+        .executableTarget(
+            name: "handling-errors",
+            dependencies: ["SocketStreams"],
+            path: "Guides/Examples/HandlingErrors"
+        ),
         // A libFuzzer target for the proxy reply codecs, the HTTP head parser and stream-get's URL and
         // proxy parsing (built with -sanitize=fuzzer -DFUZZING by Scripts/test; without them it replays inputs).
         .executableTarget(
@@ -60,7 +65,7 @@ let package = Package(
             // The executables are listed so that `swift test` builds the binaries the end-to-end tests run.
             dependencies: [
                 "SocketStreams", "CSocketStreamsShims", "HTTPParsing", "StreamGetCore", "stream-get", "stream-bench",
-                "getting-started-delegate", "getting-started-polling",
+                "getting-started-delegate", "getting-started-polling", "handling-errors",
             ]
         ),
     ],

@@ -7,9 +7,6 @@ import XCTest
 // holds the block word for word (apart from indentation) between its own set-up and checks.
 
 final class ReadmeExampleTests: SocketStreamsTestCase {
-    private static let packageRoot = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
     /// Whether `code`'s lines occur in `source` one after another, each the same apart from its
     /// indentation (a block from the README inside a test function is indented there).
     static func contains(_ source: String, _ code: String) -> Bool {
@@ -43,11 +40,11 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
     }
 
     func testEveryReadmeSwiftBlockIsCompiledAndRunByATestOrAnExample() throws {
-        let readme = try String(contentsOf: Self.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let readme = try String(contentsOf: packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
         let blocks = Self.markedBlocks(in: readme)
         XCTAssertGreaterThanOrEqual(blocks.count, 9, "README blocks lost their example markers")
         for block in blocks {
-            let source = try String(contentsOf: Self.packageRoot.appendingPathComponent(block.path), encoding: .utf8)
+            let source = try String(contentsOf: packageRoot.appendingPathComponent(block.path), encoding: .utf8)
             XCTAssertTrue(Self.contains(source, block.code), "README block not found word for word in \(block.path):\n\(block.code)")
         }
         // Every Swift block in the README is one of them.
@@ -61,7 +58,7 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
     /// resolved; `swift package describe` does it without building). And the pitfall the README
     /// warns of: the same lines next to a checkout named otherwise fail.
     func testManifestLinesWorkInAConsumerPackage() throws {
-        let readme = try String(contentsOf: Self.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let readme = try String(contentsOf: packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
         let marker = try XCTUnwrap(readme.range(of: "<!-- manifest-example -->\n```swift\n"), "the manifest block lost its marker")
         let end = try XCTUnwrap(readme.range(of: "\n```\n", range: marker.upperBound..<readme.endIndex))
         let lines = String(readme[marker.upperBound..<end.lowerBound])
@@ -73,7 +70,7 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
             try FileManager.default.createDirectory(
                 at: consumer.appendingPathComponent("Sources/MyClient"), withIntermediateDirectories: true)
             try FileManager.default.createSymbolicLink(
-                at: directory.appendingPathComponent(checkoutName), withDestinationURL: Self.packageRoot)
+                at: directory.appendingPathComponent(checkoutName), withDestinationURL: packageRoot)
             // The negative case points the README's path at the differently named checkout.
             let dependency = lines.replacingOccurrences(of: "\"../SocketStreams\"", with: "\"../\(checkoutName)\"")
             XCTAssertTrue(lines.contains("\"../SocketStreams\""), "the README's path dependency changed: \(lines)")
@@ -92,18 +89,8 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
         }
     }
 
-    /// A built executable of this package (the test target depends on the example targets).
-    private func example(_ name: String) throws -> String {
-        var directories: [URL] = []
-        if let executable = Bundle.main.executableURL { directories.append(executable.deletingLastPathComponent()) }
-        directories.append(Bundle(for: ReadmeExampleTests.self).bundleURL.deletingLastPathComponent())
-        directories.append(Self.packageRoot.appendingPathComponent(".build/debug", isDirectory: true))
-        let found = directories.map { $0.appendingPathComponent(name).path }.first { FileManager.default.isExecutableFile(atPath: $0) }
-        return try XCTUnwrap(found, "\(name) was not built next to the tests")
-    }
-
     func testDelegateProgramFetchesItsOwnPageOffline() throws {
-        let result = try runCommand(try example("getting-started-delegate"), [], timeout: 30)
+        let result = try runCommand(try builtExecutable("getting-started-delegate"), [], timeout: 30)
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stdoutText.hasPrefix("HTTP/1.0 200 OK\r\n"), result.stdoutText)
         XCTAssertTrue(result.stdoutText.hasSuffix("\r\n\r\nHello from SocketStreams.\n"), result.stdoutText)
@@ -111,7 +98,7 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
 
     func testDelegateProgramFetchesFromAGivenServer() throws {
         let port = try startHTTPServer(files: ["index.html": Data("readme page\n".utf8)])
-        let result = try runCommand(try example("getting-started-delegate"), ["127.0.0.1", String(port)], timeout: 30)
+        let result = try runCommand(try builtExecutable("getting-started-delegate"), ["127.0.0.1", String(port)], timeout: 30)
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stdoutText.hasPrefix("HTTP/1.0 200"), result.stdoutText)
         XCTAssertTrue(result.stdoutText.hasSuffix("readme page\n"), result.stdoutText)
@@ -119,14 +106,14 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
 
     func testDelegateProgramReportsARefusedConnectionAndExits() throws {
         let result = try runCommand(
-            try example("getting-started-delegate"), ["127.0.0.1", String(try RawSocket.unusedPort())], timeout: 30)
+            try builtExecutable("getting-started-delegate"), ["127.0.0.1", String(try RawSocket.unusedPort())], timeout: 30)
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stdoutText.hasPrefix("error: "), result.stdoutText)
         XCTAssertTrue(result.stdoutText.contains("refused"), result.stdoutText)
     }
 
     func testPollingProgramEchoes() throws {
-        let result = try runCommand(try example("getting-started-polling"), [], timeout: 30)
+        let result = try runCommand(try builtExecutable("getting-started-polling"), [], timeout: 30)
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(result.stdoutText, "hello, polling\n")
     }

@@ -1,0 +1,32 @@
+import Foundation
+import XCTest
+
+/// The guides' example programs (Guides/Examples), run as a reader would run them.
+final class GuideExampleTests: SocketStreamsTestCase {
+    /// Guides/HandlingErrors.md: each failure reported with the domain and code the guide's table gives.
+    func testHandlingErrorsReportsEachFailureAsTheGuideSays() throws {
+        let result = try runCommand(try builtExecutable("handling-errors"), [], timeout: 60)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let lines = result.stdoutText.split(separator: "\n").map(String.init)
+        func line(_ label: String) -> String { lines.first { $0.hasPrefix(label + ": ") } ?? "(no \(label) line)" }
+        XCTAssertTrue(line("refused").hasPrefix("refused: errorOccurred: NSPOSIXErrorDomain \(ECONNREFUSED): "), line("refused"))
+        XCTAssertTrue(line("refused").hasSuffix("Connection refused"), line("refused"))
+        // EAI_NONAME, or EAI_AGAIN where no name server answers (the tests' network namespace has none).
+        XCTAssertTrue(
+            [EAI_NONAME, EAI_AGAIN].contains {
+                line("name").hasPrefix("name: errorOccurred: kCFErrorDomainCFNetwork 2 (kCFGetAddrInfoFailureKey \($0)): ")
+            }, line("name"))
+        XCTAssertEqual(line("end"), "end: endEncountered after 3 bytes (bye)")
+        let untrusted = line("untrusted")
+        XCTAssertTrue(
+            ["-9813", "-9812", "-9807"].contains { untrusted.hasPrefix("untrusted: errorOccurred: NSOSStatusErrorDomain \($0): ") },
+            untrusted)
+        XCTAssertTrue(line("wrong name").hasPrefix("wrong name: errorOccurred: NSOSStatusErrorDomain -9843: "), line("wrong name"))
+        XCTAssertEqual(line("trusted"), "trusted: endEncountered after 6 bytes (secret)")
+        // The guide shows the same lines.
+        let guide = try String(contentsOf: packageRoot.appendingPathComponent("Guides/HandlingErrors.md"), encoding: .utf8)
+        for label in ["refused", "name", "end", "untrusted", "wrong name", "trusted"] {
+            XCTAssertTrue(guide.contains("\n\(label): "), "Guides/HandlingErrors.md does not show the \(label) line")
+        }
+    }
+}
