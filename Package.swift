@@ -49,6 +49,11 @@ let package = Package(
             path: "Guides/Examples/GettingStartedPolling"
         ),
         .executableTarget(
+            name: "reading-and-writing",
+            dependencies: ["SocketStreams"],
+            path: "Guides/Examples/ReadingAndWriting"
+        ),
+        .executableTarget(
             name: "handling-errors",
             dependencies: ["SocketStreams"],
             path: "Guides/Examples/HandlingErrors"
@@ -65,7 +70,7 @@ let package = Package(
             // The executables are listed so that `swift test` builds the binaries the end-to-end tests run.
             dependencies: [
                 "SocketStreams", "CSocketStreamsShims", "HTTPParsing", "StreamGetCore", "stream-get", "stream-bench",
-                "getting-started-delegate", "getting-started-polling", "handling-errors",
+                "getting-started-delegate", "getting-started-polling", "reading-and-writing", "handling-errors",
             ]
         ),
     ],

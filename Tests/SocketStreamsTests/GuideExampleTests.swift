@@ -30,3 +30,20 @@ final class GuideExampleTests: SocketStreamsTestCase {
         }
     }
 }
+
+extension GuideExampleTests {
+    /// Guides/ReadingAndWriting.md: the whole payload arrives through partial writes, and the server's
+    /// count matches.
+    func testReadingAndWritingDeliversEveryByte() throws {
+        for megabytes in [1, 8] {
+            let result = try runCommand(try builtExecutable("reading-and-writing"), [String(megabytes)], timeout: 60)
+            XCTAssertEqual(result.status, 0, result.stderr)
+            let bytes = megabytes << 20
+            XCTAssertTrue(
+                result.stdoutText.hasPrefix("sent \(bytes) bytes; the server received \(bytes) bytes\nwrites: "),
+                result.stdoutText)
+        }
+        let guide = try String(contentsOf: packageRoot.appendingPathComponent("Guides/ReadingAndWriting.md"), encoding: .utf8)
+        XCTAssertTrue(guide.contains("sent 8388608 bytes; the server received 8388608 bytes\n"), "the guide's sample output drifted")
+    }
+}
