@@ -108,6 +108,15 @@ enum TLSErrors {
         let reason = first == 0 ? 0 : cssl_err_reason(first)
         let library = first == 0 ? 0 : cssl_err_lib(first)
         let queue = drainQueue()
+        // The peer's connection ended without a TLS close: in the handshake, or outside it.
+        func closedEarly() -> StreamFailure {
+            failure(
+                duringHandshake ? TLSStatus.closedAbort : TLSStatus.closedNoNotify,
+                duringHandshake
+                    ? "\(peer) closed the connection during the TLS handshake"
+                    : "\(peer) closed the connection without a TLS close_notify",
+                operation, queue: queue)
+        }
 
         if library == ERR_LIB_SSL && reason == SSL_R_CERTIFICATE_VERIFY_FAILED {
             let result = Int(SSL_get_verify_result(ssl))
@@ -154,12 +163,7 @@ enum TLSErrors {
                     TLSStatus.certificateRequired, "\(peer) sent no client certificate, which this server requires",
                     operation, queue: queue)
             case SSL_R_UNEXPECTED_EOF_WHILE_READING:
-                return failure(
-                    duringHandshake ? TLSStatus.closedAbort : TLSStatus.closedNoNotify,
-                    duringHandshake
-                        ? "\(peer) closed the connection during the TLS handshake"
-                        : "\(peer) closed the connection without a TLS close_notify",
-                    operation, queue: queue)
+                return closedEarly()
             case SSL_R_NO_SHARED_CIPHER:
                 return failure(TLSStatus.negotiation, "no cipher suite in common with \(peer)", operation, queue: queue)
             default:
@@ -169,14 +173,7 @@ enum TLSErrors {
         if code == SSL_ERROR_ZERO_RETURN {
             return failure(TLSStatus.closedGraceful, "\(peer) closed the TLS session", operation, queue: queue)
         }
-        if code == SSL_ERROR_SYSCALL {
-            return failure(
-                duringHandshake ? TLSStatus.closedAbort : TLSStatus.closedNoNotify,
-                duringHandshake
-                    ? "\(peer) closed the connection during the TLS handshake"
-                    : "\(peer) closed the connection without a TLS close_notify",
-                operation, queue: queue)
-        }
+        if code == SSL_ERROR_SYSCALL { return closedEarly() }
         return failure(
             TLSStatus.protocolError, "TLS failed with \(peer): \(queue.first.map(shortReason) ?? "SSL error \(code)")",
             operation, queue: queue)
