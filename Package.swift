@@ -54,6 +54,11 @@ let package = Package(
             path: "Guides/Examples/ReadingAndWriting"
         ),
         .executableTarget(
+            name: "accepting-connections",
+            dependencies: ["SocketStreams"],
+            path: "Guides/Examples/AcceptingConnections"
+        ),
+        .executableTarget(
             name: "handling-errors",
             dependencies: ["SocketStreams"],
             path: "Guides/Examples/HandlingErrors"
@@ -71,6 +76,7 @@ let package = Package(
             dependencies: [
                 "SocketStreams", "CSocketStreamsShims", "HTTPParsing", "StreamGetCore", "stream-get", "stream-bench",
                 "getting-started-delegate", "getting-started-polling", "reading-and-writing", "handling-errors",
+                "accepting-connections",
             ]
         ),
     ],

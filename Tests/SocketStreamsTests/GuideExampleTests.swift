@@ -47,3 +47,17 @@ extension GuideExampleTests {
         XCTAssertTrue(guide.contains("sent 8388608 bytes; the server received 8388608 bytes\n"), "the guide's sample output drifted")
     }
 }
+
+extension GuideExampleTests {
+    /// Guides/AcceptingConnections.md: three clients answered by the plain listener, three over TLS.
+    func testAcceptingConnectionsAnswersEveryClient() throws {
+        let result = try runCommand(try builtExecutable("accepting-connections"), [], timeout: 60)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let lines = result.stdoutText.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        XCTAssertEqual(lines.count, 8, result.stdoutText)
+        XCTAssertTrue(lines.first?.hasPrefix("plain on 127.0.0.1:") == true, result.stdoutText)
+        XCTAssertEqual(Array(lines.dropFirst().prefix(3)), ["HELLO 1", "HELLO 2", "HELLO 3"])
+        XCTAssertTrue(lines.dropFirst(4).first?.hasPrefix("TLS on 127.0.0.1:") == true, result.stdoutText)
+        XCTAssertEqual(Array(lines.suffix(3)), ["SECRET 1", "SECRET 2", "SECRET 3"])
+    }
+}

@@ -9,11 +9,11 @@ import SocketStreams
 final class Client: NSObject, StreamDelegate {
     var input: InputStream?
     var output: OutputStream?
-    var request = Data()
+    var request: [UInt8] = []
     var finished = false
 
     func start(host: String, port: Int) {
-        request = Data("GET / HTTP/1.0\r\nHost: \(host)\r\n\r\n".utf8)
+        request = Array("GET / HTTP/1.0\r\nHost: \(host)\r\n\r\n".utf8)
         Stream.getStreamsToHost(withName: host, port: port, inputStream: &input, outputStream: &output)
         for stream in [input!, output!] as [Stream] {
             stream.delegate = self  // delegates are weak: whoever calls start keeps the client alive
@@ -25,7 +25,7 @@ final class Client: NSObject, StreamDelegate {
     func stream(_ stream: Stream, handle event: Stream.Event) {
         switch event {
         case .hasSpaceAvailable where !request.isEmpty:
-            let n = request.withUnsafeBytes { output!.write($0.bindMemory(to: UInt8.self).baseAddress!, maxLength: $0.count) }
+            let n = output!.write(request, maxLength: request.count)
             if n > 0 { request.removeFirst(n) }
         case .hasBytesAvailable:
             var buffer = [UInt8](repeating: 0, count: 1024)
@@ -49,7 +49,7 @@ final class Client: NSObject, StreamDelegate {
 final class PageResponder: NSObject, StreamDelegate {
     private let input: InputStream
     private let output: OutputStream
-    private var request = Data()
+    private var request: [UInt8] = []
     private var keepAlive: PageResponder?
 
     init(input: InputStream, output: OutputStream) {
@@ -70,7 +70,7 @@ final class PageResponder: NSObject, StreamDelegate {
             var buffer = [UInt8](repeating: 0, count: 1024)
             let n = input.read(&buffer, maxLength: buffer.count)
             if n > 0 { request.append(contentsOf: buffer[..<n]) }
-            guard request.range(of: Data("\r\n\r\n".utf8)) != nil else { return }
+            guard request.suffix(4) == Array("\r\n\r\n".utf8) else { return }  // the request's end
             let page = Array("HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nHello from SocketStreams.\n".utf8)
             _ = output.write(page, maxLength: page.count)  // small: one write takes it all
             finish()

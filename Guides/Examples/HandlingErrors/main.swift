@@ -8,7 +8,7 @@ import SocketStreams
 final class Outcome: NSObject, StreamDelegate {
     private var input: InputStream?
     private var output: OutputStream?
-    private var received = Data()
+    private var received: [UInt8] = []
     private(set) var report: String?
 
     init(_ pair: (input: SocketInputStream, output: SocketOutputStream)) {
