@@ -54,6 +54,11 @@ let package = Package(
             path: "Guides/Examples/ReadingAndWriting"
         ),
         .executableTarget(
+            name: "polling-or-run-loop",
+            dependencies: ["SocketStreams"],
+            path: "Guides/Examples/PollingOrRunLoop"
+        ),
+        .executableTarget(
             name: "accepting-connections",
             dependencies: ["SocketStreams"],
             path: "Guides/Examples/AcceptingConnections"
@@ -76,7 +81,7 @@ let package = Package(
             dependencies: [
                 "SocketStreams", "CSocketStreamsShims", "HTTPParsing", "StreamGetCore", "stream-get", "stream-bench",
                 "getting-started-delegate", "getting-started-polling", "reading-and-writing", "handling-errors",
-                "accepting-connections",
+                "accepting-connections", "polling-or-run-loop",
             ]
         ),
     ],

@@ -61,3 +61,14 @@ extension GuideExampleTests {
         XCTAssertEqual(Array(lines.suffix(3)), ["SECRET 1", "SECRET 2", "SECRET 3"])
     }
 }
+
+extension GuideExampleTests {
+    /// Guides/PollingOrRunLoop.md: the same exchange, polling, on this thread's run loop and on the stream thread.
+    func testPollingOrRunLoopGetsTheSameAnswerEachWay() throws {
+        let result = try runCommand(try builtExecutable("polling-or-run-loop"), [], timeout: 60)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(result.stdoutText, "polling: echo: polling\nrun loop: echo: run loop\nstream thread: echo: stream thread\n")
+        let guide = try String(contentsOf: packageRoot.appendingPathComponent("Guides/PollingOrRunLoop.md"), encoding: .utf8)
+        XCTAssertTrue(guide.contains(result.stdoutText), "the guide's sample output drifted")
+    }
+}
