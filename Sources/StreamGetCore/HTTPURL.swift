@@ -83,10 +83,14 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
             }
             rest = rest[separator.upperBound...]
         }
-        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
-        let authority = rest[..<authorityEnd]
-        var target = rest[authorityEnd...]
-        if let hash = target.firstIndex(of: "#") { target = target[..<hash] }
+        // Delimiters are found among Unicode scalars, not Characters: a combining mark after "#" or "/"
+        // makes one Character of both, and the delimiter would pass unseen (then percent-encoding
+        // kept a literal "#" in the path that parsing the URL's description cut off; found by proxy-fuzz).
+        let scalars = rest.unicodeScalars
+        let authorityEnd = scalars.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? scalars.endIndex
+        let authority = Substring(scalars[..<authorityEnd])
+        var target = Substring(scalars[authorityEnd...])
+        if let hash = target.unicodeScalars.firstIndex(of: "#") { target = Substring(target.unicodeScalars[..<hash]) }
         if authority.contains("@") { throw .userInfoNotSupported }
 
         let hostPart: Substring
