@@ -13,9 +13,7 @@ final class BenchmarkHarnessTests: XCTestCase {
     private static let allWorkloads = ["download", "upload", "pingpong", "connect", "many1k", "many5k", "idle"]
 
     func testQuickRunWritesCompleteResults() throws {
-        let binary = try XCTUnwrap(
-            Self.streamBenchBinary(),
-            "stream-bench not found; looked in \(Self.candidateDirectories().map(\.path))")
+        let binary = URL(fileURLWithPath: try builtExecutable("stream-bench"))
         let clients = Self.clientsUnderTest()
         let output = FileManager.default.temporaryDirectory
             .appendingPathComponent("stream-bench-test-\(UUID().uuidString)", isDirectory: true)
@@ -108,26 +106,5 @@ final class BenchmarkHarnessTests: XCTestCase {
         let requested = ProcessInfo.processInfo.environment["STREAM_BENCH_TEST_CLIENTS"] ?? "all"
         let names = requested.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         return names.contains("all") || names.isEmpty ? allClients : names
-    }
-
-    /// The products directory holds both the test bundle and stream-bench (the test target depends on it).
-    private static func candidateDirectories() -> [URL] {
-        var directories: [URL] = []
-        if let executable = Bundle.main.executableURL {
-            directories.append(executable.deletingLastPathComponent())
-        }
-        directories.append(Bundle.main.bundleURL)
-        directories.append(Bundle(for: BenchmarkHarnessTests.self).bundleURL.deletingLastPathComponent())
-        // Fallback: <package root>/.build/debug, from this file's location.
-        let packageRoot = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        directories.append(packageRoot.appendingPathComponent(".build/debug", isDirectory: true))
-        return directories
-    }
-
-    private static func streamBenchBinary() -> URL? {
-        candidateDirectories()
-            .map { $0.appendingPathComponent("stream-bench") }
-            .first { FileManager.default.isExecutableFile(atPath: $0.path) }
     }
 }

@@ -530,23 +530,9 @@ final class StreamGetTests: XCTestCase {
         return result
     }
 
-    /// The built `stream-get`: in the products directory next to the test bundle, else `<package>/.build/debug`.
-    /// Throws (failing the test) when it is missing.
+    /// The built `stream-get` (throws, failing the test, when it is missing).
     static func streamGetExecutable() throws -> URL {
-        var candidates: [URL] = []
-        for bundle in Bundle.allBundles where bundle.bundleURL.pathExtension == "xctest" {
-            candidates.append(bundle.bundleURL.deletingLastPathComponent().appendingPathComponent("stream-get"))
-        }
-        if let executable = Bundle.main.executableURL {
-            candidates.append(executable.deletingLastPathComponent().appendingPathComponent("stream-get"))
-        }
-        let packageRoot = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        candidates.append(packageRoot.appendingPathComponent(".build/debug/stream-get"))
-        if let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) {
-            return found
-        }
-        throw TestSetupError("stream-get executable not found; looked at \(candidates.map(\.path))")
+        URL(fileURLWithPath: try builtExecutable("stream-get"))
     }
 
     /// Splits captured stdout at the end of the response head.

@@ -57,3 +57,24 @@ func runCommand(
     _ = drained.wait(timeout: .now() + 5)
     return CommandResult(status: process.terminationStatus, stdout: output.value, stderr: String(decoding: errors.value, as: UTF8.self))
 }
+
+/// The package's root directory (from this file's location).
+let packageRoot = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+/// An executable of this package built next to the tests (the test target depends on every one it
+/// runs): in the products directory that holds the test bundle, else `<package>/.build/debug`.
+/// Throws, naming the places looked at, when it is missing.
+func builtExecutable(_ name: String) throws -> String {
+    var directories: [URL] = []
+    for bundle in Bundle.allBundles where bundle.bundleURL.pathExtension == "xctest" {
+        directories.append(bundle.bundleURL.deletingLastPathComponent())
+    }
+    if let executable = Bundle.main.executableURL { directories.append(executable.deletingLastPathComponent()) }
+    directories.append(packageRoot.appendingPathComponent(".build/debug", isDirectory: true))
+    let candidates = directories.map { $0.appendingPathComponent(name).path }
+    guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+        throw TestSetupError("\(name) was not built next to the tests; looked at \(candidates)")
+    }
+    return found
+}

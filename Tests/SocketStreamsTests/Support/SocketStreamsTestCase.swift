@@ -92,22 +92,6 @@ class SocketStreamsTestCase: XCTestCase {
     // MARK: pairs
 
     /// createStreamPair(host:port:), closed after the test if the test did not (not retained).
-    /// The package's root directory (from this file's location).
-    var packageRoot: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
-    }
-
-    /// The path of an executable of this package, built next to the tests (the test target depends on it).
-    func builtExecutable(_ name: String) throws -> String {
-        var directories: [URL] = []
-        if let executable = Bundle.main.executableURL { directories.append(executable.deletingLastPathComponent()) }
-        directories.append(Bundle(for: SocketStreamsTestCase.self).bundleURL.deletingLastPathComponent())
-        directories.append(packageRoot.appendingPathComponent(".build/debug", isDirectory: true))
-        let found = directories.map { $0.appendingPathComponent(name).path }.first { FileManager.default.isExecutableFile(atPath: $0) }
-        return try XCTUnwrap(found, "\(name) was not built next to the tests")
-    }
-
     func makePair(host: String = "127.0.0.1", port: Int) -> StreamPair {
         let pair = createStreamPair(host: host, port: port)
         closeAfterTest(pair)
