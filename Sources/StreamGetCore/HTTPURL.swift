@@ -130,7 +130,7 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
             port = secure ? 443 : 80  // "http://host:/" means the default port (RFC 3986 §3.2.3)
         }
         var pathText = String(target)
-        if pathText.isEmpty || pathText.hasPrefix("?") { pathText = "/" + pathText }
+        if pathText.unicodeScalars.first.map({ $0 == "?" }) ?? true { pathText = "/" + pathText }
         path = Self.percentEncodingNonASCII(pathText)
     }
 

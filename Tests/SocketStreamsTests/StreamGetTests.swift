@@ -35,6 +35,7 @@ final class StreamGetCoreTests: XCTestCase {
             ("c/#\u{358}11212", "c", 80, "/", "c"),
             ("http://h/a?\u{301}#\u{301}x", "h", 80, "/a?%CC%81", "h"),
             ("http://h#\u{301}", "h", 80, "/", "h"),
+            ("z?\u{32F}=l", "z", 80, "/?%CC%AF=l", "z"),
         ]
         for (text, host, port, path, hostHeader) in cases {
             let url = try HTTPURL(parsing: text)
