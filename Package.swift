@@ -64,6 +64,11 @@ let package = Package(
             path: "Guides/Examples/AcceptingConnections"
         ),
         .executableTarget(
+            name: "setting-up-streams",
+            dependencies: ["SocketStreams"],
+            path: "Guides/Examples/SettingUpStreams"
+        ),
+        .executableTarget(
             name: "handling-errors",
             dependencies: ["SocketStreams"],
             path: "Guides/Examples/HandlingErrors"
@@ -81,7 +86,7 @@ let package = Package(
             dependencies: [
                 "SocketStreams", "CSocketStreamsShims", "HTTPParsing", "StreamGetCore", "stream-get", "stream-bench",
                 "getting-started-delegate", "getting-started-polling", "reading-and-writing", "handling-errors",
-                "accepting-connections", "polling-or-run-loop",
+                "accepting-connections", "polling-or-run-loop", "setting-up-streams",
             ]
         ),
     ],

@@ -72,3 +72,56 @@ extension GuideExampleTests {
         XCTAssertTrue(guide.contains(result.stdoutText), "the guide's sample output drifted")
     }
 }
+
+extension GuideExampleTests {
+    /// Guides/SettingUpStreams.md: one exchange over a pair made each of the four ways.
+    func testSettingUpStreamsMakesAPairEachWay() throws {
+        let result = try runCommand(try builtExecutable("setting-up-streams"), [], timeout: 60)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(
+            result.stdoutText,
+            """
+            host and port: echo: host and port (remote host 127.0.0.1)
+            getStreamsToHost: echo: getStreamsToHost
+            native socket: echo: native socket (handle is the fd: true)
+            unix path: echo: unix path
+
+            """)
+        let guide = try String(contentsOf: packageRoot.appendingPathComponent("Guides/SettingUpStreams.md"), encoding: .utf8)
+        XCTAssertTrue(guide.contains(result.stdoutText), "the guide's sample output drifted")
+    }
+}
+
+extension GuideExampleTests {
+    /// Guides/GettingStarted.md: the first delegate fetches the page the guide shows (its text block has
+    /// the program's output with the HTTP line ends as plain newlines).
+    func testGettingStartedShowsTheDelegateProgramsOutput() throws {
+        let result = try runCommand(try builtExecutable("getting-started-delegate"), [], timeout: 30)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let shown = result.stdoutText.replacingOccurrences(of: "\r\n", with: "\n")
+        XCTAssertEqual(shown, "HTTP/1.0 200 OK\nContent-Type: text/plain\n\nHello from SocketStreams.\n")
+        let guide = try String(contentsOf: packageRoot.appendingPathComponent("Guides/GettingStarted.md"), encoding: .utf8)
+        XCTAssertTrue(guide.contains("```text\n" + shown + "```\n"), "the guide's sample output drifted")
+    }
+}
+
+extension GuideExampleTests {
+    /// Guides/HTTPGetOverStreams.md: the `-v` trace it shows is what `stream-get -v` prints, with the
+    /// port and the date replaced by PORT and DATE. Lines are compared as a multiset: the server runs on
+    /// the stream thread, so how the client's events interleave with its reply is not fixed.
+    func testStreamGetWalkThroughShowsTheRealTrace() throws {
+        let result = try runCommand(try builtExecutable("stream-get"), ["-v"], timeout: 60)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let trace = result.stderr.split(separator: "\n").map { line -> String in
+            var line = String(line)
+            if line.hasPrefix("< Date: ") { line = "< Date: DATE" }
+            return line.replacingOccurrences(of: #"(port |127\.0\.0\.1:)[0-9]+"#, with: "$1PORT", options: .regularExpression)
+        }
+        let guide = try String(contentsOf: packageRoot.appendingPathComponent("Guides/HTTPGetOverStreams.md"), encoding: .utf8)
+        let start = try XCTUnwrap(guide.range(of: "```text\n"))
+        let end = try XCTUnwrap(guide.range(of: "\n```", range: start.upperBound..<guide.endIndex))
+        let shown = guide[start.upperBound..<end.lowerBound].split(separator: "\n").map(String.init)
+        XCTAssertEqual(shown.sorted(), trace.sorted(), "the guide's trace drifted; stream-get -v printed:\n\(trace.joined(separator: "\n"))")
+        XCTAssertEqual(shown.first, trace.first)
+    }
+}

@@ -53,6 +53,25 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
             "a README Swift block without an example marker (the one more is the manifest block)")
     }
 
+    /// The guides hold to the same rule: each ```swift block is marked with the example program (or
+    /// library source) that contains it, and is found there word for word.
+    func testEveryGuideSwiftBlockIsCompiledAndRunByATestOrAnExample() throws {
+        let guides = packageRoot.appendingPathComponent("Guides")
+        let names = try FileManager.default.contentsOfDirectory(atPath: guides.path).filter { $0.hasSuffix(".md") }.sorted()
+        XCTAssertGreaterThanOrEqual(names.count, 8, "the guides went missing: \(names)")
+        for name in names {
+            let markdown = try String(contentsOf: guides.appendingPathComponent(name), encoding: .utf8)
+            let blocks = Self.markedBlocks(in: markdown)
+            for block in blocks {
+                let source = try String(contentsOf: packageRoot.appendingPathComponent(block.path), encoding: .utf8)
+                XCTAssertTrue(Self.contains(source, block.code), "\(name): block not found word for word in \(block.path):\n\(block.code)")
+            }
+            XCTAssertEqual(
+                markdown.components(separatedBy: "\n").filter { $0 == "```swift" }.count, blocks.count,
+                "\(name) has a Swift block without an example marker")
+        }
+    }
+
     /// The README's dependency lines, as the arguments of a consumer's `Package(...)` next to a
     /// checkout named SocketStreams: SwiftPM must load the graph (identity and product names
     /// resolved; `swift package describe` does it without building). And the pitfall the README
