@@ -121,7 +121,8 @@ extension GuideExampleTests {
         let start = try XCTUnwrap(guide.range(of: "```text\n"))
         let end = try XCTUnwrap(guide.range(of: "\n```", range: start.upperBound..<guide.endIndex))
         let shown = guide[start.upperBound..<end.lowerBound].split(separator: "\n").map(String.init)
-        XCTAssertEqual(shown.sorted(), trace.sorted(), "the guide's trace drifted; stream-get -v printed:\n\(trace.joined(separator: "\n"))")
+        XCTAssertEqual(
+            shown.sorted(), trace.sorted(), "the guide's trace drifted; stream-get -v printed:\n\(trace.joined(separator: "\n"))")
         XCTAssertEqual(shown.first, trace.first)
     }
 }
