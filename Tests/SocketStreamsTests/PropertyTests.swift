@@ -258,6 +258,17 @@ final class PropertyTests: SocketStreamsTestCase {
         }
     }
 
+    /// Keys the package does not implement (Guides/PortingFromApplePlatforms.md, "Not supported"):
+    /// `setProperty` returns false and the key reads as nil, so code can tell.
+    func testUnsupportedKeysAreRefused() {
+        let pair = makePair(host: "example.com", port: 443)
+        for key in [Stream.PropertyKey.networkServiceType, Stream.PropertyKey("kCFStreamPropertyNoSuchKey")] {
+            XCTAssertFalse(pair.input.setProperty(StreamNetworkServiceTypeValue.background, forKey: key), key.rawValue)
+            XCTAssertFalse(pair.output.setProperty("x", forKey: key), key.rawValue)
+            XCTAssertNil(pair.input.property(forKey: key), key.rawValue)
+        }
+    }
+
     /// The package's own key names are distinct strings.
     func testPackageKeysAreDistinct() {
         XCTAssertNotEqual(Stream.PropertyKey.connectTimeoutKey, .tcpNoDelayKey)
