@@ -300,15 +300,13 @@ upgrading.close()
 
 // 6. Public-key pinning: the SHA-256 of the server key's SubjectPublicKeyInfo. Here the pin alone
 // decides (the chain check is off), as for a server known by its key rather than through a CA.
-let rightPin = TLSSettings.publicKeyPin(certificatePEM: serverCertificatePEM)!
-let otherKeyPEM = try TLSIdentity.makeSelfSigned(dnsNames: ["localhost"]).certificatePEM
-let wrongPin = TLSSettings.publicKeyPin(certificatePEM: otherKeyPEM)!
-for (label, pin, expected) in [
-    ("right pin", rightPin, "answer: PINNED"), ("wrong pin", wrongPin, "errorOccurred: NSOSStatusErrorDomain -9807"),
+let otherCertificatePEM = try TLSIdentity.makeSelfSigned(dnsNames: ["localhost"]).certificatePEM  // another key
+for (label, pinSource, expected) in [
+    ("right pin", serverCertificatePEM, "answer: PINNED"), ("wrong pin", otherCertificatePEM, "errorOccurred: NSOSStatusErrorDomain -9807"),
 ] {
     var pinned = TLSSettings()
     pinned.validatesCertificateChain = false  // never without a pin: it would accept any certificate
-    pinned.pinnedPublicKeySHA256 = [pin]
+    pinned.pinnedPublicKeySHA256 = [TLSSettings.publicKeyPin(certificatePEM: pinSource)!]
     let client = secureClient(port: typedServer.port, pinned)
     tally.show(label, outcome { "answer: " + (try client.ask("pinned")) }, expected: expected)
     client.close()
