@@ -73,6 +73,11 @@ let package = Package(
             dependencies: ["SocketStreams"],
             path: "Guides/Examples/HandlingErrors"
         ),
+        .executableTarget(
+            name: "secure-streams",
+            dependencies: ["SocketStreams"],
+            path: "Guides/Examples/SecuringStreams"
+        ),
         // A libFuzzer target for the proxy reply codecs, the HTTP head parser and stream-get's URL and
         // proxy parsing (built with -sanitize=fuzzer -DFUZZING by Scripts/test; without them it replays inputs).
         .executableTarget(
@@ -86,7 +91,7 @@ let package = Package(
             dependencies: [
                 "SocketStreams", "CSocketStreamsShims", "HTTPParsing", "StreamGetCore", "stream-get", "stream-bench",
                 "getting-started-delegate", "getting-started-polling", "reading-and-writing", "handling-errors",
-                "accepting-connections", "polling-or-run-loop", "setting-up-streams",
+                "accepting-connections", "polling-or-run-loop", "setting-up-streams", "secure-streams",
             ]
         ),
     ],
