@@ -68,6 +68,11 @@ let package = Package(
             dependencies: ["SocketStreams"],
             path: "Guides/Examples/HandlingErrors"
         ),
+        .executableTarget(
+            name: "going-through-proxies",
+            dependencies: ["SocketStreams"],
+            path: "Guides/Examples/GoingThroughProxies"
+        ),
         // A libFuzzer target for the proxy reply codecs, the HTTP head parser and stream-get's URL and
         // proxy parsing (built with -sanitize=fuzzer -DFUZZING by Scripts/test; without them it replays inputs).
         .executableTarget(
@@ -81,7 +86,7 @@ let package = Package(
             dependencies: [
                 "SocketStreams", "CSocketStreamsShims", "HTTPParsing", "StreamGetCore", "stream-get", "stream-bench",
                 "getting-started-delegate", "getting-started-polling", "reading-and-writing", "handling-errors",
-                "accepting-connections", "polling-or-run-loop",
+                "accepting-connections", "polling-or-run-loop", "going-through-proxies",
             ]
         ),
     ],
