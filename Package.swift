@@ -78,6 +78,11 @@ let package = Package(
             dependencies: ["SocketStreams"],
             path: "Guides/Examples/SecuringStreams"
         ),
+        .executableTarget(
+            name: "going-through-proxies",
+            dependencies: ["SocketStreams"],
+            path: "Guides/Examples/GoingThroughProxies"
+        ),
         // A libFuzzer target for the proxy reply codecs, the HTTP head parser and stream-get's URL and
         // proxy parsing (built with -sanitize=fuzzer -DFUZZING by Scripts/test; without them it replays inputs).
         .executableTarget(
@@ -92,6 +97,7 @@ let package = Package(
                 "SocketStreams", "CSocketStreamsShims", "HTTPParsing", "StreamGetCore", "stream-get", "stream-bench",
                 "getting-started-delegate", "getting-started-polling", "reading-and-writing", "handling-errors",
                 "accepting-connections", "polling-or-run-loop", "setting-up-streams", "secure-streams",
+                "going-through-proxies",
             ]
         ),
     ],
