@@ -1,6 +1,6 @@
 // TLS as properties: kCFStreamPropertySocketSecurityLevel, kCFStreamPropertySSLSettings and our typed
-// TLSSettings all land in one TLSSettings value. Set before open, TLS runs after the proxy stage (if
-// any), before the stream is live; set on a live plain pair, it starts in place (STARTTLS). Once a
+// TLSSettings all land in one TLSSettings value. Set before TCP is up (before open, or while connecting),
+// TLS runs after the proxy stage (if any), before the stream is live; set on a live plain pair, it starts in place (STARTTLS). Once a
 // TLS handshake has started, the settings cannot change (setProperty returns false), as CFNetwork
 // refuses once its context is past idle.
 
@@ -22,7 +22,6 @@ extension Connection {
     func setTLS(_ settings: TLSSettings?, level: String?, dictionary: AnyObject?) -> Bool {
         switch phase {
         case .idle, .connecting:
-            if case .connecting = phase, settings == nil, tlsStarted { return false }
             tlsSettings = settings
             tlsLevel = level
             tlsDictionary = dictionary

@@ -399,8 +399,6 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// The first `open()` of either half starts the shared work. Lock held. Returns the connector to
     /// start once the lock is released.
     private func start() -> Connector? {
-        let configured = configuredStages()
-        if !configured.isEmpty { stages.insert(contentsOf: configured, at: 0) }
         if case .native(let fd) = target {
             let handle = SocketHandle(fd: fd, closesOnRelease: closesNativeSocket, lent: true)
             do {
@@ -541,6 +539,9 @@ final class Connection: EventTarget, @unchecked Sendable {
         defer { handover?.cancel() }
         socket = handle
         transport = .socket(fd: handle.fd)
+        // The stages are fixed now, not at open(): TLS may still be set while TCP connects.
+        let configured = configuredStages()
+        if !configured.isEmpty { stages.insert(contentsOf: configured, at: 0) }
         if noDelay == true { try? Posix.setOption(handle.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: 1) }
         for half in [Half.input, .output] where halves[half.rawValue].events.status == .opening {
             signal(half, .openCompleted)

@@ -77,6 +77,57 @@ final class TLSStartTLSTests: SocketStreamsTestCase {
         XCTAssertFalse(pair.output.setProperty(StreamSocketSecurityLevel.none, forKey: .socketSecurityLevelKey))
     }
 
+    /// TLS set after `open()` while TCP is still connecting (the name lookup held back here) must take
+    /// effect: the handshake runs once TCP is up, before the first byte goes out. (It used to be
+    /// accepted and then ignored: the stages were fixed at `open()`, and the client's bytes went out in
+    /// plain text; found while writing Guides/SecuringStreamsWithTLS.md.) Every spelling of the setting goes
+    /// through the same path; the typed one and Apple's level are checked.
+    func testTLSSetWhileConnectingTakesEffect() throws {
+        for spelling in ["typed", "level"] {
+            let settings = try serverSettings()
+            let listener = try StreamListener(host: "127.0.0.1", port: 0)
+            let serverSaw = Locked<String?>(nil)
+            let host = ListenerHost(listener) { pair in
+                XCTAssertTrue(pair.input.setProperty(settings, forKey: .tlsSettingsKey))
+                pair.input.open()
+                pair.output.open()
+                serverSaw.value = self.readLine(pair.input) ?? "error: \(String(describing: pair.input.streamError))"
+                self.writeText(pair.output, "ok\n")
+                pair.output.close()
+                pair.input.close()
+            }
+            addCleanup { host.stop() }
+            let port = listener.port
+            let answer = DispatchSemaphore(value: 0)
+            let pair = makePair(host: "localhost", port: port)
+            pair.input.connection.resolve = { _, _, family in
+                answer.wait()
+                answer.signal()
+                return .success(family == AF_INET ? [SocketAddress(numericHost: "127.0.0.1", port: port)!] : [])
+            }
+            pair.input.open()
+            pair.output.open()
+            guard case .connecting = pair.input.connection.lock.withLock({ pair.input.connection.phase }) else {
+                return XCTFail("not connecting after open")
+            }
+            var client = TLSSettings()
+            client.trustRoots = [.pemFile(try pki.caCertificate)]
+            if spelling == "typed" {
+                XCTAssertTrue(pair.input.setProperty(client, forKey: .tlsSettingsKey))
+            } else {
+                XCTAssertTrue(pair.input.setProperty(client, forKey: .tlsSettingsKey))
+                XCTAssertTrue(pair.output.setProperty(StreamSocketSecurityLevel.negotiatedSSL, forKey: .socketSecurityLevelKey))
+            }
+            answer.signal()
+            writeText(pair.output, "hello\n")
+            XCTAssertEqual(readLine(pair.input), "ok", spelling)
+            XCTAssertEqual(serverSaw.value, "hello", spelling)
+            XCTAssertNotNil(pair.input.property(forKey: .tlsConnectionInfoKey) as? TLSConnectionInfo, spelling)
+            pair.input.close()
+            pair.output.close()
+        }
+    }
+
     /// `openssl s_client -starttls smtp` (a real STARTTLS client) against our SMTP-like server, which
     /// upgrades on the server side after "220 go ahead".
     func testOpenSSLClientStartTLSAgainstOurServer() throws {
