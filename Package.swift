@@ -68,6 +68,18 @@ let package = Package(
             dependencies: ["SocketStreams"],
             path: "Guides/Examples/HandlingErrors"
         ),
+        // Guides/LongLivedChannel.md: the reusable parts (framing, the channel, the example's server),
+        // which the tests use directly, and the program that runs them.
+        .target(
+            name: "LongLivedChannel",
+            dependencies: ["SocketStreams"],
+            path: "Guides/Examples/LongLivedChannel/Channel"
+        ),
+        .executableTarget(
+            name: "long-lived-channel",
+            dependencies: ["LongLivedChannel"],
+            path: "Guides/Examples/LongLivedChannel/Demo"
+        ),
         // A libFuzzer target for the proxy reply codecs, the HTTP head parser and stream-get's URL and
         // proxy parsing (built with -sanitize=fuzzer -DFUZZING by Scripts/test; without them it replays inputs).
         .executableTarget(
@@ -81,7 +93,7 @@ let package = Package(
             dependencies: [
                 "SocketStreams", "CSocketStreamsShims", "HTTPParsing", "StreamGetCore", "stream-get", "stream-bench",
                 "getting-started-delegate", "getting-started-polling", "reading-and-writing", "handling-errors",
-                "accepting-connections", "polling-or-run-loop",
+                "accepting-connections", "polling-or-run-loop", "LongLivedChannel", "long-lived-channel",
             ]
         ),
     ],
