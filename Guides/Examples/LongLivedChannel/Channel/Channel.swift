@@ -61,6 +61,8 @@ public final class Channel {
     public var onEvent: ((ChannelEvent) -> Void)?
     /// Heartbeats in a row the peer has not answered so far.
     public private(set) var missedHeartbeats = 0
+    /// Pongs received since the channel started (for logging and tests).
+    public private(set) var answeredHeartbeats = 0
 
     private let host: String
     private let port: Int
@@ -206,7 +208,9 @@ public final class Channel {
             waitingForReply.removeValue(forKey: message.sequence)?(.success(message.body))
         case .ping:
             connection.send(Message(.pong, sequence: message.sequence).payload)
-        case .pong, .request:
+        case .pong:
+            answeredHeartbeats += 1
+        case .request:
             break  // this end serves no requests
         }
     }

@@ -60,7 +60,9 @@ public final class RunLoopClock: ChannelClock {
     public func schedule(after delay: TimeInterval, _ action: @escaping () -> Void) -> any ChannelTimer {
         // Timer's block is @Sendable, but it runs on `runLoop`'s thread: the thread the channel lives on.
         let confined = ThreadConfined(action)
-        let timer = Timer(timeInterval: delay, repeats: false) { _ in confined.value() }
+        // An explicit fire date: swift-corelibs-foundation's Timer(timeInterval:repeats:block:) fires at
+        // once, not after the interval as on Apple platforms.
+        let timer = Timer(fire: Date(timeIntervalSinceNow: delay), interval: 0, repeats: false) { _ in confined.value() }
         runLoop.add(timer, forMode: mode)
         return RunLoopTimer(timer)
     }
