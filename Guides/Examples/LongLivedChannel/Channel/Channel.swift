@@ -4,11 +4,13 @@
 // safe), requests made while disconnected wait for the next connection, and a timer starts the next
 // attempt.
 //
-//     idle ──start()──▶ connecting(attempt n) ──ready──▶ connected ──lost──▶ waiting(attempt 1)
-//                          ▲        │ failed                                   │
-//                          │        ▼                                          │
-//                          └── waiting(attempt n+1) ◀──────────────────────────┘ (timer)
-//     close() from any state ──▶ closed
+//     idle ──start()──▶ connecting(attempt n) ──ready──▶ connected
+//                           ▲          │                      │
+//                     timer │          │ failed               │ lost
+//                           │          ▼                      │
+//                        waiting(attempt n + 1) ◀─────────────┘ (attempt 1 after a loss)
+//
+//     close(), from any state ──▶ closed
 import Foundation
 import SocketStreams
 
@@ -27,8 +29,8 @@ public enum ChannelEvent: Equatable, Sendable {
 /// A client connection that stays up: it reconnects when the connection is lost, sends heartbeats to
 /// notice a peer that stopped answering, and matches replies to requests by sequence number.
 ///
-/// Confined to one thread: create it, call it and close it on the thread of the run loop given to
-/// `init`, which must be running; every callback comes on that thread.
+/// Confined to one thread: create it, call it, close it and release it on the thread of the run loop
+/// given to `init`, which must be running; every callback comes on that thread.
 public final class Channel {
     /// Timing settings.
     public struct Configuration: Sendable {
@@ -90,6 +92,11 @@ public final class Channel {
         self.configuration = configuration
         self.clock = clock ?? RunLoopClock(runLoop: runLoop)
         self.random = AnyRandom(base: random)
+    }
+
+    /// Releasing the channel closes it (its connection would otherwise keep itself open).
+    deinit {
+        close()
     }
 
     /// Makes the first connection attempt.
@@ -170,7 +177,7 @@ public final class Channel {
         case .connecting(let current, let attempt) where current === connection:
             let delay = scheduleAttempt(attempt + 1)
             onEvent?(.connectFailed(attempt: attempt, error))
-            onEvent?(.willReconnect(attempt: attempt + 1, delay: delay))
+            if case .waiting = state { onEvent?(.willReconnect(attempt: attempt + 1, delay: delay)) }
         case .connected(let current) where current === connection:
             stopHeartbeats()
             let delay = scheduleAttempt(1)
@@ -178,7 +185,7 @@ public final class Channel {
             written = []
             onEvent?(.disconnected(error))
             for sequence in lost { waitingForReply.removeValue(forKey: sequence)?(.failure(error)) }
-            onEvent?(.willReconnect(attempt: 1, delay: delay))
+            if case .waiting = state { onEvent?(.willReconnect(attempt: 1, delay: delay)) }  // unless a callback closed it
         default:
             break
         }
