@@ -13,6 +13,7 @@ public enum ChannelError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The channel was closed by its owner.
     case closed
 
+    /// The error in words, as the demo prints it.
     public var description: String {
         switch self {
         case .peerClosed: return "the peer closed the connection"
@@ -83,6 +84,7 @@ public final class FramedConnection: NSObject, StreamDelegate {
         keepAlive = nil
     }
 
+    /// The streams' events: ready on the first space, frames from the bytes, the end on end or error.
     public func stream(_ stream: Stream, handle event: Stream.Event) {
         guard !isClosed else { return }
         switch event {

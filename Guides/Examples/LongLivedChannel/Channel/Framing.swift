@@ -9,6 +9,7 @@ public enum FrameError: Error, Equatable, Sendable, CustomStringConvertible {
     /// trusted (the peer speaks another protocol, or the bytes are out of step), so the decoder stays failed.
     case frameTooLong(length: Int, limit: Int)
 
+    /// The error in words, for logs.
     public var description: String {
         switch self {
         case .frameTooLong(let length, let limit): return "a frame of \(length) bytes (the limit is \(limit))"

@@ -57,6 +57,7 @@ public final class RunLoopClock: ChannelClock {
         self.mode = mode
     }
 
+    /// Adds a one-shot `Timer` to the run loop.
     public func schedule(after delay: TimeInterval, _ action: @escaping () -> Void) -> any ChannelTimer {
         // Timer's block is @Sendable, but it runs on `runLoop`'s thread: the thread the channel lives on.
         let confined = ThreadConfined(action)
