@@ -202,6 +202,34 @@ final class LongLivedChannelTests: SocketStreamsTestCase {
         XCTAssertEqual(log.events[1], .disconnected(.badFrame("a frame of 4294967295 bytes (the limit is \(limit))")))
     }
 
+    /// The guide's way to put a channel on the stream thread: make it, use it and release it in
+    /// blocks run there with `onThread(of:_:)`. The server runs there too; real timers (a `RunLoopClock`) this time.
+    func testAChannelLivesOnTheStreamThread() throws {
+        let server = try UppercaseServer(runLoop: .socketStreams)
+        addCleanup { server.stop() }
+        let port = server.port
+        let holder = UncheckedBox<Channel?>(nil)  // touched only on the stream thread
+        let reply = Locked<String?>(nil)
+        let answered = Signal()
+        onThread(of: .socketStreams) {
+            let channel = Channel(host: "127.0.0.1", port: port, runLoop: .socketStreams)
+            holder.value = channel
+            channel.start()
+            channel.request(Array("from the stream thread".utf8)) { result in
+                reply.value = (try? result.get()).map { String(decoding: $0, as: UTF8.self) } ?? "\(result)"
+                answered.raise()
+            }
+        }
+        XCTAssertTrue(answered.wait(timeout: shortTimeout), "no reply")
+        XCTAssertEqual(reply.value, "FROM THE STREAM THREAD")
+        let released = Signal()
+        onThread(of: .socketStreams) {
+            holder.value = nil  // closes it, on its own thread
+            released.raise()
+        }
+        XCTAssertTrue(released.wait(timeout: shortTimeout))
+    }
+
     func testClosingFailsWhatIsWaitingAndStopsReconnecting() throws {
         let clock = ManualClock()
         let log = Log()

@@ -81,3 +81,12 @@ struct ThreadConfined<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }
 }
+
+/// Runs `block` once on `runLoop`'s thread, as soon as that run loop gets to it: the way to reach a
+/// channel that lives on another thread (`RunLoop.socketStreams`, say).
+///
+/// A timer due now, not `RunLoop.perform(_:)`: `perform` queues the block without waking the run loop,
+/// so on a run loop that sleeps until its next event the block can wait indefinitely.
+public func onThread(of runLoop: RunLoop, mode: RunLoop.Mode = .default, _ block: @escaping @Sendable () -> Void) {
+    runLoop.add(Timer(fire: Date(), interval: 0, repeats: false) { _ in block() }, forMode: mode)
+}
