@@ -83,6 +83,18 @@ let package = Package(
             dependencies: ["SocketStreams"],
             path: "Guides/Examples/GoingThroughProxies"
         ),
+        // Guides/LongLivedChannel.md: the reusable parts (framing, the channel, the example's server),
+        // which the tests use directly, and the program that runs them.
+        .target(
+            name: "LongLivedChannel",
+            dependencies: ["SocketStreams"],
+            path: "Guides/Examples/LongLivedChannel/Channel"
+        ),
+        .executableTarget(
+            name: "long-lived-channel",
+            dependencies: ["LongLivedChannel"],
+            path: "Guides/Examples/LongLivedChannel/Demo"
+        ),
         // A libFuzzer target for the proxy reply codecs, the HTTP head parser and stream-get's URL and
         // proxy parsing (built with -sanitize=fuzzer -DFUZZING by Scripts/test; without them it replays inputs).
         .executableTarget(
@@ -97,7 +109,7 @@ let package = Package(
                 "SocketStreams", "CSocketStreamsShims", "HTTPParsing", "StreamGetCore", "stream-get", "stream-bench",
                 "getting-started-delegate", "getting-started-polling", "reading-and-writing", "handling-errors",
                 "accepting-connections", "polling-or-run-loop", "setting-up-streams", "secure-streams",
-                "going-through-proxies",
+                "going-through-proxies", "LongLivedChannel", "long-lived-channel",
             ]
         ),
     ],
