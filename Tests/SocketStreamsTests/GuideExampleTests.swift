@@ -126,3 +126,37 @@ extension GuideExampleTests {
         XCTAssertEqual(shown.first, trace.first)
     }
 }
+
+extension GuideExampleTests {
+    /// Guides/Performance.md: its table is the latest stream-bench run's (Benchmarks/results/latest.md),
+    /// each cell the median ratio (or, for idle pairs, the bytes per pair) of that client and workload.
+    func testPerformanceGuideShowsTheLatestBenchmarkRun() throws {
+        func rows(_ markdown: String) -> [[String]] {
+            markdown.split(separator: "\n").filter { $0.hasPrefix("| ") }.map {
+                $0.split(separator: "|", omittingEmptySubsequences: false).dropFirst().dropLast().map {
+                    $0.trimmingCharacters(in: .whitespaces)
+                }
+            }
+        }
+        let latest = try String(
+            contentsOf: packageRoot.appendingPathComponent("Benchmarks/results/latest.md"), encoding: .utf8)
+        var results: [String: [String: String]] = [:]
+        var workload = ""
+        for row in rows(latest).dropFirst() where row.count >= 5 {
+            if !row[0].isEmpty { workload = row[0] }
+            let median = row[2]
+            let ratio = String(row[4].prefix { $0 != " " })
+            results[workload, default: [:]][row[1]] = workload.hasPrefix("idle") ? median : ratio
+        }
+        let guide = try String(contentsOf: packageRoot.appendingPathComponent("Guides/Performance.md"), encoding: .utf8)
+        let table = rows(guide)
+        XCTAssertEqual(table.first, ["Workload", "delegate", "stream thread", "dispatch queue", "polling"])
+        XCTAssertEqual(Set(table.dropFirst().map { $0[0] }), Set(results.keys), "the guide's workloads differ from latest.md's")
+        let clients = ["streams-delegate", "streams-thread", "streams-queue", "streams-polling"]
+        for row in table.dropFirst() {
+            XCTAssertEqual(Array(row.dropFirst()), clients.map { results[row[0]]?[$0] ?? "?" }, "Guides/Performance.md, \(row[0])")
+        }
+        let date = try XCTUnwrap(latest.range(of: #"Date: [0-9T:-]+Z"#, options: .regularExpression))
+        XCTAssertTrue(guide.contains(latest[date].dropFirst("Date: ".count)), "the guide names another run's date")
+    }
+}

@@ -72,6 +72,22 @@ final class ReadmeExampleTests: SocketStreamsTestCase {
         }
     }
 
+    /// The README's "Guides" section links every guide, and the DocC catalogue lists them as articles in
+    /// the same order (Scripts/docs adds the files as articles and fails on a link to a missing one).
+    func testReadmeAndDocCListEveryGuideInOneOrder() throws {
+        let readme = try String(contentsOf: packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let section = try XCTUnwrap(readme.range(of: "## Guides\n"), "the README lost its Guides section")
+        let end = readme.range(of: "\n## ", range: section.upperBound..<readme.endIndex)?.lowerBound ?? readme.endIndex
+        let linked = readme[section.upperBound..<end].matches(of: /\(Guides\/([A-Za-z]+)\.md\)/).map { String($0.1) }
+        let files = try FileManager.default.contentsOfDirectory(atPath: packageRoot.appendingPathComponent("Guides").path)
+            .filter { $0.hasSuffix(".md") }.map { String($0.dropLast(3)) }
+        XCTAssertEqual(Set(linked), Set(files), "the README's guide list and Guides/*.md differ")
+        XCTAssertEqual(linked.count, files.count, "a guide is linked twice")
+        let catalogue = try String(
+            contentsOf: packageRoot.appendingPathComponent("Sources/SocketStreams/SocketStreams.docc/SocketStreams.md"), encoding: .utf8)
+        XCTAssertEqual(catalogue.matches(of: /- <doc:([A-Za-z]+)>/).map { String($0.1) }, linked)
+    }
+
     /// The README's dependency lines, as the arguments of a consumer's `Package(...)` next to a
     /// checkout named SocketStreams: SwiftPM must load the graph (identity and product names
     /// resolved; `swift package describe` does it without building). And the pitfall the README
