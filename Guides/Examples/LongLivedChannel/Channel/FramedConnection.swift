@@ -75,6 +75,15 @@ public final class FramedConnection: NSObject, StreamDelegate {
         flush()
     }
 
+    /// Closes after reading and discarding what has already arrived: closing a socket with unread
+    /// bytes makes the kernel send a reset, which the peer would see as a failure rather than an
+    /// orderly close. The example's server drops connections this way.
+    public func drop() {
+        var scratch = [UInt8](repeating: 0, count: 4096)
+        while !isClosed, input.hasBytesAvailable, input.read(&scratch, maxLength: scratch.count) > 0 {}
+        close()
+    }
+
     /// Closes both streams. No callback follows.
     public func close() {
         guard !isClosed else { return }

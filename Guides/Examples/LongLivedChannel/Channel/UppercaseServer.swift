@@ -51,7 +51,7 @@ public final class UppercaseServer: Sendable {
                 case .request:
                     if let limit = behaviour.requestsBeforeFault, answered == limit {
                         switch behaviour.fault {
-                        case .drop: connection.close()
+                        case .drop: connection.drop()
                         case .silence: silent = true
                         }
                         return
