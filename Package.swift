@@ -95,6 +95,16 @@ let package = Package(
             dependencies: ["LongLivedChannel"],
             path: "Guides/Examples/LongLivedChannel/Demo"
         ),
+        .executableTarget(
+            name: "queued-operations",
+            dependencies: ["SocketStreams"],
+            path: "Guides/Examples/QueuedOperations"
+        ),
+        .executableTarget(
+            name: "async-await",
+            dependencies: ["SocketStreams"],
+            path: "Guides/Examples/AsyncAwait"
+        ),
         // A libFuzzer target for the proxy reply codecs, the HTTP head parser and stream-get's URL and
         // proxy parsing (built with -sanitize=fuzzer -DFUZZING by Scripts/test; without them it replays inputs).
         .executableTarget(
@@ -109,7 +119,7 @@ let package = Package(
                 "SocketStreams", "CSocketStreamsShims", "HTTPParsing", "StreamGetCore", "stream-get", "stream-bench",
                 "getting-started-delegate", "getting-started-polling", "reading-and-writing", "handling-errors",
                 "accepting-connections", "polling-or-run-loop", "setting-up-streams", "secure-streams",
-                "going-through-proxies", "LongLivedChannel", "long-lived-channel",
+                "going-through-proxies", "LongLivedChannel", "long-lived-channel", "queued-operations", "async-await",
             ]
         ),
     ],

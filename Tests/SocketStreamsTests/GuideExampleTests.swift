@@ -160,3 +160,42 @@ extension GuideExampleTests {
         XCTAssertTrue(guide.contains(latest[date].dropFirst("Date: ".count)), "the guide names another run's date")
     }
 }
+
+extension GuideExampleTests {
+    /// Guides/AsyncAndQueuedOperations.md: the queued-operations and async-await programs print what
+    /// the guide shows (the queued client's last read times out on purpose; the async client's last
+    /// read is cancelled by its deadline).
+    func testQueuedAndAsyncExamplesPrintWhatTheGuideShows() throws {
+        let guide = try String(
+            contentsOf: packageRoot.appendingPathComponent("Guides/AsyncAndQueuedOperations.md"), encoding: .utf8)
+        let expected = [
+            "queued-operations": """
+            connected to 127.0.0.1
+            greeting: HELLO queued
+            reply: HELLO
+            reply: QUEUED
+            reply: WORLD
+            no reply yet: extending the read once
+            still no reply: giving up
+            disconnected: readTimedOut(tag: 2)
+
+            """,
+            "async-await": """
+            greeting: HELLO async
+            reply: HELLO
+            reply: ASYNC
+            reply: WORLD
+            downloaded 100000 bytes
+            no reply within 0.2 s: the read was cancelled
+            afterwards: CancellationError()
+
+            """,
+        ]
+        for (program, output) in expected {
+            let result = try runCommand(try builtExecutable(program), [], timeout: 60)
+            XCTAssertEqual(result.status, 0, "\(program): \(result.stderr)")
+            XCTAssertEqual(result.stdoutText, output, program)
+            XCTAssertTrue(guide.contains("```text\n" + output + "```"), "the guide's sample output of \(program) drifted")
+        }
+    }
+}

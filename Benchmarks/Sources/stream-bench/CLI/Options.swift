@@ -59,7 +59,8 @@ struct Options {
                                   tls-handshake, socks-connect, socks-download; "many" =
                                   many1k,many5k,idle; "plain", "tls", "socks"; "all" (default).
           --clients LIST          Comma-separated: baseline, streams-delegate, streams-thread,
-                                  streams-queue, streams-polling, filehandle; "all" (default).
+                                  streams-queue, streams-polling, streams-async, streams-queued,
+                                  filehandle; "all" (default).
           --cpus same|separate|none
                                   Pin client and server to CPU 0 (same, default), to CPUs 0 and 1
                                   (separate), or not at all (none).

@@ -9,12 +9,16 @@ enum ClientKind: String, CaseIterable, Codable {
     case streamsThread = "streams-thread"
     case streamsQueue = "streams-queue"
     case streamsPolling = "streams-polling"
+    /// `AsyncConnection`: async/await over a pair.
+    case streamsAsync = "streams-async"
+    /// `QueuedSocket`: GCDAsyncSocket-style queued reads and writes, on the benchmark thread's run loop.
+    case streamsQueued = "streams-queued"
     case filehandle
 
     /// The figures of these clients are held to the targets.
     var isSocketStreams: Bool {
         switch self {
-        case .streamsDelegate, .streamsThread, .streamsQueue, .streamsPolling: return true
+        case .streamsDelegate, .streamsThread, .streamsQueue, .streamsPolling, .streamsAsync, .streamsQueued: return true
         case .baseline, .filehandle: return false
         }
     }
@@ -22,6 +26,9 @@ enum ClientKind: String, CaseIterable, Codable {
     func supports(_ workload: Workload) -> Bool {
         switch self {
         case .filehandle: return workload == .download || workload == .pingpong  // no TLS or SOCKS either
+        case .streamsAsync, .streamsQueued:
+            // One connection at a time: download, upload, ping-pong and connect, plain, TLS and SOCKS.
+            return [.download, .upload, .pingpong, .connect].contains(workload.plainCounterpart)
         default: return true
         }
     }
@@ -35,6 +42,8 @@ enum ClientKind: String, CaseIterable, Codable {
             // One serial queue per measurement (each measurement is its own process and makes one client).
             return StreamsDelegateClient(scheduling: .dispatchQueue(DispatchQueue(label: "stream-bench.streams-queue")))
         case .streamsPolling: return StreamsPollingClient()
+        case .streamsAsync: return StreamsAsyncClient()
+        case .streamsQueued: return StreamsQueuedClient()
         case .filehandle: return FileHandleClient()
         }
     }

@@ -13,7 +13,7 @@ import SocketStreams
 /// runs, without giving the run loop a deadline per call (a finite deadline makes CoreFoundation arm
 /// and disarm its timeout timer on every call, i.e. on every stream event, which would be measured).
 /// One timer per process (each measurement is its own process), added on first use.
-private let stallCheckTimer: Void = {
+let stallCheckTimer: Void = {
     let timer = Timer(timeInterval: 1, repeats: true) { _ in CFRunLoopStop(CFRunLoopGetCurrent()) }
     RunLoop.current.add(timer, forMode: .default)
 }()

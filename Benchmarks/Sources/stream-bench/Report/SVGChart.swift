@@ -16,6 +16,8 @@ enum SVGChart {
         "streams-thread": "#ff7f0e",
         "streams-queue": "#17becf",
         "streams-polling": "#2ca02c",
+        "streams-async": "#d62728",
+        "streams-queued": "#8c564b",
         "filehandle": "#9467bd",
     ]
 

@@ -1,0 +1,300 @@
+import Foundation
+
+/// async/await over a SocketStreams pair: `try await` to open, read and write, and the input as an
+/// `AsyncSequence` of chunks.
+///
+/// ```swift
+/// let connection = AsyncConnection(host: "127.0.0.1", port: 7)
+/// try await connection.open()
+/// try await connection.write(Array("hello\n".utf8))
+/// let line = try await connection.read(upTo: [10], maxLength: 1024)
+/// for try await chunk in connection.chunks() { … }
+/// ```
+///
+/// - **Backpressure.** Nothing is read until a read is asked for: an unread connection leaves its
+///   bytes in the kernel, which slows the peer down. `write` returns once the kernel has accepted every
+///   byte.
+/// - **Cancellation.** Cancelling a task waiting in any of these methods closes the connection: every
+///   waiting call throws `CancellationError`, and later calls throw it too.
+/// - **Threads.** Safe from any task or thread; nothing blocks a thread. Calls of one kind are meant to
+///   come one at a time (one reader, one writer); concurrent reads complete in the order they were made.
+///   The pair's events run on a Dispatch queue of the package's; a read whose bytes have already arrived, or a
+///   write the socket has room for, completes on the caller's thread without waiting for it.
+///
+/// Errors are the streams' own (`NSError` in CFNetwork's domains, as `streamError` gives them) or a
+/// ``StreamOperationError``. Underneath is the same engine as ``QueuedSocket``'s.
+public final class AsyncConnection: StreamOperationsClient, Sendable {
+    private typealias Waiter = CheckedContinuation<[UInt8]?, Error>
+
+    private struct State {
+        var pair: (input: InputStream, output: OutputStream)?
+        var opening = false
+        var ready = false
+        var closed: Error??
+        var cancelled = false
+        var nextTag = 1
+        var openWaiters: [CheckedContinuation<Void, Error>] = []
+        /// Operations queued and not complete, and whether the end of the stream completes each with
+        /// nil (a chunk read) rather than an error.
+        var pending: [Int: Bool] = [:]
+        /// Continuations of the operations a caller waits for.
+        var waiters: [Int: Waiter] = [:]
+        /// Results of operations that completed before their caller waited: most complete inline,
+        /// on the caller's own thread, and need no continuation at all.
+        var early: [Int: Result<[UInt8]?, Error>] = [:]
+        var tls: [CheckedContinuation<Void, Error>] = []
+    }
+
+    let engine: StreamOperations
+    private let state: Guarded<State>
+
+    /// The queue every connection's stream events run on. A Dispatch worker runs them, so a task a
+    /// callout resumes can continue on that same worker, without waking another thread.
+    static let queue = DispatchQueue(label: "SocketStreams.AsyncConnection")
+
+    /// The queue's reactor (one epoll set), kept for the life of the process; nil if it cannot be
+    /// made (out of file descriptors), and then each connection fails when it opens.
+    private static let reactor: Reactor? = try? ReactorRegistry.shared.acquire(queue: queue)
+
+    /// Wraps an unopened pair made any way (`createStreamPair`, an accepted `StreamListener` pair), with
+    /// whatever properties you set on it (TLS, a proxy). ``open()`` opens it.
+    public init(input: InputStream, output: OutputStream) {
+        engine = StreamOperations(reactor: Self.reactor, pumpsAnywhere: true)
+        var initial = State()
+        initial.pair = (input, output)
+        state = Guarded(initial)
+        engine.client = self
+    }
+
+    /// A connection to `host` and `port` (`createStreamPair(host:port:)`), not yet open.
+    public convenience init(host: String, port: Int) {
+        let pair = createStreamPair(host: host, port: port)
+        self.init(input: pair.input, output: pair.output)
+    }
+
+    deinit {
+        engine.client = nil
+        engine.close()
+    }
+
+    // MARK: opening and closing
+
+    /// Opens the pair and returns once it is ready: TCP up, and any proxy or TLS handshake set on the
+    /// pair done. Throws the stream's error (a refused connection, a failed name lookup or handshake).
+    /// Calling it again after success returns at once.
+    public func open() async throws {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+                let (pair, answer) = state.withLock { state -> ((InputStream, OutputStream)?, Result<Void, Error>?) in
+                    if state.ready { return (nil, .success(())) }
+                    if let closed = state.closed { return (nil, .failure(Self.error(closed, state))) }
+                    state.openWaiters.append(continuation)
+                    guard !state.opening, let pair = state.pair else { return (nil, nil) }
+                    state.opening = true
+                    state.pair = nil
+                    return (pair, nil)
+                }
+                if let answer { return continuation.resume(with: answer) }
+                guard let (input, output) = pair else { return }
+                engine.attach(input: input, output: output) { input, output in
+                    CFReadStreamSetDispatchQueue(input, Self.queue)
+                    CFWriteStreamSetDispatchQueue(output, Self.queue)
+                }
+            }
+        } onCancel: {
+            cancel()
+        }
+    }
+
+    /// Closes the pair. Waiting calls throw ``StreamOperationError/closed``.
+    public func close() {
+        engine.close()
+    }
+
+    private func cancel() {
+        state.withLock { $0.cancelled = true }
+        engine.close(error: CancellationError())
+    }
+
+    private static func error(_ closed: Error?, _ state: State) -> Error {
+        if state.cancelled { return CancellationError() }
+        return closed ?? StreamOperationError.closed
+    }
+
+    // MARK: reading
+
+    /// The next bytes that arrive, at least one and at most `maxLength`; nil at the end of the stream.
+    /// Bytes already read past an earlier `read(exactly:)` or `read(upTo:maxLength:)` come first.
+    public func read(maxLength: Int = 65_536) async throws -> [UInt8]? {
+        try await read(.available(maxLength: max(1, maxLength)), endIsNil: true)
+    }
+
+    /// Exactly `count` bytes. At the end of the stream before then, throws
+    /// ``StreamOperationError/closedByPeer(unread:)`` with the bytes that did arrive.
+    public func read(exactly count: Int) async throws -> [UInt8] {
+        guard count > 0 else { return [] }
+        return try await read(.length(count), endIsNil: false) ?? []
+    }
+
+    /// The bytes up to and including the first `delimiter`. Throws
+    /// ``StreamOperationError/readMaxedOut(maxLength:tag:)`` (and closes) when `maxLength` bytes (0: no
+    /// limit) arrive without it, and ``StreamOperationError/closedByPeer(unread:)`` at the end of the stream.
+    public func read(upTo delimiter: [UInt8], maxLength: Int) async throws -> [UInt8] {
+        precondition(!delimiter.isEmpty, "read(upTo:maxLength:) needs a delimiter")
+        return try await read(.delimiter(delimiter, maxLength: max(0, maxLength)), endIsNil: false) ?? []
+    }
+
+    private func read(_ request: ReadRequest, endIsNil: Bool) async throws -> [UInt8]? {
+        try await perform(endIsNil: endIsNil) { tag in engine.enqueueRead(request, timeout: 0, tag: tag) }
+    }
+
+    /// Queues an operation under a new tag and returns its result: at once when it completed inline
+    /// (the engine pumps on this thread), else once the streams' thread completes it.
+    private func perform(endIsNil: Bool = false, _ enqueue: (Int) -> Error?) async throws -> [UInt8]? {
+        let tag = try state.withLock { state -> Int in
+            if let closed = state.closed { throw Self.error(closed, state) }
+            let tag = state.nextTag
+            state.nextTag += 1
+            state.pending[tag] = endIsNil
+            return tag
+        }
+        if let refused = enqueue(tag) {
+            state.withLock { _ = $0.pending.removeValue(forKey: tag) }
+            throw refused
+        }
+        if let result = state.withLock({ $0.early.removeValue(forKey: tag) }) { return try result.get() }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: Waiter) in
+                let result = state.withLock { state -> Result<[UInt8]?, Error>? in
+                    if let result = state.early.removeValue(forKey: tag) { return result }
+                    state.waiters[tag] = continuation
+                    return nil
+                }
+                if let result { continuation.resume(with: result) }
+            }
+        } onCancel: {
+            cancel()
+        }
+    }
+
+    /// Completes the operation `tag`: its waiter, or a result kept for a caller not yet waiting.
+    private func complete(_ tag: Int, _ result: Result<[UInt8]?, Error>) {
+        let waiter = state.withLock { state -> Waiter? in
+            guard state.pending.removeValue(forKey: tag) != nil else { return nil }
+            if let waiter = state.waiters.removeValue(forKey: tag) { return waiter }
+            state.early[tag] = result
+            return nil
+        }
+        waiter?.resume(with: result)
+    }
+
+    /// The input as an `AsyncSequence` of chunks of at most `maxLength` bytes, ending at the end of the
+    /// stream. Each chunk is read when the loop asks for it.
+    public func chunks(maxLength: Int = 65_536) -> Chunks {
+        Chunks(connection: self, maxLength: maxLength)
+    }
+
+    /// The input as chunks: see ``AsyncConnection/chunks(maxLength:)``.
+    public struct Chunks: AsyncSequence, Sendable {
+        /// A chunk of bytes.
+        public typealias Element = [UInt8]
+        let connection: AsyncConnection
+        let maxLength: Int
+
+        /// Reads a chunk per `next()`.
+        public struct AsyncIterator: AsyncIteratorProtocol {
+            let connection: AsyncConnection
+            let maxLength: Int
+
+            /// The next chunk, or nil at the end of the stream.
+            public mutating func next() async throws -> [UInt8]? {
+                try await connection.read(maxLength: maxLength)
+            }
+        }
+
+        /// An iterator over the chunks.
+        public func makeAsyncIterator() -> AsyncIterator {
+            AsyncIterator(connection: connection, maxLength: maxLength)
+        }
+    }
+
+    // MARK: writing
+
+    /// Writes every byte, returning once the kernel has accepted them all.
+    public func write(_ bytes: [UInt8]) async throws {
+        guard !bytes.isEmpty else { return }
+        _ = try await perform { tag in engine.enqueueWrite(bytes, timeout: 0, tag: tag) }
+    }
+
+    /// Upgrades the open connection to TLS in place (STARTTLS), once the reads and writes already made
+    /// have completed; returns when the handshake is done, or throws its error.
+    public func startTLS(_ settings: TLSSettings) async throws {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+                let accepted = state.withLock { state -> Bool in
+                    if let closed = state.closed {
+                        continuation.resume(throwing: Self.error(closed, state))
+                        return false
+                    }
+                    state.tls.append(continuation)
+                    return true
+                }
+                guard accepted else { return }
+                engine.enqueueTLS(settings)
+            }
+        } onCancel: {
+            cancel()
+        }
+    }
+
+    // MARK: the engine's events
+
+    func operations(_ operations: StreamOperations, handle event: OperationEvent) {
+        switch event {
+        case .ready:
+            let waiters = state.withLock { state -> [CheckedContinuation<Void, Error>] in
+                state.ready = true
+                defer { state.openWaiters.removeAll() }
+                return state.openWaiters
+            }
+            for waiter in waiters { waiter.resume() }
+        case .read(let bytes, let tag):
+            complete(tag, .success(bytes))
+        case .readEnded(let unread, let tag):
+            let endIsNil = state.withLock { $0.pending[tag] } ?? false
+            complete(tag, endIsNil && unread.isEmpty ? .success(nil) : .failure(StreamOperationError.closedByPeer(unread: unread)))
+        case .wrote(let tag):
+            complete(tag, .success(nil))
+        case .secured:
+            let waiter = state.withLock { state in state.tls.isEmpty ? nil : state.tls.removeFirst() }
+            waiter?.resume()
+        case .closed(let reason):
+            let (error, opens, waiters, tls) = state.withLock { state in
+                state.closed = .some(reason)
+                let error = Self.error(reason, state)
+                let waiters = state.pending.keys.sorted().compactMap { tag -> Waiter? in
+                    if let waiter = state.waiters.removeValue(forKey: tag) { return waiter }
+                    state.early[tag] = .failure(error)  // its caller is about to wait: it finds this
+                    return nil
+                }
+                state.pending.removeAll()
+                defer {
+                    state.openWaiters.removeAll()
+                    state.tls.removeAll()
+                }
+                return (error, state.openWaiters, waiters, state.tls)
+            }
+            for waiter in opens { waiter.resume(throwing: error) }
+            for waiter in waiters { waiter.resume(throwing: error) }
+            for waiter in tls { waiter.resume(throwing: error) }
+        case .readPartial, .wrotePartial, .ended:
+            break
+        }
+    }
+
+    func operations(
+        _ operations: StreamOperations, shouldTimeOut direction: OperationDirection, tag: Int, elapsed: Double, bytesDone: Int
+    ) -> Double {
+        0  // no timeouts are set: a caller bounds a wait with its own task deadline
+    }
+}

@@ -1,0 +1,396 @@
+import Foundation
+
+/// The delegate of a ``QueuedSocket``, after GCDAsyncSocket's `GCDAsyncSocketDelegate`. Every method
+/// has a default that does nothing (or, for the timeout questions, lets the operation time out), so a
+/// delegate implements only what it needs. All are called on the socket's run loop or dispatch queue.
+public protocol QueuedSocketDelegate: AnyObject {
+    /// The connection is up (TCP, and any proxy handshake or TLS set on the pair before it opened);
+    /// queued operations start now (`socket:didConnectToHost:port:`).
+    func socket(_ socket: QueuedSocket, didConnectToHost host: String, port: Int)
+    /// A listening socket accepted a connection. Keep `newSocket`: it is closed when released
+    /// (`socket:didAcceptNewSocket:`). It has this delegate and this run loop or queue.
+    func socket(_ socket: QueuedSocket, didAcceptNewSocket newSocket: QueuedSocket)
+    /// A read completed (`socket:didReadData:withTag:`).
+    func socket(_ socket: QueuedSocket, didRead data: [UInt8], withTag tag: Int)
+    /// The read with `tag` got `partialLength` more bytes and is not complete (`socket:didReadPartialDataOfLength:tag:`).
+    func socket(_ socket: QueuedSocket, didReadPartialDataOfLength partialLength: Int, tag: Int)
+    /// A write completed: the kernel accepted every byte (`socket:didWriteDataWithTag:`).
+    func socket(_ socket: QueuedSocket, didWriteDataWithTag tag: Int)
+    /// The write with `tag` moved `partialLength` more bytes and is not complete (`socket:didWritePartialDataOfLength:tag:`).
+    func socket(_ socket: QueuedSocket, didWritePartialDataOfLength partialLength: Int, tag: Int)
+    /// The read with `tag` reached its timeout. Return more seconds to extend it, or 0 to let it time
+    /// out, which disconnects with ``StreamOperationError/readTimedOut(tag:)``
+    /// (`socket:shouldTimeoutReadWithTag:elapsed:bytesDone:`).
+    func socket(_ socket: QueuedSocket, shouldTimeoutReadWithTag tag: Int, elapsed: TimeInterval, bytesDone length: Int) -> TimeInterval
+    /// The same for a write (`socket:shouldTimeoutWriteWithTag:elapsed:bytesDone:`).
+    func socket(_ socket: QueuedSocket, shouldTimeoutWriteWithTag tag: Int, elapsed: TimeInterval, bytesDone length: Int) -> TimeInterval
+    /// A handshake queued with ``QueuedSocket/startTLS(_:)`` finished (`socketDidSecure:`).
+    func socketDidSecure(_ socket: QueuedSocket)
+    /// The connection is closed: nil after ``QueuedSocket/disconnect()`` (or a disconnect after reading or
+    /// writing), else the reason. Called once (`socketDidDisconnect:withError:`).
+    func socketDidDisconnect(_ socket: QueuedSocket, withError error: Error?)
+}
+
+extension QueuedSocketDelegate {
+    /// Does nothing.
+    public func socket(_ socket: QueuedSocket, didConnectToHost host: String, port: Int) {}
+    /// Does nothing: the new socket is released, which closes it.
+    public func socket(_ socket: QueuedSocket, didAcceptNewSocket newSocket: QueuedSocket) {}
+    /// Does nothing.
+    public func socket(_ socket: QueuedSocket, didRead data: [UInt8], withTag tag: Int) {}
+    /// Does nothing.
+    public func socket(_ socket: QueuedSocket, didReadPartialDataOfLength partialLength: Int, tag: Int) {}
+    /// Does nothing.
+    public func socket(_ socket: QueuedSocket, didWriteDataWithTag tag: Int) {}
+    /// Does nothing.
+    public func socket(_ socket: QueuedSocket, didWritePartialDataOfLength partialLength: Int, tag: Int) {}
+    /// Returns 0: the read times out.
+    public func socket(_ socket: QueuedSocket, shouldTimeoutReadWithTag tag: Int, elapsed: TimeInterval, bytesDone length: Int)
+        -> TimeInterval
+    { 0 }
+    /// Returns 0: the write times out.
+    public func socket(_ socket: QueuedSocket, shouldTimeoutWriteWithTag tag: Int, elapsed: TimeInterval, bytesDone length: Int)
+        -> TimeInterval
+    { 0 }
+    /// Does nothing.
+    public func socketDidSecure(_ socket: QueuedSocket) {}
+    /// Does nothing.
+    public func socketDidDisconnect(_ socket: QueuedSocket, withError error: Error?) {}
+}
+
+/// GCDAsyncSocket's programming model over a SocketStreams pair: say what to read and write up front
+/// (to a length, up to a delimiter, whatever is available), each with a timeout and a tag, and be told
+/// as each completes, in order. Operations may be queued before the connection is up; TLS can be
+/// queued behind them (``startTLS(_:)``).
+///
+/// ```swift
+/// let socket = QueuedSocket(delegate: self, delegateQueue: .main)
+/// try socket.connect(toHost: "example.com", onPort: 80)
+/// socket.write(Array("GET / HTTP/1.0\r\n\r\n".utf8), tag: 1)
+/// socket.read(toData: Array("\r\n\r\n".utf8), maxLength: 65_536, tag: 2)  // the head
+/// ```
+///
+/// The delegate is called on the run loop (in its mode) or the dispatch queue given at creation, one
+/// call at a time, never on the caller's thread unless that is where it runs. Methods may be called
+/// from any thread. The delegate is held weakly, as in GCDAsyncSocket; keep the socket itself for as
+/// long as the connection should last: releasing it closes the connection (without a
+/// `socketDidDisconnect`). A socket connects once; make a new one to reconnect.
+///
+/// Underneath is a stream pair scheduled on that run loop or queue, driven by its delegate events, so
+/// its rules hold: reads happen only while a read is queued (the kernel's buffer is the backpressure),
+/// and an error is the streams' own `NSError` (CFNetwork's domains and codes) or a ``StreamOperationError``.
+public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
+    /// Where the delegate is called.
+    private enum Context {
+        case runLoop(RunLoop, RunLoop.Mode)
+        case queue(DispatchQueue)
+    }
+
+    private struct State {
+        weak var delegate: QueuedSocketDelegate?
+        var host: String?
+        var port: Int?
+        var connected = false
+        var disconnected = false
+        var listener: StreamListener?
+        var input: InputStream?
+        /// Made by a listening socket: `didConnectToHost` is not called for it.
+        var accepted = false
+    }
+
+    private let context: Context
+    let engine: StreamOperations
+    private let state: Guarded<State>
+
+    /// A socket whose delegate is called on `delegateQueue` (GCDAsyncSocket's `initWithDelegate:delegateQueue:`).
+    /// Events for every socket on one queue come one at a time, even on a concurrent queue.
+    public convenience init(delegate: QueuedSocketDelegate?, delegateQueue: DispatchQueue) {
+        self.init(delegate: delegate, context: .queue(delegateQueue))
+    }
+
+    /// A socket whose delegate is called on `runLoop` while it runs in `mode`: a run loop you run, or
+    /// `RunLoop.socketStreams`, the package's stream thread.
+    public convenience init(delegate: QueuedSocketDelegate?, runLoop: RunLoop = .current, mode: RunLoop.Mode = .default) {
+        self.init(delegate: delegate, context: .runLoop(runLoop, mode))
+    }
+
+    private init(delegate: QueuedSocketDelegate?, context: Context) {
+        self.context = context
+        var initial = State()
+        initial.delegate = delegate
+        state = Guarded(initial)
+        do {
+            engine = StreamOperations(reactor: try Self.reactor(for: context), pumpsAnywhere: false)
+            engine.client = self
+        } catch {
+            // Out of file descriptors (no epoll set for the run loop or queue): the socket is closed
+            // from the start, and says so (on the calling thread) at its first operation.
+            engine = StreamOperations(reactor: nil, pumpsAnywhere: false)
+            engine.client = self
+            engine.close(error: NSError(domain: NSPOSIXErrorDomain, code: Int(error.code)))
+        }
+    }
+
+    deinit {
+        engine.client = nil
+        engine.close()
+        state.withLock { $0.listener }?.close()
+        if let reactor = engine.reactor { ReactorRegistry.shared.release(reactor) }
+    }
+
+    private static func reactor(for context: Context) throws(SystemError) -> Reactor {
+        switch context {
+        case .queue(let queue):
+            return try ReactorRegistry.shared.acquire(queue: queue)
+        case .runLoop(let runLoop, let mode):
+            guard let cf = cfRunLoop(of: runLoop) else {
+                // Not knowable from this thread (see cfRunLoop(of:)): the stream thread's, whose
+                // timers and posts then fire there; the delegate would be called there too.
+                let reactor = try StreamThread.reactor()
+                ReactorRegistry.shared.retain(reactor)
+                return reactor
+            }
+            return try ReactorRegistry.shared.acquire(cfRunLoop: cf, mode: mode.rawValue)
+        }
+    }
+
+    /// The delegate (held weakly), called on the socket's run loop or queue.
+    public var delegate: QueuedSocketDelegate? {
+        get { state.withLock { $0.delegate } }
+        set { state.withLock { $0.delegate = newValue } }
+    }
+
+    // MARK: connecting
+
+    /// Connects to `host` and `port` (GCDAsyncSocket's `connectToHost:onPort:withTimeout:error:`): name
+    /// resolution and Happy Eyeballs as `createStreamPair(host:port:)` does them. `timeout` (seconds;
+    /// 0 or less for none) bounds the whole open, handshakes included. `configure` may set properties on
+    /// the pair before it opens: TLS (`.tlsSettingsKey`), a proxy, `.tcpNoDelayKey`.
+    ///
+    /// - Throws: ``StreamOperationError/closed`` if the socket has connected, listened or disconnected before.
+    public func connect(
+        toHost host: String, onPort port: Int, withTimeout timeout: TimeInterval = -1,
+        configure: ((InputStream, OutputStream) -> Void)? = nil
+    ) throws {
+        let pair = createStreamPair(host: host, port: port)
+        if timeout > 0 { pair.input.setProperty(timeout, forKey: .connectTimeoutKey) }
+        configure?(pair.input, pair.output)
+        try attach(pair.input, pair.output, host: host, port: port)
+    }
+
+    /// Connects to a Unix-domain socket (GCDAsyncSocket's `connectToUrl:withTimeout:error:`).
+    public func connect(toUnixPath path: String, withTimeout timeout: TimeInterval = -1) throws {
+        let pair = createStreamPair(unixSocketPath: path)
+        if timeout > 0 { pair.input.setProperty(timeout, forKey: .connectTimeoutKey) }
+        try attach(pair.input, pair.output, host: path, port: 0)
+    }
+
+    /// Takes over an unopened stream pair made any other way (`createStreamPair(nativeSocket:)`, or one
+    /// whose properties you set yourself), and opens it.
+    public func connect(input: InputStream, output: OutputStream) throws {
+        let host = input.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketRemoteHostName as String)) as? String
+        let port = (input.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketRemotePortNumber as String)) as? NSNumber)?.intValue
+        try attach(input, output, host: host ?? "", port: port ?? 0)
+    }
+
+    private func attach(_ input: InputStream, _ output: OutputStream, host: String, port: Int) throws {
+        let fresh = state.withLock { state -> Bool in
+            guard state.input == nil, state.listener == nil, !state.disconnected else { return false }
+            state.input = input
+            state.host = host
+            state.port = port
+            return true
+        }
+        guard fresh else {
+            input.close()
+            output.close()
+            throw StreamOperationError.closed
+        }
+        let context = self.context
+        engine.attach(input: input, output: output) { input, output in
+            switch context {
+            case .queue(let queue):
+                CFReadStreamSetDispatchQueue(input, queue)
+                CFWriteStreamSetDispatchQueue(output, queue)
+            case .runLoop(let runLoop, let mode):
+                input.schedule(in: runLoop, forMode: mode)
+                output.schedule(in: runLoop, forMode: mode)
+            }
+        }
+    }
+
+    // MARK: accepting
+
+    /// Listens on TCP (GCDAsyncSocket's `acceptOnInterface:port:error:`): `interface` nil for every
+    /// interface, `"127.0.0.1"` or `"::1"` for loopback; `port` 0 for any free port (see ``localPort``).
+    /// Each connection arrives as a new socket in `socket(_:didAcceptNewSocket:)`, with this delegate
+    /// and run loop or queue.
+    public func accept(onInterface interface: String? = nil, port: Int) throws {
+        try listen(try StreamListener(host: interface, port: port))
+    }
+
+    /// Listens on a Unix-domain socket at `path` (GCDAsyncSocket's `acceptOnUrl:error:`).
+    public func accept(onUnixPath path: String) throws {
+        try listen(try StreamListener(unixSocketPath: path))
+    }
+
+    /// The port a listening socket is bound to.
+    public var localPort: Int { state.withLock { $0.listener?.port ?? 0 } }
+
+    private func listen(_ listener: StreamListener) throws {
+        let fresh = state.withLock { state -> Bool in
+            guard state.input == nil, state.listener == nil, !state.disconnected else { return false }
+            state.listener = listener
+            return true
+        }
+        guard fresh else {
+            listener.close()
+            throw StreamOperationError.closed
+        }
+        let runLoop: RunLoop
+        let mode: RunLoop.Mode
+        switch context {
+        case .runLoop(let loop, let loopMode): (runLoop, mode) = (loop, loopMode)
+        case .queue: (runLoop, mode) = (.socketStreams, .default)
+        }
+        listener.start(in: runLoop, forMode: mode) { [weak self] input, output in
+            guard let self else { return input.close() }
+            let accepted = QueuedSocket(delegate: self.delegate, context: self.context)
+            accepted.state.withLock { $0.accepted = true }
+            try? accepted.connect(input: input, output: output)
+            self.onContext { [self] in self.delegate?.socket(self, didAcceptNewSocket: accepted) }
+        }
+    }
+
+    /// Runs `body` where the delegate is called.
+    private func onContext(_ body: @escaping @Sendable () -> Void) {
+        switch context {
+        case .runLoop: body()  // the listener's accept closure already runs on that run loop
+        case .queue(let queue): queue.async(execute: body)
+        }
+    }
+
+    // MARK: reading
+
+    /// Reads exactly `length` bytes (`readDataToLength:withTimeout:tag:`). `timeout` in seconds, 0 or
+    /// less for none.
+    public func read(toLength length: Int, timeout: TimeInterval = -1, tag: Int = 0) {
+        guard length > 0 else { return }  // as GCDAsyncSocket: nothing to read, no callback
+        enqueue(.length(length), timeout: timeout, tag: tag)
+    }
+
+    /// Reads up to and including the first `delimiter` (`readDataToData:withTimeout:maxLength:tag:`).
+    /// With `maxLength` above 0, a delimiter not found within that many bytes disconnects with
+    /// ``StreamOperationError/readMaxedOut(maxLength:tag:)``.
+    public func read(toData delimiter: [UInt8], timeout: TimeInterval = -1, maxLength: Int = 0, tag: Int = 0) {
+        guard !delimiter.isEmpty else { return }
+        enqueue(.delimiter(delimiter, maxLength: max(0, maxLength)), timeout: timeout, tag: tag)
+    }
+
+    /// Reads whatever has arrived, at least one byte and at most `maxLength` (0: no limit)
+    /// (`readDataWithTimeout:tag:`).
+    public func readAvailable(timeout: TimeInterval = -1, maxLength: Int = 0, tag: Int = 0) {
+        enqueue(.available(maxLength: max(0, maxLength)), timeout: timeout, tag: tag)
+    }
+
+    private func enqueue(_ request: ReadRequest, timeout: TimeInterval, tag: Int) {
+        engine.enqueueRead(request, timeout: timeout, tag: tag)
+    }
+
+    // MARK: writing
+
+    /// Writes `bytes` (`writeData:withTimeout:tag:`): `socket(_:didWriteDataWithTag:)` follows once the
+    /// kernel has accepted every byte. Writes complete in order.
+    public func write(_ bytes: [UInt8], timeout: TimeInterval = -1, tag: Int = 0) {
+        engine.enqueueWrite(bytes, timeout: timeout, tag: tag)
+    }
+
+    /// Writes the bytes of `data` (`writeData:withTimeout:tag:`).
+    public func write(_ data: Data, timeout: TimeInterval = -1, tag: Int = 0) {
+        write([UInt8](data), timeout: timeout, tag: tag)
+    }
+
+    // MARK: TLS
+
+    /// Starts TLS once every read and write queued before it has completed (`startTLS:`); operations
+    /// queued after it run over TLS. `socketDidSecure(_:)` follows the handshake; a failed handshake
+    /// disconnects with the TLS error (`NSOSStatusErrorDomain`, SecureTransport's codes). Bytes that
+    /// arrive before the handshake starts cannot be passed to TLS and disconnect with
+    /// ``StreamOperationError/bytesBeforeTLS(unread:)``.
+    public func startTLS(_ settings: TLSSettings) {
+        engine.enqueueTLS(settings)
+    }
+
+    // MARK: disconnecting
+
+    /// Closes at once; queued operations are dropped (`disconnect`). The delegate then gets
+    /// `socketDidDisconnect(_:withError:)` with nil.
+    public func disconnect() {
+        state.withLock { $0.listener }?.close()
+        engine.close()
+    }
+
+    /// Closes once every queued read has completed (`disconnectAfterReading`).
+    public func disconnectAfterReading() { engine.close(afterReads: true) }
+
+    /// Closes once every queued write has completed (`disconnectAfterWriting`).
+    public func disconnectAfterWriting() { engine.close(afterWrites: true) }
+
+    /// Closes once every queued read and write has completed (`disconnectAfterReadingAndWriting`).
+    public func disconnectAfterReadingAndWriting() { engine.close(afterReads: true, afterWrites: true) }
+
+    /// Whether the connection is up and not closed (`isConnected`).
+    public var isConnected: Bool { state.withLock { $0.connected && !$0.disconnected } }
+
+    /// Whether the socket has closed, or never connected (`isDisconnected`).
+    public var isDisconnected: Bool { state.withLock { !$0.connected || $0.disconnected } }
+
+    /// The host the socket connected to, as given (`connectedHost`).
+    public var connectedHost: String? { state.withLock { $0.connected ? $0.host : nil } }
+
+    /// The port the socket connected to, as given (`connectedPort`).
+    public var connectedPort: Int { state.withLock { $0.connected ? $0.port ?? 0 : 0 } }
+
+    // MARK: the engine's events (on the socket's run loop or queue)
+
+    func operations(_ operations: StreamOperations, handle event: OperationEvent) {
+        let delegate = self.delegate
+        switch event {
+        case .ready:
+            let (host, port) = state.withLock { state -> (String, Int) in
+                state.connected = true
+                return (state.host ?? "", state.port ?? 0)
+            }
+            if !state.withLock({ $0.accepted }) { delegate?.socket(self, didConnectToHost: host, port: port) }
+        case .read(let bytes, let tag):
+            delegate?.socket(self, didRead: bytes, withTag: tag)
+        case .readPartial(let count, let tag):
+            delegate?.socket(self, didReadPartialDataOfLength: count, tag: tag)
+        case .readEnded(let unread, _):
+            engine.close(error: StreamOperationError.closedByPeer(unread: unread))
+        case .ended(let pending):
+            // GCDAsyncSocket disconnects when the peer closes; a read still queued gets `readEnded`
+            // first, with the bytes that had arrived for it.
+            if pending == 0 { engine.close(error: StreamOperationError.closedByPeer(unread: engine.takeBuffered())) }
+        case .wrote(let tag):
+            delegate?.socket(self, didWriteDataWithTag: tag)
+        case .wrotePartial(let count, let tag):
+            delegate?.socket(self, didWritePartialDataOfLength: count, tag: tag)
+        case .secured:
+            delegate?.socketDidSecure(self)
+        case .closed(let error):
+            state.withLock { $0.disconnected = true }
+            delegate?.socketDidDisconnect(self, withError: error)
+        }
+    }
+
+    func operations(
+        _ operations: StreamOperations, shouldTimeOut direction: OperationDirection, tag: Int, elapsed: Double, bytesDone: Int
+    ) -> Double {
+        guard let delegate else { return 0 }
+        switch direction {
+        case .read: return delegate.socket(self, shouldTimeoutReadWithTag: tag, elapsed: elapsed, bytesDone: bytesDone)
+        case .write: return delegate.socket(self, shouldTimeoutWriteWithTag: tag, elapsed: elapsed, bytesDone: bytesDone)
+        }
+    }
+}

@@ -1,0 +1,771 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+// The engine under `QueuedSocket` and `AsyncConnection`: reads and writes queued as operations that
+// complete in order (GCDAsyncSocket's model), driven by a stream pair's delegate events. It is a client
+// of the pair like any other, so the delegate path stays the one engine.
+//
+// Threads. All state is under `state`'s lock. Any thread may queue operations. Moving bytes ("a pump")
+// is done by one thread at a time: a thread that finds no pump running runs one; a request that finds
+// one running is left to it, and it goes round again before it stops. A pump reads only after a
+// `hasBytesAvailable` and writes only after a `hasSpaceAvailable`, one call per event, so nothing it
+// does can block. Completions go to the client outside the lock, in order, from the pumping thread.
+//
+// Where pumps run is the client's choice (`pumpsAnywhere`):
+// - `QueuedSocket` (false): only on its delegate's run loop or queue, where the streams are scheduled
+//   and the timers fire; a request from any other thread is posted there. Its delegate is therefore
+//   called only there.
+// - `AsyncConnection` (true): also on the calling task's thread, so a read whose bytes have arrived, or
+//   a write the socket has room for, completes without a thread hop.
+//
+// A pump that may run on any thread asks the stream's exact `hasBytesAvailable`/`hasSpaceAvailable`
+// before each read or write (see `mayTransfer`).
+//
+// Reads happen only while a read operation waits (the kernel's buffer is the backpressure); each
+// takes up to 64 KiB, and bytes beyond what the operation needs stay buffered for the next one.
+
+/// What a queued read waits for.
+enum ReadRequest: Sendable, Equatable {
+    /// Exactly this many bytes.
+    case length(Int)
+    /// Up to and including the first occurrence of the delimiter; fails once `maxLength` (0: no limit)
+    /// bytes have arrived without it.
+    case delimiter([UInt8], maxLength: Int)
+    /// Whatever has arrived, at least one byte and at most `maxLength` (0: no limit).
+    case available(maxLength: Int)
+}
+
+/// The failures the operations layer adds to the streams' own errors (which pass through unchanged).
+///
+/// Bridged to `NSError` in ``StreamOperationError/errorDomain`` with the codes below, as GCDAsyncSocket
+/// reports its own in `GCDAsyncSocketErrorDomain`.
+public enum StreamOperationError: Error, Sendable, Equatable, CustomNSError, LocalizedError {
+    /// A read's timeout passed and the delegate gave no extension (GCDAsyncSocketReadTimeoutError).
+    case readTimedOut(tag: Int)
+    /// A write's timeout passed and the delegate gave no extension (GCDAsyncSocketWriteTimeoutError).
+    case writeTimedOut(tag: Int)
+    /// A delimiter read reached its `maxLength` without the delimiter (GCDAsyncSocketReadMaxedOutError).
+    case readMaxedOut(maxLength: Int, tag: Int)
+    /// The peer closed the connection before a read could complete. `unread` holds the bytes that had
+    /// arrived for it, so nothing is lost (GCDAsyncSocketClosedError).
+    case closedByPeer(unread: [UInt8])
+    /// Bytes arrived before a queued TLS handshake began; they cannot be handed to TLS, so the connection
+    /// is closed rather than guess. `unread` holds them.
+    case bytesBeforeTLS(unread: [UInt8])
+    /// The pair did not accept the TLS settings (`setProperty` returned false).
+    case tlsSettingsRefused
+    /// The connection was closed (by `disconnect()`, `close()` or an earlier failure) before the
+    /// operation could run.
+    case closed
+
+    /// "SocketStreams.StreamOperationError".
+    public static var errorDomain: String { "SocketStreams.StreamOperationError" }
+
+    /// 1 read timeout, 2 write timeout, 3 read maxed out, 4 closed by peer, 5 bytes before TLS,
+    /// 6 TLS settings refused, 7 closed.
+    public var errorCode: Int {
+        switch self {
+        case .readTimedOut: return 1
+        case .writeTimedOut: return 2
+        case .readMaxedOut: return 3
+        case .closedByPeer: return 4
+        case .bytesBeforeTLS: return 5
+        case .tlsSettingsRefused: return 6
+        case .closed: return 7
+        }
+    }
+
+    /// A sentence saying what happened.
+    public var errorDescription: String? {
+        switch self {
+        case .readTimedOut(let tag): return "the read with tag \(tag) timed out"
+        case .writeTimedOut(let tag): return "the write with tag \(tag) timed out"
+        case .readMaxedOut(let maxLength, let tag):
+            return "the read with tag \(tag) reached its maximum length of \(maxLength) bytes without finding its delimiter"
+        case .closedByPeer(let unread):
+            return "the peer closed the connection" + (unread.isEmpty ? "" : " (\(unread.count) bytes arrived for an unfinished read)")
+        case .bytesBeforeTLS(let unread): return "\(unread.count) bytes arrived before the TLS handshake could start"
+        case .tlsSettingsRefused: return "the stream pair refused the TLS settings"
+        case .closed: return "the connection is closed"
+        }
+    }
+
+    /// The same sentence, for `NSError.localizedDescription`.
+    public var errorUserInfo: [String: Any] { [NSLocalizedDescriptionKey: errorDescription ?? ""] }
+}
+
+/// Which queue a timeout belongs to.
+enum OperationDirection: Sendable {
+    case read
+    case write
+}
+
+/// What the engine tells its client, in order, outside its lock.
+enum OperationEvent {
+    /// The pair is ready: open, and any proxy or TLS handshake set before `open()` done.
+    case ready
+    /// A read completed.
+    case read([UInt8], tag: Int)
+    /// A read got this many more bytes but is not complete.
+    case readPartial(Int, tag: Int)
+    /// A read cannot complete: the stream is at its end. `unread` holds the bytes that had arrived.
+    case readEnded(unread: [UInt8], tag: Int)
+    /// The input stream reached its end (once). `pendingReads` is how many reads were then queued.
+    case ended(pendingReads: Int)
+    /// A write completed: every byte was accepted by the kernel.
+    case wrote(tag: Int)
+    /// A write moved this many bytes but is not complete.
+    case wrotePartial(Int, tag: Int)
+    /// A queued TLS handshake finished.
+    case secured
+    /// The pair is closed (once): nil after `close(error: nil)`, else the reason. Queued operations
+    /// that had not completed are dropped.
+    case closed(Error?)
+}
+
+/// The engine's client: `QueuedSocket` or `AsyncConnection`.
+protocol StreamOperationsClient: AnyObject, Sendable {
+    /// Handles one event (see `OperationEvent`).
+    func operations(_ operations: StreamOperations, handle event: OperationEvent)
+    /// A timeout passed for the operation with `tag` after `elapsed` seconds with `bytesDone` moved.
+    /// Returns the extension in seconds, or 0 or less to fail the operation.
+    func operations(
+        _ operations: StreamOperations, shouldTimeOut direction: OperationDirection, tag: Int, elapsed: Double, bytesDone: Int
+    ) -> Double
+}
+
+final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
+    private struct ReadOperation {
+        let id: UInt64
+        let request: ReadRequest
+        let timeout: Double
+        let tag: Int
+        /// Buffered bytes already searched for the delimiter (so each byte is searched once).
+        var searched = 0
+    }
+
+    private struct WriteOperation {
+        let id: UInt64
+        let bytes: [UInt8]
+        var offset = 0
+        let timeout: Double
+        let tag: Int
+    }
+
+    private enum ReadItem {
+        case read(ReadOperation)
+        case tls(UInt64)
+    }
+
+    private enum WriteItem {
+        case write(WriteOperation)
+        case tls(UInt64, TLSSettings)
+    }
+
+    private struct Timeout {
+        let operation: UInt64
+        let timer: UInt64
+        let started: UInt64
+        var limit: Double
+    }
+
+    private struct State {
+        var reads: [ReadItem] = []
+        var writes: [WriteItem] = []
+        var buffer: [UInt8] = []
+        var bufferStart = 0
+        var bufferCount: Int { buffer.count - bufferStart }
+
+        var attached = false
+        var input: InputStream?
+        var output: OutputStream?
+        var canRead = false
+        var canWrite = false
+        var ready = false
+        var readyReported = false
+        var ended = false
+        var endReported = false
+        /// The id of the TLS marker whose handshake runs.
+        var securing: UInt64?
+        /// Set when the connection must close: the error, or nil for an orderly close.
+        var closing: Error??
+        var closed = false
+        var finalError: Error?
+        /// An output error seen while no write was queued: the next write fails with it.
+        var outputError: Error?
+
+        var disconnectAfterReads = false
+        var disconnectAfterWrites = false
+
+        var pumping = false
+        var pumpThread: pthread_t?
+        var again = false
+        var postPending = false
+
+        var nextID: UInt64 = 1
+        /// Every byte read from the input so far (tests wait on it).
+        var totalRead = 0
+        var readTimeout: Timeout?
+        var writeTimeout: Timeout?
+    }
+
+    private let state = Guarded(State())
+    /// The pair, set once by `attach` (under the lock, like everything else here).
+    private var input: InputStream? { state.withLock { $0.input } }
+    /// Where pumps requested from other threads go, and where timers fire (nil: none could be made,
+    /// out of file descriptors; the engine is then closed from the start and pumps where it is asked).
+    let reactor: Reactor?
+    /// Whether a pump may run on any thread (`AsyncConnection`) or only on `reactor`'s (`QueuedSocket`).
+    private let pumpsAnywhere: Bool
+    /// The clock for timeouts (tests substitute a manual one).
+    var time: any TimeSource = SystemTime()
+    weak var client: (any StreamOperationsClient)?
+    /// The read buffer for one call; used only by the pumping thread, under the lock.
+    private var scratch = [UInt8](repeating: 0, count: StreamOperations.readSize)
+    /// The most one read takes.
+    static let readSize = 64 * 1024
+    /// Reads at least this large move into an empty buffer instead of being copied.
+    static let handOver = 16 * 1024
+
+    init(reactor: Reactor?, pumpsAnywhere: Bool) {
+        self.reactor = reactor
+        self.pumpsAnywhere = pumpsAnywhere
+        super.init()
+    }
+
+    // MARK: setting up
+
+    /// Takes over an unopened pair: becomes both streams' delegate, lets `schedule` put them where
+    /// their events should come, and opens them. Operations queued before now start once it is ready.
+    func attach(input: InputStream, output: OutputStream, schedule: (InputStream, OutputStream) -> Void) {
+        let accepted = state.withLock { state -> Bool in
+            guard !state.attached, !state.closed, state.closing == nil else { return false }
+            state.attached = true
+            state.input = input
+            state.output = output
+            return true
+        }
+        guard accepted else {
+            input.close()
+            output.close()
+            return
+        }
+        input.delegate = self
+        output.delegate = self
+        schedule(input, output)
+        input.open()
+        output.open()
+    }
+
+    /// Every byte read from the input stream so far.
+    var totalRead: Int { state.withLock { $0.totalRead } }
+
+    /// Reads queued and not yet complete.
+    var pendingReads: Int { state.withLock { $0.reads.count } }
+
+    /// The bytes read but not yet taken by a read.
+    var buffered: Int { state.withLock { $0.bufferCount } }
+
+    /// Whether the pair is closed (or closing).
+    var isClosed: Bool { state.withLock { $0.closed || $0.closing != nil } }
+
+    /// Whether the pair is ready (open, handshakes done) and not closed.
+    var isReady: Bool { state.withLock { $0.ready && !$0.closed && $0.closing == nil } }
+
+    // MARK: queueing
+
+    /// Queues a read. Returns the error that closed the connection if it is closed already.
+    @discardableResult
+    func enqueueRead(_ request: ReadRequest, timeout: Double, tag: Int) -> Error? {
+        let refused = state.withLock { state -> Error? in
+            if let error = Self.finalError(state) { return error }
+            state.reads.append(.read(ReadOperation(id: state.nextID, request: request, timeout: timeout, tag: tag)))
+            state.nextID += 1
+            return nil
+        }
+        if refused == nil { requestPump() }
+        return refused
+    }
+
+    /// Queues a write (the bytes are copied). Returns the error that closed the connection if it is closed.
+    @discardableResult
+    func enqueueWrite(_ bytes: [UInt8], timeout: Double, tag: Int) -> Error? {
+        let refused = state.withLock { state -> Error? in
+            if let error = Self.finalError(state) { return error }
+            state.writes.append(.write(WriteOperation(id: state.nextID, bytes: bytes, timeout: timeout, tag: tag)))
+            state.nextID += 1
+            return nil
+        }
+        if refused == nil { requestPump() }
+        return refused
+    }
+
+    /// Queues a TLS handshake behind every read and write queued so far: it starts once they have
+    /// completed, and operations queued after it wait for it.
+    @discardableResult
+    func enqueueTLS(_ settings: TLSSettings) -> Error? {
+        let refused = state.withLock { state -> Error? in
+            if let error = Self.finalError(state) { return error }
+            state.reads.append(.tls(state.nextID))
+            state.writes.append(.tls(state.nextID, settings))
+            state.nextID += 1
+            return nil
+        }
+        if refused == nil { requestPump() }
+        return refused
+    }
+
+    /// Closes once the queued reads (and/or writes) have completed; with neither, at once.
+    func close(afterReads: Bool = false, afterWrites: Bool = false, error: Error? = nil) {
+        state.withLock { state in
+            guard !state.closed, state.closing == nil else { return }
+            if afterReads || afterWrites {
+                state.disconnectAfterReads = state.disconnectAfterReads || afterReads
+                state.disconnectAfterWrites = state.disconnectAfterWrites || afterWrites
+            } else {
+                state.closing = .some(error)
+            }
+        }
+        requestPump()
+    }
+
+    /// Takes the buffered bytes (for a client that closes at the end of the stream).
+    func takeBuffered() -> [UInt8] {
+        state.withLock { state in Self.take(&state, count: state.bufferCount) }
+    }
+
+    private static func finalError(_ state: State) -> Error? {
+        if state.closed { return state.finalError ?? StreamOperationError.closed }
+        if state.closing != nil { return StreamOperationError.closed }
+        return nil
+    }
+
+    // MARK: stream events
+
+    func stream(_ stream: Stream, handle event: Stream.Event) {
+        state.withLock { state in
+            let isInput = stream === state.input
+            switch event {
+            case .hasBytesAvailable:
+                state.canRead = true
+                state.ready = true
+            case .hasSpaceAvailable:
+                state.canWrite = true
+                state.ready = true
+            case .endEncountered:
+                if isInput { state.ended = true }
+            case .errorOccurred:
+                let error = stream.streamError ?? StreamOperationError.closed
+                if isInput || !state.writes.isEmpty || !state.ready {
+                    if state.closing == nil { state.closing = .some(error) }
+                } else {
+                    // The input may still hold what the peer sent before the failure; it reports
+                    // its own end or error when that runs out. The next write fails with this.
+                    state.outputError = error
+                }
+            default:
+                break
+            }
+        }
+        pumpHere(onReactor: true)
+    }
+
+    // MARK: pumping
+
+    /// Runs a pump here if this thread may; otherwise makes one run on the reactor's thread.
+    private func requestPump() {
+        guard !pumpsAnywhere, let reactor else { return pumpHere(onReactor: false) }
+        let me = pthread_self()
+        let post = state.withLock { state -> Bool in
+            if state.pumping, let thread = state.pumpThread, pthread_equal(thread, me) != 0 {
+                state.again = true
+                return false
+            }
+            if state.postPending { return false }
+            state.postPending = true
+            return true
+        }
+        if post {
+            reactor.post { [self] in
+                state.withLock { $0.postPending = false }
+                pumpHere(onReactor: true)
+            }
+        }
+    }
+
+    /// Runs the pump on this thread, unless one runs already (which then goes round again).
+    /// `onReactor`: this is the streams' own thread (an event, a timer or a posted request), not a
+    /// caller's.
+    func pumpHere(onReactor: Bool) {
+        let me = pthread_self()
+        let starts = state.withLock { state -> Bool in
+            if state.pumping {
+                state.again = true
+                return false
+            }
+            state.pumping = true
+            state.pumpThread = me
+            return true
+        }
+        guard starts else { return }
+        while true {
+            var startTLS: TLSSettings?
+            var closeStreams = false
+            let (events, timers) = state.withLock { state -> ([OperationEvent], [TimerChange]) in
+                state.again = false
+                var events: [OperationEvent] = []
+                step(&state, &events, &startTLS, &closeStreams, onReactor: onReactor)
+                return (events, updateTimers(&state))
+            }
+            apply(timers)
+            if let settings = startTLS, self.input?.setProperty(settings, forKey: .tlsSettingsKey) != true {
+                state.withLock { state in
+                    if state.closing == nil { state.closing = .some(StreamOperationError.tlsSettingsRefused) }
+                    state.again = true
+                }
+            }
+            if closeStreams { closePair() }
+            if let client {
+                for event in events { client.operations(self, handle: event) }
+            }
+            let more = state.withLock { state -> Bool in
+                if state.again { return true }
+                state.pumping = false
+                state.pumpThread = nil
+                return false
+            }
+            if !more { return }
+        }
+    }
+
+    /// One round of work, under the lock.
+    private func step(
+        _ state: inout State, _ events: inout [OperationEvent], _ startTLS: inout TLSSettings?, _ closeStreams: inout Bool,
+        onReactor: Bool
+    ) {
+        guard !state.closed else { return }
+        if let reason = state.closing {
+            state.closed = true
+            state.finalError = reason
+            state.reads.removeAll()
+            state.writes.removeAll()
+            closeStreams = state.attached
+            events.append(.closed(reason))
+            return
+        }
+        guard state.attached else { return }
+        if state.ready, !state.readyReported {
+            state.readyReported = true
+            events.append(.ready)
+        }
+        if let marker = state.securing {
+            // The first has-event after the TLS property was set comes once the handshake is done.
+            guard state.canRead || state.canWrite,
+                state.output?.property(forKey: .tlsConnectionInfoKey) != nil || state.input?.property(forKey: .tlsConnectionInfoKey) != nil
+            else { return }
+            state.securing = nil
+            if case .tls(marker)? = state.reads.first { state.reads.removeFirst() }
+            if case .tls(marker, _)? = state.writes.first { state.writes.removeFirst() }
+            events.append(.secured)
+        }
+        guard state.ready else { return }
+        writes(&state, &events, onReactor: onReactor)
+        reads(&state, &events, onReactor: onReactor)
+        if state.closing == nil, state.securing == nil, case .tls(let marker)? = state.reads.first,
+            case .tls(marker, let settings)? = state.writes.first
+        {
+            if state.bufferCount > 0 {
+                state.closing = .some(StreamOperationError.bytesBeforeTLS(unread: Self.take(&state, count: state.bufferCount)))
+            } else {
+                state.securing = marker
+                state.canRead = false
+                state.canWrite = false
+                startTLS = settings
+            }
+        }
+        if state.ended, !state.endReported {
+            state.endReported = true
+            events.append(.ended(pendingReads: state.reads.count))
+        }
+        let readsDone = !state.disconnectAfterReads || state.reads.isEmpty
+        let writesDone = !state.disconnectAfterWrites || state.writes.isEmpty
+        if state.closing == nil, state.disconnectAfterReads || state.disconnectAfterWrites, readsDone, writesDone {
+            state.closing = .some(nil)
+        }
+        if state.closing != nil { state.again = true }
+    }
+
+    private func writes(_ state: inout State, _ events: inout [OperationEvent], onReactor: Bool) {
+        while state.closing == nil, case .write(var operation)? = state.writes.first {
+            if let error = state.outputError {
+                state.closing = .some(error)
+                return
+            }
+            if operation.offset < operation.bytes.count {
+                guard let output = state.output, mayTransfer(&state.canWrite, onReactor: onReactor, { output.hasSpaceAvailable }) else { return }
+                let moved = operation.bytes.withUnsafeBufferPointer { bytes in
+                    output.write(bytes.baseAddress! + operation.offset, maxLength: bytes.count - operation.offset)
+                }
+                guard moved >= 0 else {
+                    state.closing = .some(output.streamError ?? StreamOperationError.closed)
+                    return
+                }
+                operation.offset += moved
+                if operation.offset < operation.bytes.count {
+                    state.writes[0] = .write(operation)
+                    if moved > 0 { events.append(.wrotePartial(moved, tag: operation.tag)) }
+                    continue
+                }
+            }
+            state.writes.removeFirst()
+            events.append(.wrote(tag: operation.tag))
+        }
+    }
+
+    private func reads(_ state: inout State, _ events: inout [OperationEvent], onReactor: Bool) {
+        while state.closing == nil, case .read(var operation)? = state.reads.first {
+            if let bytes = Self.complete(&state, &operation) {
+                state.reads.removeFirst()
+                events.append(.read(bytes, tag: operation.tag))
+                continue
+            }
+            if case .delimiter(_, let maxLength) = operation.request, maxLength > 0, state.bufferCount >= maxLength {
+                state.closing = .some(StreamOperationError.readMaxedOut(maxLength: maxLength, tag: operation.tag))
+                return
+            }
+            state.reads[0] = .read(operation)
+            if state.ended {
+                state.reads.removeFirst()
+                events.append(.readEnded(unread: Self.take(&state, count: state.bufferCount), tag: operation.tag))
+                continue
+            }
+            guard let input = state.input, mayTransfer(&state.canRead, onReactor: onReactor, { input.hasBytesAvailable }) else { return }
+            let count = input.read(&scratch, maxLength: scratch.count)
+            if count > 0 {
+                if state.bufferCount == 0, count >= Self.handOver {
+                    // A large read into an empty buffer becomes the buffer: no copy, and a read that
+                    // takes it all hands the same array to the client.
+                    var chunk = scratch
+                    scratch = [UInt8](unsafeUninitializedCapacity: Self.readSize) { $1 = Self.readSize }
+                    chunk.removeSubrange(count...)  // unique now: shortens in place
+                    state.buffer = chunk
+                    state.bufferStart = 0
+                } else {
+                    state.buffer.append(contentsOf: scratch[..<count])
+                }
+                state.totalRead += count
+                if Self.satisfiable(state, operation) == false { events.append(.readPartial(count, tag: operation.tag)) }
+            } else if count == 0 {
+                state.ended = true
+            } else if input.streamStatus == .atEnd {
+                state.ended = true
+            } else {
+                state.closing = .some(input.streamError ?? StreamOperationError.closed)
+                return
+            }
+        }
+    }
+
+    /// Whether one read (or write) may be made now, using up the event that allowed it. A pump that
+    /// only ever runs on the streams' thread trusts the events. One that may run anywhere asks the
+    /// stream, which is exact: an event can be stale when another thread's read took the bytes it
+    /// announced, and a read or write must never block (the lock is held). A pump on a caller's thread
+    /// also asks when no event came, so bytes that are already there are read without waiting for the
+    /// streams' thread.
+    private func mayTransfer(_ signalled: inout Bool, onReactor: Bool, _ ask: () -> Bool) -> Bool {
+        let event = signalled
+        signalled = false
+        guard pumpsAnywhere else { return event }
+        return (event || !onReactor) && ask()
+    }
+
+    /// Whether the buffer now completes `operation` (checked without consuming).
+    private static func satisfiable(_ state: State, _ operation: ReadOperation) -> Bool {
+        var copy = state
+        var operation = operation
+        return complete(&copy, &operation) != nil
+    }
+
+    /// Takes the bytes that complete `operation` from the buffer, or returns nil if it cannot complete yet.
+    private static func complete(_ state: inout State, _ operation: inout ReadOperation) -> [UInt8]? {
+        switch operation.request {
+        case .length(let count):
+            return state.bufferCount >= count ? take(&state, count: count) : nil
+        case .available(let maxLength):
+            guard state.bufferCount > 0 else { return nil }
+            return take(&state, count: maxLength > 0 ? min(maxLength, state.bufferCount) : state.bufferCount)
+        case .delimiter(let delimiter, let maxLength):
+            guard !delimiter.isEmpty else { return take(&state, count: 0) }
+            let limit = maxLength > 0 ? min(maxLength, state.bufferCount) : state.bufferCount
+            var index = max(0, operation.searched - delimiter.count + 1)
+            while index + delimiter.count <= limit {
+                if state.buffer[state.bufferStart + index] == delimiter[0],
+                    state.buffer[(state.bufferStart + index)..<(state.bufferStart + index + delimiter.count)].elementsEqual(delimiter)
+                {
+                    return take(&state, count: index + delimiter.count)
+                }
+                index += 1
+            }
+            operation.searched = limit
+            return nil
+        }
+    }
+
+    private static func take(_ state: inout State, count: Int) -> [UInt8] {
+        if state.bufferStart == 0, count == state.buffer.count {
+            defer { state.buffer = [] }
+            return state.buffer
+        }
+        let bytes = Array(state.buffer[state.bufferStart..<(state.bufferStart + count)])
+        state.bufferStart += count
+        if state.bufferStart == state.buffer.count {
+            state.buffer.removeAll(keepingCapacity: true)
+            state.bufferStart = 0
+        } else if state.bufferStart >= 64 * 1024, state.bufferStart * 2 >= state.buffer.count {
+            state.buffer.removeFirst(state.bufferStart)
+            state.bufferStart = 0
+        }
+        return bytes
+    }
+
+    private func closePair() {
+        let streams = state.withLock { [$0.input, $0.output].compactMap { $0 } as [Stream] }
+        for stream in streams {
+            stream.delegate = nil
+            stream.close()
+        }
+    }
+
+    // MARK: timeouts
+
+    private enum TimerChange {
+        case cancel(UInt64)
+        case arm(OperationDirection, operation: UInt64, after: Double)
+    }
+
+    /// Cancels the timer of an operation that is no longer first, and asks for one for the new first
+    /// operation if it has a timeout. Under the lock; the changes are applied outside it.
+    private func updateTimers(_ state: inout State) -> [TimerChange] {
+        var changes: [TimerChange] = []
+        var firstRead: (UInt64, Double)?
+        var firstWrite: (UInt64, Double)?
+        if !state.closed {
+            if case .read(let operation)? = state.reads.first {
+                firstRead = (operation.id, operation.timeout)
+            }
+            if case .write(let operation)? = state.writes.first { firstWrite = (operation.id, operation.timeout) }
+        }
+        if let current = state.readTimeout, current.operation != firstRead?.0 {
+            changes.append(.cancel(current.timer))
+            state.readTimeout = nil
+        }
+        if let current = state.writeTimeout, current.operation != firstWrite?.0 {
+            changes.append(.cancel(current.timer))
+            state.writeTimeout = nil
+        }
+        if state.readTimeout == nil, let (id, timeout) = firstRead, timeout > 0 {
+            state.readTimeout = Timeout(operation: id, timer: 0, started: time.now(), limit: timeout)
+            changes.append(.arm(.read, operation: id, after: timeout))
+        }
+        if state.writeTimeout == nil, let (id, timeout) = firstWrite, timeout > 0 {
+            state.writeTimeout = Timeout(operation: id, timer: 0, started: time.now(), limit: timeout)
+            changes.append(.arm(.write, operation: id, after: timeout))
+        }
+        return changes
+    }
+
+    private func apply(_ changes: [TimerChange]) {
+        for change in changes {
+            switch change {
+            case .cancel(let timer):
+                if let reactor { time.cancel(timer, on: reactor) }
+            case .arm(let direction, let operation, let seconds):
+                arm(direction, operation: operation, after: seconds)
+            }
+        }
+    }
+
+    private func arm(_ direction: OperationDirection, operation: UInt64, after seconds: Double) {
+        guard let reactor else { return }
+        let timer = time.schedule(after: seconds.saturatingNanoseconds, on: reactor) { [weak self] in
+            self?.timerFired(direction, operation: operation)
+        }
+        state.withLock { state in
+            switch direction {
+            case .read:
+                if state.readTimeout?.operation == operation, state.readTimeout?.timer == 0 {
+                    state.readTimeout = Timeout(
+                        operation: operation, timer: timer, started: state.readTimeout!.started, limit: state.readTimeout!.limit)
+                }
+            case .write:
+                if state.writeTimeout?.operation == operation, state.writeTimeout?.timer == 0 {
+                    state.writeTimeout = Timeout(
+                        operation: operation, timer: timer, started: state.writeTimeout!.started, limit: state.writeTimeout!.limit)
+                }
+            }
+        }
+    }
+
+    /// On the reactor's thread: asks the client whether to extend, then extends or fails.
+    private func timerFired(_ direction: OperationDirection, operation: UInt64) {
+        let now = time.now()
+        let question = state.withLock { state -> (tag: Int, elapsed: Double, done: Int, limit: Double)? in
+            guard !state.closed, state.closing == nil else { return nil }
+            switch direction {
+            case .read:
+                guard let timeout = state.readTimeout, timeout.operation == operation,
+                    case .read(let first)? = state.reads.first, first.id == operation
+                else { return nil }
+                return (first.tag, Double(now - timeout.started) / 1e9, state.bufferCount, timeout.limit)
+            case .write:
+                guard let timeout = state.writeTimeout, timeout.operation == operation,
+                    case .write(let first)? = state.writes.first, first.id == operation
+                else { return nil }
+                return (first.tag, Double(now - timeout.started) / 1e9, first.offset, timeout.limit)
+            }
+        }
+        guard let question else { return }
+        let extra =
+            client?.operations(self, shouldTimeOut: direction, tag: question.tag, elapsed: question.elapsed, bytesDone: question.done) ?? 0
+        if extra > 0, extra.isFinite {
+            state.withLock { state in
+                switch direction {
+                case .read: state.readTimeout?.limit += extra
+                case .write: state.writeTimeout?.limit += extra
+                }
+            }
+            guard let reactor else { return }
+            let timer = time.schedule(after: extra.saturatingNanoseconds, on: reactor) { [weak self] in
+                self?.timerFired(direction, operation: operation)
+            }
+            state.withLock { state in
+                switch direction {
+                case .read:
+                    if state.readTimeout?.operation == operation {
+                        state.readTimeout = Timeout(
+                            operation: operation, timer: timer, started: state.readTimeout!.started, limit: state.readTimeout!.limit)
+                    }
+                case .write:
+                    if state.writeTimeout?.operation == operation {
+                        state.writeTimeout = Timeout(
+                            operation: operation, timer: timer, started: state.writeTimeout!.started, limit: state.writeTimeout!.limit)
+                    }
+                }
+            }
+            return
+        }
+        state.withLock { state in
+            if state.closing == nil {
+                state.closing = .some(
+                    direction == .read
+                        ? StreamOperationError.readTimedOut(tag: question.tag) : StreamOperationError.writeTimedOut(tag: question.tag))
+            }
+        }
+        pumpHere(onReactor: true)
+    }
+}

@@ -1,0 +1,401 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+import Foundation
+@testable import SocketStreams
+import XCTest
+
+/// A `QueuedSocketDelegate` that logs every call as a line ("connect", "read 2 HELLO\n", "partial 2 3",
+/// "wrote 1", "secure", "timeout read 7 5.0 0", "disconnect nil" or "disconnect <error>") and lets the
+/// test wait for lines. `onRead` and `onAccept` run in the callback, on the socket's queue.
+final class QueuedRecorder: QueuedSocketDelegate, @unchecked Sendable {
+    private let condition = NSCondition()
+    private var lines: [String] = []
+    private(set) var errors: [Error?] = []
+    var onRead: ((QueuedSocket, [UInt8], Int) -> Void)?
+    var onAccept: ((QueuedSocket) -> Void)?
+    var onConnect: ((QueuedSocket) -> Void)?
+    /// Answers to the timeout questions, in order (0 once they run out).
+    var timeoutAnswers: [TimeInterval] = []
+    /// Sockets handed to didAcceptNewSocket, kept alive.
+    var accepted: [QueuedSocket] = []
+
+    var log: [String] { condition.withLock { lines } }
+
+    private func append(_ line: String) {
+        condition.withLock {
+            lines.append(line)
+            condition.broadcast()
+        }
+    }
+
+    /// Waits until `predicate` holds for the log; false after `timeout`.
+    func wait(timeout: TimeInterval = 10, _ predicate: ([String]) -> Bool) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while !predicate(lines) {
+            if !condition.wait(until: deadline) { return false }
+        }
+        return true
+    }
+
+    func waitFor(_ line: String, timeout: TimeInterval = 10) -> Bool { wait(timeout: timeout) { $0.contains(line) } }
+
+    var disconnectError: Error? { condition.withLock { errors.last ?? nil } }
+
+    func socket(_ socket: QueuedSocket, didConnectToHost host: String, port: Int) {
+        append("connect")
+        onConnect?(socket)
+    }
+
+    func socket(_ socket: QueuedSocket, didAcceptNewSocket newSocket: QueuedSocket) {
+        condition.withLock { accepted.append(newSocket) }
+        append("accept")
+        onAccept?(newSocket)
+    }
+
+    func socket(_ socket: QueuedSocket, didRead data: [UInt8], withTag tag: Int) {
+        append("read \(tag) \(String(decoding: data, as: UTF8.self))")
+        onRead?(socket, data, tag)
+    }
+
+    func socket(_ socket: QueuedSocket, didReadPartialDataOfLength partialLength: Int, tag: Int) {
+        append("partial \(tag) \(partialLength)")
+    }
+
+    func socket(_ socket: QueuedSocket, didWriteDataWithTag tag: Int) { append("wrote \(tag)") }
+
+    func socket(_ socket: QueuedSocket, shouldTimeoutReadWithTag tag: Int, elapsed: TimeInterval, bytesDone length: Int) -> TimeInterval {
+        append("timeout read \(tag) \(elapsed) \(length)")
+        return condition.withLock { timeoutAnswers.isEmpty ? 0 : timeoutAnswers.removeFirst() }
+    }
+
+    func socket(_ socket: QueuedSocket, shouldTimeoutWriteWithTag tag: Int, elapsed: TimeInterval, bytesDone length: Int) -> TimeInterval {
+        append("timeout write \(tag) \(elapsed) \(length)")
+        return condition.withLock { timeoutAnswers.isEmpty ? 0 : timeoutAnswers.removeFirst() }
+    }
+
+    func socketDidSecure(_ socket: QueuedSocket) { append("secure") }
+
+    func socketDidDisconnect(_ socket: QueuedSocket, withError error: Error?) {
+        condition.withLock { errors.append(error) }
+        append("disconnect \(error.map { "\($0)" } ?? "nil")")
+    }
+}
+
+/// `QueuedSocket` against real peers: reads and writes queued up front, completing in order.
+final class QueuedSocketTests: SocketStreamsTestCase {
+    private let queue = DispatchQueue(label: "QueuedSocketTests")
+
+    private func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
+
+    /// Operations queued before `connect` run once it is up, in order; the delegate hears of each.
+    func testOperationsQueuedBeforeConnectRunAfterIt() throws {
+        let server = try startRawServer { connection in
+            guard (try? connection.readExactly(6)) == Data("hello\n".utf8) else { return }
+            try? connection.write("HELLO\n")
+            _ = try? connection.readToEOF()
+        }
+        let recorder = QueuedRecorder()
+        let socket = QueuedSocket(delegate: recorder, delegateQueue: queue)
+        socket.write(bytes("hello\n"), tag: 1)
+        socket.read(toData: bytes("\n"), tag: 2)
+        XCTAssertTrue(socket.isDisconnected)
+        try socket.connect(toHost: "127.0.0.1", onPort: server.port)
+        XCTAssertTrue(recorder.waitFor("read 2 HELLO\n"), "\(recorder.log)")
+        XCTAssertTrue(socket.isConnected)
+        XCTAssertEqual(socket.connectedHost, "127.0.0.1")
+        XCTAssertEqual(socket.connectedPort, server.port)
+        socket.disconnect()
+        XCTAssertTrue(recorder.waitFor("disconnect nil"), "\(recorder.log)")
+        XCTAssertEqual(recorder.log, ["connect", "wrote 1", "read 2 HELLO\n", "disconnect nil"])
+        XCTAssertThrowsError(try socket.connect(toHost: "127.0.0.1", onPort: server.port)) { error in
+            XCTAssertEqual(error as? StreamOperationError, .closed)
+        }
+    }
+
+    /// A message split at every byte boundary arrives whole, framed by a length prefix (read to a
+    /// length twice: the header, then the body it announces) and by a delimiter. The server sends the
+    /// first part, waits until the client has read it (the engine's count of bytes read), then the rest.
+    func testReadsSplitAtEveryByteBoundaryArriveWhole() throws {
+        let body = Array("hello, world".utf8)
+        let lengthPrefixed = [0, 0, 0, UInt8(body.count)] + body
+        let delimited = body + Array("\r\n".utf8)
+        for (name, message) in [("length", lengthPrefixed), ("delimiter", delimited)] {
+            let splits = Array(1..<message.count)
+            let go = Signal()
+            let server = try startRawServer { connection in
+                for split in splits {
+                    try? connection.write(Data(message[..<split]))
+                    guard go.wait(timeout: 10) else { return }
+                    try? connection.write(Data(message[split...]))
+                }
+                _ = try? connection.readToEOF()
+            }
+            let recorder = QueuedRecorder()
+            recorder.onRead = { socket, data, tag in
+                switch tag {
+                case 10: socket.read(toLength: Int(data[3]), tag: 11)  // the header announces the body
+                case 11: socket.read(toLength: 4, tag: 10)
+                default: socket.read(toData: Array("\r\n".utf8), maxLength: 100, tag: 20)
+                }
+            }
+            let socket = QueuedSocket(delegate: recorder, delegateQueue: queue)
+            if name == "length" {
+                socket.read(toLength: 4, tag: 10)
+            } else {
+                socket.read(toData: Array("\r\n".utf8), maxLength: 100, tag: 20)
+            }
+            try socket.connect(toHost: "127.0.0.1", onPort: server.port)
+            let expected = name == "length" ? "read 11 hello, world" : "read 20 hello, world\r\n"
+            for (index, split) in splits.enumerated() {
+                let before = index * message.count
+                XCTAssertTrue(waitUntil { socket.engine.totalRead == before + split }, "\(name) split \(split): \(socket.engine.totalRead)")
+                XCTAssertEqual(recorder.log.filter { $0 == expected }.count, index, "\(name) split \(split) completed early")
+                go.raise()
+                XCTAssertTrue(recorder.wait { $0.filter { $0 == expected }.count == index + 1 }, "\(name) split \(split): \(recorder.log)")
+            }
+            XCTAssertFalse(recorder.log.contains { $0.hasPrefix("disconnect") }, "\(recorder.log)")
+            socket.disconnect()
+            XCTAssertTrue(recorder.waitFor("disconnect nil"))
+        }
+    }
+
+    /// A read's timeout asks the delegate, which extends it once; the second time it lets it fail,
+    /// and the socket disconnects with readTimedOut. On a manual clock: no waiting.
+    func testReadTimeoutCanBeExtendedAndThenFires() throws {
+        let server = try startRawServer { connection in _ = try? connection.readToEOF(timeout: 10) }
+        let clock = ManualTime()
+        let recorder = QueuedRecorder()
+        recorder.timeoutAnswers = [3]
+        let socket = QueuedSocket(delegate: recorder, delegateQueue: queue)
+        socket.engine.time = clock
+        try socket.connect(toHost: "127.0.0.1", onPort: server.port)
+        XCTAssertTrue(recorder.waitFor("connect"))
+        socket.read(toLength: 10, timeout: 5, tag: 7)
+        XCTAssertTrue(clock.waitForTimers { $0 == [5] }, "\(clock.pending)")
+        clock.advance(by: 4.9)
+        XCTAssertEqual(recorder.log, ["connect"])
+        clock.advance(by: 0.1)
+        XCTAssertTrue(recorder.waitFor("timeout read 7 5.0 0"), "\(recorder.log)")
+        XCTAssertTrue(clock.waitForTimers { $0 == [3] }, "\(clock.pending)")
+        clock.advance(by: 3)
+        XCTAssertTrue(recorder.waitFor("timeout read 7 8.0 0"), "\(recorder.log)")
+        XCTAssertTrue(recorder.wait { $0.last?.hasPrefix("disconnect") == true }, "\(recorder.log)")
+        XCTAssertEqual(recorder.disconnectError as? StreamOperationError, .readTimedOut(tag: 7))
+        let error = try XCTUnwrap(recorder.disconnectError) as NSError
+        XCTAssertEqual(error.domain, StreamOperationError.errorDomain)
+        XCTAssertEqual(error.code, 1)
+        XCTAssertEqual(error.localizedDescription, "the read with tag 7 timed out")
+    }
+
+    /// A completed read cancels its timer: nothing fires later.
+    func testCompletedReadCancelsItsTimeout() throws {
+        let server = try startRawServer { connection in
+            try? connection.write("x")
+            _ = try? connection.readToEOF(timeout: 10)
+        }
+        let clock = ManualTime()
+        let recorder = QueuedRecorder()
+        let socket = QueuedSocket(delegate: recorder, delegateQueue: queue)
+        socket.engine.time = clock
+        socket.read(toLength: 1, timeout: 5, tag: 1)
+        try socket.connect(toHost: "127.0.0.1", onPort: server.port)
+        XCTAssertTrue(recorder.waitFor("read 1 x"), "\(recorder.log)")
+        XCTAssertTrue(clock.waitForTimers { $0.isEmpty }, "\(clock.pending)")
+        clock.advance(by: 10)
+        queue.sync {}
+        XCTAssertEqual(recorder.log, ["connect", "read 1 x"])
+    }
+
+    /// STARTTLS in GCDAsyncSocket's style, every operation queued before the connect: the TLS handshake
+    /// waits for the plain write and read queued before it, and what is queued after it goes over TLS.
+    func testStartTLSWaitsForTheOperationsBeforeIt() throws {
+        let pki = try self.pki
+        let serverSettings = TLSSettings.server(identity: TLSIdentity(certificateChainFile: pki.serverChain, privateKeyFile: pki.serverKey))
+        let listener = try StreamListener(host: "127.0.0.1", port: 0)
+        let serverSaw = Locked<[String]>([])
+        let host = ListenerHost(listener) { pair in
+            pair.input.open()
+            pair.output.open()
+            func line() -> String? {
+                var bytes: [UInt8] = []
+                var byte: UInt8 = 0
+                while pair.input.read(&byte, maxLength: 1) == 1 {
+                    if byte == 10 { return String(decoding: bytes, as: UTF8.self) }
+                    bytes.append(byte)
+                }
+                return nil
+            }
+            serverSaw.mutate { $0.append(line() ?? "-") }
+            _ = writeAll(pair.output, Data("GO\n".utf8))
+            _ = pair.input.setProperty(serverSettings, forKey: .tlsSettingsKey)
+            serverSaw.mutate { $0.append(line() ?? "-") }
+            _ = writeAll(pair.output, Data("echo: secret\n".utf8))
+            pair.input.close()
+            pair.output.close()
+        }
+        addCleanup { host.stop() }
+        var client = TLSSettings()
+        client.trustRoots = [.pemFile(pki.caCertificate)]
+        let recorder = QueuedRecorder()
+        let socket = QueuedSocket(delegate: recorder, delegateQueue: queue)
+        socket.write(bytes("STARTTLS\n"), tag: 1)
+        socket.read(toData: bytes("\n"), tag: 2)
+        socket.startTLS(client)
+        socket.write(bytes("secret\n"), tag: 3)
+        socket.read(toData: bytes("\n"), tag: 4)
+        try socket.connect(toHost: "localhost", onPort: listener.port)
+        XCTAssertTrue(recorder.waitFor("read 4 echo: secret\n"), "\(recorder.log)")
+        XCTAssertEqual(recorder.log, ["connect", "wrote 1", "read 2 GO\n", "secure", "wrote 3", "read 4 echo: secret\n"])
+        XCTAssertEqual(serverSaw.value, ["STARTTLS", "secret"])
+    }
+
+    /// disconnectAfterWriting: everything queued is written first (8 MiB, more than the socket
+    /// buffers hold), then the connection closes without an error.
+    func testDisconnectAfterWritingFlushesEverythingFirst() throws {
+        let received = Locked<(count: Int, eof: Bool)>((0, false))
+        let server = try startRawServer { connection in
+            let result = try? connection.readToEOF(timeout: 20)
+            received.value = (result?.data.count ?? -1, result?.sawEOF ?? false)
+        }
+        let recorder = QueuedRecorder()
+        let socket = QueuedSocket(delegate: recorder, delegateQueue: queue)
+        try socket.connect(toHost: "127.0.0.1", onPort: server.port)
+        let chunk = [UInt8](repeating: 0x5a, count: 2 << 20)
+        for tag in 1...4 { socket.write(chunk, tag: tag) }
+        socket.disconnectAfterWriting()
+        XCTAssertTrue(recorder.waitFor("disconnect nil", timeout: 30), "\(recorder.log)")
+        XCTAssertEqual(
+            recorder.log.filter { !$0.hasPrefix("partial") }, ["connect", "wrote 1", "wrote 2", "wrote 3", "wrote 4", "disconnect nil"])
+        XCTAssertTrue(server.waitForFinished(1, timeout: 20))
+        XCTAssertEqual(received.value.count, 8 << 20)
+        XCTAssertTrue(received.value.eof)
+    }
+
+    /// disconnectAfterReading closes once the queued reads are done, not before.
+    func testDisconnectAfterReadingWaitsForTheReads() throws {
+        let server = try startRawServer { connection in
+            try? connection.write("one\ntwo\n")
+            _ = try? connection.readToEOF(timeout: 10)
+        }
+        let recorder = QueuedRecorder()
+        let socket = QueuedSocket(delegate: recorder, delegateQueue: queue)
+        socket.read(toData: bytes("\n"), tag: 1)
+        socket.read(toData: bytes("\n"), tag: 2)
+        socket.disconnectAfterReading()
+        try socket.connect(toHost: "127.0.0.1", onPort: server.port)
+        XCTAssertTrue(recorder.waitFor("disconnect nil"), "\(recorder.log)")
+        XCTAssertEqual(recorder.log, ["connect", "read 1 one\n", "read 2 two\n", "disconnect nil"])
+    }
+
+    /// The peer closes before a read can complete: the socket disconnects with closedByPeer, which
+    /// holds the bytes that did arrive.
+    func testPeerCloseKeepsTheBytesThatArrived() throws {
+        let server = try startRawServer { connection in try? connection.write("abc") }
+        let recorder = QueuedRecorder()
+        let socket = QueuedSocket(delegate: recorder, delegateQueue: queue)
+        socket.read(toLength: 10, tag: 1)
+        try socket.connect(toHost: "127.0.0.1", onPort: server.port)
+        XCTAssertTrue(recorder.wait { $0.last?.hasPrefix("disconnect") == true }, "\(recorder.log)")
+        XCTAssertEqual(recorder.disconnectError as? StreamOperationError, .closedByPeer(unread: Array("abc".utf8)))
+    }
+
+    /// A delimiter not found within maxLength bytes disconnects with readMaxedOut.
+    func testDelimiterReadStopsAtItsMaximumLength() throws {
+        let server = try startRawServer { connection in
+            try? connection.write(String(repeating: "x", count: 100))
+            _ = try? connection.readToEOF(timeout: 10)
+        }
+        let recorder = QueuedRecorder()
+        let socket = QueuedSocket(delegate: recorder, delegateQueue: queue)
+        socket.read(toData: bytes("\n"), maxLength: 50, tag: 3)
+        try socket.connect(toHost: "127.0.0.1", onPort: server.port)
+        XCTAssertTrue(recorder.wait { $0.last?.hasPrefix("disconnect") == true }, "\(recorder.log)")
+        XCTAssertEqual(recorder.disconnectError as? StreamOperationError, .readMaxedOut(maxLength: 50, tag: 3))
+    }
+
+    /// A refused connection is socketDidDisconnect with the streams' own error (NSPOSIXErrorDomain).
+    func testRefusedConnectionReportsThePOSIXError() throws {
+        let recorder = QueuedRecorder()
+        let socket = QueuedSocket(delegate: recorder, delegateQueue: queue)
+        socket.read(toLength: 1, tag: 1)
+        try socket.connect(toHost: "127.0.0.1", onPort: try RawSocket.unusedPort())
+        XCTAssertTrue(recorder.wait { $0.last?.hasPrefix("disconnect") == true }, "\(recorder.log)")
+        let error = try XCTUnwrap(recorder.disconnectError) as NSError
+        XCTAssertEqual(error.domain, NSPOSIXErrorDomain)
+        XCTAssertEqual(error.code, Int(ECONNREFUSED))
+        XCTAssertFalse(recorder.log.contains("connect"))
+    }
+
+    /// A listening socket hands out accepted sockets, which read and write like any other; here the
+    /// server and the client run on the current thread's run loop.
+    func testListenerHandsOutQueuedSockets() throws {
+        let serverRecorder = QueuedRecorder()
+        serverRecorder.onAccept = { accepted in accepted.read(toData: Array("\n".utf8), tag: 1) }
+        serverRecorder.onRead = { socket, data, _ in
+            socket.write(Array(String(decoding: data, as: UTF8.self).uppercased().utf8), tag: 2)
+            socket.disconnectAfterWriting()
+        }
+        let server = QueuedSocket(delegate: serverRecorder, runLoop: .current)
+        try server.accept(onInterface: "127.0.0.1", port: 0)
+        XCTAssertGreaterThan(server.localPort, 0)
+        let recorder = QueuedRecorder()
+        let client = QueuedSocket(delegate: recorder, runLoop: .current)
+        client.write(bytes("shout\n"), tag: 1)
+        client.read(toData: bytes("\n"), tag: 2)
+        try client.connect(toHost: "127.0.0.1", onPort: server.localPort)
+        XCTAssertTrue(runUntil(timeout: 10) { recorder.log.contains("read 2 SHOUT\n") }, "\(recorder.log) \(serverRecorder.log)")
+        XCTAssertTrue(runUntil(timeout: 10) { serverRecorder.log.contains("disconnect nil") }, "\(serverRecorder.log)")
+        XCTAssertEqual(serverRecorder.log, ["accept", "read 1 shout\n", "wrote 2", "disconnect nil"])
+        server.disconnect()
+        client.disconnect()
+        XCTAssertTrue(runUntil(timeout: 10) { recorder.log.last?.hasPrefix("disconnect") == true }, "\(recorder.log)")
+    }
+
+    /// Operations queued from another thread while the delegate runs on the queue still complete in
+    /// order: 200 writes and reads against an echo server.
+    func testOperationsFromAnotherThreadCompleteInOrder() throws {
+        let server = try startStreamEchoServer()
+        let recorder = QueuedRecorder()
+        let socket = QueuedSocket(delegate: recorder, delegateQueue: DispatchQueue(label: "other"))
+        try socket.connect(toHost: "127.0.0.1", onPort: server.port)
+        DispatchQueue.concurrentPerform(iterations: 1) { _ in
+            for index in 0..<200 {
+                socket.write(Array("\(index)\n".utf8), tag: index)
+                socket.read(toData: Array("\n".utf8), tag: index)
+            }
+        }
+        XCTAssertTrue(recorder.wait { $0.filter { $0.hasPrefix("read") }.count == 200 }, "\(recorder.log.suffix(5))")
+        XCTAssertEqual(recorder.log.filter { $0.hasPrefix("read") }, (0..<200).map { "read \($0) \($0)\n" })
+        socket.disconnect()
+    }
+
+    /// Releasing a connected socket closes its pair: the server sees the end, and no socket is left.
+    func testReleasingTheSocketClosesTheConnection() throws {
+        let sawEOF = Signal()
+        let server = try startRawServer { connection in
+            if (try? connection.readToEOF(timeout: 10))?.sawEOF == true { sawEOF.raise() }
+        }
+        let before = SocketHandle.openCount
+        do {
+            let recorder = QueuedRecorder()
+            let socket = QueuedSocket(delegate: recorder, delegateQueue: queue)
+            try socket.connect(toHost: "127.0.0.1", onPort: server.port)
+            XCTAssertTrue(recorder.waitFor("connect"))
+        }
+        XCTAssertTrue(sawEOF.wait(timeout: 10), "the server never saw the end")
+        XCTAssertTrue(waitUntil { SocketHandle.openCount == before }, "\(SocketHandle.openCount) sockets open, \(before) before")
+    }
+}
+
+/// Polls `condition` (yielding) until it holds or `timeout` passes.
+func waitUntil(timeout: TimeInterval = 10, _ condition: () -> Bool) -> Bool {
+    let deadline = Date(timeIntervalSinceNow: timeout)
+    while !condition() {
+        if Date() >= deadline { return false }
+        usleep(200)
+    }
+    return true
+}
