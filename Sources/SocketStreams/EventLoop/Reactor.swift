@@ -212,7 +212,7 @@ final class Reactor: @unchecked Sendable {
 
     /// Whether the calling thread is inside this reactor's `perform` right now.
     @inline(__always)
-    private var isPerformingHere: Bool {
+    var isPerformingHere: Bool {
         performing.load(ordering: .relaxed) == UInt(pthread_self())
     }
 

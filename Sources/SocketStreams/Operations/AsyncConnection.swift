@@ -18,15 +18,26 @@ import Foundation
 ///   waiting call throws `CancellationError`, and later calls throw it too.
 /// - **Threads.** Safe from any task or thread; nothing blocks a thread. Calls of one kind are meant to
 ///   come one at a time (one reader, one writer); concurrent reads complete in the order they were made.
-///   The pair's events run on a Dispatch queue of the package's; a read whose bytes have already arrived, or a
+///   The pair's events run on the package's stream thread; a read whose bytes have already arrived, or a
 ///   write the socket has room for, completes on the caller's thread without waiting for it.
 ///
 /// Errors are the streams' own (`NSError` in CFNetwork's domains, as `streamError` gives them) or a
 /// ``StreamOperationError``. Underneath is the same engine as ``QueuedSocket``'s.
 public final class AsyncConnection: StreamOperationsClient, Sendable {
-    private typealias Waiter = CheckedContinuation<[UInt8]?, Error>
+    fileprivate typealias Waiter = CheckedContinuation<[UInt8]?, Error>
 
-    private struct State {
+    /// An operation a caller waits for, or whose result waits for its caller.
+    fileprivate struct Operation {
+        let tag: Int
+        /// Whether the end of the stream completes it with nil (a chunk read) rather than an error.
+        let endIsNil: Bool
+        var waiter: Waiter?
+        /// Its result, when it completed before its caller waited: most complete inline, on the
+        /// caller's own thread, and need no continuation at all.
+        var result: Result<[UInt8]?, Error>?
+    }
+
+    fileprivate struct State {
         var pair: (input: InputStream, output: OutputStream)?
         var opening = false
         var ready = false
@@ -34,27 +45,18 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
         var cancelled = false
         var nextTag = 1
         var openWaiters: [CheckedContinuation<Void, Error>] = []
-        /// Operations queued and not complete, and whether the end of the stream completes each with
-        /// nil (a chunk read) rather than an error.
-        var pending: [Int: Bool] = [:]
-        /// Continuations of the operations a caller waits for.
-        var waiters: [Int: Waiter] = [:]
-        /// Results of operations that completed before their caller waited: most complete inline,
-        /// on the caller's own thread, and need no continuation at all.
-        var early: [Int: Result<[UInt8]?, Error>] = [:]
+        /// Operations queued whose callers have not had their results: at most a few (one reader,
+        /// one writer), so a list searched by tag.
+        var operations: [Operation] = []
         var tls: [CheckedContinuation<Void, Error>] = []
     }
 
     let engine: StreamOperations
     private let state: Guarded<State>
 
-    /// The queue every connection's stream events run on. A Dispatch worker runs them, so a task a
-    /// callout resumes can continue on that same worker, without waking another thread.
-    static let queue = DispatchQueue(label: "SocketStreams.AsyncConnection")
-
-    /// The queue's reactor (one epoll set), kept for the life of the process; nil if it cannot be
-    /// made (out of file descriptors), and then each connection fails when it opens.
-    private static let reactor: Reactor? = try? ReactorRegistry.shared.acquire(queue: queue)
+    /// The reactor of the package's stream thread, where every connection's events are delivered;
+    /// nil if it cannot be made (out of file descriptors), and then each connection fails when it opens.
+    static var reactor: Reactor? { try? StreamThread.reactor() }
 
     /// Wraps an unopened pair made any way (`createStreamPair`, an accepted `StreamListener` pair), with
     /// whatever properties you set on it (TLS, a proxy). ``open()`` opens it.
@@ -97,8 +99,8 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
                 if let answer { return continuation.resume(with: answer) }
                 guard let (input, output) = pair else { return }
                 engine.attach(input: input, output: output) { input, output in
-                    CFReadStreamSetDispatchQueue(input, Self.queue)
-                    CFWriteStreamSetDispatchQueue(output, Self.queue)
+                    input.schedule(in: .socketStreams, forMode: .default)
+                    output.schedule(in: .socketStreams, forMode: .default)
                 }
             }
         } onCancel: {
@@ -136,11 +138,11 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
         return try await read(.length(count), endIsNil: false) ?? []
     }
 
-    /// The bytes up to and including the first `delimiter`. Throws
+    /// The bytes up to and including the first `delimiter` (an empty one: no bytes). Throws
     /// ``StreamOperationError/readMaxedOut(maxLength:tag:)`` (and closes) when `maxLength` bytes (0: no
     /// limit) arrive without it, and ``StreamOperationError/closedByPeer(unread:)`` at the end of the stream.
     public func read(upTo delimiter: [UInt8], maxLength: Int) async throws -> [UInt8] {
-        precondition(!delimiter.isEmpty, "read(upTo:maxLength:) needs a delimiter")
+        guard !delimiter.isEmpty else { return [] }  // an empty delimiter is found at once
         return try await read(.delimiter(delimiter, maxLength: max(0, maxLength)), endIsNil: false) ?? []
     }
 
@@ -155,19 +157,19 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
             if let closed = state.closed { throw Self.error(closed, state) }
             let tag = state.nextTag
             state.nextTag += 1
-            state.pending[tag] = endIsNil
+            state.operations.append(Operation(tag: tag, endIsNil: endIsNil))
             return tag
         }
         if let refused = enqueue(tag) {
-            state.withLock { _ = $0.pending.removeValue(forKey: tag) }
+            _ = state.withLock { $0.takeResult(tag) }
             throw refused
         }
-        if let result = state.withLock({ $0.early.removeValue(forKey: tag) }) { return try result.get() }
+        if let result = state.withLock({ $0.takeResult(tag) }) { return try result.get() }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: Waiter) in
                 let result = state.withLock { state -> Result<[UInt8]?, Error>? in
-                    if let result = state.early.removeValue(forKey: tag) { return result }
-                    state.waiters[tag] = continuation
+                    if let result = state.takeResult(tag) { return result }
+                    state.setWaiter(continuation, for: tag)
                     return nil
                 }
                 if let result { continuation.resume(with: result) }
@@ -178,14 +180,18 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
     }
 
     /// Completes the operation `tag`: its waiter, or a result kept for a caller not yet waiting.
-    private func complete(_ tag: Int, _ result: Result<[UInt8]?, Error>) {
-        let waiter = state.withLock { state -> Waiter? in
-            guard state.pending.removeValue(forKey: tag) != nil else { return nil }
-            if let waiter = state.waiters.removeValue(forKey: tag) { return waiter }
-            state.early[tag] = result
-            return nil
+    private func complete(_ tag: Int, _ result: (_ endIsNil: Bool) -> Result<[UInt8]?, Error>) {
+        let resumption = state.withLock { state -> (Waiter, Result<[UInt8]?, Error>)? in
+            guard let index = state.operations.firstIndex(where: { $0.tag == tag }) else { return nil }
+            let value = result(state.operations[index].endIsNil)
+            guard let waiter = state.operations[index].waiter else {
+                state.operations[index].result = value
+                return nil
+            }
+            state.operations.remove(at: index)
+            return (waiter, value)
         }
-        waiter?.resume(with: result)
+        if let (waiter, value) = resumption { waiter.resume(with: value) }
     }
 
     /// The input as an `AsyncSequence` of chunks of at most `maxLength` bytes, ending at the end of the
@@ -259,12 +265,13 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
             }
             for waiter in waiters { waiter.resume() }
         case .read(let bytes, let tag):
-            complete(tag, .success(bytes))
+            complete(tag) { _ in .success(bytes) }
         case .readEnded(let unread, let tag):
-            let endIsNil = state.withLock { $0.pending[tag] } ?? false
-            complete(tag, endIsNil && unread.isEmpty ? .success(nil) : .failure(StreamOperationError.closedByPeer(unread: unread)))
+            complete(tag) { endIsNil in
+                endIsNil && unread.isEmpty ? .success(nil) : .failure(StreamOperationError.closedByPeer(unread: unread))
+            }
         case .wrote(let tag):
-            complete(tag, .success(nil))
+            complete(tag) { _ in .success(nil) }
         case .secured:
             let waiter = state.withLock { state in state.tls.isEmpty ? nil : state.tls.removeFirst() }
             waiter?.resume()
@@ -272,12 +279,15 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
             let (error, opens, waiters, tls) = state.withLock { state in
                 state.closed = .some(reason)
                 let error = Self.error(reason, state)
-                let waiters = state.pending.keys.sorted().compactMap { tag -> Waiter? in
-                    if let waiter = state.waiters.removeValue(forKey: tag) { return waiter }
-                    state.early[tag] = .failure(error)  // its caller is about to wait: it finds this
-                    return nil
+                var waiters: [Waiter] = []
+                for index in state.operations.indices.reversed() where state.operations[index].result == nil {
+                    if let waiter = state.operations[index].waiter {
+                        waiters.insert(waiter, at: 0)
+                        state.operations.remove(at: index)
+                    } else {
+                        state.operations[index].result = .failure(error)  // its caller is about to wait: it finds this
+                    }
                 }
-                state.pending.removeAll()
                 defer {
                     state.openWaiters.removeAll()
                     state.tls.removeAll()
@@ -297,4 +307,45 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
     ) -> Double {
         0  // no timeouts are set: a caller bounds a wait with its own task deadline
     }
+}
+
+/// A task executor that runs jobs on the package's stream thread, where every ``AsyncConnection``'s
+/// stream events are delivered (`withTaskExecutorPreference(AsyncConnection.executor) { … }`).
+///
+/// A task that waits for a read is resumed from a stream event's callout on that thread. Run on this
+/// executor, it continues there right after the callout, instead of on another thread that has to be
+/// woken: one thread wake-up per exchange, as a delegate has. The price is that every connection's
+/// events and every task preferring this executor share that thread: use it for code that awaits
+/// network operations and does little else between them, never for code that blocks.
+public final class AsyncConnectionExecutor: TaskExecutor, @unchecked Sendable {
+    /// Runs `job` on the stream thread (at once after the current callout, if called from one).
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        guard let reactor = AsyncConnection.reactor else {
+            // No stream thread (out of file descriptors): the job still has to run somewhere.
+            return DispatchQueue.global().async { job.runSynchronously(on: executor) }
+        }
+        reactor.post { job.runSynchronously(on: executor) }
+    }
+}
+
+extension AsyncConnection.State {
+    /// Removes and returns the result of `tag`, if it has one.
+    fileprivate mutating func takeResult(_ tag: Int) -> Result<[UInt8]?, Error>? {
+        guard let index = operations.firstIndex(where: { $0.tag == tag }), let result = operations[index].result else { return nil }
+        operations.remove(at: index)
+        return result
+    }
+
+    fileprivate mutating func setWaiter(_ waiter: CheckedContinuation<[UInt8]?, Error>, for tag: Int) {
+        guard let index = operations.firstIndex(where: { $0.tag == tag }) else { return }
+        operations[index].waiter = waiter
+    }
+}
+
+extension AsyncConnection {
+    /// The executor that runs tasks where the connections' events are delivered: see
+    /// ``AsyncConnectionExecutor``.
+    public static let executor = AsyncConnectionExecutor()
 }

@@ -208,6 +208,10 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
         var postPending = false
 
         var nextID: UInt64 = 1
+        /// A read (write) was made off the reactor's thread since the last one made on it: the next
+        /// event there may announce bytes (space) that read (write) already used.
+        var staleReads = false
+        var staleWrites = false
         /// Every byte read from the input so far (tests wait on it).
         var totalRead = 0
         var readTimeout: Timeout?
@@ -226,7 +230,7 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     var time: any TimeSource = SystemTime()
     weak var client: (any StreamOperationsClient)?
     /// The read buffer for one call; used only by the pumping thread, under the lock.
-    private var scratch = [UInt8](repeating: 0, count: StreamOperations.readSize)
+    @exclusivity(unchecked) private var scratch = [UInt8](repeating: 0, count: StreamOperations.readSize)
     /// The most one read takes.
     static let readSize = 64 * 1024
     /// Reads at least this large move into an empty buffer instead of being copied.
@@ -282,40 +286,45 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     /// Queues a read. Returns the error that closed the connection if it is closed already.
     @discardableResult
     func enqueueRead(_ request: ReadRequest, timeout: Double, tag: Int) -> Error? {
-        let refused = state.withLock { state -> Error? in
-            if let error = Self.finalError(state) { return error }
+        enqueue { state in
             state.reads.append(.read(ReadOperation(id: state.nextID, request: request, timeout: timeout, tag: tag)))
             state.nextID += 1
-            return nil
         }
-        if refused == nil { requestPump() }
-        return refused
     }
 
     /// Queues a write (the bytes are copied). Returns the error that closed the connection if it is closed.
     @discardableResult
     func enqueueWrite(_ bytes: [UInt8], timeout: Double, tag: Int) -> Error? {
-        let refused = state.withLock { state -> Error? in
-            if let error = Self.finalError(state) { return error }
+        enqueue { state in
             state.writes.append(.write(WriteOperation(id: state.nextID, bytes: bytes, timeout: timeout, tag: tag)))
             state.nextID += 1
-            return nil
         }
-        if refused == nil { requestPump() }
-        return refused
     }
 
     /// Queues a TLS handshake behind every read and write queued so far: it starts once they have
     /// completed, and operations queued after it wait for it.
     @discardableResult
     func enqueueTLS(_ settings: TLSSettings) -> Error? {
-        let refused = state.withLock { state -> Error? in
-            if let error = Self.finalError(state) { return error }
+        enqueue { state in
             state.reads.append(.tls(state.nextID))
             state.writes.append(.tls(state.nextID, settings))
             state.nextID += 1
-            return nil
         }
+    }
+
+    /// Applies `add` unless the connection is closed (then returns why), and pumps: here, in the same
+    /// locked section, when pumps may run anywhere; else on the reactor's thread.
+    private func enqueue(_ add: (inout State) -> Void) -> Error? {
+        var refused: Error?
+        let change = { (state: inout State) in
+            if let error = Self.finalError(state) { return refused = error }
+            add(&state)
+        }
+        if pumpsAnywhere {
+            pumpHere(onReactor: false, change)
+            return refused
+        }
+        state.withLock(change)
         if refused == nil { requestPump() }
         return refused
     }
@@ -400,47 +409,57 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
 
     /// Runs the pump on this thread, unless one runs already (which then goes round again).
     /// `onReactor`: this is the streams' own thread (an event, a timer or a posted request), not a
-    /// caller's.
-    func pumpHere(onReactor: Bool) {
+    /// caller's. `change`, if given, is applied under the same lock first (an operation to queue).
+    private func pumpHere(onReactor: Bool, _ change: (inout State) -> Void = { _ in }) {
         let me = pthread_self()
-        let starts = state.withLock { state -> Bool in
+        var round = state.withLock { state -> Round? in
+            change(&state)
             if state.pumping {
                 state.again = true
-                return false
+                return nil
             }
             state.pumping = true
             state.pumpThread = me
-            return true
+            return self.round(&state, onReactor: onReactor)
         }
-        guard starts else { return }
-        while true {
-            var startTLS: TLSSettings?
-            var closeStreams = false
-            let (events, timers) = state.withLock { state -> ([OperationEvent], [TimerChange]) in
-                state.again = false
-                var events: [OperationEvent] = []
-                step(&state, &events, &startTLS, &closeStreams, onReactor: onReactor)
-                return (events, updateTimers(&state))
-            }
-            apply(timers)
-            if let settings = startTLS, self.input?.setProperty(settings, forKey: .tlsSettingsKey) != true {
+        while let work = round {
+            apply(work.timers)
+            if let settings = work.startTLS, self.input?.setProperty(settings, forKey: .tlsSettingsKey) != true {
                 state.withLock { state in
                     if state.closing == nil { state.closing = .some(StreamOperationError.tlsSettingsRefused) }
                     state.again = true
                 }
             }
-            if closeStreams { closePair() }
+            if work.closeStreams { closePair() }
             if let client {
-                for event in events { client.operations(self, handle: event) }
+                for event in work.events { client.operations(self, handle: event) }
             }
-            let more = state.withLock { state -> Bool in
-                if state.again { return true }
-                state.pumping = false
-                state.pumpThread = nil
-                return false
+            round = state.withLock { state -> Round? in
+                guard state.again else {
+                    state.pumping = false
+                    state.pumpThread = nil
+                    return nil
+                }
+                return self.round(&state, onReactor: onReactor)
             }
-            if !more { return }
         }
+    }
+
+    /// What one round decided, to be done outside the lock.
+    private struct Round {
+        var events: [OperationEvent] = []
+        var timers: [TimerChange] = []
+        var startTLS: TLSSettings?
+        var closeStreams = false
+    }
+
+    /// One round of work, under the lock.
+    private func round(_ state: inout State, onReactor: Bool) -> Round {
+        state.again = false
+        var work = Round()
+        step(&state, &work.events, &work.startTLS, &work.closeStreams, onReactor: onReactor)
+        work.timers = updateTimers(&state)
+        return work
     }
 
     /// One round of work, under the lock.
@@ -507,7 +526,9 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
                 return
             }
             if operation.offset < operation.bytes.count {
-                guard let output = state.output, mayTransfer(&state.canWrite, onReactor: onReactor, { output.hasSpaceAvailable }) else { return }
+                guard let output = state.output,
+                    mayTransfer(&state.canWrite, &state.staleWrites, onReactor: onReactor, { output.hasSpaceAvailable })
+                else { return }
                 let moved = operation.bytes.withUnsafeBufferPointer { bytes in
                     output.write(bytes.baseAddress! + operation.offset, maxLength: bytes.count - operation.offset)
                 }
@@ -544,7 +565,8 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
                 events.append(.readEnded(unread: Self.take(&state, count: state.bufferCount), tag: operation.tag))
                 continue
             }
-            guard let input = state.input, mayTransfer(&state.canRead, onReactor: onReactor, { input.hasBytesAvailable }) else { return }
+            guard let input = state.input, mayTransfer(&state.canRead, &state.staleReads, onReactor: onReactor, { input.hasBytesAvailable })
+            else { return }
             let count = input.read(&scratch, maxLength: scratch.count)
             if count > 0 {
                 if state.bufferCount == 0, count >= Self.handOver {
@@ -571,17 +593,27 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
         }
     }
 
-    /// Whether one read (or write) may be made now, using up the event that allowed it. A pump that
-    /// only ever runs on the streams' thread trusts the events. One that may run anywhere asks the
-    /// stream, which is exact: an event can be stale when another thread's read took the bytes it
-    /// announced, and a read or write must never block (the lock is held). A pump on a caller's thread
+    /// Whether one read (or write) may be made now, using up the event that allowed it.
+    ///
+    /// On the reactor's thread (where the events come from) an event is exact, unless a read (write)
+    /// was made on another thread since the last one made here: that one may have used the bytes
+    /// (space) a pending event announced, and a read or write must never block (the lock is held).
+    /// Then, and on any other thread, the stream is asked, which is exact. A pump on a caller's thread
     /// also asks when no event came, so bytes that are already there are read without waiting for the
-    /// streams' thread.
-    private func mayTransfer(_ signalled: inout Bool, onReactor: Bool, _ ask: () -> Bool) -> Bool {
+    /// reactor's thread. `QueuedSocket`'s pumps only ever run on the reactor's thread.
+    private func mayTransfer(_ signalled: inout Bool, _ stale: inout Bool, onReactor: Bool, _ ask: () -> Bool) -> Bool {
         let event = signalled
         signalled = false
         guard pumpsAnywhere else { return event }
-        return (event || !onReactor) && ask()
+        if onReactor || reactor?.isPerformingHere == true {
+            guard event else { return false }
+            guard stale else { return true }
+            stale = false
+            return ask()
+        }
+        guard ask() else { return false }
+        stale = true
+        return true
     }
 
     /// Whether the buffer now completes `operation` (checked without consuming).

@@ -7,7 +7,8 @@ import Glibc
 /// race, which would hide the real ones.
 final class Guarded<State>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var state: State
+    /// Reached only under `mutex`, so Swift's dynamic exclusivity check (two calls per access) is off.
+    @exclusivity(unchecked) private var state: State
 
     init(_ state: State) {
         self.state = state

@@ -30,6 +30,27 @@ final class AsyncConnectionTests: SocketStreamsTestCase {
         }
     }
 
+    /// On `AsyncConnection.executor` the task runs on the stream thread, where the events come: the
+    /// same exchanges work, and reads and writes that complete inline there trust the events.
+    func testExchangesOnTheConnectionsExecutor() async throws {
+        let server = try startStreamEchoServer()
+        let port = server.port
+        let count = try await withTaskExecutorPreference(AsyncConnection.executor) {
+            let connection = AsyncConnection(host: "127.0.0.1", port: port)
+            try await connection.open()
+            var good = 0
+            for index in 0..<200 {
+                let message = Array("message \(index)\n".utf8)
+                try await connection.write(message)
+                if try await connection.read(upTo: [10], maxLength: 100) == message { good += 1 }
+            }
+            XCTAssertTrue(connection.engine.reactor?.isPerformingHere == true, "not running on the stream thread")
+            connection.close()
+            return good
+        }
+        XCTAssertEqual(count, 200)
+    }
+
     func testOpenThrowsTheStreamsError() async throws {
         let connection = AsyncConnection(host: "127.0.0.1", port: try RawSocket.unusedPort())
         do {

@@ -8,9 +8,14 @@ struct StreamsAsyncClient: BenchmarkClient {
     /// Runs `body` as a task and blocks this thread until it finishes.
     private func run<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) throws -> Result {
         let outcome = TaskOutcome<Result>()
+        let onConnectionsQueue = ProcessInfo.processInfo.environment["STREAM_BENCH_ASYNC_GLOBAL"] == nil
         Task {
             do {
-                outcome.finish(.success(try await body()))
+                if onConnectionsQueue {
+                    outcome.finish(.success(try await withTaskExecutorPreference(AsyncConnection.executor) { try await body() }))
+                } else {
+                    outcome.finish(.success(try await body()))
+                }
             } catch {
                 outcome.finish(.failure(error))
             }
