@@ -175,8 +175,8 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     }
 
     private struct State {
-        var reads: [ReadItem] = []
-        var writes: [WriteItem] = []
+        var reads = FIFO<ReadItem>()
+        var writes = FIFO<WriteItem>()
         var buffer: [UInt8] = []
         var bufferStart = 0
         var bufferCount: Int { buffer.count - bufferStart }
@@ -538,7 +538,7 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
                 }
                 operation.offset += moved
                 if operation.offset < operation.bytes.count {
-                    state.writes[0] = .write(operation)
+                    state.writes.replaceFirst(.write(operation))
                     if moved > 0 { events.append(.wrotePartial(moved, tag: operation.tag)) }
                     continue
                 }
@@ -559,7 +559,7 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
                 state.closing = .some(StreamOperationError.readMaxedOut(maxLength: maxLength, tag: operation.tag))
                 return
             }
-            state.reads[0] = .read(operation)
+            state.reads.replaceFirst(.read(operation))
             if state.ended {
                 state.reads.removeFirst()
                 events.append(.readEnded(unread: Self.take(&state, count: state.bufferCount), tag: operation.tag))
@@ -799,5 +799,39 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
             }
         }
         pumpHere(onReactor: true)
+    }
+}
+
+/// A first-in, first-out list whose front removal costs O(1): an array and a start index. (An array's
+/// `removeFirst` moves every element: queueing 16,384 writes of 64 KiB and completing them made
+/// GCDAsyncSocket-style uploads quadratic.) A removed element is released at once.
+struct FIFO<Element> {
+    private var items: [Element?] = []
+    private var start = 0
+
+    var isEmpty: Bool { start == items.count }
+    var count: Int { items.count - start }
+    var first: Element? { isEmpty ? nil : items[start] }
+
+    mutating func append(_ element: Element) { items.append(element) }
+
+    /// Replaces the first element (which must exist).
+    mutating func replaceFirst(_ element: Element) { items[start] = element }
+
+    mutating func removeFirst() {
+        items[start] = nil
+        start += 1
+        if start == items.count {
+            items.removeAll(keepingCapacity: true)
+            start = 0
+        } else if start >= 1024, start * 2 >= items.count {
+            items.removeFirst(start)
+            start = 0
+        }
+    }
+
+    mutating func removeAll() {
+        items.removeAll()
+        start = 0
     }
 }

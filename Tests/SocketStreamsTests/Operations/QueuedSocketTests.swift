@@ -372,6 +372,41 @@ final class QueuedSocketTests: SocketStreamsTestCase {
         socket.disconnect()
     }
 
+    /// The engine's operation queue keeps its order across the compactions of its storage, and
+    /// releases what it removes.
+    func testOperationQueueKeepsItsOrder() {
+        var queue = FIFO<Int>()
+        var expected: [Int] = []
+        var next = 0
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20_000 {
+            if Int.random(in: 0..<3, using: &generator) > 0 {
+                queue.append(next)
+                expected.append(next)
+                next += 1
+            } else if !expected.isEmpty {
+                XCTAssertEqual(queue.first, expected.removeFirst())
+                queue.removeFirst()
+            }
+            XCTAssertEqual(queue.count, expected.count)
+        }
+        while let first = queue.first {
+            XCTAssertEqual(first, expected.removeFirst())
+            queue.removeFirst()
+        }
+        XCTAssertTrue(queue.isEmpty && expected.isEmpty)
+        weak var released: NSObject?
+        var objects = FIFO<NSObject>()
+        do {
+            let object = NSObject()
+            released = object
+            objects.append(object)
+            objects.append(NSObject())
+        }
+        objects.removeFirst()
+        XCTAssertNil(released, "a removed element is still held")
+    }
+
     /// Releasing a connected socket closes its pair: the server sees the end, and no socket is left.
     func testReleasingTheSocketClosesTheConnection() throws {
         let sawEOF = Signal()
