@@ -149,7 +149,9 @@ extension GuideExampleTests {
             results[workload, default: [:]][row[1]] = workload.hasPrefix("idle") ? median : ratio
         }
         let guide = try String(contentsOf: packageRoot.appendingPathComponent("Guides/Performance.md"), encoding: .utf8)
-        let table = rows(guide)
+        // The first table (the operations' table further down has its own test).
+        let firstTable = guide.components(separatedBy: "\n\n").first { $0.hasPrefix("| Workload |") } ?? ""
+        let table = rows(firstTable)
         XCTAssertEqual(table.first, ["Workload", "delegate", "stream thread", "dispatch queue", "polling"])
         XCTAssertEqual(Set(table.dropFirst().map { $0[0] }), Set(results.keys), "the guide's workloads differ from latest.md's")
         let clients = ["streams-delegate", "streams-thread", "streams-queue", "streams-polling"]
@@ -197,5 +199,37 @@ extension GuideExampleTests {
             XCTAssertEqual(result.stdoutText, output, program)
             XCTAssertTrue(guide.contains("```text\n" + output + "```"), "the guide's sample output of \(program) drifted")
         }
+    }
+}
+
+extension GuideExampleTests {
+    /// Guides/Performance.md's async/await and queued-operations table is the run in
+    /// Benchmarks/results/operations/latest.md: each client's median ratio, and the ratio of each to the
+    /// delegate client's.
+    func testPerformanceGuideShowsTheOperationsRun() throws {
+        let latest = try String(
+            contentsOf: packageRoot.appendingPathComponent("Benchmarks/results/operations/latest.md"), encoding: .utf8)
+        var ratios: [String: [String: Double]] = [:]
+        var workload = ""
+        for line in latest.split(separator: "\n") where line.hasPrefix("| ") {
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count > 5 else { continue }
+            if !cells[1].isEmpty { workload = cells[1] }
+            if let ratio = Double(cells[5].prefix { $0 != " " }) { ratios[workload, default: [:]][cells[2]] = ratio }
+        }
+        let guide = try String(contentsOf: packageRoot.appendingPathComponent("Guides/Performance.md"), encoding: .utf8)
+        let table = try XCTUnwrap(guide.components(separatedBy: "\n\n").first { $0.hasPrefix("| Workload | delegate | async |") })
+        var checked = 0
+        for line in table.split(separator: "\n").dropFirst(2) {
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            let row = try XCTUnwrap(ratios[cells[1]], "no \(cells[1]) in operations/latest.md")
+            let delegate = try XCTUnwrap(row["streams-delegate"])
+            let async = try XCTUnwrap(row["streams-async"])
+            let queued = try XCTUnwrap(row["streams-queued"])
+            let expected = [delegate, async, queued, async / delegate, queued / delegate].map { String(format: "%.2f", $0) }
+            XCTAssertEqual(Array(cells[2...6]), expected, cells[1])
+            checked += 1
+        }
+        XCTAssertEqual(checked, ratios.count, "the table and operations/latest.md have different workloads")
     }
 }
