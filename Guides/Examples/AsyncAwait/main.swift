@@ -52,43 +52,49 @@ listener.start(in: .socketStreams) { input, output in
     Task { await serve(connection) }
 }
 
-let connection = AsyncConnection(host: "127.0.0.1", port: listener.port)
-try await connection.open()
-let greeting = try await connection.read(upTo: Array("\r\n".utf8), maxLength: 1024)
-print("greeting: \(String(decoding: greeting.dropLast(2), as: UTF8.self))")
-for word in ["hello", "async", "world"] {
-    try await send(word, on: connection)
-    print("reply: \(try await receive(on: connection))")
-}
-
-// A download, read as chunks: each is read only when the loop asks for it.
-let download = AsyncConnection(host: "127.0.0.1", port: listener.port)
-try await download.open()
-_ = try await download.read(upTo: Array("\r\n".utf8), maxLength: 1024)
-try await send("download", on: download)
-var total = 0
-for try await chunk in download.chunks() { total += chunk.count }
-print("downloaded \(total) bytes")
-
-// A deadline: the read races a timer, and the loser is cancelled. Cancelling the read closes the connection.
-try await send("silence", on: connection)
-do {
-    let reply = try await withThrowingTaskGroup(of: String.self) { group in
-        group.addTask { try await receive(on: connection) }
-        group.addTask {
-            try await Task.sleep(nanoseconds: 200_000_000)
-            throw CancellationError()
-        }
-        defer { group.cancelAll() }
-        return try await group.next()!
+/// The client: the same exchanges, a download as chunks, and a deadline. (In a function rather than
+/// at the top level, so nothing it made is still held when the program exits.)
+func runClient(of listener: StreamListener) async throws {
+    let connection = AsyncConnection(host: "127.0.0.1", port: listener.port)
+    try await connection.open()
+    let greeting = try await connection.read(upTo: Array("\r\n".utf8), maxLength: 1024)
+    print("greeting: \(String(decoding: greeting.dropLast(2), as: UTF8.self))")
+    for word in ["hello", "async", "world"] {
+        try await send(word, on: connection)
+        print("reply: \(try await receive(on: connection))")
     }
-    print("reply: \(reply)")
-} catch is CancellationError {
-    print("no reply within 0.2 s: the read was cancelled")
+
+    // A download, read as chunks: each is read only when the loop asks for it.
+    let download = AsyncConnection(host: "127.0.0.1", port: listener.port)
+    try await download.open()
+    _ = try await download.read(upTo: Array("\r\n".utf8), maxLength: 1024)
+    try await send("download", on: download)
+    var total = 0
+    for try await chunk in download.chunks() { total += chunk.count }
+    print("downloaded \(total) bytes")
+
+    // A deadline: the read races a timer, and the loser is cancelled. Cancelling the read closes the connection.
+    try await send("silence", on: connection)
+    do {
+        let reply = try await withThrowingTaskGroup(of: String.self) { group in
+            group.addTask { try await receive(on: connection) }
+            group.addTask {
+                try await Task.sleep(nanoseconds: 200_000_000)
+                throw CancellationError()
+            }
+            defer { group.cancelAll() }
+            return try await group.next()!
+        }
+        print("reply: \(reply)")
+    } catch is CancellationError {
+        print("no reply within 0.2 s: the read was cancelled")
+    }
+    do {
+        try await send("hello", on: connection)
+    } catch {
+        print("afterwards: \(error)")
+    }
 }
-do {
-    try await send("hello", on: connection)
-} catch {
-    print("afterwards: \(error)")
-}
+
+try await runClient(of: listener)
 listener.close()
