@@ -169,12 +169,19 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
 
     private struct Timeout {
         let operation: UInt64
-        let timer: UInt64
+        var timer: UInt64
         let started: UInt64
-        var limit: Double
     }
 
     private struct State {
+        /// The timeout of the first read or write.
+        subscript(timeout direction: OperationDirection) -> Timeout? {
+            get { direction == .read ? readTimeout : writeTimeout }
+            set {
+                if direction == .read { readTimeout = newValue } else { writeTimeout = newValue }
+            }
+        }
+
         var reads = FIFO<ReadItem>()
         var writes = FIFO<WriteItem>()
         var buffer: [UInt8] = []
@@ -701,11 +708,11 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
             state.writeTimeout = nil
         }
         if state.readTimeout == nil, let (id, timeout) = firstRead, timeout > 0 {
-            state.readTimeout = Timeout(operation: id, timer: 0, started: time.now(), limit: timeout)
+            state.readTimeout = Timeout(operation: id, timer: 0, started: time.now())
             changes.append(.arm(.read, operation: id, after: timeout))
         }
         if state.writeTimeout == nil, let (id, timeout) = firstWrite, timeout > 0 {
-            state.writeTimeout = Timeout(operation: id, timer: 0, started: time.now(), limit: timeout)
+            state.writeTimeout = Timeout(operation: id, timer: 0, started: time.now())
             changes.append(.arm(.write, operation: id, after: timeout))
         }
         return changes
@@ -722,74 +729,35 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
         }
     }
 
+    /// Schedules the timer of `operation`'s timeout (first, or extended) and records it.
     private func arm(_ direction: OperationDirection, operation: UInt64, after seconds: Double) {
         guard let reactor else { return }
         let timer = time.schedule(after: seconds.saturatingNanoseconds, on: reactor) { [weak self] in
             self?.timerFired(direction, operation: operation)
         }
         state.withLock { state in
-            switch direction {
-            case .read:
-                if state.readTimeout?.operation == operation, state.readTimeout?.timer == 0 {
-                    state.readTimeout = Timeout(
-                        operation: operation, timer: timer, started: state.readTimeout!.started, limit: state.readTimeout!.limit)
-                }
-            case .write:
-                if state.writeTimeout?.operation == operation, state.writeTimeout?.timer == 0 {
-                    state.writeTimeout = Timeout(
-                        operation: operation, timer: timer, started: state.writeTimeout!.started, limit: state.writeTimeout!.limit)
-                }
-            }
+            if state[timeout: direction]?.operation == operation { state[timeout: direction]?.timer = timer }
         }
     }
 
     /// On the reactor's thread: asks the client whether to extend, then extends or fails.
     private func timerFired(_ direction: OperationDirection, operation: UInt64) {
         let now = time.now()
-        let question = state.withLock { state -> (tag: Int, elapsed: Double, done: Int, limit: Double)? in
-            guard !state.closed, state.closing == nil else { return nil }
-            switch direction {
-            case .read:
-                guard let timeout = state.readTimeout, timeout.operation == operation,
-                    case .read(let first)? = state.reads.first, first.id == operation
-                else { return nil }
-                return (first.tag, Double(now - timeout.started) / 1e9, state.bufferCount, timeout.limit)
-            case .write:
-                guard let timeout = state.writeTimeout, timeout.operation == operation,
-                    case .write(let first)? = state.writes.first, first.id == operation
-                else { return nil }
-                return (first.tag, Double(now - timeout.started) / 1e9, first.offset, timeout.limit)
+        let question = state.withLock { state -> (tag: Int, elapsed: Double, done: Int)? in
+            guard !state.closed, state.closing == nil, let timeout = state[timeout: direction], timeout.operation == operation
+            else { return nil }
+            let elapsed = Double(now - timeout.started) / 1e9
+            switch (direction, state.reads.first, state.writes.first) {
+            case (.read, .read(let first)?, _) where first.id == operation: return (first.tag, elapsed, state.bufferCount)
+            case (.write, _, .write(let first)?) where first.id == operation: return (first.tag, elapsed, first.offset)
+            default: return nil
             }
         }
         guard let question else { return }
         let extra =
             client?.operations(self, shouldTimeOut: direction, tag: question.tag, elapsed: question.elapsed, bytesDone: question.done) ?? 0
         if extra > 0, extra.isFinite {
-            state.withLock { state in
-                switch direction {
-                case .read: state.readTimeout?.limit += extra
-                case .write: state.writeTimeout?.limit += extra
-                }
-            }
-            guard let reactor else { return }
-            let timer = time.schedule(after: extra.saturatingNanoseconds, on: reactor) { [weak self] in
-                self?.timerFired(direction, operation: operation)
-            }
-            state.withLock { state in
-                switch direction {
-                case .read:
-                    if state.readTimeout?.operation == operation {
-                        state.readTimeout = Timeout(
-                            operation: operation, timer: timer, started: state.readTimeout!.started, limit: state.readTimeout!.limit)
-                    }
-                case .write:
-                    if state.writeTimeout?.operation == operation {
-                        state.writeTimeout = Timeout(
-                            operation: operation, timer: timer, started: state.writeTimeout!.started, limit: state.writeTimeout!.limit)
-                    }
-                }
-            }
-            return
+            return arm(direction, operation: operation, after: extra)
         }
         state.withLock { state in
             if state.closing == nil {

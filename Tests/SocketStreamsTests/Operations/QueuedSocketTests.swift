@@ -190,6 +190,29 @@ final class QueuedSocketTests: SocketStreamsTestCase {
         XCTAssertEqual(error.localizedDescription, "the read with tag 7 timed out")
     }
 
+    /// A write the peer does not take (it never reads) times out: the delegate is told how much went
+    /// out, and the socket disconnects with writeTimedOut.
+    func testWriteTimeoutReportsTheBytesDone() throws {
+        let release = Signal()
+        let server = try startRawServer { _ in _ = release.wait(timeout: 20) }
+        addCleanup { release.raise() }
+        let clock = ManualTime()
+        let recorder = QueuedRecorder()
+        let socket = QueuedSocket(delegate: recorder, delegateQueue: queue)
+        socket.engine.time = clock
+        try socket.connect(toHost: "127.0.0.1", onPort: server.port)
+        XCTAssertTrue(recorder.waitFor("connect"))
+        socket.write([UInt8](repeating: 1, count: 64 << 20), timeout: 5, tag: 9)
+        XCTAssertTrue(clock.waitForTimers { $0 == [5] }, "\(clock.pending)")
+        clock.advance(by: 5)
+        XCTAssertTrue(recorder.wait { $0.last?.hasPrefix("disconnect") == true }, "\(recorder.log.suffix(3))")
+        let question = try XCTUnwrap(recorder.log.first { $0.hasPrefix("timeout write 9 5.0 ") })
+        let done = Int(question.split(separator: " ").last ?? "") ?? -1
+        XCTAssertGreaterThan(done, 0, question)
+        XCTAssertLessThan(done, 64 << 20, question)
+        XCTAssertEqual(recorder.disconnectError as? StreamOperationError, .writeTimedOut(tag: 9))
+    }
+
     /// A completed read cancels its timer: nothing fires later.
     func testCompletedReadCancelsItsTimeout() throws {
         let server = try startRawServer { connection in
