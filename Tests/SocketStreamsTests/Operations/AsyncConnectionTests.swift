@@ -235,13 +235,13 @@ final class AsyncConnectionTests: SocketStreamsTestCase {
     }
 }
 
-/// Polls `condition` until it holds or `timeout` passes, yielding to other tasks between polls (an
+/// Checks `condition` until it holds or `timeout` passes, yielding to other tasks between checks (an
 /// async test must not block its cooperative thread).
 func waitUntilAsync(timeout: TimeInterval = 10, _ condition: () -> Bool) async -> Bool {
     let deadline = Date(timeIntervalSinceNow: timeout)
     while !condition() {
         if Date() >= deadline { return false }
-        try? await Task.sleep(nanoseconds: 100_000)
+        await Task.yield()
     }
     return true
 }

@@ -448,12 +448,13 @@ final class QueuedSocketTests: SocketStreamsTestCase {
     }
 }
 
-/// Polls `condition` (yielding) until it holds or `timeout` passes.
+/// Checks `condition` until it holds or `timeout` passes, yielding the CPU between checks: for state
+/// another thread changes (the engine's byte count, the open-socket count) with no event to wait on.
 func waitUntil(timeout: TimeInterval = 10, _ condition: () -> Bool) -> Bool {
     let deadline = Date(timeIntervalSinceNow: timeout)
     while !condition() {
         if Date() >= deadline { return false }
-        usleep(200)
+        sched_yield()
     }
     return true
 }
