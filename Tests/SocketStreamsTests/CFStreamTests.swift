@@ -479,10 +479,37 @@ final class CFStreamTests: SocketStreamsTestCase {
             pair.output.close()
         }
         pairs.removeAll()
-        let fdsAfter = try openFileDescriptorCount()
-        XCTAssertLessThanOrEqual(
-            fdsAfter - fdsBefore, 100 + ReactorRegistry.idleCapacity + 4,
-            "only the server's sockets (closing as it sees EOF) and the idle cache remain")
+        // An evicted reactor's epoll fd is closed once libdispatch has let go of it (its source's cancel
+        // handler runs on the queue): wait for that.
+        var fdsAfter = try openFileDescriptorCount()
+        XCTAssertTrue(
+            waitUntil(timeout: 10) {
+                fdsAfter = (try? openFileDescriptorCount()) ?? fdsAfter
+                return fdsAfter - fdsBefore <= 100 + ReactorRegistry.idleCapacity + 4
+            },
+            "only the server's sockets (closing as it sees EOF) and the idle cache remain: \(fdsAfter - fdsBefore) more fds")
+    }
+
+    /// Queues come and go: each new queue's reactor pushes an older one out of the idle cache, which
+    /// cancels its dispatch source. Its epoll fd must stay open until libdispatch has let go of it
+    /// (the source's cancel handler): closed earlier, the fd number was reused by the next reactor
+    /// or socket while libdispatch's manager thread still had the old registration, and that thread
+    /// crashed in _dispatch_event_loop_drain (seen once in CI; this loop makes it likely).
+    func testQueueReactorsComingAndGoingKeepLibdispatchSound() throws {
+        let server = try startStreamEchoServer()
+        for round in 0..<2_000 {
+            let pair = makePair(port: server.port)
+            let delegate = QueueDelegate(key: queueKey, expected: "cf.churn.\(round)")
+            pair.input.delegate = delegate
+            CFReadStreamSetDispatchQueue(pair.input, makeQueue("cf.churn.\(round)"))
+            CFWriteStreamSetDispatchQueue(pair.output, CFReadStreamCopyDispatchQueue(pair.input))
+            pair.input.open()
+            pair.output.open()
+            XCTAssertEqual(pair.output.write("x", maxLength: 1), 1)
+            XCTAssertTrue(waitUntil(timeout: 10) { delegate.snapshot.received.count == 1 }, "round \(round)")
+            pair.input.close()
+            pair.output.close()
+        }
     }
 
     /// Deadlines work on a queue (which has no timerfd): a connect that hangs fails with ETIMEDOUT,

@@ -132,6 +132,11 @@ final class Reactor: @unchecked Sendable {
         if let queue {
             let watcher = DispatchSource.makeReadSource(fileDescriptor: epollFD, queue: queue)
             watcher.setEventHandler { [self] in performOnQueue() }  // the reactor lives until the source is cancelled
+            // ... and until libdispatch has let go of the epoll fd, which `deinit` closes: libdispatch
+            // unregisters a cancelled source's fd on its manager thread later, and says it is safe to
+            // close only once the cancel handler runs. Closed before, the fd number can be reused (by
+            // the next reactor or socket) while the manager still holds the old registration.
+            watcher.setCancelHandler { [self] in withExtendedLifetime(self) {} }
             lock.withLock { queueSource = watcher }
             watcher.resume()
             return
@@ -157,7 +162,8 @@ final class Reactor: @unchecked Sendable {
     }
 
     /// Removes the source from its run loop; CoreFoundation then drops its reference to us. A queue's
-    /// dispatch source is cancelled, which releases its handler (and so the reactor).
+    /// dispatch source is cancelled; its cancel handler, the last holder of the reactor, runs once
+    /// libdispatch no longer watches the epoll fd.
     fileprivate func detach() {
         let (detached, watcher) = lock.withLock { () -> (CFRunLoopSource?, (any DispatchSourceRead)?) in
             defer {
