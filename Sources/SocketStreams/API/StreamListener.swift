@@ -170,8 +170,7 @@ public final class StreamListener: Sendable {
     /// Refuses a port that does not fit TCP's 16 bits: `sin_port` would keep only the low 16
     /// (70000 would listen on 4464, 65536 on a port the kernel picks).
     private static func checkPort(_ port: Int, host: String?) throws {
-        guard !(0...65535).contains(port) else { return }
-        throw StreamErrors.posix(EINVAL, "Could not listen on \(host ?? "every interface") port \(port) (not in 0...65535)")
+        try PortNumber.check(port, "Could not listen on \(host ?? "every interface")")
     }
 
     /// The handler `start(in:forMode:accept:)` calls with each accepted pair, on the listener's run loop.

@@ -24,7 +24,8 @@ extension Connection {
                 case .native: return nil
                 }
             case kCFStreamPropertySocketRemotePortNumber:
-                if case .host(_, let port) = target { return NSNumber(value: port & 0xFFFF) }
+                // As given, never masked: a port outside 0...65535 fails the open (PortNumber).
+                if case .host(_, let port) = target { return NSNumber(value: port) }
                 return nil
             case kCFStreamPropertyShouldCloseNativeSocket:
                 // Unset on host pairs (nil); native-socket pairs store false, as CFNetwork does.

@@ -410,6 +410,11 @@ final class Connection: EventTarget, @unchecked Sendable {
             }
             return nil
         }
+        if case .host(_, let port) = target, !PortNumber.isValid(port) {
+            // Never masked to 16 bits and dialled: EINVAL, whose message names the port (PortNumber).
+            fail(.posix(EINVAL, .connect), from: nil)
+            return nil
+        }
         do {
             try beginOpen()
         } catch {

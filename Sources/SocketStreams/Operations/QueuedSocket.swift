@@ -167,11 +167,13 @@ public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
     /// 0 or less for none) bounds the whole open, handshakes included. `configure` may set properties on
     /// the pair before it opens: TLS (`.tlsSettingsKey`), a proxy, `.tcpNoDelayKey`.
     ///
-    /// - Throws: ``StreamOperationError/closed`` if the socket has connected, listened or disconnected before.
+    /// - Throws: ``StreamOperationError/closed`` if the socket has connected, listened or disconnected
+    ///   before; an `NSPOSIXErrorDomain` `EINVAL` error for a `port` outside 0...65535 (never masked).
     public func connect(
         toHost host: String, onPort port: Int, withTimeout timeout: TimeInterval = -1,
         configure: ((InputStream, OutputStream) -> Void)? = nil
     ) throws {
+        try PortNumber.check(port, "Could not connect to \(host)")
         let pair = createStreamPair(host: host, port: port)
         if timeout > 0 { pair.input.setProperty(timeout, forKey: .connectTimeoutKey) }
         configure?(pair.input, pair.output)

@@ -6,11 +6,11 @@ enum Endpoint: Sendable, Equatable {
     case unix(path: String)
     case native(fd: Int32)
 
-    /// How errors name it: "example.com port 80", the socket path, or "native socket 7". The port is
-    /// masked to 16 bits, as the pair's port property and the connect use it.
+    /// How errors name it: "example.com port 80", the socket path, or "native socket 7". A port
+    /// outside 0...65535 is named as given, and says so: such a pair fails at open (`PortNumber`).
     var label: String {
         switch self {
-        case .host(let name, let port): return "\(name) port \(port & 0xFFFF)"
+        case .host(let name, let port): return "\(name) \(PortNumber.label(port))"
         case .unix(let path): return path
         case .native(let fd): return "native socket \(fd)"
         }
