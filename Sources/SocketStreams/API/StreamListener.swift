@@ -32,6 +32,9 @@ public final class StreamListener: Sendable {
     /// The address the listener is bound to (`getsockname(2)`), e.g. `127.0.0.1:4321`, `[::]:4321`, or the socket path.
     public let localAddress: String
 
+    /// The bound address alone: "127.0.0.1", "::" (every interface), or the socket path.
+    let localHost: String
+
     /// Binds and listens on a TCP port (`socket`, `bind`, `listen`).
     ///
     /// - Parameters:
@@ -76,6 +79,7 @@ public final class StreamListener: Sendable {
                 let bound = try Posix.localAddress(fd)
                 self.port = bound.port
                 self.localAddress = bound.description
+                self.localHost = bound.host
             } catch {
                 handle.release()
                 throw error
@@ -129,6 +133,7 @@ public final class StreamListener: Sendable {
         self.unixPath = path
         self.port = 0
         self.localAddress = path
+        self.localHost = path
     }
 
     /// Clears `path` for a new Unix listener: removes a stale socket file, throws EADDRINUSE when a
@@ -264,8 +269,9 @@ private final class Acceptor: ReactorHandler, @unchecked Sendable {
         // A bounded batch per wake-up keeps one busy listener from starving the run loop.
         for _ in 0..<64 {
             let result: IOResult<Int32>
+            var peer = SocketAddress()
             do {
-                result = try Posix.accept(fd)
+                result = try Posix.accept(fd, peer: &peer)
             } catch {
                 if error.code == EMFILE || error.code == ENFILE {
                     listener?.backOff(from: reactor)
@@ -274,7 +280,8 @@ private final class Acceptor: ReactorHandler, @unchecked Sendable {
                 continue  // ECONNABORTED and the like: that connection is lost, the listener is not
             }
             guard case .processed(let client) = result else { return }
-            let connection = Connection(endpoint: .native(fd: client))
+            // The peer's address names the pair in error messages and in its remote host and port properties.
+            let connection = Connection(endpoint: .native(fd: client, peer: PeerAddress(peer)))
             connection.closesNativeSocket = true  // as an app does with kCFStreamPropertyShouldCloseNativeSocket
             connection.closesNativeSocketWasSet = true
             let pair = makePair(connection)

@@ -11,7 +11,7 @@ extension Connection {
                 let fd: Int32
                 if let socket {
                     fd = socket.fd
-                } else if case .native(let native) = target {
+                } else if case .native(let native, _) = target {
                     fd = native
                 } else {
                     return nil
@@ -21,12 +21,15 @@ extension Connection {
                 switch target {
                 case .host(let name, _): return NSString(string: name)
                 case .unix(let path): return NSString(string: path)
-                case .native: return nil
+                case .native(_, let peer): return peer.map { NSString(string: $0.host) }  // accepted: the peer's address
                 }
             case kCFStreamPropertySocketRemotePortNumber:
                 // As given, never masked: a port outside 0...65535 fails the open (PortNumber).
-                if case .host(_, let port) = target { return NSNumber(value: port) }
-                return nil
+                switch target {
+                case .host(_, let port): return NSNumber(value: port)
+                case .native(_, let peer?): return NSNumber(value: peer.port)
+                default: return nil
+                }
             case kCFStreamPropertyShouldCloseNativeSocket:
                 // Unset on host pairs (nil); native-socket pairs store false, as CFNetwork does.
                 if closesNativeSocketWasSet { return NSNumber(value: closesNativeSocket) }
@@ -136,5 +139,13 @@ enum PropertyValue {
         if type(of: value) == Bool.self { return true }
         guard let number = value as? NSNumber else { return false }
         return String(cString: number.objCType) == "c"
+    }
+}
+
+extension Connection {
+    /// The socket's own address (`getsockname(2)`); nil before it is connected and once it is closed.
+    /// Under the lock, so the fd cannot be closed (and its number reused) during the call.
+    var localAddress: SocketAddress? {
+        lock.withLock { socket.flatMap { try? Posix.localAddress($0.fd) } }
     }
 }

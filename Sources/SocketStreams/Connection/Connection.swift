@@ -399,7 +399,7 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// The first `open()` of either half starts the shared work. Lock held. Returns the connector to
     /// start once the lock is released.
     private func start() -> Connector? {
-        if case .native(let fd) = target {
+        if case .native(let fd, _) = target {
             let handle = SocketHandle(fd: fd, closesOnRelease: closesNativeSocket, lent: true)
             do {
                 try Posix.setNonBlocking(fd)

@@ -86,7 +86,7 @@ public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
         case queue(DispatchQueue)
     }
 
-    private struct State {
+    struct State {
         weak var delegate: QueuedSocketDelegate?
         var host: String?
         var port: Int?
@@ -100,7 +100,7 @@ public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
 
     private let context: Context
     let engine: StreamOperations
-    private let state: Guarded<State>
+    let state: Guarded<State>
 
     /// A socket whose delegate is called on `delegateQueue` (GCDAsyncSocket's `initWithDelegate:delegateQueue:`).
     /// Events for every socket on one queue come one at a time, even on a concurrent queue.
@@ -167,8 +167,9 @@ public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
     /// 0 or less for none) bounds the whole open, handshakes included. `configure` may set properties on
     /// the pair before it opens: TLS (`.tlsSettingsKey`), a proxy, `.tcpNoDelayKey`.
     ///
-    /// - Throws: ``StreamOperationError/closed`` if the socket has connected, listened or disconnected
-    ///   before; an `NSPOSIXErrorDomain` `EINVAL` error for a `port` outside 0...65535 (never masked).
+    /// - Throws: ``StreamOperationError/alreadyConnected`` if the socket is connected or listening,
+    ///   ``StreamOperationError/closed`` if it has disconnected; an `NSPOSIXErrorDomain` `EINVAL` error
+    ///   for a `port` outside 0...65535 (never masked).
     public func connect(
         toHost host: String, onPort port: Int, withTimeout timeout: TimeInterval = -1,
         configure: ((InputStream, OutputStream) -> Void)? = nil
@@ -196,17 +197,17 @@ public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
     }
 
     private func attach(_ input: InputStream, _ output: OutputStream, host: String, port: Int) throws {
-        let fresh = state.withLock { state -> Bool in
-            guard state.input == nil, state.listener == nil, !state.disconnected else { return false }
+        let refusal = state.withLock { state -> StreamOperationError? in
+            if let refusal = state.refusal { return refusal }
             state.input = input
             state.host = host
             state.port = port
-            return true
+            return nil
         }
-        guard fresh else {
+        if let refusal {
             input.close()
             output.close()
-            throw StreamOperationError.closed
+            throw refusal
         }
         let context = self.context
         engine.attach(input: input, output: output) { input, output in
@@ -236,18 +237,15 @@ public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
         try listen(try StreamListener(unixSocketPath: path))
     }
 
-    /// The port a listening socket is bound to.
-    public var localPort: Int { state.withLock { $0.listener?.port ?? 0 } }
-
     private func listen(_ listener: StreamListener) throws {
-        let fresh = state.withLock { state -> Bool in
-            guard state.input == nil, state.listener == nil, !state.disconnected else { return false }
+        let refusal = state.withLock { state -> StreamOperationError? in
+            if let refusal = state.refusal { return refusal }
             state.listener = listener
-            return true
+            return nil
         }
-        guard fresh else {
+        if let refusal {
             listener.close()
-            throw StreamOperationError.closed
+            throw refusal
         }
         let runLoop: RunLoop
         let mode: RunLoop.Mode
@@ -347,11 +345,12 @@ public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
     /// Whether the socket has closed, or never connected (`isDisconnected`).
     public var isDisconnected: Bool { state.withLock { !$0.connected || $0.disconnected } }
 
-    /// The host the socket connected to, as given (`connectedHost`).
-    public var connectedHost: String? { state.withLock { $0.connected ? $0.host : nil } }
+    /// The host the socket connected to, as given; for an accepted socket, the peer's numeric address
+    /// ("127.0.0.1", "::1"), already in `socket(_:didAcceptNewSocket:)` (`connectedHost`).
+    public var connectedHost: String? { state.withLock { $0.connected || $0.accepted ? $0.host : nil } }
 
-    /// The port the socket connected to, as given (`connectedPort`).
-    public var connectedPort: Int { state.withLock { $0.connected ? $0.port ?? 0 : 0 } }
+    /// The port the socket connected to, as given; for an accepted socket, the peer's port (`connectedPort`).
+    public var connectedPort: Int { state.withLock { $0.connected || $0.accepted ? $0.port ?? 0 : 0 } }
 
     // MARK: the engine's events (on the socket's run loop or queue)
 

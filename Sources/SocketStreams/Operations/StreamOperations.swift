@@ -62,12 +62,15 @@ public enum StreamOperationError: Error, Sendable, Equatable, CustomNSError, Loc
     /// The connection was closed (by `disconnect()`, `close()` or an earlier failure) before the
     /// operation could run.
     case closed
+    /// `connect` or `accept` on a socket that is already connected or listening
+    /// (GCDAsyncSocketBadConfigError's "Attempting to connect while connected or accepting connections").
+    case alreadyConnected
 
     /// "SocketStreams.StreamOperationError".
     public static var errorDomain: String { "SocketStreams.StreamOperationError" }
 
     /// 1 read timeout, 2 write timeout, 3 read maxed out, 4 closed by peer, 5 bytes before TLS,
-    /// 6 TLS settings refused, 7 closed.
+    /// 6 TLS settings refused, 7 closed, 8 already connected.
     public var errorCode: Int {
         switch self {
         case .readTimedOut: return 1
@@ -77,6 +80,7 @@ public enum StreamOperationError: Error, Sendable, Equatable, CustomNSError, Loc
         case .bytesBeforeTLS: return 5
         case .tlsSettingsRefused: return 6
         case .closed: return 7
+        case .alreadyConnected: return 8
         }
     }
 
@@ -92,6 +96,7 @@ public enum StreamOperationError: Error, Sendable, Equatable, CustomNSError, Loc
         case .bytesBeforeTLS(let unread): return "\(unread.count) bytes arrived before the TLS handshake could start"
         case .tlsSettingsRefused: return "the stream pair refused the TLS settings"
         case .closed: return "the connection is closed"
+        case .alreadyConnected: return "Attempting to connect while connected or accepting connections. Disconnect first."
         }
     }
 
@@ -275,6 +280,11 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
 
     /// Every byte read from the input stream so far.
     var totalRead: Int { state.withLock { $0.totalRead } }
+
+    /// The pair, once attached (kept until the engine is released, closed or not).
+    var streams: (input: InputStream, output: OutputStream)? {
+        state.withLock { state in state.input.flatMap { input in state.output.map { (input, $0) } } }
+    }
 
     /// Reads queued and not yet complete.
     var pendingReads: Int { state.withLock { $0.reads.count } }

@@ -131,6 +131,11 @@ enum Posix {
         try syscall("accept4", nonBlocking: true) { cssh_accept4(fd) }
     }
 
+    /// `accept4(2)` with `SOCK_NONBLOCK | SOCK_CLOEXEC`, storing the peer's address in `peer`.
+    static func accept(_ fd: Int32, peer: inout SocketAddress) throws(SystemError) -> IOResult<Int32> {
+        try syscall("accept4", nonBlocking: true) { peer.withMutableSockAddr { cssh_accept4_from(fd, $0, $1) } }
+    }
+
     /// `close(2)`. Never retried: on Linux the fd is gone even when close reports EINTR.
     static func close(_ fd: Int32) {
         let rc = Glibc.close(fd)

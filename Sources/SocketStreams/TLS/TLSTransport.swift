@@ -178,12 +178,15 @@ final class TLSTransport: Transport, @unchecked Sendable {
                 if let certificate = cssl_sk_X509_value(chain, index) { append(certificate) }
             }
         }
+        let verifyResult = SSL_get_verify_result(ssl)
         return TLSConnectionInfo(
             protocolVersion: String(cString: SSL_get_version(ssl)),
             cipherSuite: SSL_get_current_cipher(ssl).flatMap { SSL_CIPHER_standard_name($0) }.map { String(cString: $0) } ?? "",
             alpnProtocol: alpn.map { String(decoding: UnsafeBufferPointer(start: $0, count: Int(alpnLength)), as: UTF8.self) },
             peerCertificates: certificates,
-            resumedSession: SSL_session_reused(ssl) == 1)
+            resumedSession: SSL_session_reused(ssl) == 1,
+            verifyResult: Int(verifyResult),
+            verifyResultDescription: String(cString: X509_verify_cert_error_string(verifyResult)))
     }
 
     // MARK: Transport
