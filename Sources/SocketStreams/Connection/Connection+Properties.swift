@@ -39,6 +39,8 @@ extension Connection {
                 return connectTimeout.map { NSNumber(value: $0) }
             case Stream.PropertyKey.tcpNoDelayKey.rawValue:
                 return noDelay.map { NSNumber(value: $0) }
+            case Stream.PropertyKey.shutdownOutputKey.rawValue:
+                return NSNumber(value: options?.outputShutDown ?? false)
             case kCFStreamPropertySocketSecurityLevel:
                 return securityLevelProperty()
             case kCFStreamPropertySSLSettings:
@@ -60,7 +62,10 @@ extension Connection {
     /// `CFReadStreamSetProperty` / `CFWriteStreamSetProperty`. Returns false for keys this stream
     /// does not support and for values of the wrong type; nothing is ever accepted and ignored.
     func setProperty(_ value: AnyObject?, forKey key: String) -> Bool {
-        lock.withLock {
+        if key == Stream.PropertyKey.shutdownOutputKey.rawValue {
+            return PropertyValue.bool(value) == true && shutdownOutput()  // may wait for the socket: not under the lock
+        }
+        return lock.withLock {
             switch key {
             case kCFStreamPropertyShouldCloseNativeSocket:
                 guard let flag = PropertyValue.bool(value) else { return false }

@@ -104,6 +104,8 @@ final class Connection: EventTarget, @unchecked Sendable {
         var deferredInputError: NSError?
         /// Whether a client was ever set (so deliveries need not look in `clients`).
         var hasClients = false
+        /// `shutdownOutputKey` was set: the write side is shut (close_notify, FIN), the read side is not.
+        var outputShutDown = false
         /// What `tearDown` could not close yet, a transfer being in flight (see `releaseDeferred`).
         var deferredRelease: (transport: ActiveTransport?, socket: SocketHandle?)?
     }

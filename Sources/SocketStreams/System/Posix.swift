@@ -136,6 +136,11 @@ enum Posix {
         try syscall("accept4", nonBlocking: true) { peer.withMutableSockAddr { cssh_accept4_from(fd, $0, $1) } }
     }
 
+    /// `shutdown(2)` with `how` (`SHUT_WR`: a FIN after the bytes already sent; reads go on).
+    static func shutdown(_ fd: Int32, _ how: Int32) throws(SystemError) {
+        _ = try call("shutdown", fd: fd) { Glibc.shutdown(fd, how) }
+    }
+
     /// `close(2)`. Never retried: on Linux the fd is gone even when close reports EINTR.
     static func close(_ fd: Int32) {
         let rc = Glibc.close(fd)
