@@ -14,8 +14,10 @@ final class PeerAddressTests: SocketStreamsTestCase {
             let loopback = family == .v4 ? "127.0.0.1" : "::1"
             let recorder = QueuedRecorder()
             let seen = Guarded<(host: String?, port: Int, localHost: String?, localPort: Int)?>(nil)
+            let acceptedOne = DispatchSemaphore(value: 0)
             recorder.onAccept = { socket in
                 seen.withLock { $0 = (socket.connectedHost, socket.connectedPort, socket.localHost, socket.localPort) }
+                acceptedOne.signal()
             }
             let server = QueuedSocket(delegate: recorder, delegateQueue: DispatchQueue(label: "server"))
             addCleanup { server.disconnect() }
@@ -26,7 +28,7 @@ final class PeerAddressTests: SocketStreamsTestCase {
 
             let client = try RawSocket.connectTo(family: family, port: server.localPort)
             defer { close(client) }
-            XCTAssertTrue(recorder.waitFor("accept"), "\(recorder.log)")
+            XCTAssertEqual(acceptedOne.wait(timeout: .now() + shortTimeout), .success, "\(recorder.log)")
             let clientPort = RawSocket.boundPort(client)
             let values = try XCTUnwrap(seen.withLock { $0 })
             XCTAssertEqual(values.host, loopback)

@@ -179,7 +179,9 @@ public final class StreamListener: Sendable {
     }
 
     /// The handler `start(in:forMode:accept:)` calls with each accepted pair, on the listener's run loop.
-    public typealias AcceptHandler = @Sendable (SocketInputStream, SocketOutputStream) -> Void
+    /// The pair is `sending`: nothing else holds it, so the handler may hand it on to a `Task`, an actor
+    /// or another thread (Swift 6 region isolation) without an unsafe opt-out.
+    public typealias AcceptHandler = @Sendable (sending SocketInputStream, sending SocketOutputStream) -> Void
 
     /// Starts accepting (`accept4(2)` whenever the listening socket is readable, as CFSocket's
     /// `kCFSocketAcceptCallBack` does). `accept` runs on `runLoop`'s thread while it runs in `mode`, once
@@ -242,6 +244,16 @@ public final class StreamListener: Sendable {
         }
     }
 
+    /// `accept4(2)` on the listening socket, unless it has been closed (nil). Under the state lock,
+    /// which `close()` holds while it closes the fd.
+    fileprivate func acceptLocked(_ peer: inout SocketAddress) throws(SystemError) -> IOResult<Int32>? {
+        let outcome = state.withLock { state -> Result<IOResult<Int32>, SystemError>? in
+            guard !state.closed else { return nil }
+            return Result { () throws(SystemError) in try Posix.accept(handle.fd, peer: &peer) }
+        }
+        return try outcome?.get()
+    }
+
     /// How long accepting pauses when the process is out of file descriptors.
     static let exhaustionBackOff: UInt64 = 100_000_000
 
@@ -271,7 +283,10 @@ private final class Acceptor: ReactorHandler, @unchecked Sendable {
             let result: IOResult<Int32>
             var peer = SocketAddress()
             do {
-                result = try Posix.accept(fd, peer: &peer)
+                // Under the listener's lock: close() may run on another thread, between the reactor
+                // finding this handler and this call, and the fd must not be closed during it.
+                guard let listener, let accepted = try listener.acceptLocked(&peer) else { return }
+                result = accepted
             } catch {
                 if error.code == EMFILE || error.code == ENFILE {
                     listener?.backOff(from: reactor)
@@ -284,8 +299,7 @@ private final class Acceptor: ReactorHandler, @unchecked Sendable {
             let connection = Connection(endpoint: .native(fd: client, peer: PeerAddress(peer)))
             connection.closesNativeSocket = true  // as an app does with kCFStreamPropertyShouldCloseNativeSocket
             connection.closesNativeSocketWasSet = true
-            let pair = makePair(connection)
-            accept(pair.input, pair.output)
+            accept(makeInput(connection), makeOutput(connection))
         }
     }
 }

@@ -29,13 +29,22 @@ public func createStreamPair(unixSocketPath path: String) -> (input: SocketInput
 }
 
 func makePair(_ connection: Connection) -> (input: SocketInputStream, output: SocketOutputStream) {
+    (makeInput(connection), makeOutput(connection))
+}
+
+/// The input stream of a new pair, in a region of its own: the connection (which is `Sendable`) holds
+/// it weakly, so the input and output can each be sent (`StreamListener.AcceptHandler`).
+func makeInput(_ connection: Connection) -> sending SocketInputStream {
     let input = SocketInputStream(connection: connection)
+    connection.lock.withLock { connection.inputStream = input }
+    return input
+}
+
+/// The output stream of a new pair, in a region of its own (see `makeInput`).
+func makeOutput(_ connection: Connection) -> sending SocketOutputStream {
     let output = SocketOutputStream(connection: connection)
-    connection.lock.withLock {
-        connection.inputStream = input
-        connection.outputStream = output
-    }
-    return (input, output)
+    connection.lock.withLock { connection.outputStream = output }
+    return output
 }
 
 extension Stream {

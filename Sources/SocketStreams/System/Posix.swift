@@ -126,11 +126,6 @@ enum Posix {
         try syscall("send", nonBlocking: true, fd: fd) { Glibc.send(fd, buffer, count, Int32(MSG_NOSIGNAL)) }
     }
 
-    /// `accept4(2)` with `SOCK_NONBLOCK | SOCK_CLOEXEC`.
-    static func accept(_ fd: Int32) throws(SystemError) -> IOResult<Int32> {
-        try syscall("accept4", nonBlocking: true) { cssh_accept4(fd) }
-    }
-
     /// `accept4(2)` with `SOCK_NONBLOCK | SOCK_CLOEXEC`, storing the peer's address in `peer`.
     static func accept(_ fd: Int32, peer: inout SocketAddress) throws(SystemError) -> IOResult<Int32> {
         try syscall("accept4", nonBlocking: true) { peer.withMutableSockAddr { cssh_accept4_from(fd, $0, $1) } }
