@@ -45,6 +45,7 @@ public final class StreamListener: Sendable {
     /// - Throws: An `NSError` in `NSPOSIXErrorDomain` (e.g. EADDRINUSE; EINVAL for a port outside
     ///   0...65535, which is never cut to 16 bits), or the name-lookup error.
     public init(host: String? = nil, port: Int = 0, backlog: Int32 = 128) throws {
+        StreamThread.prepare()  // the stream thread's fds, set aside while the process has some
         try Self.checkPort(port, host: host)
         var address: SocketAddress
         if let host {
@@ -108,6 +109,7 @@ public final class StreamListener: Sendable {
     /// (same `st_dev` and `st_ino` as right after `bind`): a file put at the path since stays.
     /// - Throws: An `NSError` in `NSPOSIXErrorDomain`: EADDRINUSE (above), ENAMETOOLONG, EACCES, …
     public init(unixSocketPath path: String, backlog: Int32 = 128) throws {
+        StreamThread.prepare()
         guard let address = SocketAddress(unixPath: path) else {
             throw StreamErrors.posix(ENAMETOOLONG, "Could not listen on \(path)")
         }

@@ -29,7 +29,8 @@ public func createStreamPair(unixSocketPath path: String) -> (input: SocketInput
 }
 
 func makePair(_ connection: Connection) -> (input: SocketInputStream, output: SocketOutputStream) {
-    (makeInput(connection), makeOutput(connection))
+    StreamThread.prepare()  // the stream thread's fds, set aside while the process has some
+    return (makeInput(connection), makeOutput(connection))
 }
 
 /// The input stream of a new pair, in a region of its own: the connection (which is `Sendable`) holds

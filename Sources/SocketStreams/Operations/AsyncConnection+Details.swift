@@ -22,3 +22,17 @@ extension AsyncConnection {
     /// connection drives the pair; the connection is their delegate, and replacing it stops the connection.
     public var streams: (input: InputStream, output: OutputStream)? { engine.streams }
 }
+
+extension AsyncConnection {
+    /// The stream thread's run loop, where `open()` schedules the pair; nil when the thread cannot
+    /// start (out of file descriptors), after closing the connection with that error, which `open()`
+    /// then throws. Never waits, as `RunLoop.socketStreams` would.
+    func streamRunLoop() -> RunLoop? {
+        do {
+            return try RunLoop.startSocketStreams()
+        } catch {
+            engine.close(error: error)
+            return nil
+        }
+    }
+}

@@ -100,9 +100,10 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
                 }
                 if let answer { return continuation.resume(with: answer) }
                 guard let (input, output) = pair else { return }
+                guard let runLoop = streamRunLoop() else { return }  // out of fds: closed with EMFILE
                 engine.attach(input: input, output: output) { input, output in
-                    input.schedule(in: .socketStreams, forMode: .default)
-                    output.schedule(in: .socketStreams, forMode: .default)
+                    input.schedule(in: runLoop, forMode: .default)
+                    output.schedule(in: runLoop, forMode: .default)
                 }
             }
         } onCancel: {

@@ -238,6 +238,18 @@ public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
     }
 
     private func listen(_ listener: StreamListener) throws {
+        let runLoop: RunLoop
+        let mode: RunLoop.Mode
+        switch context {
+        case .runLoop(let loop, let loopMode): (runLoop, mode) = (loop, loopMode)
+        case .queue:
+            do {
+                (runLoop, mode) = (try RunLoop.startSocketStreams(), .default)  // EMFILE thrown, never waited for
+            } catch {
+                listener.close()
+                throw error
+            }
+        }
         let refusal = state.withLock { state -> StreamOperationError? in
             if let refusal = state.refusal { return refusal }
             state.listener = listener
@@ -246,12 +258,6 @@ public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
         if let refusal {
             listener.close()
             throw refusal
-        }
-        let runLoop: RunLoop
-        let mode: RunLoop.Mode
-        switch context {
-        case .runLoop(let loop, let loopMode): (runLoop, mode) = (loop, loopMode)
-        case .queue: (runLoop, mode) = (.socketStreams, .default)
         }
         listener.start(in: runLoop, forMode: mode) { [weak self] input, output in
             guard let self else { return input.close() }
