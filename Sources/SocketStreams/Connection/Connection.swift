@@ -133,8 +133,10 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// A blocking call or status poll moved the open to the stream thread; later stages stay there.
     var openOnStreamThread = false
     /// The round delivering events right now, if any, and the halves (a bit each) that wait for it:
-    /// never two callouts at once for one pair.
-    var callouts = SerialRunner()
+    /// never two callouts at once for one pair. Guarded by `lock`, which is why the dynamic
+    /// exclusivity check is off: its mutating calls cost two runtime calls each otherwise (callgrind,
+    /// thread ping-pong: +5.8% instructions).
+    @exclusivity(unchecked) var callouts = SerialRunner()
     /// `kCFStreamPropertyNoDelay` as set (nil: never set).
     var noDelay: Bool?
     /// Also the condition blocking calls wait on (an open, a handshake). Not a `Guarded`: callers wait on it.

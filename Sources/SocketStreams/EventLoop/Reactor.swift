@@ -306,7 +306,7 @@ final class Reactor: @unchecked Sendable {
 
     /// A queue's reactor: the `perform` running on one of the queue's threads, and requests made
     /// meanwhile. Guarded by `lock`.
-    private var queueRunner = SerialRunner()
+    @exclusivity(unchecked) private var queueRunner = SerialRunner()
     /// A queue's reactor: a timer's block came due and found a `perform` running (or started one):
     /// timers fire inside `perform`, like everything else the reactor runs.
     private let queueTimerDue = Atomic<Bool>(false)
