@@ -56,8 +56,13 @@ public struct StreamGetTLSOptions: Sendable, Equatable {
 
 /// The parsed command line of `stream-get`.
 public struct StreamGetOptions: Sendable, Equatable {
-    /// The URL argument; nil fetches the built-in page from a local listener.
-    public var url: String?
+    /// The URL arguments, fetched in turn; none fetches the built-in page from a local listener.
+    public var urls: [String] = []
+    /// The first URL argument; nil fetches the built-in page from a local listener.
+    public var url: String? {
+        get { urls.first }
+        set { urls = newValue.map { [$0] } ?? [] }
+    }
     /// `-i`/`--include`: write the response head to stdout before the body.
     public var includeHeaders = false
     /// `-v`/`--verbose`: trace stream events, bytes and the request/response heads on stderr.
@@ -79,6 +84,8 @@ public struct StreamGetOptions: Sendable, Equatable {
     public var proxyUser: String?
     /// `--noproxy LIST`: hosts reached directly (overrides NO_PROXY).
     public var noProxy: String?
+    /// Output files, redirects, headers, `-w`.
+    public var transfer = StreamGetTransferOptions()
 
     /// Creates options with the defaults (no URL, no flags, no timeout).
     public init(url: String? = nil, includeHeaders: Bool = false, verbose: Bool = false, timeout: Double? = nil) {
@@ -160,9 +167,8 @@ public struct StreamGetOptions: Sendable, Equatable {
         self.init()
         var index = 0
         var onlyOperands = false
-        func setURL(_ value: String) throws(StreamGetUsageError) {
-            guard url == nil else { throw StreamGetUsageError("more than one URL given") }
-            url = value
+        func setURL(_ value: String) {
+            urls.append(value)
         }
         func parseTimeout(_ text: String) throws(StreamGetUsageError) -> Double {
             guard let value = Double(text), value.isFinite, value > 0 else {
@@ -196,9 +202,11 @@ public struct StreamGetOptions: Sendable, Equatable {
             let argument = arguments[index]
             index += 1
             if onlyOperands || !argument.hasPrefix("-") {
-                try setURL(argument)
+                setURL(argument)
             } else if argument == "--" {
                 onlyOperands = true
+            } else if try transfer.parse(argument, value: { () throws(StreamGetUsageError) in try value(argument) }) {
+                continue
             } else if argument.hasPrefix("--") {
                 switch argument {
                 case "--include": includeHeaders = true
@@ -224,8 +232,8 @@ public struct StreamGetOptions: Sendable, Equatable {
                 case "--proxy-user": proxyUser = try value(argument)
                 case "--noproxy": noProxy = try value(argument)
                 case "--proxytunnel": break
-                case "--timeout":
-                    guard index < arguments.count else { throw StreamGetUsageError("--timeout needs a number of seconds") }
+                case "--timeout", "--max-time":
+                    guard index < arguments.count else { throw StreamGetUsageError("\(argument) needs a number of seconds") }
                     timeout = try parseTimeout(arguments[index])
                     index += 1
                 default:
@@ -241,15 +249,25 @@ public struct StreamGetOptions: Sendable, Equatable {
                 proxy = try value(argument)
             } else if argument == "-U" {
                 proxyUser = try value(argument)
+            } else if argument == "-m" {
+                timeout = try parseTimeout(try value(argument))
             } else {
-                for flag in argument.dropFirst() {
+                for (offset, flag) in argument.dropFirst().enumerated() {
+                    let isLast = offset == argument.count - 2
+                    if StreamGetTransferOptions.shortFlags.contains(flag)
+                        || (isLast && StreamGetTransferOptions.shortFlagsWithValue.contains(flag))
+                    {
+                        _ = try transfer.parse("-\(flag)", value: { () throws(StreamGetUsageError) in try value("-\(flag)") })
+                        continue
+                    }
                     switch flag {
                     case "i": includeHeaders = true
                     case "v": verbose = true
                     case "h": showHelp = true
                     case "k": tls.insecure = true
                     case "p": break  // --proxytunnel
-                    case "x", "U": throw StreamGetUsageError("-\(flag) takes a value: give it as a separate argument")
+                    case "x", "U", "m", "o", "H", "A", "u", "w":
+                        throw StreamGetUsageError("-\(flag) takes a value: give it as a separate argument")
                     default: throw StreamGetUsageError("unknown option \"-\(flag)\"")
                     }
                 }
