@@ -24,12 +24,13 @@ private func systemClose(_ descriptor: Int32) -> Int32 {
 }
 
 /// A body written to a file (`-o`/`-O`): bytes go to a temporary file beside it, renamed to the final name only when
-/// the transfer succeeded, so a failure never leaves a partial file under that name.
+/// the transfer succeeded, so a failure never leaves a partial file under that name. A path that exists and is not
+/// a regular file (`/dev/null`, a FIFO) is written directly.
 public final class FileDownload: OutputSink {
     /// The final path.
     public let path: String
-    /// The temporary path written to until `commit()`.
-    public let temporaryPath: String
+    /// The temporary path written to until `commit()`; nil when writing to `path` directly.
+    public let temporaryPath: String?
     /// The open temporary file.
     private var descriptor: Int32
     /// The first write error (`errno`), if any.
@@ -49,8 +50,15 @@ public final class FileDownload: OutputSink {
                 throw StreamGetUsageError("cannot create the directory \(directory): \((error as NSError).localizedDescription)")
             }
         }
-        temporaryPath = (directory as NSString).appendingPathComponent(".\(url.lastPathComponent).stream-get-\(getpid()).part")
-        descriptor = open(temporaryPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        var status = stat()
+        if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
+            temporaryPath = nil
+            descriptor = open(path, O_WRONLY | O_CLOEXEC)
+        } else {
+            let temporaryPath = (directory as NSString).appendingPathComponent(".\(url.lastPathComponent).stream-get-\(getpid()).part")
+            self.temporaryPath = temporaryPath
+            descriptor = open(temporaryPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        }
         guard descriptor >= 0 else {
             throw StreamGetUsageError("cannot create \(path): \(String(cString: strerror(errno)))")
         }
@@ -85,6 +93,7 @@ public final class FileDownload: OutputSink {
         }
         let closed = systemClose(descriptor) == 0
         descriptor = -1
+        guard let temporaryPath else { return }
         guard closed, rename(temporaryPath, path) == 0 else {
             let error = errno
             unlink(temporaryPath)
@@ -97,7 +106,7 @@ public final class FileDownload: OutputSink {
         guard descriptor >= 0 else { return }
         _ = systemClose(descriptor)
         descriptor = -1
-        unlink(temporaryPath)
+        if let temporaryPath { unlink(temporaryPath) }
     }
 }
 

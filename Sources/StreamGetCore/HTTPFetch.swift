@@ -195,8 +195,7 @@ public final class HTTPFetch: NSObject, StreamDelegate {
         if let streams {
             trace("* reusing the connection to \(connectHost ?? url.host) port \(url.port)")
             let now = FetchTimings.now()
-            (timings.nameResolved, timings.connected) = (now, now)
-            if tls != nil { timings.handshakesDone = now }
+            (timings.nameResolved, timings.connected, timings.handshakesDone) = (now, now, now)
             if streams.output.hasSpaceAvailable { writeRequest(to: streams.output) }
         } else if let failure = open(in: runLoop) {
             return failure

@@ -215,7 +215,9 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
         }
         let query = reference.firstIndex(of: "?").map { String(reference[$0...]) } ?? ""
         let referencePath = String(reference.prefix { $0 != "?" })
-        let merged = referencePath.hasPrefix("/") ? referencePath : String(basePath[...(basePath.lastIndex(of: "/") ?? basePath.startIndex)]) + referencePath
+        let merged =
+            referencePath.hasPrefix("/")
+            ? referencePath : String(basePath[...(basePath.lastIndex(of: "/") ?? basePath.startIndex)]) + referencePath
         resolved.path = Self.percentEncodingNonASCII(Self.removingDotSegments(merged) + query)
         return resolved
     }

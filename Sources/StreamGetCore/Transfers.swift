@@ -191,7 +191,8 @@ struct Transfers {
             let status: Int
             switch outcome {
             case .timedOut:
-                return fail("\(current.endpointDescription): timed out after \(StreamGetTool.seconds(options.timeout ?? 0))", CurlExitCode.timedOut)
+                return fail(
+                    "\(current.endpointDescription): timed out after \(StreamGetTool.seconds(options.timeout ?? 0))", CurlExitCode.timedOut)
             case .failed(let message, let code):
                 return fail("\(current.endpointDescription): \(message)", code)
             case .completed(let statusCode):
