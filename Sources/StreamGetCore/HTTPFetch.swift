@@ -220,9 +220,9 @@ public final class HTTPFetch: NSObject, StreamDelegate {
             }
         }
         timings.end = FetchTimings.now()
-        if case .completed = outcome, keepsConnection, isReusable {
+        if let outcome, case .completed = outcome, keepsConnection, isReusable {
             trace("* keeping the connection open")
-            return outcome!
+            return outcome
         }
         close()
         return outcome ?? .timedOut
