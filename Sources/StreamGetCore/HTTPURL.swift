@@ -197,6 +197,7 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
     /// - Throws: `HTTPURLError` for another scheme or an unusable URL.
     public func resolving(_ location: String) throws(HTTPURLError) -> HTTPURL {
         var reference = location.trimmingSpaces.replacingSpaces
+        if reference.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) { throw .invalidCharacter }
         if let hash = reference.firstIndex(of: "#") { reference = String(reference[..<hash]) }
         if let colon = reference.firstIndex(of: ":"),
             let first = reference.first, first.isASCII, first.isLetter,

@@ -35,6 +35,7 @@ public struct StreamGetTransferOptions: Sendable, Equatable {
     /// `-w`/`--write-out FORMAT` (or `@FILE`).
     public var writeOut: String?
 
+    /// curl's defaults: stdout, a meter on a terminal, no redirects followed (at most 50 with `-L`), GET.
     public init() {}
 
     /// Handles `flag` (`-o`, `--output`…) if it is a transfer option; `value` takes the next argument.

@@ -66,6 +66,11 @@ final class StreamGetTransferOptionTests: XCTestCase {
         XCTAssertThrowsError(try base.resolving("http://example.com:70000/")) {
             XCTAssertEqual($0 as? HTTPURLError, .invalidPort("70000"))
         }
+        for location in ["/a\tb", "x\u{7F}", "/\r\nX-Injected: 1"] {
+            XCTAssertThrowsError(try base.resolving(location), location.debugDescription) {
+                XCTAssertEqual($0 as? HTTPURLError, .invalidCharacter)
+            }
+        }
         XCTAssertEqual(try HTTPURL(parsing: "http://h/dir/file.tar.gz?x=1").remoteFileName, "file.tar.gz")
         XCTAssertEqual(try HTTPURL(parsing: "http://h/dir/").remoteFileName, "")
     }
@@ -336,6 +341,8 @@ final class StreamGetTransferTests: SocketStreamsTestCase {
             XCTAssertEqual(result.status, code, "\(arguments): \(result.stderr)")
             XCTAssertTrue(result.stderr.contains(message), "\(arguments): no \"\(message)\" in \(result.stderr)")
         }
+        let written = try runStreamGet(["-w", "%{http_code} %{exitcode}", "http://127.0.0.1:\(refusedPort)/"])
+        XCTAssertEqual(written.stdoutText, "000 7", "-w is written after a failure too")
         let silent = try runStreamGet(["-s", "http://127.0.0.1:\(refusedPort)/"])
         XCTAssertEqual(silent.status, 7)
         XCTAssertEqual(silent.stderr, "", "-s hides the error")
