@@ -174,6 +174,30 @@ final class StreamGetTransferTests: SocketStreamsTestCase {
         XCTAssertTrue(server.peer.waitForOutput(containing: "ACCEPT 3"), server.peer.printed)
     }
 
+    /// Over TLS too: two https:// URLs share one connection and one handshake (the server counts one accept).
+    func testHTTPSURLsShareOneConnection() throws {
+        let pki = try self.pki
+        let server = try ScriptedHTTPPeer(directory: try makeTemporaryDirectory(), tls: (pki.serverChain, pki.serverKey))
+        addCleanup { server.peer.stop() }
+        let result = try runStreamGet([
+            "--cacert", pki.caCertificate, "-w", " %{num_connects} %{ssl_verify_result}\n", server.url("/text/one"), server.url("/count"),
+        ])
+        XCTAssertEqual(result.status, 0, result.stderr + server.peer.printed)
+        XCTAssertEqual(result.stdoutText, "one\n 1 0\n1\n 0 0\n")
+    }
+
+    /// Through an HTTP proxy the tunnel is the connection: two URLs, one CONNECT.
+    func testURLsShareOneProxyTunnel() throws {
+        let server = try startScriptedPeer()
+        let result = try runStreamGet([
+            "-x", "127.0.0.1:\(server.port)", "-w", " %{num_connects}\n", "http://example.invalid/text/a", "http://example.invalid/count",
+        ])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(result.stdoutText, "a\n 1\n1\n 0\n")
+        XCTAssertTrue(server.peer.waitForOutput(containing: "REQUEST GET /count"), "the peer logs in order")
+        XCTAssertEqual(server.requests.filter { $0.hasPrefix("CONNECT ") }, ["CONNECT example.invalid:80"])
+    }
+
     /// -L follows relative and absolute Locations with each redirect status, stops at --max-redirs (exit 47), and
     /// sends credentials to the original host only.
     func testRedirects() throws {

@@ -9,6 +9,7 @@ import Foundation
 /// - `/redirect?status=N&to=LOCATION`: status N (302 by default) with that `Location`; `/loop`: a 302 to itself;
 /// - `/cut`: a Content-Length of 100000 and 50000 bytes, then the close; `/empty`: the close without a byte;
 /// - `/garbage`: a response that is not HTTP; a `CONNECT`: `200` and then the same service on the tunnel.
+/// With a certificate it serves all of this over TLS.
 final class ScriptedHTTPPeer {
     /// The python program.
     static let script = #"""
@@ -98,12 +99,24 @@ final class ScriptedHTTPPeer {
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", 0))
         listener.listen(16)
+        context = None
+        if len(sys.argv) == 3:
+            import ssl
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(sys.argv[1], sys.argv[2])
         print("READY", listener.getsockname()[1], flush=True)
         while True:
             conn, _ = listener.accept()
             with lock:
                 accepts += 1
             print("ACCEPT", accepts, flush=True)
+            if context is not None:
+                try:
+                    conn = context.wrap_socket(conn, server_side=True)
+                except (OSError, ValueError) as error:
+                    print("TLS FAILED", error, flush=True)
+                    conn.close()
+                    continue
             threading.Thread(target=run, args=(conn,), daemon=True).start()
         """#
 
@@ -112,12 +125,15 @@ final class ScriptedHTTPPeer {
     /// Its port.
     let port: Int
 
-    /// Writes the script into `directory` and starts it, waiting for its `READY port` line.
-    init(directory: URL) throws {
+    /// Writes the script into `directory` and starts it, waiting for its `READY port` line. With `tls` (certificate
+    /// chain and key files) it serves HTTPS: python's `ssl` module (OpenSSL) terminates TLS on each connection.
+    init(directory: URL, tls: (chain: String, key: String)? = nil) throws {
         let file = directory.appendingPathComponent("scripted_http_peer.py")
         try Data(Self.script.utf8).write(to: file)
         let python = try Peer.locate("python3", hint: "needs Python 3")
-        peer = Peer(name: "scripted HTTP peer", executable: python, arguments: ["-u", file.path])
+        peer = Peer(
+            name: "scripted HTTP peer" + (tls == nil ? "" : " (TLS)"), executable: python,
+            arguments: ["-u", file.path] + (tls.map { [$0.chain, $0.key] } ?? []))
         guard let port = Int(try peer.start(readyPattern: #"^READY (\d+)$"#)) else {
             throw TestSetupError("the scripted peer printed no port: \(peer.printed)")
         }
@@ -132,6 +148,9 @@ final class ScriptedHTTPPeer {
     /// The connections accepted so far.
     var accepts: Int { peer.printed.split(separator: "\n").filter { $0.hasPrefix("ACCEPT ") }.count }
 
-    /// `http://127.0.0.1:PORT` + `path`.
-    func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+    /// Whether it serves HTTPS.
+    var secure: Bool { peer.name.hasSuffix("(TLS)") }
+
+    /// `http://127.0.0.1:PORT` + `path` (`https://localhost:PORT`, the certificate's name, over TLS).
+    func url(_ path: String) -> String { secure ? "https://localhost:\(port)\(path)" : "http://127.0.0.1:\(port)\(path)" }
 }
