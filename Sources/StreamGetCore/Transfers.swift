@@ -88,7 +88,7 @@ struct Transfers {
         }
         report.effectiveURL = url.description
         if index < transferOptions.outputs.count {
-            var path: String
+            let path: String
             switch transferOptions.outputs[index] {
             case .file(let name): path = name
             case .remoteName: path = url.remoteFileName
