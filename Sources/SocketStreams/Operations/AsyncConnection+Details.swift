@@ -24,15 +24,13 @@ extension AsyncConnection {
 }
 
 extension AsyncConnection {
-    /// The stream thread's run loop, where `open()` schedules the pair; nil when the thread cannot
-    /// start (out of file descriptors), after closing the connection with that error, which `open()`
-    /// then throws. Never waits, as `RunLoop.socketStreams` would.
-    func streamRunLoop() -> RunLoop? {
-        do {
-            return try RunLoop.startSocketStreams()
-        } catch {
-            engine.close(error: error)
-            return nil
-        }
+    /// Whether the engine has the stream thread's reactor, where `open()` attaches the pair. Without it
+    /// (the thread could not start when the connection was made: out of file descriptors) the engine
+    /// would refuse the pair and `open()` would never return: the connection is closed with EMFILE
+    /// instead, which `open()` then throws.
+    func hasStreamThread() -> Bool {
+        guard engine.reactor == nil else { return true }
+        engine.close(error: StreamErrors.posix(EMFILE, "Could not start the SocketStreams stream thread"))
+        return false
     }
 }
