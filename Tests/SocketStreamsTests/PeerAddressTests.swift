@@ -146,6 +146,7 @@ final class PeerAddressTests: SocketStreamsTestCase {
         XCTAssertTrue(pair.input.setProperty(true, forKey: Stream.PropertyKey(kCFStreamPropertyShouldCloseNativeSocket as String)))
         XCTAssertNil(pair.input.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketRemoteHostName as String)))
         XCTAssertNil(pair.input.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketRemotePortNumber as String)))
+        XCTAssertEqual(MemoryLayout<Endpoint>.size, 25, "the peer made every Connection bigger")
         XCTAssertEqual(Endpoint.native(fd: a).label, "native socket \(a)")
         XCTAssertEqual(Endpoint.native(fd: a, peer: PeerAddress(try Posix.peerAddress(a))).label, "127.0.0.1:\(RawSocket.peerPort(a))")
         pair.input.close()
