@@ -125,4 +125,74 @@ final class HalfCloseTests: SocketStreamsTestCase {
         XCTAssertEqual(request.request, "the question")
         XCTAssertTrue(request.clean, "the server saw close_notify, not a bare FIN")
     }
+
+    /// `AsyncConnection.shutdownOutput()` over TLS: the writes before it arrive, then close_notify and
+    /// the FIN; the server (which requires close_notify) answers, and the client reads the answer to
+    /// the end. A write after it throws EPIPE.
+    func testAsyncConnectionHalfCloseOverTLS() async throws {
+        let pki = try self.pki
+        var server = TLSSettings.server(identity: TLSIdentity(certificateChainFile: pki.serverChain, privateKeyFile: pki.serverKey))
+        server.requiresCloseNotify = true
+        let seen = Guarded<(request: String, clean: Bool)?>(nil)
+        let listener = try StreamListener(host: "127.0.0.1", port: 0)
+        let host = ListenerHost(listener) { [self] accepted in
+            _ = accepted.input.setProperty(server, forKey: .tlsSettingsKey)
+            accepted.input.open()
+            accepted.output.open()
+            let (request, clean) = readToEnd(accepted.input)
+            seen.withLock { $0 = (String(decoding: request, as: UTF8.self), clean) }
+            writeAll(accepted.output, "answer to " + String(decoding: request, as: UTF8.self))
+            accepted.output.close()
+            accepted.input.close()
+        }
+        addCleanup { host.stop() }
+
+        var client = TLSSettings()
+        client.trustRoots = [.pemFile(pki.caCertificate)]
+        client.requiresCloseNotify = true
+        let pair = createStreamPair(host: "localhost", port: listener.port)
+        XCTAssertTrue(pair.input.setProperty(client, forKey: .tlsSettingsKey))
+        let connection = AsyncConnection(input: pair.input, output: pair.output)
+        try await connection.open()
+        try await connection.write(Array("the ".utf8))
+        try await connection.write(Array("question".utf8))
+        try await connection.shutdownOutput()
+        do {
+            try await connection.write([1])
+            XCTFail("a write after the half-close succeeded")
+        } catch {
+            XCTAssertEqual((error as NSError).domain, NSPOSIXErrorDomain)
+            XCTAssertEqual((error as NSError).code, Int(EPIPE))
+        }
+        var reply: [UInt8] = []
+        while let chunk = try await connection.read() { reply += chunk }
+        XCTAssertEqual(String(decoding: reply, as: UTF8.self), "answer to the question")
+        let request = try XCTUnwrap(seen.withLock { $0 })
+        XCTAssertEqual(request.request, "the question")
+        XCTAssertTrue(request.clean, "the server saw close_notify, not a bare FIN")
+        connection.close()
+    }
+
+    /// `QueuedSocket.shutdownOutputAfterWriting()`: the peer reads the queued writes to their end
+    /// (the FIN), then answers; the queued read gets the answer; a later write is ignored.
+    func testQueuedSocketHalfCloseAfterWriting() throws {
+        let received = Guarded<Data?>(nil)
+        let server = try startRawServer { connection in
+            guard let (data, eof) = try? connection.readToEOF(timeout: 10), eof else { return }
+            received.withLock { $0 = data }
+            try? connection.write("answer\n")
+        }
+        let recorder = QueuedRecorder()
+        let socket = QueuedSocket(delegate: recorder, delegateQueue: DispatchQueue(label: "half-close"))
+        try socket.connect(toHost: "127.0.0.1", onPort: server.port)
+        socket.write(Array("one\n".utf8), tag: 1)
+        socket.write(Array("two\n".utf8), tag: 2)
+        socket.shutdownOutputAfterWriting()
+        socket.write(Array("three\n".utf8), tag: 3)
+        socket.read(toData: Array("\n".utf8), tag: 4)
+        XCTAssertTrue(recorder.waitFor("read 4 answer\n"), "\(recorder.log)")
+        XCTAssertEqual(recorder.log, ["connect", "wrote 1", "wrote 2", "read 4 answer\n"])
+        XCTAssertEqual(received.withLock { $0 }.map { String(decoding: $0, as: UTF8.self) }, "one\ntwo\n")
+        socket.disconnect()
+    }
 }

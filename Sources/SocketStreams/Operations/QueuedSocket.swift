@@ -352,6 +352,11 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
     /// Closes once every queued read and write has completed (`disconnectAfterReadingAndWriting`).
     public func disconnectAfterReadingAndWriting() { engine.close(afterReads: true, afterWrites: true) }
 
+    /// Shuts the write side down once every queued write has completed (a half-close; GCDAsyncSocket
+    /// has none, SwiftNIO calls it `close(mode: .output)`): over TLS close_notify, then the FIN. Reads
+    /// go on until the peer's end; writes queued after it are ignored.
+    public func shutdownOutputAfterWriting() { engine.enqueueShutdownOutput(tag: 0) }
+
     /// Whether the connection is up and not closed (`isConnected`).
     public var isConnected: Bool { state.withLock { $0.connected && !$0.disconnected } }
 
@@ -392,6 +397,8 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
             delegate?.socket(self, didWritePartialDataOfLength: count, tag: tag)
         case .secured:
             delegate?.socketDidSecure(self)
+        case .outputShutDown:
+            break
         case .closed(let error):
             state.withLock { $0.disconnected = true }
             delegate?.socketDidDisconnect(self, withError: error)

@@ -129,6 +129,9 @@ enum OperationEvent {
     case wrotePartial(Int, tag: Int)
     /// A queued TLS handshake finished.
     case secured
+    /// The half-close queued with `tag` is done: TLS's close_notify (over TLS) and the FIN went to the
+    /// kernel; the input stays open.
+    case outputShutDown(tag: Int)
     /// The pair is closed (once): nil after `close(error: nil)`, else the reason. Queued operations
     /// that had not completed are dropped.
     case closed(Error?)
@@ -171,6 +174,8 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     private enum WriteItem {
         case write(WriteOperation)
         case tls(UInt64, TLSSettings)
+        /// The write-side half-close, once the writes before it are done.
+        case shutdown(tag: Int)
     }
 
     private struct Timeout {
@@ -218,6 +223,8 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
         /// Set by a `disconnectAfter…`: reads, writes and TLS queued from then on are ignored, as
         /// GCDAsyncSocket's `kForbidReadsWrites` does.
         var forbidden = false
+        /// A half-close is queued or done: writes queued from then on fail with EPIPE.
+        var outputShut = false
 
         /// The pump running on the owner, and requests made meanwhile.
         var pump = SerialRunner()
@@ -316,6 +323,7 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
         enqueue { state in
             state.reads.append(.read(ReadOperation(id: state.nextID, request: request, timeout: timeout, tag: tag)))
             state.nextID += 1
+            return nil
         }
     }
 
@@ -323,9 +331,31 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     @discardableResult
     func enqueueWrite(_ bytes: [UInt8], timeout: Double, tag: Int) -> Error? {
         enqueue { state in
+            if state.outputShut { return Self.outputShutError }
             state.writes.append(.write(WriteOperation(id: state.nextID, bytes: bytes, timeout: timeout, tag: tag)))
             state.nextID += 1
+            return nil
         }
+    }
+
+    /// Queues the write-side half-close behind the writes queued so far: once they are done, the
+    /// output stream's `shutdownOutputKey` sends TLS's close_notify (over TLS) and the FIN. Reads go
+    /// on; writes queued after it fail with EPIPE. Completes with `outputShutDown(tag:)`.
+    @discardableResult
+    func enqueueShutdownOutput(tag: Int) -> Error? {
+        enqueue { state in
+            if state.outputShut { return Self.outputShutError }
+            state.outputShut = true
+            state.writes.append(.shutdown(tag: tag))
+            return nil
+        }
+    }
+
+    /// What a write after the half-close fails with: the EPIPE the pair's own write would give.
+    private static var outputShutError: Error {
+        NSError(
+            domain: NSPOSIXErrorDomain, code: Int(EPIPE),
+            userInfo: [NSLocalizedDescriptionKey: "the output was shut down (half-close): no more writes"])
     }
 
     /// Queues a TLS handshake behind every read and write queued so far: it starts once they have
@@ -336,17 +366,17 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
             state.reads.append(.tls(state.nextID))
             state.writes.append(.tls(state.nextID, settings))
             state.nextID += 1
+            return nil
         }
     }
 
     /// Applies `add` unless the connection is closed (then returns why) or a `disconnectAfter…` has
     /// forbidden new operations (then returns ``StreamOperationError/closed``), and pumps on the owner.
-    private func enqueue(_ add: (inout State) -> Void) -> Error? {
+    private func enqueue(_ add: (inout State) -> Error?) -> Error? {
         let refused = state.withLock { state -> Error? in
             if let error = Self.finalError(state) { return error }
             if state.forbidden { return StreamOperationError.closed }
-            add(&state)
-            return nil
+            return add(&state)
         }
         if refused == nil { requestPump() }
         return refused
@@ -532,10 +562,23 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     }
 
     private func writes(_ state: inout State, _ events: inout [OperationEvent]) {
-        while state.closing == nil, case .write(var operation)? = state.writes.first {
+        while state.closing == nil, let first = state.writes.first {
             if let error = state.outputError {
                 state.closing = .some(error)
                 return
+            }
+            guard case .write(var operation) = first else {
+                guard case .shutdown(let tag) = first else { return }  // TLS: started by `step`
+                // Only after a has-space event: the half-close sends TLS's last record and close_notify,
+                // and must not wait for room.
+                guard let output = state.output, Self.useEvent(&state.canWrite) else { return }
+                guard output.setProperty(true as NSNumber, forKey: .shutdownOutputKey) else {
+                    state.closing = .some(output.streamError ?? StreamOperationError.closed)
+                    return
+                }
+                state.writes.removeFirst()
+                events.append(.outputShutDown(tag: tag))
+                continue
             }
             if operation.offset < operation.bytes.count {
                 guard let output = state.output, Self.useEvent(&state.canWrite) else { return }
