@@ -56,4 +56,41 @@ static inline int cssl_get_ex_new_index(void) {
 static inline int cssl_err_lib(unsigned long code) { return ERR_GET_LIB(code); }
 static inline int cssl_err_reason(unsigned long code) { return ERR_GET_REASON(code); }
 
+// Certificate extensions the verify callback checks itself (OpenSSL's stack macros, and the
+// decoded extensions, freed by the caller with the matching *_free).
+static inline int cssl_x509_is_ca(X509 *x) {
+    // basicConstraints with cA TRUE (not OpenSSL's looser EXFLAG_CA, which also covers v1 roots).
+    BASIC_CONSTRAINTS *bc = X509_get_ext_d2i(x, NID_basic_constraints, NULL, NULL);
+    int ca = bc != NULL && bc->ca;
+    BASIC_CONSTRAINTS_free(bc);
+    return ca;
+}
+/// The decoded nameConstraints (NULL when absent or undecodable; `present` tells which), to be NAME_CONSTRAINTS_free'd.
+static inline NAME_CONSTRAINTS *cssl_x509_name_constraints(X509 *x, int *present) {
+    *present = X509_get_ext_by_NID(x, NID_name_constraints, -1) >= 0;
+    return *present ? X509_get_ext_d2i(x, NID_name_constraints, NULL, NULL) : NULL;
+}
+static inline int cssl_nc_count(NAME_CONSTRAINTS *nc, int excluded) {
+    STACK_OF(GENERAL_SUBTREE) *trees = excluded ? nc->excludedSubtrees : nc->permittedSubtrees;
+    return trees == NULL ? 0 : sk_GENERAL_SUBTREE_num(trees);
+}
+/// The subtree's base when it is a dNSName (its bytes and length), NULL otherwise.
+static inline const unsigned char *cssl_nc_dns(NAME_CONSTRAINTS *nc, int excluded, int index, int *length) {
+    STACK_OF(GENERAL_SUBTREE) *trees = excluded ? nc->excludedSubtrees : nc->permittedSubtrees;
+    GENERAL_SUBTREE *tree = sk_GENERAL_SUBTREE_value(trees, index);
+    if (tree == NULL || tree->base == NULL || tree->base->type != GEN_DNS) return NULL;
+    *length = ASN1_STRING_length(tree->base->d.dNSName);
+    return ASN1_STRING_get0_data(tree->base->d.dNSName);
+}
+/// Whether the certificate has a subjectAltName with at least one dNSName.
+static inline int cssl_x509_has_dns_san(X509 *x) {
+    GENERAL_NAMES *names = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+    int found = 0;
+    for (int i = 0; names != NULL && i < sk_GENERAL_NAME_num(names); i++) {
+        if (sk_GENERAL_NAME_value(names, i)->type == GEN_DNS) found = 1;
+    }
+    GENERAL_NAMES_free(names);
+    return found;
+}
+
 #endif

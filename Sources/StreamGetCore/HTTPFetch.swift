@@ -65,19 +65,23 @@ public final class HTTPFetch: NSObject, StreamDelegate {
     private let proxy: ProxyConfiguration?
     /// The host the pair is created for when it is not the URL's (an address resolved here for the proxy).
     private let connectHost: String?
+    /// The port the pair is created for when it is not the URL's (`--connect-to`).
+    private let connectPort: Int?
 
     /// Prepares a fetch; nothing touches the network until `run(timeout:)`.
     /// - Parameters:
     ///   - proxy: the proxy the pair goes through.
     ///   - connectHost: what the pair (and so the proxy) is asked to connect to instead of the URL's host;
     ///     TLS still verifies the URL's host.
+    ///   - connectPort: the port the pair connects to instead of the URL's (`--connect-to`).
     public init(
         url: HTTPURL, includeHeaders: Bool, verbose: Bool, out: OutputSink, err: OutputSink, tls: TLSSettings? = nil,
-        proxy: ProxyConfiguration? = nil, connectHost: String? = nil
+        proxy: ProxyConfiguration? = nil, connectHost: String? = nil, connectPort: Int? = nil
     ) {
         self.url = url
         self.proxy = proxy
         self.connectHost = connectHost
+        self.connectPort = connectPort
         if var settings = tls, connectHost != nil, case .pairHost = settings.peerName {
             settings.peerName = .name(url.host)
             self.tls = settings
@@ -95,7 +99,8 @@ public final class HTTPFetch: NSObject, StreamDelegate {
     /// the fetch is over or `timeout` seconds (if given) have passed. Closes the streams before returning.
     public func run(timeout: Double?) -> FetchOutcome {
         let host = connectHost ?? url.host
-        let pair = createStreamPair(host: host, port: url.port)
+        let port = connectPort ?? url.port
+        let pair = createStreamPair(host: host, port: port)
         streams = (pair.input, pair.output)
         if let tls { _ = pair.input.setProperty(tls, forKey: .tlsSettingsKey) }
         if let proxy, !pair.input.setProperty(proxy, forKey: .proxyConfigurationKey) {
@@ -103,10 +108,10 @@ public final class HTTPFetch: NSObject, StreamDelegate {
             pair.output.close()
             streams = nil
             return .failed(
-                "\(proxy) cannot be asked for \(host) port \(url.port)"
+                "\(proxy) cannot be asked for \(host) port \(port)"
                     + (proxy.kind == .socks4 && host.contains(":") ? " (SOCKS4 has no IPv6; use --socks5)" : ""))
         }
-        trace("* connecting to \(host) port \(url.port)\(proxy.map { " via \($0)" } ?? "")\(tls == nil ? "" : " (TLS)")")
+        trace("* connecting to \(host) port \(port)\(proxy.map { " via \($0)" } ?? "")\(tls == nil ? "" : " (TLS)")")
         let runLoop = RunLoop.current
         for stream in [pair.input, pair.output] as [Stream] {
             stream.delegate = self

@@ -90,7 +90,10 @@ public enum StreamGetTool {
             return exitUsage
         }
         var connectHost: String?
-        if let route, route.resolvesLocally {
+        var connectPort: Int?
+        if route == nil, let target = options.connectOverrides.target(host: url.host, port: url.port) {
+            (connectHost, connectPort) = (target.host, target.port)  // --resolve, --connect-to
+        } else if let route, route.resolvesLocally {
             let family = route.configuration.kind == .socks4 ? AF_INET : AF_UNSPEC
             guard let address = StreamGetProxyRoute.resolveLocally(url.host, family: family) else {
                 err.write(
@@ -103,7 +106,7 @@ public enum StreamGetTool {
         let fetch = HTTPFetch(
             url: url, includeHeaders: options.includeHeaders, verbose: options.verbose, out: out, err: err,
             tls: url.secure ? (options.trustOverride ?? options.tls.settings) : nil,
-            proxy: route?.configuration, connectHost: connectHost)
+            proxy: route?.configuration, connectHost: connectHost, connectPort: connectPort)
         switch fetch.run(timeout: options.timeout) {
         case .completed:
             return exitSuccess
