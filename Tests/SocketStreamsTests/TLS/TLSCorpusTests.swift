@@ -55,7 +55,9 @@ final class TLSCorpusTests: SocketStreamsTestCase {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Scripts/make-tls-corpus.py").path
         do {
-            let result = try runCommand("python3", [script, directory.path], timeout: 120)
+            // Debian's python3, which has python3-cryptography (Scripts/test installs it), else the one in PATH.
+            let python = FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : "python3"
+            let result = try runCommand(python, [script, directory.path], timeout: 120)
             guard result.status == 0 else {
                 throw CorpusFailure(
                     description: "\(script) failed (python3-cryptography installed? Scripts/test installs it): \(result.stderr)")
