@@ -67,9 +67,13 @@ public struct StreamGetConnectOverrides: Sendable, Equatable {
     /// One `--connect-to HOST1:PORT1:HOST2:PORT2`: an empty part matches any host or port (1) or keeps
     /// the URL's (2).
     public struct Route: Sendable, Equatable {
+        /// HOST1, lowercased: the URL host this route is for; nil for any.
         public var host: String?
+        /// PORT1: the URL port this route is for; nil for any.
         public var port: Int?
+        /// HOST2: where to connect instead; nil keeps the URL's host.
         public var toHost: String?
+        /// PORT2: the port to connect to instead; nil keeps the URL's port.
         public var toPort: Int?
     }
 
@@ -78,6 +82,7 @@ public struct StreamGetConnectOverrides: Sendable, Equatable {
     /// `--connect-to` routes, first match wins.
     public var routes: [Route] = []
 
+    /// No overrides: connections go to the URL's host and port.
     public init() {}
 
     /// Parses `--resolve`'s `[+]HOST:PORT:ADDRESS[,ADDRESS…]` (the first address is used; `[::1]` or `::1`).
