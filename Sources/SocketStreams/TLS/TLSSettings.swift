@@ -5,7 +5,9 @@ import Foundation
 /// Set it with `stream.setProperty(settings, forKey: .tlsSettingsKey)` (either stream of the pair)
 /// before `open()`, or on an open pair to upgrade it in place (STARTTLS). The CFNetwork dictionary
 /// and `kCFStreamPropertySocketSecurityLevel` map onto it. The defaults are safe: the system trust
-/// store, the pair's host name verified, TLS 1.2 or newer.
+/// store, the pair's host name verified with the WebPKI rules (no partial wildcards, no subject CN,
+/// name constraints held against the name asked for, no CA certificate as a server's leaf), the
+/// RFC 5280 profile (``VerificationProfile/strict``), TLS 1.2 or newer.
 public struct TLSSettings: Sendable, Hashable {
     /// Which end of the handshake this pair plays (`kCFStreamSSLIsServer`).
     public enum Role: Sendable, Hashable {
