@@ -19,7 +19,7 @@ import sys
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import dsa, ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 NOW = datetime.datetime.utcnow().replace(microsecond=0)
@@ -57,10 +57,10 @@ def key_usage(cert_sign=False, digital_signature=True):
 
 def make(subject, issuer=None, ca=False, dates=VALID, san=None, san_critical=False, bc="default",
          bc_critical=True, ku="default", ski=True, aki=True, eku="default", constraints=None,
-         path_length=None, signing_key=None):
+         path_length=None, signing_key=None, extra=None, private_key=None):
     """A certificate for `subject` signed by `issuer` (self-signed when None). `san`: DNS names
     (str) and IP addresses (ipaddress objects). "default" picks what a conforming CA writes."""
-    private_key = key()
+    private_key = private_key or key()
     issuer_name = issuer.certificate.subject if issuer else name(subject)
     issuer_key = signing_key or (issuer.key if issuer else private_key)
     builder = (
@@ -94,6 +94,8 @@ def make(subject, issuer=None, ca=False, dates=VALID, san=None, san_critical=Fal
             x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()), critical=False)
     if constraints is not None:
         builder = builder.add_extension(constraints, critical=True)
+    if extra is not None:
+        builder = builder.add_extension(extra, critical=False)
     return Cert(builder.sign(issuer_key, hashes.SHA256()), private_key)
 
 
@@ -124,9 +126,11 @@ def dns_constraints(permitted=None, excluded=None, ip_permitted=None):
     return x509.NameConstraints(permitted_subtrees=permitted_trees, excluded_subtrees=subtrees(excluded))
 
 
-def empty_name_constraints():
-    """A nameConstraints extension with neither subtree (RFC 5280 forbids it; the builder refuses to make one)."""
-    return x509.UnrecognizedExtension(x509.ObjectIdentifier("2.5.29.30"), b"\x30\x00")
+def empty_name_constraints(empty_sequences=False):
+    """A nameConstraints extension with neither subtree, or with both present and empty (RFC 5280
+    forbids both; the builder refuses to make them)."""
+    value = b"\x30\x04\xa0\x00\xa1\x00" if empty_sequences else b"\x30\x00"
+    return x509.UnrecognizedExtension(x509.ObjectIdentifier("2.5.29.30"), value)
 
 
 class Corpus:
@@ -218,6 +222,8 @@ def build(directory):
     # Malformed name constraints refuse the chain.
     empty = make("NC empty", issuer=root, ca=True, constraints=empty_name_constraints())
     add("nc-malformed-empty", "malformed name constraints", host, "reject", leaf(issuer=empty), [empty])
+    empty_sequences = make("NC empty sequences", issuer=root, ca=True, constraints=empty_name_constraints(True))
+    add("nc-malformed-empty-sequences", "malformed name constraints", host, "reject", leaf(issuer=empty_sequences), [empty_sequences])
     dotted = make("NC leading period", issuer=root, ca=True, constraints=dns_constraints(permitted=[".example.com"]))
     add("nc-malformed-leading-period", "malformed name constraints", host, "reject", leaf(issuer=dotted), [dotted])
 
@@ -255,6 +261,21 @@ def build(directory):
     old_root = make("Root without keyUsage", ca=True, ku=None, bc_critical=False, ski=False)
     add("strict-root-profile-exempt", "strict profile (trust anchor exempt)", host, "accept",
         leaf(issuer=old_root), root=old_root)
+
+    strict_san = leaf(subject="Some Server", san_critical=True)
+    add("strict-san-critical-with-subject", "strict profile", host, "reject", strict_san)
+    add("compatible-san-critical-with-subject", "strict profile", host, "accept", strict_san, settings=compatible, stream_get=False)
+
+    # Extensions that cannot be decoded, and signature algorithms the Web PKI does not allow.
+    aia_oid = x509.ObjectIdentifier("1.3.6.1.5.5.7.1.1")
+    add("malformed-aia", "malformed extension", host, "reject", leaf(extra=x509.UnrecognizedExtension(aia_oid, b"malformed")))
+    add("well-formed-aia", "malformed extension", host, "accept", leaf(extra=x509.AuthorityInformationAccess([
+        x509.AccessDescription(x509.oid.AuthorityInformationAccessOID.CA_ISSUERS,
+                               x509.UniformResourceIdentifier("http://ca.example.com/ca.crt"))])))
+    dsa_root = make("DSA Root", ca=True, private_key=dsa.generate_private_key(2048))
+    add("dsa-signed-leaf", "signature algorithm", host, "reject", leaf(issuer=dsa_root), root=dsa_root)
+    rsa_root = make("RSA Root", ca=True, private_key=rsa.generate_private_key(65537, 2048))
+    add("rsa-signed-leaf", "signature algorithm", host, "accept", leaf(issuer=rsa_root), root=rsa_root)
 
     # Basic constraints along the path (OpenSSL's defaults).
     not_ca = make("Intermediate cA=FALSE", issuer=root, ca=False, ku=key_usage(cert_sign=True), eku=None)

@@ -68,7 +68,11 @@ static inline int cssl_x509_is_ca(X509 *x) {
 /// The decoded nameConstraints (NULL when absent or undecodable; `present` tells which), to be NAME_CONSTRAINTS_free'd.
 static inline NAME_CONSTRAINTS *cssl_x509_name_constraints(X509 *x, int *present) {
     *present = X509_get_ext_by_NID(x, NID_name_constraints, -1) >= 0;
-    return *present ? X509_get_ext_d2i(x, NID_name_constraints, NULL, NULL) : NULL;
+    if (!*present) return NULL;
+    ERR_set_mark();
+    NAME_CONSTRAINTS *nc = X509_get_ext_d2i(x, NID_name_constraints, NULL, NULL);
+    ERR_pop_to_mark();
+    return nc;
 }
 static inline int cssl_nc_count(NAME_CONSTRAINTS *nc, int excluded) {
     STACK_OF(GENERAL_SUBTREE) *trees = excluded ? nc->excludedSubtrees : nc->permittedSubtrees;
@@ -91,6 +95,41 @@ static inline int cssl_x509_has_dns_san(X509 *x) {
     }
     GENERAL_NAMES_free(names);
     return found;
+}
+/// The NID of the first extension OpenSSL knows but cannot decode (a malformed authorityInfoAccess,
+/// certificatePolicies, subjectAltName…), 0 when every one decodes. The SCT list is left out:
+/// Certificate Transparency's contents are not the chain's validity.
+static inline int cssl_x509_undecodable_extension(X509 *x) {
+    ERR_set_mark();  // a failed decode queues ASN.1 errors, which are not the handshake's
+    int found = 0;
+    for (int i = 0; i < X509_get_ext_count(x) && found == 0; i++) {
+        X509_EXTENSION *extension = X509_get_ext(x, i);
+        const X509V3_EXT_METHOD *method = X509V3_EXT_get(extension);
+        int nid = OBJ_obj2nid(X509_EXTENSION_get_object(extension));
+        if (method == NULL || nid == NID_ct_precert_scts) continue;
+        void *decoded = X509V3_EXT_d2i(extension);
+        if (decoded == NULL) {
+            found = nid;
+        } else if (method->it != NULL) {
+            ASN1_item_free(decoded, ASN1_ITEM_ptr(method->it));
+        } else if (method->ext_free != NULL) {
+            method->ext_free(decoded);
+        }
+    }
+    ERR_pop_to_mark();
+    return found;
+}
+/// The public-key algorithm of the certificate's signature (NID_dsa for DSA), NID_undef if unknown.
+static inline int cssl_x509_signature_key_nid(X509 *x) {
+    int key = NID_undef;
+    if (!OBJ_find_sigid_algs(X509_get_signature_nid(x), NULL, &key)) return NID_undef;
+    return key;
+}
+/// Whether the subjectAltName is marked critical while the subject is not empty.
+static inline int cssl_x509_san_critical_with_subject(X509 *x) {
+    int index = X509_get_ext_by_NID(x, NID_subject_alt_name, -1);
+    if (index < 0 || !X509_EXTENSION_get_critical(X509_get_ext(x, index))) return 0;
+    return X509_NAME_entry_count(X509_get_subject_name(x)) > 0;
 }
 
 #endif

@@ -109,6 +109,12 @@ enum TLSErrors {
         let first = ERR_peek_error()
         let reason = first == 0 ? 0 : cssl_err_reason(first)
         let library = first == 0 ? 0 : cssl_err_lib(first)
+        // A refused certificate ends the queue with "certificate verify failed", after whatever
+        // decoding errors the chain's checks left before it.
+        let last = ERR_peek_last_error()
+        let verifyFailed =
+            (library == ERR_LIB_SSL && reason == SSL_R_CERTIFICATE_VERIFY_FAILED)
+            || (last != 0 && cssl_err_lib(last) == ERR_LIB_SSL && cssl_err_reason(last) == SSL_R_CERTIFICATE_VERIFY_FAILED)
         let queue = drainQueue()
         // The peer's connection ended without a TLS close: in the handshake, or outside it.
         func closedEarly() -> StreamFailure {
@@ -120,7 +126,7 @@ enum TLSErrors {
                 operation, queue: queue)
         }
 
-        if library == ERR_LIB_SSL && reason == SSL_R_CERTIFICATE_VERIFY_FAILED {
+        if verifyFailed {
             let result = Int(SSL_get_verify_result(ssl))
             let description = String(cString: X509_verify_cert_error_string(result))
             // The callback's record says which rule, which certificate; OpenSSL's result alone only the first.

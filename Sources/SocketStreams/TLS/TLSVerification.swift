@@ -45,6 +45,8 @@ struct VerifyFlags: OptionSet {
     static let anyRoot = VerifyFlags(rawValue: 1 << 6)
     /// A client verifying a server: the server-leaf and name-constraint rules apply.
     static let verifiesServer = VerifyFlags(rawValue: 1 << 7)
+    /// ``VerificationProfile/strict``: the profile rules OpenSSL's flag lacks apply too.
+    static let strict = VerifyFlags(rawValue: 1 << 9)
     /// Always set, so the stored value is never a null pointer.
     static let present = VerifyFlags(rawValue: 1 << 8)
 
@@ -56,6 +58,7 @@ struct VerifyFlags: OptionSet {
         if settings.allowsExpiredRoots { flags.insert(.expiredRoots) }
         if settings.allowsAnyRoot { flags.insert(.anyRoot) }
         if settings.role == .client && settings.validatesCertificateChain { flags.insert(.verifiesServer) }
+        if settings.verificationProfile == .strict { flags.insert(.strict) }
         self = flags
     }
 }
@@ -89,7 +92,9 @@ enum TLSVerification {
             return 0
         }
         guard flags.contains(.verifiesServer), let certificate else { return 1 }
-        if let rule = check(certificate, depth: depth, chainLength: chainLength, hostName: transport?.verifiedDNSName) {
+        if let rule = check(
+            certificate, depth: depth, chainLength: chainLength, hostName: transport?.verifiedDNSName, strict: flags.contains(.strict))
+        {
             X509_STORE_CTX_set_error(store, rule.code)
             transport?.rejection = VerifyRejection(code: rule.code, rule: rule.text, subject: subjectText(certificate), depth: depth)
             return 0
@@ -125,19 +130,40 @@ enum TLSVerification {
 
     /// Our own rules for the certificate at `depth` of a chain OpenSSL accepted: nil when it passes.
     static func check(
-        _ certificate: OpaquePointer, depth: Int, chainLength: Int, hostName: String?
+        _ certificate: OpaquePointer, depth: Int, chainLength: Int, hostName: String?, strict: Bool
     ) -> (code: Int32, text: String)? {
+        // The trust anchor's own encoding and signature are exempt (it is configured, not verified),
+        // and so is a certificate that is its own chain (trusted directly, or with allowsAnyRoot);
+        // an anchor's name constraints still hold.
+        let isAnchor = depth >= chainLength - 1
+        if !isAnchor {
+            let undecodable = cssl_x509_undecodable_extension(certificate)
+            if undecodable != NID_undef {
+                return (X509_V_ERR_INVALID_EXTENSION, "the \(String(cString: OBJ_nid2ln(undecodable))) extension is malformed")
+            }
+            if cssl_x509_signature_key_nid(certificate) == NID_dsa {
+                return (
+                    X509_V_ERR_UNSUPPORTED_SIGNATURE_ALGORITHM,
+                    "a DSA signature (the CA/Browser Forum forbids DSA; browsers, Go and rustls refuse it)"
+                )
+            }
+        }
         var present: Int32 = 0
         let constraints = cssl_x509_name_constraints(certificate, &present)
         defer { NAME_CONSTRAINTS_free(constraints) }
         if depth == 0 {
-            // A certificate that is its own chain (trusted directly, or accepted with allowsAnyRoot) is exempt.
-            guard chainLength > 1 else { return nil }
+            guard !isAnchor else { return nil }
             if cssl_x509_is_ca(certificate) != 0 {
                 return (X509_V_ERR_INVALID_PURPOSE, "a CA certificate (basicConstraints cA=TRUE) is not a server certificate")
             }
             if present != 0 {
                 return (X509_V_ERR_INVALID_PURPOSE, "a server certificate may not carry name constraints")
+            }
+            if strict && cssl_x509_san_critical_with_subject(certificate) != 0 {
+                return (
+                    X509_V_ERR_INVALID_EXTENSION,
+                    "the subjectAltName is critical though the subject is not empty (RFC 5280 §4.2.1.6; verificationProfile .compatible allows it)"
+                )
             }
             return nil
         }
