@@ -223,7 +223,8 @@ public struct StreamGetOptions: Sendable, Equatable {
               --crlfile FILE     check the chain against the CRLs in FILE (PEM): every certificate
                                  below the root needs a current CRL from its issuer there
 
-        Connection options (curl's spellings; TLS still verifies, and Host still names, the URL's host):
+        Connection options (curl's spellings, for direct connections; TLS still verifies, and Host still
+        names, the URL's host):
               --resolve HOST:PORT:ADDRESS
                                  connect to ADDRESS for HOST:PORT instead of resolving HOST
               --connect-to HOST1:PORT1:HOST2:PORT2

@@ -10,6 +10,11 @@
 // - A CA certificate (basicConstraints cA=TRUE) or one with name constraints is not a server's
 //   leaf; malformed name constraints (no subtree at all, a DNS base with a leading period) refuse
 //   the chain rather than constrain nothing.
+// - Below the trust anchor: an extension OpenSSL knows but cannot decode, or a DSA signature,
+//   refuses the chain (OpenSSL ignores the first and accepts the second; Go, rustls and browsers do
+//   neither).
+// - The strict profile: X509_V_FLAG_X509_STRICT, whose rules are overlooked on the trust anchor,
+//   plus a leaf's subjectAltName marked critical beside a non-empty subject.
 // - `kCFStreamSSLAllowsExpiredCertificates` covers the whole chain, root and self-signed leaf included.
 //
 // OpenSSL calls the callback with ok=0 for each failure (a 1 back overlooks it) and, once the chain is
