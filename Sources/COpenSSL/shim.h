@@ -2,6 +2,7 @@
 #ifndef C_OPENSSL_SHIM_H
 #define C_OPENSSL_SHIM_H
 
+#include <string.h>
 #include <openssl/ssl.h>
 #include <openssl/err.h>
 #include <openssl/x509.h>
@@ -85,6 +86,26 @@ static inline const unsigned char *cssl_nc_dns(NAME_CONSTRAINTS *nc, int exclude
     if (tree == NULL || tree->base == NULL || tree->base->type != GEN_DNS) return NULL;
     *length = ASN1_STRING_length(tree->base->d.dNSName);
     return ASN1_STRING_get0_data(tree->base->d.dNSName);
+}
+/// The first dNSName in the subjectAltName with a '*' that is not a whole left-most label
+/// ("ba*.example.com", "foo.*.example.com"), copied NUL-terminated into `buffer`; 0 when none.
+static inline int cssl_x509_partial_wildcard(X509 *x, char *buffer, int size) {
+    GENERAL_NAMES *names = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+    int found = 0;
+    for (int i = 0; names != NULL && i < sk_GENERAL_NAME_num(names) && !found; i++) {
+        GENERAL_NAME *name = sk_GENERAL_NAME_value(names, i);
+        if (name->type != GEN_DNS) continue;
+        const char *text = (const char *)ASN1_STRING_get0_data(name->d.dNSName);
+        int length = ASN1_STRING_length(name->d.dNSName);
+        const char *star = memchr(text, '*', (size_t)length);
+        if (star == NULL || (star == text && length > 1 && text[1] == '.' && memchr(text + 1, '*', (size_t)length - 1) == NULL)) continue;
+        found = 1;
+        int copied = length < size - 1 ? length : size - 1;
+        memcpy(buffer, text, (size_t)copied);
+        buffer[copied] = 0;
+    }
+    GENERAL_NAMES_free(names);
+    return found;
 }
 /// Whether the certificate has a subjectAltName with at least one dNSName.
 static inline int cssl_x509_has_dns_san(X509 *x) {

@@ -90,8 +90,14 @@ enum TLSVerification {
             let error = X509_STORE_CTX_get_error(store)
             if overlooks(error, flags: flags, atRoot: depth >= chainLength - 1) { return 1 }
             var rule = String(cString: X509_verify_cert_error_string(Int(error)))
-            if error == X509_V_ERR_HOSTNAME_MISMATCH, let leaf = X509_STORE_CTX_get0_cert(store), cssl_x509_has_dns_san(leaf) == 0 {
-                rule += ": the certificate names no DNS host in its subjectAltName (its subject CN is not checked)"
+            if error == X509_V_ERR_HOSTNAME_MISMATCH, let leaf = X509_STORE_CTX_get0_cert(store) {
+                var wildcard = [CChar](repeating: 0, count: 256)
+                if cssl_x509_has_dns_san(leaf) == 0 {
+                    rule += ": the certificate names no DNS host in its subjectAltName (its subject CN is not checked)"
+                } else if cssl_x509_partial_wildcard(leaf, &wildcard, Int32(wildcard.count)) != 0 {
+                    let name = String(decoding: wildcard.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                    rule += " (\"\(name)\" is a partial wildcard, which matches nothing: a wildcard is a whole left-most label)"
+                }
             }
             transport?.rejection = VerifyRejection(code: error, rule: rule, subject: subjectText(certificate), depth: depth)
             return 0
