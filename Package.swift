@@ -122,6 +122,13 @@ let package = Package(
                 "going-through-proxies", "LongLivedChannel", "long-lived-channel", "queued-operations", "async-await",
             ]
         ),
+        // Swift 6 concurrency code written as a user writes it, against the public API only: no
+        // @testable, and no @unchecked Sendable, nonisolated(unsafe) or @preconcurrency in the target
+        // (UserConcurrencyTests checks its own sources for them).
+        .testTarget(
+            name: "SocketStreamsConcurrencyTests",
+            dependencies: ["SocketStreams"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,5 +1,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -27,3 +29,5 @@ int cssh_name_current_thread(const char *name) {
     truncated[sizeof truncated - 1] = '\0';
     return pthread_setname_np(pthread_self(), truncated);
 }
+
+int cssh_gettid(void) { return (int)syscall(SYS_gettid); }

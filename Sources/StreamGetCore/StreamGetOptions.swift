@@ -150,8 +150,13 @@ public struct StreamGetConnectOverrides: Sendable, Equatable {
 
 /// The parsed command line of `stream-get`.
 public struct StreamGetOptions: Sendable, Equatable {
-    /// The URL argument; nil fetches the built-in page from a local listener.
-    public var url: String?
+    /// The URL arguments, fetched in turn; none fetches the built-in page from a local listener.
+    public var urls: [String] = []
+    /// The first URL argument; nil fetches the built-in page from a local listener.
+    public var url: String? {
+        get { urls.first }
+        set { urls = newValue.map { [$0] } ?? [] }
+    }
     /// `-i`/`--include`: write the response head to stdout before the body.
     public var includeHeaders = false
     /// `-v`/`--verbose`: trace stream events, bytes and the request/response heads on stderr.
@@ -175,6 +180,8 @@ public struct StreamGetOptions: Sendable, Equatable {
     public var noProxy: String?
     /// `--resolve` and `--connect-to`: where a direct connection goes instead of the URL's host and port.
     public var connectOverrides = StreamGetConnectOverrides()
+    /// Output files, redirects, headers, `-w`.
+    public var transfer = StreamGetTransferOptions()
 
     /// Creates options with the defaults (no URL, no flags, no timeout).
     public init(url: String? = nil, includeHeaders: Bool = false, verbose: Bool = false, timeout: Double? = nil) {
@@ -186,14 +193,15 @@ public struct StreamGetOptions: Sendable, Equatable {
 
     /// The one-line synopsis, printed after a usage error.
     public static let synopsis =
-        "usage: stream-get [-i] [-v] [-k] [--timeout SECONDS] [TLS options] [proxy options] [--self-test-tls] [URL]"
+        "usage: stream-get [-i] [-v] [-k] [--timeout SECONDS] [transfer options] [TLS options] [proxy options] [--self-test-tls] [URL...]"
 
     /// The help text printed by `--help`.
     public static let usage = """
         \(synopsis)
 
-        Fetches URL with an HTTP/1.1 GET over SocketStreams socket streams and writes the body to stdout.
-        The status line goes to stderr (with -i, the whole response head goes to stdout before the body).
+        Fetches each URL in turn with an HTTP/1.1 GET over SocketStreams socket streams and writes the body to
+        stdout. The status line goes to stderr (with -i, the whole response head goes to stdout before the body).
+        URLs on the same host and port share one connection when the server keeps it alive.
 
         URL is http[s]://host[:port][/path], e.g. http://127.0.0.1:8080/index.html, http://[::1]:8080/ or
         https://localhost:8443/. Without a URL, stream-get serves a small built-in HTML page from a listener on
@@ -203,9 +211,32 @@ public struct StreamGetOptions: Sendable, Equatable {
         options:
           -i, --include          also write the response head (status line and headers) to stdout
           -v, --verbose          trace stream events, bytes read/written and the TLS session on stderr
-              --timeout SECONDS  give up when the whole fetch takes longer than SECONDS
+              --timeout SECONDS  give up on a URL whose transfer takes longer than SECONDS
+          -m, --max-time SECONDS the same, in curl's spelling
               --self-test-tls    fetch the built-in page over TLS (no URL)
           -h, --help             show this help
+
+        Transfer options (curl's spellings):
+          -o, --output FILE      write the next URL's body to FILE (a temporary name until it is complete)
+          -O, --remote-name      write the next URL's body to a file named after its last path segment
+              --create-dirs      create the missing directories of -o's FILE
+          -s, --silent           no progress meter, status line or error message
+          -S, --show-error       error messages even with -s
+          -#, --progress-bar     draw the progress meter as a bar (it is drawn when stderr is a terminal)
+          -L, --location         follow 301, 302, 303, 307 and 308 redirects
+              --max-redirs N     follow at most N redirects (default 50; -1: no limit)
+          -I, --head             send HEAD and write the response head to stdout
+          -f, --fail             fail (exit 22) on a status of 400 or more, writing no body
+          -H, --header "NAME: VALUE"
+                                 add a request header, or replace a default one ("NAME:" removes it)
+          -A, --user-agent TEXT  the User-Agent header
+          -u, --user USER:PASSWORD
+                                 HTTP Basic credentials, sent to the first URL's host only
+          -w, --write-out FORMAT after each URL, write FORMAT to stdout with curl's %{variables}: time_namelookup,
+                                 time_connect, time_appconnect, time_pretransfer, time_starttransfer, time_total,
+                                 time_redirect, speed_download, size_download, http_code, num_connects,
+                                 num_redirects, url_effective, redirect_url, remote_ip, remote_port,
+                                 ssl_verify_result, content_type, exitcode, errormsg (@FILE reads FORMAT)
 
         TLS options (https:// URLs; curl's spellings):
               --cacert FILE      trust only the CA certificates in FILE (PEM) instead of the system store
@@ -251,9 +282,15 @@ public struct StreamGetOptions: Sendable, Equatable {
         https_proxy or HTTPS_PROXY for https://, then all_proxy or ALL_PROXY; no_proxy or NO_PROXY (or
         --noproxy) excludes hosts. The built-in page ignores the environment.
 
-        Exit status: 0 when a complete response arrived (whatever its status code), 1 when the fetch failed
-        (connection error, TLS failure, malformed or truncated response, timeout), 2 for a usage error or an
-        unusable URL.
+        Exit status, as curl's (with several URLs, the last failing one's):
+          0  every response arrived complete (whatever its status code, unless -f)
+          1  unsupported scheme           2  usage error                    3  malformed URL or port
+          5  unusable proxy               6  host name did not resolve      7  connection refused/unreachable
+          8  not an HTTP response         18 body cut short                 22 -f and a status >= 400
+          23 output file not written      28 timeout                        35 TLS handshake failed
+          47 too many redirects           52 empty reply                    55/56 send/receive failed
+          58 client certificate unusable  60 server certificate untrusted   90 pinned key mismatch
+          97 SOCKS proxy refused
         """
 
     /// Parses the arguments after the program name.
@@ -265,9 +302,8 @@ public struct StreamGetOptions: Sendable, Equatable {
         self.init()
         var index = 0
         var onlyOperands = false
-        func setURL(_ value: String) throws(StreamGetUsageError) {
-            guard url == nil else { throw StreamGetUsageError("more than one URL given") }
-            url = value
+        func setURL(_ value: String) {
+            urls.append(value)
         }
         func parseTimeout(_ text: String) throws(StreamGetUsageError) -> Double {
             guard let value = Double(text), value.isFinite, value > 0 else {
@@ -301,9 +337,11 @@ public struct StreamGetOptions: Sendable, Equatable {
             let argument = arguments[index]
             index += 1
             if onlyOperands || !argument.hasPrefix("-") {
-                try setURL(argument)
+                setURL(argument)
             } else if argument == "--" {
                 onlyOperands = true
+            } else if try transfer.parse(argument, value: { () throws(StreamGetUsageError) in try value(argument) }) {
+                continue
             } else if argument.hasPrefix("--") {
                 switch argument {
                 case "--include": includeHeaders = true
@@ -332,8 +370,8 @@ public struct StreamGetOptions: Sendable, Equatable {
                 case "--proxy-user": proxyUser = try value(argument)
                 case "--noproxy": noProxy = try value(argument)
                 case "--proxytunnel": break
-                case "--timeout":
-                    guard index < arguments.count else { throw StreamGetUsageError("--timeout needs a number of seconds") }
+                case "--timeout", "--max-time":
+                    guard index < arguments.count else { throw StreamGetUsageError("\(argument) needs a number of seconds") }
                     timeout = try parseTimeout(arguments[index])
                     index += 1
                 default:
@@ -349,15 +387,25 @@ public struct StreamGetOptions: Sendable, Equatable {
                 proxy = try value(argument)
             } else if argument == "-U" {
                 proxyUser = try value(argument)
+            } else if argument == "-m" {
+                timeout = try parseTimeout(try value(argument))
             } else {
-                for flag in argument.dropFirst() {
+                for (offset, flag) in argument.dropFirst().enumerated() {
+                    let isLast = offset == argument.count - 2
+                    if StreamGetTransferOptions.shortFlags.contains(flag)
+                        || (isLast && StreamGetTransferOptions.shortFlagsWithValue.contains(flag))
+                    {
+                        _ = try transfer.parse("-\(flag)", value: { () throws(StreamGetUsageError) in try value("-\(flag)") })
+                        continue
+                    }
                     switch flag {
                     case "i": includeHeaders = true
                     case "v": verbose = true
                     case "h": showHelp = true
                     case "k": tls.insecure = true
                     case "p": break  // --proxytunnel
-                    case "x", "U": throw StreamGetUsageError("-\(flag) takes a value: give it as a separate argument")
+                    case "x", "U", "m", "o", "H", "A", "u", "w":
+                        throw StreamGetUsageError("-\(flag) takes a value: give it as a separate argument")
                     default: throw StreamGetUsageError("unknown option \"-\(flag)\"")
                     }
                 }

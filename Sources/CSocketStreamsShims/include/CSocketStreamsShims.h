@@ -36,4 +36,7 @@ int cssh_eai_nodata(void);
 /// at most 15 bytes. Returns 0 or an error number.
 int cssh_name_current_thread(const char *name);
 
+/// The calling thread's kernel id (`gettid(2)`), as glibc records it in a mutex it holds.
+int cssh_gettid(void);
+
 #endif

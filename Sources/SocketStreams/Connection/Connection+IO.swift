@@ -13,6 +13,7 @@ extension Connection {
     /// it may, else what the read or write returns. Lock held on entry and exit.
     @inline(__always)
     private func gate(_ half: Half) -> Int? {
+        lock.assertHeld()
         let h = half.rawValue
         if halves[h].events.status == .opening || isNegotiating {
             moveOpenToStreamThread()
@@ -196,6 +197,7 @@ extension Connection {
     /// Whether a read would not block now; if not, an unconsumed `hasBytesAvailable` is cleared and the
     /// stream watches for bytes again. Lock held.
     func confirmBytesAvailable() -> Bool {
+        lock.assertHeld()
         guard halves[0].events.status == .open, !isNegotiating, let transport else { return false }
         if options?.deferredInputError != nil || transport.hasBufferedInput { return true }
         // The socket is readable; a layered transport says whether that makes a read return (TLS:
@@ -225,6 +227,7 @@ extension Connection {
     /// Whether a write would not block now; if not, an unconsumed `hasSpaceAvailable` is cleared and the
     /// stream watches for space again. Lock held.
     func confirmSpaceAvailable() -> Bool {
+        lock.assertHeld()
         guard halves[1].events.status == .open, !isNegotiating, let transport else { return false }
         if halves[1].spaceConfirmed { return true }
         if !transport.hasPendingOutput, wait(for: transport.writeInterest, on: transport.fd, timeout: 0) {

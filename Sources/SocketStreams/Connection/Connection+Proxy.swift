@@ -10,6 +10,7 @@ import HTTPParsing
 extension Connection {
     /// Applies a proxy (nil: none) and remembers the property as set. Lock held.
     func setProxy(_ configuration: ProxyConfiguration?, property: (key: String, value: AnyObject)?) -> Bool {
+        lock.assertHeld()
         guard case .idle = phase, let proxyTarget = ProxyTarget(target) else { return false }
         if let configuration {
             guard ProxyValidation.accepts(configuration, target: proxyTarget) else { return false }

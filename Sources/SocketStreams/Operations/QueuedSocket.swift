@@ -3,7 +3,13 @@ import Foundation
 /// The delegate of a ``QueuedSocket``, after GCDAsyncSocket's `GCDAsyncSocketDelegate`. Every method
 /// has a default that does nothing (or, for the timeout questions, lets the operation time out), so a
 /// delegate implements only what it needs. All are called on the socket's run loop or dispatch queue.
-public protocol QueuedSocketDelegate: AnyObject {
+///
+/// The conformance cannot be isolated to an actor (`extension Controller: @MainActor QueuedSocketDelegate`
+/// does not compile): the socket calls its delegate on the run loop or queue it was given, which Swift
+/// cannot check against an actor, so a conformance that promised the main actor could be called off it.
+/// A `@MainActor` class uses the main queue (or main run loop) and `nonisolated` methods that enter the
+/// main actor with `MainActor.assumeIsolated`, which checks at run time that they are on it.
+public protocol QueuedSocketDelegate: AnyObject, SendableMetatype {
     /// The connection is up (TCP, and any proxy handshake or TLS set on the pair before it opened);
     /// queued operations start now (`socket:didConnectToHost:port:`).
     func socket(_ socket: QueuedSocket, didConnectToHost host: String, port: Int)
@@ -79,9 +85,11 @@ extension QueuedSocketDelegate {
 /// Underneath is a stream pair scheduled on that run loop or queue, driven by its delegate events, so
 /// its rules hold: reads happen only while a read is queued (the kernel's buffer is the backpressure),
 /// and an error is the streams' own `NSError` (CFNetwork's domains and codes) or a ``StreamOperationError``.
-public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
-    /// Where the delegate is called.
-    private enum Context {
+public final class QueuedSocket: StreamOperationsClient, Sendable {
+    /// Where the delegate is called: the socket's owner. Unchecked only because Foundation does not
+    /// mark `RunLoop` Sendable: the socket never touches the run loop's state, it only schedules
+    /// streams on it and compares it, which Foundation does under its own locks.
+    private enum Context: @unchecked Sendable {
         case runLoop(RunLoop, RunLoop.Mode)
         case queue(DispatchQueue)
     }
@@ -120,19 +128,18 @@ public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
         initial.delegate = delegate
         state = Guarded(initial)
         do {
-            engine = StreamOperations(reactor: try Self.reactor(for: context), pumpsAnywhere: false)
+            engine = StreamOperations(reactor: try Self.reactor(for: context))
             engine.client = self
         } catch {
             // Out of file descriptors (no epoll set for the run loop or queue): the socket is closed
             // from the start, and says so (on the calling thread) at its first operation.
-            engine = StreamOperations(reactor: nil, pumpsAnywhere: false)
+            engine = StreamOperations(reactor: nil)
             engine.client = self
             engine.close(error: NSError(domain: NSPOSIXErrorDomain, code: Int(error.code)))
         }
     }
 
     deinit {
-        engine.client = nil
         engine.close()
         state.withLock { $0.listener }?.close()
         if let reactor = engine.reactor { ReactorRegistry.shared.release(reactor) }
@@ -207,7 +214,7 @@ public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
             throw StreamOperationError.closed
         }
         let context = self.context
-        engine.attach(input: input, output: output) { input, output in
+        engine.attach(input: input, output: output) { [context] input, output in
             switch context {
             case .queue(let queue):
                 CFReadStreamSetDispatchQueue(input, queue)
