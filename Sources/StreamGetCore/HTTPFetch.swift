@@ -198,7 +198,7 @@ public final class HTTPFetch: NSObject, StreamDelegate {
         timings = FetchTimings(start: FetchTimings.now(), usesTLS: tls != nil)
         reusedConnection = streams != nil
         if let streams {
-            trace("* reusing the connection to \(connectHost ?? url.host) port \(connectPort ?? url.port)")
+            trace("* reusing the connection to \(connectHost ?? url.host) port \(url.port)")
             let now = FetchTimings.now()
             (timings.nameResolved, timings.connected, timings.handshakesDone) = (now, now, now)
             if streams.output.hasSpaceAvailable { writeRequest(to: streams.output) }
