@@ -35,7 +35,7 @@ struct VerifyRejection: Sendable, Equatable {
     /// 0 for the leaf, 1 for its issuer, and so on.
     var depth: Int
 
-    /// "the rule (certificate "CN=…" at depth 0)".
+    /// `rule (certificate "CN=…", the leaf)`, or `…, depth 2)` for a certificate above it.
     var description: String {
         let which = depth == 0 ? "the leaf" : "depth \(depth)"
         return "\(rule) (certificate \"\(subject.isEmpty ? "<empty subject>" : subject)\", \(which))"
@@ -50,10 +50,10 @@ struct VerifyFlags: OptionSet {
     static let anyRoot = VerifyFlags(rawValue: 1 << 6)
     /// A client verifying a server: the server-leaf and name-constraint rules apply.
     static let verifiesServer = VerifyFlags(rawValue: 1 << 7)
-    /// ``VerificationProfile/strict``: the profile rules OpenSSL's flag lacks apply too.
-    static let strict = VerifyFlags(rawValue: 1 << 9)
     /// Always set, so the stored value is never a null pointer.
     static let present = VerifyFlags(rawValue: 1 << 8)
+    /// ``VerificationProfile/strict``: the profile rules OpenSSL's flag lacks apply too.
+    static let strict = VerifyFlags(rawValue: 1 << 9)
 
     init(rawValue: Int) { self.rawValue = rawValue }
 
