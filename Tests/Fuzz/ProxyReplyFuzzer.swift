@@ -93,7 +93,8 @@ private func fuzzParsing(_ text: String, proxy: Bool) {
     }
     guard let url = try? HTTPURL(parsing: text) else { return }
     precondition(!url.host.isEmpty && !hasControlByte(url.host), "bad host from \(text.debugDescription)")
-    precondition((0...65_535).contains(url.port), "port \(url.port) from \(text.debugDescription)")  // 0 parses, as in curl, and fails at connect
+    // Port 0 parses, as in curl, and fails at connect.
+    precondition((0...65_535).contains(url.port), "port \(url.port) from \(text.debugDescription)")
     precondition(url.path.hasPrefix("/"), "path \(url.path.debugDescription)")
     let again = try? HTTPURL(parsing: url.description)
     precondition(again == url, "\(text.debugDescription) -> \(url) -> \(again.map { "\($0)" } ?? "an error")")

@@ -212,4 +212,10 @@ public struct TLSConnectionInfo: Sendable, Hashable {
     public let peerCertificates: [Data]
     /// Whether an earlier session was resumed.
     public let resumedSession: Bool
+    /// The peer chain's verification result (`SSL_get_verify_result`): 0 (`X509_V_OK`) when it was
+    /// verified or the peer sent no certificate; with `validatesCertificateChain` off, the result the
+    /// check had although the handshake went on (e.g. 18, `X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT`).
+    public let verifyResult: Int
+    /// OpenSSL's text for ``verifyResult`` (`X509_verify_cert_error_string`), e.g. "ok".
+    public let verifyResultDescription: String
 }
