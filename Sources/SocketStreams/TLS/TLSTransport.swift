@@ -45,6 +45,12 @@ final class TLSTransport: Transport, @unchecked Sendable {
     /// to report: OpenSSL reports a fatal alert only once.
     private var deferredReadOutcome: TransportIO?
     private(set) var info: TLSConnectionInfo?
+    /// The DNS name the peer's certificate is verified for (nil for an IP address or none), for the
+    /// verify callback's name-constraint check.
+    let verifiedDNSName: String?
+    /// Why the verify callback refused the chain. Written by the callback, which runs inside
+    /// `SSL_do_handshake` with `lock` held, and read under `lock`.
+    var rejection: VerifyRejection?
 
     private static let ownerIndex = cssl_get_ex_new_index()
     /// Live SSL objects, for leak checks in tests.
@@ -65,6 +71,8 @@ final class TLSTransport: Transport, @unchecked Sendable {
         self.sessionKey = sessionKey
         self.peerLabel = peerLabel
         requiresCloseNotify = settings.requiresCloseNotify
+        verifiedDNSName =
+            settings.role == .client && hostName.map({ SocketAddress(numericHost: $0, port: 0) == nil }) == true ? hostName : nil
         wire = TLSWire(inner)
         BIO_set_data(bio, Unmanaged.passUnretained(wire).toOpaque())
         BIO_set_init(bio, 1)
@@ -84,6 +92,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
                         throw TLSSetupError("cannot verify the address \(hostName)")
                     }
                 } else {
+                    SSL_set_hostflags(ssl, TLSVerification.hostFlags)
                     guard SSL_set1_host(ssl, hostName) == 1, cssl_set_tlsext_host_name(ssl, hostName) == 1 else {
                         throw TLSSetupError("cannot use \(hostName) as the TLS server name")
                     }
@@ -137,7 +146,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
                 return .failed(
                     TLSErrors.sslFailure(
                         ssl, code: code, operation: .handshake(TLSHandshake.stageName),
-                        peer: peerLabel, duringHandshake: true))
+                        peer: peerLabel, duringHandshake: true, rejection: rejection))
             }
         }
     }
