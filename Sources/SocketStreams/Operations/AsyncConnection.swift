@@ -173,6 +173,12 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
     /// Queues an operation under a new tag and returns its result: at once when it completed inline
     /// (the engine pumps on this thread), else once the streams' thread completes it.
     private func perform(endIsNil: Bool = false, _ enqueue: (Int) -> Error?) async throws -> [UInt8]? {
+        // A task cancelled before it calls closes the connection and throws, even where the call could
+        // have completed at once (a write the socket has room for, on the executor).
+        if Task.isCancelled {
+            cancel()
+            throw CancellationError()
+        }
         let tag = try state.withLock { state -> Int in
             if let closed = state.closed { throw Task.isCancelled ? CancellationError() : Self.error(closed, state) }
             let tag = state.nextTag

@@ -76,17 +76,24 @@ final class Peer: @unchecked Sendable {
     /// with one capture group). Returns the captured text.
     func start(readyPattern: String, timeout: TimeInterval = 10) throws -> String {
         let regex = try NSRegularExpression(pattern: readyPattern, options: [.anchorsMatchLines])
-        outputPipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            guard let self else { return }
-            self.condition.lock()
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-            } else {
-                self.output += String(decoding: data, as: UTF8.self)
+        // The output is read with blocking reads on a thread of its own, until the end (the peer's
+        // exit), not with a FileHandle readabilityHandler: that is a dispatch source on the pipe, and
+        // corelibs-foundation closes the pipe's fd as soon as it cancels the source, before libdispatch
+        // has let go of it. When a child process was being spawned at that moment (tests start peers
+        // all the time), the fd's file description outlived the close in the child, the epoll
+        // registration stayed, and libdispatch's manager thread later crashed on the freed source
+        // (_dispatch_event_loop_drain; seen in full runs during the proxy tests).
+        let reader = outputPipe.fileHandleForReading
+        Thread.detachNewThread { [weak self] in
+            while true {
+                let data = reader.availableData
+                guard let self else { return }
+                self.condition.lock()
+                if !data.isEmpty { self.output += String(decoding: data, as: UTF8.self) }
+                self.condition.broadcast()
+                self.condition.unlock()
+                if data.isEmpty { return }
             }
-            self.condition.broadcast()
-            self.condition.unlock()
         }
         process.terminationHandler = { [weak self] _ in
             guard let self else { return }
@@ -128,7 +135,6 @@ final class Peer: @unchecked Sendable {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
-        outputPipe.fileHandleForReading.readabilityHandler = nil
     }
 
     // MARK: locating tools
