@@ -69,6 +69,26 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         var nextID = 1
         var tlsQueued = false
         var isSecure = false
+        /// `startTLS` asked for manual trust: reads and writes queued after it wait in `held` until the
+        /// delegate accepts the peer.
+        var holding = false
+        var held: [HeldOperation] = []
+    }
+
+    /// A read or write queued while the delegate decides on trust, by its engine id.
+    private enum HeldOperation {
+        case read(ReadRequest, timeout: Double, id: Int)
+        case write([UInt8], timeout: Double, id: Int)
+    }
+
+    /// Clears what belongs to one connection. Lock held.
+    private static func reset(_ state: inout State) {
+        state.reads = [:]
+        state.writes = [:]
+        state.tlsQueued = false
+        state.isSecure = false
+        state.holding = false
+        state.held = []
     }
 
     private let state = Guarded(State())
@@ -311,10 +331,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
                     Self.learnAddresses(&link)
                 }
                 state.link = link
-                state.reads = [:]
-                state.writes = [:]
-                state.tlsQueued = false
-                state.isSecure = false
+                Self.reset(&state)
             }
         } catch {
             input.close()
@@ -510,11 +527,27 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
             let id = state.nextID
             state.nextID += 1
             state.reads[id] = ReadInfo(tag: tag, buffer: buffer, offset: offset)
+            if state.holding {
+                state.held.append(.read(request, timeout: Self.engineTimeout(timeout), id: id))
+                return nil
+            }
             return (link.operations, id)
         }
         guard let (operations, id) = queued else { return }
-        if operations.enqueueRead(request, timeout: Self.engineTimeout(timeout), tag: id) != nil {
-            state.withLock { _ = $0.reads.removeValue(forKey: id) }
+        submit(.read(request, timeout: Self.engineTimeout(timeout), id: id), to: operations)
+    }
+
+    /// Queues a read or write on the engine; one it refuses (closed meanwhile) is forgotten.
+    private func submit(_ operation: HeldOperation, to operations: PackageOperations) {
+        switch operation {
+        case .read(let request, let timeout, let id):
+            if operations.enqueueRead(request, timeout: timeout, tag: id) != nil {
+                state.withLock { _ = $0.reads.removeValue(forKey: id) }
+            }
+        case .write(let bytes, let timeout, let id):
+            if operations.enqueueWrite(bytes, timeout: timeout, tag: id) != nil {
+                state.withLock { _ = $0.writes.removeValue(forKey: id) }
+            }
         }
     }
 
@@ -531,17 +564,20 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// a disconnect.
     public func write(_ data: Data?, withTimeout timeout: TimeInterval, tag: Int) {
         guard let data, !data.isEmpty else { return }
+        let bytes = [UInt8](data)
         let queued = state.withLock { state -> (PackageOperations, Int)? in
             guard let link = state.link else { return nil }
             let id = state.nextID
             state.nextID += 1
             state.writes[id] = tag
+            if state.holding {
+                state.held.append(.write(bytes, timeout: Self.engineTimeout(timeout), id: id))
+                return nil
+            }
             return (link.operations, id)
         }
         guard let (operations, id) = queued else { return }
-        if operations.enqueueWrite([UInt8](data), timeout: Self.engineTimeout(timeout), tag: id) != nil {
-            state.withLock { _ = $0.writes.removeValue(forKey: id) }
-        }
+        submit(.write(bytes, timeout: Self.engineTimeout(timeout), id: id), to: operations)
     }
 
     // MARK: TLS
@@ -554,19 +590,42 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// and the other security options it removed) or a value of the wrong type disconnects with
     /// ``GCDAsyncSocketError/Code/otherError``.
     public func startTLS(_ tlsSettings: [String: NSObject]?) {
-        let target = state.withLock { state -> (PackageOperations, Bool)? in
+        let parsed = Result { try GCDAsyncSocketTLS.parse(tlsSettings ?? [:]) }
+        let operations = state.withLock { state -> PackageOperations? in
             guard let link = state.link, !state.tlsQueued else { return nil }
             state.tlsQueued = true
-            return (link.operations, link.accepted)
+            if case .success(let parsed) = parsed, parsed.manualTrust { state.holding = true }
+            return link.operations
         }
-        guard let (operations, accepted) = target else { return }
-        do {
-            var settings = try GCDAsyncSocketTLS.settings(from: tlsSettings ?? [:])
-            if accepted, tlsSettings?[kCFStreamSSLIsServer as String] == nil { settings.role = .client }
-            operations.enqueueTLS(settings)
-        } catch {
-            operations.close(error: error)
+        guard let operations else { return }
+        switch parsed {
+        case .success(let parsed): operations.enqueueTLS(parsed.settings)
+        case .failure(let error): operations.close(error: error)
         }
+    }
+
+    /// The delegate's answer on trust (its first call only).
+    private func trustDecided(_ accepted: Bool, by operations: PackageOperations, verdict: String) {
+        guard accepted else {
+            // errSSLPeerBadCert, as GCDAsyncSocket reports a rejection.
+            let current = state.withLock { $0.link?.operations === operations }
+            if current {
+                operations.close(
+                    error: NSError(
+                        domain: NSOSStatusErrorDomain, code: -9825,
+                        userInfo: [NSLocalizedDescriptionKey: "the delegate did not trust the peer (OpenSSL: \(verdict))"]))
+            }
+            return
+        }
+        let held = state.withLock { state -> [HeldOperation]? in
+            guard state.link?.operations === operations, state.holding else { return nil }
+            state.holding = false
+            state.isSecure = true
+            Self.post(&state, self) { socket, delegate in delegate.socketDidSecure(socket) }
+            defer { state.held = [] }
+            return state.held
+        }
+        for operation in held ?? [] { submit(operation, to: operations) }
     }
 
     /// Called by the default trust method: the delegate cannot decide, so the socket disconnects.
@@ -592,9 +651,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
             state.link = nil
             state.listener = nil
             state.listenerURL = nil
-            state.reads = [:]
-            state.writes = [:]
-            state.isSecure = false
+            Self.reset(&state)
             Self.post(&state, self) { socket, delegate in delegate.socketDidDisconnect(socket, withError: nil) }
             return (link, listener)
         }
@@ -753,6 +810,18 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     }
 }
 
+/// True for the first caller only (a completion handler that counts once).
+private final class Once: Sendable {
+    private let taken = Guarded(false)
+
+    func first() -> Bool {
+        taken.withLock { taken in
+            defer { taken = true }
+            return !taken
+        }
+    }
+}
+
 /// A delegate call carried to the delegate queue: the delegate is used only there, where the
 /// application said it may be called.
 private struct DelegateCall: @unchecked Sendable {
@@ -837,18 +906,31 @@ extension GCDAsyncSocket: OperationsHandler {
             }
         case .secured:
             state.withLock { state in
-                guard state.link?.operations === operations else { return }
-                state.isSecure = true
-                Self.post(&state, self) { socket, delegate in delegate.socketDidSecure(socket) }
+                guard let link = state.link, link.operations === operations else { return }
+                guard state.holding else {
+                    state.isSecure = true
+                    return Self.post(&state, self) { socket, delegate in delegate.socketDidSecure(socket) }
+                }
+                // Manual trust: the chain and OpenSSL's verdict to the delegate; what was queued after
+                // startTLS waits for its answer.
+                let info = link.input.property(forKey: .tlsConnectionInfoKey) as? TLSConnectionInfo
+                let trust = GCDAsyncSocketTrust(
+                    certificateChain: info?.peerCertificates ?? [], verifyResult: info?.verifyResult ?? -1,
+                    verifyResultDescription: info?.verifyResultDescription ?? "no peer certificate")
+                let once = Once()
+                Self.post(&state, self) { socket, delegate in
+                    delegate.socket(socket, didReceive: trust) { accepted in
+                        guard once.first() else { return }
+                        socket.trustDecided(accepted, by: operations, verdict: trust.verifyResultDescription)
+                    }
+                }
             }
         case .closed(let error):
             let mapped = Self.map(error)
             state.withLock { state in
                 guard state.link?.operations === operations else { return }
                 state.link = nil
-                state.reads = [:]
-                state.writes = [:]
-                state.isSecure = false
+                Self.reset(&state)
                 Self.post(&state, self) { socket, delegate in delegate.socketDidDisconnect(socket, withError: mapped) }
             }
         }

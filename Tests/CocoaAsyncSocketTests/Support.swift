@@ -115,6 +115,15 @@ final class Recorder: NSObject, GCDAsyncSocketDelegate, @unchecked Sendable {
         record("read-closed")
     }
 
+    /// Decides trust (nil: rejects).
+    var trustDecision: ((SecTrust) -> Bool)?
+
+    func socket(_ sock: GCDAsyncSocket, didReceive trust: SecTrust, completionHandler: @escaping (Bool) -> Void) {
+        record("trust \(trust.verifyResult) \(trust.certificateChain.count)")
+        completionHandler(trustDecision?(trust) ?? false)
+        completionHandler(true)  // only the first call counts
+    }
+
     func socketDidSecure(_ sock: GCDAsyncSocket) {
         record("secure")
     }
@@ -137,7 +146,7 @@ final class PeerProcess: @unchecked Sendable {
     private let process = Process()
     private let pipe = Pipe()
     private let condition = NSCondition()
-    private var output = ""
+    private var printed = ""
 
     init(_ tool: String, _ arguments: [String]) throws {
         let paths = (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map(String.init) + ["/usr/bin", "/bin"]
@@ -153,6 +162,13 @@ final class PeerProcess: @unchecked Sendable {
 
     deinit { stop() }
 
+    /// Everything the peer printed so far.
+    var output: String {
+        condition.lock()
+        defer { condition.unlock() }
+        return printed
+    }
+
     /// Starts the peer and returns the first capture group of `pattern` once its output matches.
     func start(readyPattern pattern: String) throws -> String {
         let regex = try NSRegularExpression(pattern: pattern, options: [.anchorsMatchLines])
@@ -160,7 +176,7 @@ final class PeerProcess: @unchecked Sendable {
             let data = handle.availableData
             guard let self else { return }
             self.condition.lock()
-            if data.isEmpty { handle.readabilityHandler = nil } else { self.output += String(decoding: data, as: UTF8.self) }
+            if data.isEmpty { handle.readabilityHandler = nil } else { self.printed += String(decoding: data, as: UTF8.self) }
             self.condition.broadcast()
             self.condition.unlock()
         }
@@ -169,13 +185,13 @@ final class PeerProcess: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         while true {
-            if let match = regex.firstMatch(in: output, range: NSRange(output.startIndex..., in: output)),
-                let range = Range(match.range(at: 1), in: output)
+            if let match = regex.firstMatch(in: printed, range: NSRange(printed.startIndex..., in: printed)),
+                let range = Range(match.range(at: 1), in: printed)
             {
-                return String(output[range])
+                return String(printed[range])
             }
             if !process.isRunning || !condition.wait(until: deadline) {
-                throw NSError(domain: "PeerProcess", code: 2, userInfo: [NSLocalizedDescriptionKey: "peer not ready: \(output)"])
+                throw NSError(domain: "PeerProcess", code: 2, userInfo: [NSLocalizedDescriptionKey: "peer not ready: \(printed)"])
             }
         }
     }
@@ -185,6 +201,13 @@ final class PeerProcess: @unchecked Sendable {
         if process.isRunning { process.terminate() }
         process.waitUntilExit()
         pipe.fileHandleForReading.readabilityHandler = nil
+    }
+
+    /// `openssl s_server -rev` (each line sent back reversed) presenting `certificate`/`key`.
+    static func opensslReverse(certificate: String, key: String) throws -> (PeerProcess, UInt16) {
+        let peer = try PeerProcess("openssl", ["s_server", "-accept", "127.0.0.1:0", "-cert", certificate, "-key", key, "-rev"])
+        let port = try peer.start(readyPattern: #"^ACCEPT .*:(\d+)\s*$"#)
+        return (peer, UInt16(port)!)
     }
 
     /// `socat TCP4-LISTEN:0,bind=127.0.0.1,reuseaddr,fork PIPE`: an echo server; returns its port.
@@ -262,5 +285,48 @@ final class CountingListener: @unchecked Sendable {
             if !condition.wait(until: deadline) { return nil }
         }
         return counts.removeFirst()
+    }
+}
+
+/// A self-signed certificate for "localhost", made at test time with openssl: PEM files, the DER
+/// certificate (to pin) and a PKCS#12 bundle with an empty password.
+struct TestCertificate {
+    let directory: URL
+    var certificate: String { directory.appendingPathComponent("cert.pem").path }
+    var key: String { directory.appendingPathComponent("key.pem").path }
+    let der: Data
+    let pkcs12: Data
+
+    init() throws {
+        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("gcd-tls-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let certificate = directory.appendingPathComponent("cert.pem").path
+        let key = directory.appendingPathComponent("key.pem").path
+        let derPath = directory.appendingPathComponent("cert.der").path
+        let p12Path = directory.appendingPathComponent("id.p12").path
+        try Self.openssl([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days", "1",
+            "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+        ])
+        try Self.openssl(["x509", "-in", certificate, "-outform", "DER", "-out", derPath])
+        try Self.openssl(["pkcs12", "-export", "-in", certificate, "-inkey", key, "-out", p12Path, "-passout", "pass:"])
+        der = try Data(contentsOf: URL(fileURLWithPath: derPath))
+        pkcs12 = try Data(contentsOf: URL(fileURLWithPath: p12Path))
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: directory) }
+
+    private static func openssl(_ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw NSError(
+                domain: "openssl", code: Int(process.terminationStatus), userInfo: [NSLocalizedDescriptionKey: "openssl \(arguments)"])
+        }
     }
 }

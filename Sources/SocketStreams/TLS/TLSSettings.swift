@@ -163,4 +163,10 @@ public struct TLSConnectionInfo: Sendable, Hashable {
     public let peerCertificates: [Data]
     /// Whether an earlier session was resumed.
     public let resumedSession: Bool
+    /// OpenSSL's verdict on the peer's chain and name (`SSL_get_verify_result`): 0 (`X509_V_OK`) when
+    /// they verified. Set even when verification was not enforced (`validatesCertificateChain` false),
+    /// so a client can make its own decision with it (GCDAsyncSocket's manual trust).
+    public let verifyResult: Int
+    /// OpenSSL's text for ``verifyResult`` (`X509_verify_cert_error_string`).
+    public let verifyResultDescription: String
 }

@@ -183,7 +183,9 @@ final class TLSTransport: Transport, @unchecked Sendable {
             cipherSuite: SSL_get_current_cipher(ssl).flatMap { SSL_CIPHER_standard_name($0) }.map { String(cString: $0) } ?? "",
             alpnProtocol: alpn.map { String(decoding: UnsafeBufferPointer(start: $0, count: Int(alpnLength)), as: UTF8.self) },
             peerCertificates: certificates,
-            resumedSession: SSL_session_reused(ssl) == 1)
+            resumedSession: SSL_session_reused(ssl) == 1,
+            verifyResult: Int(SSL_get_verify_result(ssl)),
+            verifyResultDescription: String(cString: X509_verify_cert_error_string(SSL_get_verify_result(ssl))))
     }
 
     // MARK: Transport
