@@ -5,12 +5,6 @@
 
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// `kCFErrorDomainCFNetwork`: the `NSError` domain of name-resolution and proxy failures
 /// (codes in ``CFNetworkErrors``).
 nonisolated(unsafe) public let kCFErrorDomainCFNetwork: CFString = "kCFErrorDomainCFNetwork"
@@ -81,10 +75,9 @@ public enum CFNetworkErrors: Int32, Sendable {
     case cfStreamErrorHTTPSProxyFailureUnexpectedResponseToCONNECTMethod = 311
 }
 
-/// `kCFStreamNetworkServiceType` (`Stream.PropertyKey.networkServiceType`): the kind of traffic, set on
-/// a pair before or after open. Linux has no service classes; the value becomes the socket's DSCP
-/// (`IP_TOS`/`IPV6_TCLASS`): VoIP and Voice EF (46), CallSignaling CS3 (24), Video, AVStreaming and
-/// ResponsiveAV AF41 (34), ResponsiveData AF21 (18), Background CS1 (8).
+/// `kCFStreamNetworkServiceType` (`Stream.PropertyKey.networkServiceType`): the name, so Darwin code
+/// that sets it compiles. Linux has no service classes and socket streams do not support the property:
+/// `setProperty` returns false and it reads as nil (Guides/PortingFromApplePlatforms.md, "Not supported").
 nonisolated(unsafe) public let kCFStreamNetworkServiceType: CFString = "kCFStreamNetworkServiceType"
 /// `kCFStreamNetworkServiceTypeVoIP`.
 nonisolated(unsafe) public let kCFStreamNetworkServiceTypeVoIP: CFString = "kCFStreamNetworkServiceTypeVoIP"
@@ -110,29 +103,4 @@ public func CFReadStreamGetBuffer(
 ) -> UnsafePointer<UInt8>! {
     numBytesRead?.pointee = 0
     return nil
-}
-
-/// The service types and their DSCP values.
-enum NetworkServiceType {
-    static let dscp: [String: Int32] = [
-        "kCFStreamNetworkServiceTypeVoIP": 46, "kCFStreamNetworkServiceTypeVoice": 46,
-        "kCFStreamNetworkServiceTypeCallSignaling": 24, "kCFStreamNetworkServiceTypeVideo": 34,
-        "kCFStreamNetworkServiceTypeAVStreaming": 34, "kCFStreamNetworkServiceTypeResponsiveAV": 34,
-        "kCFStreamNetworkServiceTypeResponsiveData": 18, "kCFStreamNetworkServiceTypeBackground": 8,
-    ]
-
-    /// The service type a property value names (a String, NSString or `StreamNetworkServiceTypeValue`), or nil.
-    static func name(_ value: AnyObject?) -> String? {
-        let text = (value as? StreamNetworkServiceTypeValue)?.rawValue ?? (value as? String)
-        guard let text, dscp[text] != nil else { return nil }
-        return text
-    }
-
-    /// Sets the socket's DSCP for `name` (IPv4 and IPv6; the family that does not apply fails harmlessly).
-    static func apply(_ name: String, to fd: Int32) {
-        guard let code = dscp[name] else { return }
-        var tos = code << 2
-        _ = setsockopt(fd, Int32(IPPROTO_IP), IP_TOS, &tos, socklen_t(MemoryLayout<Int32>.size))
-        _ = setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_TCLASS, &tos, socklen_t(MemoryLayout<Int32>.size))
-    }
 }

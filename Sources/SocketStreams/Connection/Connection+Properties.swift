@@ -35,8 +35,6 @@ extension Connection {
                 return connectTimeout.map { NSNumber(value: $0) }
             case Stream.PropertyKey.tcpNoDelayKey.rawValue:
                 return noDelay.map { NSNumber(value: $0) }
-            case kCFStreamNetworkServiceType:
-                return networkServiceType.map { NSString(string: $0) }
             case kCFStreamPropertySocketSecurityLevel:
                 return securityLevelProperty()
             case kCFStreamPropertySSLSettings:
@@ -75,11 +73,6 @@ extension Connection {
                 if let socket {
                     try? Posix.setOption(socket.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: flag ? 1 : 0)
                 }
-            case kCFStreamNetworkServiceType:
-                guard let name = NetworkServiceType.name(value) else { return false }
-                if case .unix = target { return false }
-                networkServiceType = name
-                if let socket { NetworkServiceType.apply(name, to: socket.fd) }
             case kCFStreamPropertySocketSecurityLevel:
                 return setSecurityLevel(value)
             case kCFStreamPropertySSLSettings:

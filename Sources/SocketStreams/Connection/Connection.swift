@@ -139,8 +139,6 @@ final class Connection: EventTarget, @unchecked Sendable {
     @exclusivity(unchecked) var callouts = SerialRunner()
     /// `kCFStreamPropertyNoDelay` as set (nil: never set).
     var noDelay: Bool?
-    /// `kCFStreamNetworkServiceType` as set (nil: never set); applied to the socket as a DSCP class.
-    var networkServiceType: String?
     /// Also the condition blocking calls wait on (an open, a handshake). Not a `Guarded`: callers wait on it.
     let lock = ConditionLock.make()
 
@@ -531,7 +529,6 @@ final class Connection: EventTarget, @unchecked Sendable {
         let configured = configuredStages()
         if !configured.isEmpty { stages.insert(contentsOf: configured, at: 0) }
         if noDelay == true { try? Posix.setOption(handle.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: 1) }
-        if let networkServiceType { NetworkServiceType.apply(networkServiceType, to: handle.fd) }
         for half in [Half.input, .output] where halves[half.rawValue].events.status == .opening {
             signal(half, .openCompleted)
         }
