@@ -226,8 +226,11 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// Connects from a local interface (`connectToHost:onPort:viaInterface:withTimeout:error:`).
     /// `host` is a name or a numeric address; `didConnectToHost` then gives the peer's numeric address.
     ///
+    /// `interface` chooses the local end: an interface name (`lo`, `eth0`), a numeric address,
+    /// `localhost`/`loopback`, each optionally with `:port`, or `:port` alone (see ``LocalBinding``).
+    ///
     /// - Throws: ``GCDAsyncSocketError`` ``GCDAsyncSocketError/Code/badParamError`` for an empty host
-    ///   or an interface (choosing the local address is not supported yet),
+    ///   or an unknown interface,
     ///   ``GCDAsyncSocketError/Code/badConfigError`` without a delegate or delegate queue, or when the
     ///   socket is connected or accepting.
     public func connect(toHost host: String, onPort port: UInt16, viaInterface interface: String?, withTimeout timeout: TimeInterval)
@@ -237,14 +240,10 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
             throw GCDAsyncSocketError(
                 .badParamError, message: "Invalid host parameter (nil or \"\"). Should be a domain name or IP address string.")
         }
-        if let interface, !interface.isEmpty {
-            throw GCDAsyncSocketError(
-                .badParamError,
-                message:
-                    "Connecting via an interface (\(interface)) is not supported yet by this GCDAsyncSocket; connect without viaInterface")
-        }
+        let binding = try interface.flatMap { $0.isEmpty ? nil : try Self.binding(forInterface: $0) }
         try checkCanStart("connect")
         let pair = createStreamPair(host: host == "loopback" ? "localhost" : host, port: Int(port))
+        if let binding { _ = pair.input.setProperty(binding as AnyObject, forKey: .localBindingKey) }
         try start(input: pair.input, output: pair.output, url: nil, accepted: false, timeout: timeout, verb: "connect")
     }
 
@@ -293,6 +292,26 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// ``connect(to:withTimeout:)`` under the Objective-C selector's words (`connectToUrl:withTimeout:error:`).
     public func connect(toUrl url: URL, withTimeout timeout: TimeInterval) throws {
         try connect(to: url, withTimeout: timeout)
+    }
+
+    /// GCDAsyncSocket's interface string: `name-or-address[:port]` or `:port` (split at a single colon,
+    /// so an IPv6 address is taken whole, without a port).
+    private static func binding(forInterface interface: String) throws -> LocalBinding {
+        var name = interface
+        var port = 0
+        if interface.filter({ $0 == ":" }).count == 1, let colon = interface.firstIndex(of: ":") {
+            name = String(interface[..<colon])
+            guard let number = UInt16(interface[interface.index(after: colon)...]) else {
+                throw GCDAsyncSocketError(.badParamError, message: "Invalid port in interface \"\(interface)\".")
+            }
+            port = Int(number)
+        }
+        let binding = name.isEmpty ? LocalBinding(address: nil, port: port) : LocalBinding(interface: name, port: port)
+        guard let binding else {
+            throw GCDAsyncSocketError(
+                .badParamError, message: "Unknown interface. Specify valid interface by name (e.g. \"lo\") or IP address.")
+        }
+        return binding
     }
 
     /// The preconditions GCDAsyncSocket checks before it starts, in its order.

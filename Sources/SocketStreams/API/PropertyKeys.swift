@@ -67,6 +67,11 @@ extension Stream.PropertyKey {
 
     /// SocketStreams' own: `TCP_NODELAY` (a Bool, not 0 or 1) on the pair's TCP socket. May be set at any time.
     public static let tcpNoDelayKey = Stream.PropertyKey("SocketStreamsPropertyTCPNoDelay")
+
+    /// SocketStreams' own: where outgoing connections come from, a ``LocalBinding`` (GCDAsyncSocket's
+    /// `viaInterface:`; `bind(2)` before `connect(2)`). Set before `open()`; refused on Unix-domain and
+    /// native-socket pairs.
+    public static let localBindingKey = Stream.PropertyKey("SocketStreamsPropertyLocalBinding")
 }
 
 /// `kCFStreamPropertySSLPeerTrust`: Darwin's `SecTrust` of the peer. Linux has no `SecTrust`: the name
