@@ -13,7 +13,7 @@ import Foundation
 
 /// The local end of an outgoing connection: the IPv4 and/or IPv6 address and the port each attempt's
 /// socket is bound to (`bind(2)`) before it connects. Set it on an unopened pair with
-/// ``Foundation/Stream/PropertyKey/localBindingKey``; ``QueuedSocket`` takes it in `connect`'s
+/// `Stream.PropertyKey.localBindingKey`; ``QueuedSocket`` takes it in `connect`'s
 /// `configure`, and GCDAsyncSocket's `viaInterface:` makes one.
 ///
 /// An attempt of a family the binding has no address for is bound only to the port (if one is given)
