@@ -534,7 +534,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     }
 
     private static func validOffset(_ offset: UInt, in buffer: NSMutableData?) -> Bool {
-        guard let buffer else { return offset == 0 || true }
+        guard let buffer else { return true }  // the socket's own buffer: the offset does not apply
         return offset <= UInt(buffer.length)
     }
 

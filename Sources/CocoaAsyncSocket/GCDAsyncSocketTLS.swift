@@ -53,10 +53,6 @@ enum GCDAsyncSocketTLS {
         var manualTrust: Bool
     }
 
-    static func settings(from dictionary: [String: NSObject]) throws -> TLSSettings {
-        try parse(dictionary).settings
-    }
-
     static func parse(_ dictionary: [String: NSObject]) throws -> Parsed {
         var settings = TLSSettings()
         // GCDAsyncSocket checks the name only when kCFStreamSSLPeerName is given.
