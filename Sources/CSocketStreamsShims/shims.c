@@ -19,6 +19,10 @@ int cssh_accept4(int fd) {
     return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }
 
+int cssh_accept4_from(int fd, struct sockaddr *address, socklen_t *length) {
+    return accept4(fd, address, length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
 int cssh_eai_nodata(void) {
     return EAI_NODATA;
 }

@@ -824,6 +824,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         case .writeTimedOut: return GCDAsyncSocketError(.writeTimeoutError)
         case .readMaxedOut: return GCDAsyncSocketError(.readMaxedOutError)
         case .closedByPeer, .closed: return GCDAsyncSocketError(.closedError)
+        case .alreadyConnected: return GCDAsyncSocketError(.badConfigError, message: failure.errorDescription)
         case .bytesBeforeTLS, .tlsSettingsRefused: return GCDAsyncSocketError(.otherError, message: failure.errorDescription)
         }
     }
@@ -923,6 +924,8 @@ extension GCDAsyncSocket: OperationsHandler {
             post(from: operations) { [tag = state.withLock { $0.writes[id] ?? 0 }] socket, delegate in
                 delegate.socket(socket, didWritePartialDataOfLength: UInt(count), tag: tag)
             }
+        case .outputShutDown:
+            break  // GCDAsyncSocket never half-closes: nothing queues a shutdown here
         case .secured:
             state.withLock { state in
                 guard let link = state.link, link.operations === operations else { return }

@@ -87,6 +87,8 @@ public final class HTTPFetch: NSObject, StreamDelegate {
     private let proxy: ProxyConfiguration?
     /// The host the pair is created for when it is not the URL's (an address resolved here for the proxy).
     private let connectHost: String?
+    /// The port the pair is created for when it is not the URL's (`--connect-to`).
+    private let connectPort: Int?
     /// Whether the pair is kept open after a response that allows it, for the next request.
     public var keepsConnection = false
     /// Whether `run(timeout:)` resolves the name the pair will resolve first, to time the lookup
@@ -131,13 +133,16 @@ public final class HTTPFetch: NSObject, StreamDelegate {
     ///   - connectHost: what the pair (and so the proxy) is asked to connect to instead of the URL's host;
     ///     TLS still verifies the URL's host.
     ///   - request: the request bytes (default: `HTTPRequest.get(url)`); `isHead` when it is a HEAD.
+    ///   - connectPort: the port the pair connects to instead of the URL's (`--connect-to`).
     public init(
         url: HTTPURL, includeHeaders: Bool, verbose: Bool, out: OutputSink, err: OutputSink, tls: TLSSettings? = nil,
-        proxy: ProxyConfiguration? = nil, connectHost: String? = nil, request: [UInt8]? = nil, isHead: Bool = false
+        proxy: ProxyConfiguration? = nil, connectHost: String? = nil, request: [UInt8]? = nil, isHead: Bool = false,
+        connectPort: Int? = nil
     ) {
         self.url = url
         self.proxy = proxy
         self.connectHost = connectHost
+        self.connectPort = connectPort
         if var settings = tls, connectHost != nil, case .pairHost = settings.peerName {
             settings.peerName = .name(url.host)
             self.tls = settings
@@ -236,7 +241,8 @@ public final class HTTPFetch: NSObject, StreamDelegate {
             StreamGetProxyRoute.timeLookup(of: proxy?.host ?? host)
             timings.nameResolved = FetchTimings.now()
         }
-        let pair = createStreamPair(host: host, port: url.port)
+        let port = connectPort ?? url.port
+        let pair = createStreamPair(host: host, port: port)
         streams = (pair.input, pair.output)
         if let tls { _ = pair.input.setProperty(tls, forKey: .tlsSettingsKey) }
         if let proxy, !pair.input.setProperty(proxy, forKey: .proxyConfigurationKey) {
@@ -244,11 +250,11 @@ public final class HTTPFetch: NSObject, StreamDelegate {
             pair.output.close()
             streams = nil
             return .failed(
-                "\(proxy) cannot be asked for \(host) port \(url.port)"
+                "\(proxy) cannot be asked for \(host) port \(port)"
                     + (proxy.kind == .socks4 && host.contains(":") ? " (SOCKS4 has no IPv6; use --socks5)" : ""),
                 exitCode: CurlExitCode.proxyHandshake)
         }
-        trace("* connecting to \(host) port \(url.port)\(proxy.map { " via \($0)" } ?? "")\(tls == nil ? "" : " (TLS)")")
+        trace("* connecting to \(host) port \(port)\(proxy.map { " via \($0)" } ?? "")\(tls == nil ? "" : " (TLS)")")
         for stream in [pair.input, pair.output] as [Stream] {
             stream.delegate = self
             stream.schedule(in: runLoop, forMode: .default)

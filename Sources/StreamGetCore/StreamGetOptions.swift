@@ -31,6 +31,9 @@ public struct StreamGetTLSOptions: Sendable, Equatable {
     public var alpn: [String] = ["http/1.1"]
     /// `--pinnedpubkey sha256//BASE64[;sha256//BASE64…]`: the public keys accepted.
     public var pins: [Data] = []
+    /// `--crlfile FILE`: PEM CRLs; as curl does, every certificate below the root must then have a
+    /// current CRL from its issuer in FILE (`X509_V_FLAG_CRL_CHECK | X509_V_FLAG_CRL_CHECK_ALL`).
+    public var crlFile: String?
 
     public init() {}
 
@@ -50,7 +53,98 @@ public struct StreamGetTLSOptions: Sendable, Equatable {
         settings.maximumVersion = maximumVersion
         settings.alpnProtocols = alpn
         settings.pinnedPublicKeySHA256 = pins
+        if let crlFile {
+            settings.revocationLists = [.pemFile(crlFile)]
+            settings.revocationCheck = .wholeChain
+        }
         return settings
+    }
+}
+
+/// Where `--resolve` and `--connect-to` send a connection instead of the URL's host and port (curl's
+/// options: test a certificate for any name against a local server without editing /etc/hosts).
+public struct StreamGetConnectOverrides: Sendable, Equatable {
+    /// One `--connect-to HOST1:PORT1:HOST2:PORT2`: an empty part matches any host or port (1) or keeps
+    /// the URL's (2).
+    public struct Route: Sendable, Equatable {
+        /// HOST1, lowercased: the URL host this route is for; nil for any.
+        public var host: String?
+        /// PORT1: the URL port this route is for; nil for any.
+        public var port: Int?
+        /// HOST2: where to connect instead; nil keeps the URL's host.
+        public var toHost: String?
+        /// PORT2: the port to connect to instead; nil keeps the URL's port.
+        public var toPort: Int?
+    }
+
+    /// `--resolve HOST:PORT:ADDRESS`: the address for "host:port" (host lowercased).
+    public var addresses: [String: String] = [:]
+    /// `--connect-to` routes, first match wins.
+    public var routes: [Route] = []
+
+    /// No overrides: connections go to the URL's host and port.
+    public init() {}
+
+    /// Parses `--resolve`'s `[+]HOST:PORT:ADDRESS[,ADDRESS…]` (the first address is used; `[::1]` or `::1`).
+    mutating func addResolve(_ text: String) throws(StreamGetUsageError) {
+        let entry = text.hasPrefix("+") ? text.dropFirst() : Substring(text)
+        let parts = entry.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, !parts[0].isEmpty, let port = Int(parts[1]), (1...65535).contains(port),
+            var address = parts[2].split(separator: ",").first.map(String.init), !address.isEmpty
+        else {
+            throw StreamGetUsageError("invalid --resolve \"\(text)\": expected HOST:PORT:ADDRESS, e.g. example.com:443:127.0.0.1")
+        }
+        if address.hasPrefix("["), address.hasSuffix("]") { address = String(address.dropFirst().dropLast()) }
+        addresses["\(parts[0].lowercased()):\(port)"] = address
+    }
+
+    /// Parses `--connect-to`'s `HOST1:PORT1:HOST2:PORT2` (an IPv6 HOST2 in brackets).
+    mutating func addConnectTo(_ text: String) throws(StreamGetUsageError) {
+        func failure() -> StreamGetUsageError {
+            StreamGetUsageError(
+                "invalid --connect-to \"\(text)\": expected HOST1:PORT1:HOST2:PORT2 (empty parts match any / keep the URL's)")
+        }
+        let parts = text.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3 else { throw failure() }
+        let target = String(parts[2])
+        let toHost: Substring
+        let toPortText: Substring
+        if target.hasPrefix("[") {
+            guard let close = target.firstIndex(of: "]"), target[target.index(after: close)...].hasPrefix(":") else { throw failure() }
+            toHost = target[target.index(after: target.startIndex)..<close]
+            toPortText = target[target.index(close, offsetBy: 2)...]
+        } else {
+            guard let colon = target.lastIndex(of: ":") else { throw failure() }
+            toHost = target[..<colon]
+            toPortText = target[target.index(after: colon)...]
+        }
+        func port(_ text: Substring) throws(StreamGetUsageError) -> Int? {
+            if text.isEmpty { return nil }
+            guard let number = Int(text), (1...65535).contains(number) else { throw failure() }
+            return number
+        }
+        routes.append(
+            Route(
+                host: parts[0].isEmpty ? nil : parts[0].lowercased(), port: try port(parts[1]),
+                toHost: toHost.isEmpty ? nil : String(toHost), toPort: try port(toPortText)))
+    }
+
+    /// Where to connect for `host`:`port`: nil when no option applies. `--connect-to` first, then
+    /// `--resolve` for the host and port it gives, as curl does.
+    public func target(host: String, port: Int) -> (host: String, port: Int)? {
+        var connectHost = host
+        var connectPort = port
+        var changed = false
+        if let route = routes.first(where: { ($0.host == nil || $0.host == host.lowercased()) && ($0.port == nil || $0.port == port) }) {
+            connectHost = route.toHost ?? host
+            connectPort = route.toPort ?? port
+            changed = true
+        }
+        if let address = addresses["\(connectHost.lowercased()):\(connectPort)"] {
+            connectHost = address
+            changed = true
+        }
+        return changed ? (connectHost, connectPort) : nil
     }
 }
 
@@ -84,6 +178,8 @@ public struct StreamGetOptions: Sendable, Equatable {
     public var proxyUser: String?
     /// `--noproxy LIST`: hosts reached directly (overrides NO_PROXY).
     public var noProxy: String?
+    /// `--resolve` and `--connect-to`: where a direct connection goes instead of the URL's host and port.
+    public var connectOverrides = StreamGetConnectOverrides()
     /// Output files, redirects, headers, `-w`.
     public var transfer = StreamGetTransferOptions()
 
@@ -155,6 +251,15 @@ public struct StreamGetOptions: Sendable, Equatable {
               --no-alpn          offer no ALPN protocol
               --pinnedpubkey sha256//BASE64[;sha256//BASE64…]
                                  accept only these public keys (SHA-256 of the SubjectPublicKeyInfo)
+              --crlfile FILE     check the chain against the CRLs in FILE (PEM): every certificate
+                                 below the root needs a current CRL from its issuer there
+
+        Connection options (curl's spellings, for direct connections; TLS still verifies, and Host still
+        names, the URL's host):
+              --resolve HOST:PORT:ADDRESS
+                                 connect to ADDRESS for HOST:PORT instead of resolving HOST
+              --connect-to HOST1:PORT1:HOST2:PORT2
+                                 connect to HOST2:PORT2 for HOST1:PORT1 (an empty part: any / the URL's)
 
         Proxy options (curl's spellings; the proxy is asked for the URL's host and port):
           -x, --proxy [SCHEME://][USER[:PASSWORD]@]HOST[:PORT]
@@ -253,6 +358,9 @@ public struct StreamGetOptions: Sendable, Equatable {
                 case "--alpn": tls.alpn = try value(argument).split(separator: ",").map(String.init)
                 case "--no-alpn": tls.alpn = []
                 case "--pinnedpubkey": tls.pins = try parsePins(try value(argument))
+                case "--crlfile": tls.crlFile = try value(argument)
+                case "--resolve": try connectOverrides.addResolve(try value(argument))
+                case "--connect-to": try connectOverrides.addConnectTo(try value(argument))
                 case "--self-test-tls": selfTestTLS = true
                 case "--proxy": proxy = try value(argument)
                 case "--socks4": proxy = "socks4://" + (try value(argument))

@@ -123,7 +123,10 @@ struct Transfers {
                 return fail("\(error)", CurlExitCode.couldNotResolveProxy)
             }
             var connectHost: String?
-            if let route, route.resolvesLocally {
+            var connectPort: Int?
+            if route == nil, let target = options.connectOverrides.target(host: current.host, port: current.port) {
+                (connectHost, connectPort) = (target.host, target.port)  // --resolve, --connect-to
+            } else if let route, route.resolvesLocally {
                 let family = route.configuration.kind == .socks4 ? AF_INET : AF_UNSPEC
                 guard let address = StreamGetProxyRoute.resolveLocally(current.host, family: family) else {
                     return fail(
@@ -158,7 +161,7 @@ struct Transfers {
                 fetch = HTTPFetch(
                     url: current, includeHeaders: options.includeHeaders, verbose: options.verbose, out: sink, err: fetchErr,
                     tls: current.secure ? (options.trustOverride ?? options.tls.settings) : nil, proxy: route?.configuration,
-                    connectHost: connectHost, request: request, isHead: transferOptions.head)
+                    connectHost: connectHost, request: request, isHead: transferOptions.head, connectPort: connectPort)
             }
             fetch.keepsConnection = !closesConnection
             fetch.timesNameLookup = transferOptions.writeOut != nil

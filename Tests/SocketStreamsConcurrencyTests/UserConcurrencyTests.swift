@@ -132,6 +132,75 @@ final class UserConcurrencyTests: XCTestCase {
         for client in clients { await client.close() }
     }
 
+    /// What a server's tasks report, kept by an actor.
+    actor ServerLog {
+        private(set) var served = 0
+        private(set) var versions: Set<String> = []
+        func record(_ version: String?) {
+            served += 1
+            if let version { versions.insert(version) }
+        }
+    }
+
+    /// A TLS line-echo server as Swift 6 code writes one: the listener's handler gives each accepted
+    /// pair (`sending`) to a task that serves it with an `AsyncConnection`, and reports to an actor.
+    /// Eight clients at once, each on its own task, get every line back over TLS.
+    func testTLSServerHandsAcceptedPairsToTasks() async throws {
+        let (identity, certificate) = try TLSIdentity.makeSelfSigned()
+        let serverTLS = TLSSettings.server(identity: identity)
+        let log = ServerLog()
+        let listener = try StreamListener(host: "127.0.0.1", port: 0)
+        defer { listener.close() }
+        listener.start(in: .socketStreams) { input, output in
+            Task {
+                _ = input.setProperty(serverTLS, forKey: .tlsSettingsKey)
+                let connection = AsyncConnection(input: input, output: output)
+                defer { connection.close() }
+                do {
+                    try await connection.open()
+                    while true {
+                        let line = try await connection.read(upTo: [10], maxLength: 4096)
+                        try await connection.write(line)
+                    }
+                } catch {
+                    await log.record(connection.tlsInfo?.protocolVersion)  // the client's end ends the loop
+                }
+            }
+        }
+        var settings = TLSSettings()
+        settings.trustRoots = [.pem(certificate)]
+        let clientTLS = settings
+        let port = listener.port
+        let echoed = try await withThrowingTaskGroup(of: Int.self) { group in
+            for client in 0..<8 {
+                group.addTask {
+                    let pair = createStreamPair(host: "localhost", port: port)
+                    _ = pair.input.setProperty(clientTLS, forKey: .tlsSettingsKey)
+                    let connection = AsyncConnection(input: pair.input, output: pair.output)
+                    try await connection.open()
+                    var good = 0
+                    for index in 0..<20 {
+                        let line = Array("client \(client) line \(index)\n".utf8)
+                        try await connection.write(line)
+                        if try await connection.read(upTo: [10], maxLength: 4096) == line { good += 1 }
+                    }
+                    try await connection.shutdownOutput()
+                    _ = try await connection.read()  // the server's end
+                    connection.close()
+                    return good
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        XCTAssertEqual(echoed, 8 * 20)
+        for _ in 0..<1000 where await log.served < 8 { await Task.yield() }
+        let served = await log.served
+        let versions = await log.versions
+        XCTAssertEqual(served, 8)
+        XCTAssertEqual(versions.count, 1, "\(versions)")
+        XCTAssertTrue(versions.first?.hasPrefix("TLSv1.") == true, "\(versions)")
+    }
+
     /// A `@MainActor` delegate is only ever called on the main thread.
     @MainActor
     func testMainActorDelegateRunsOnlyOnTheMainThread() async throws {

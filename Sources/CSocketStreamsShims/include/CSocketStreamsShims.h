@@ -29,6 +29,9 @@ int cssh_pin_to_cpu(int cpu);
 /// `accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)` (a GNU extension Swift cannot see).
 int cssh_accept4(int fd);
 
+/// `accept4(fd, address, length, SOCK_NONBLOCK | SOCK_CLOEXEC)`: as `cssh_accept4`, with the peer's address.
+int cssh_accept4_from(int fd, struct sockaddr *address, socklen_t *length);
+
 /// glibc's `EAI_NODATA` (a GNU extension Swift cannot see).
 int cssh_eai_nodata(void);
 

@@ -106,6 +106,8 @@ final class Connection: EventTarget, @unchecked Sendable {
         var deferredInputError: NSError?
         /// Whether a client was ever set (so deliveries need not look in `clients`).
         var hasClients = false
+        /// `shutdownOutputKey` was set: the write side is shut (close_notify, FIN), the read side is not.
+        var outputShutDown = false
         /// What `tearDown` could not close yet, a transfer being in flight (see `releaseDeferred`).
         var deferredRelease: (transport: ActiveTransport?, socket: SocketHandle?)?
     }
@@ -383,7 +385,7 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// start once the lock is released.
     private func start() -> Connector? {
         lock.assertHeld()
-        if case .native(let fd) = target {
+        if case .native(let fd, _) = target {
             let handle = SocketHandle(fd: fd, closesOnRelease: closesNativeSocket, lent: true)
             do {
                 try Posix.setNonBlocking(fd)
@@ -392,6 +394,11 @@ final class Connection: EventTarget, @unchecked Sendable {
                 handle.release()
                 fail(.posix(error.code, .adopt), from: nil)
             }
+            return nil
+        }
+        if case .host(_, let port) = target, !PortNumber.isValid(port) {
+            // Never masked to 16 bits and dialled: EINVAL, whose message names the port (PortNumber).
+            fail(.posix(EINVAL, .connect), from: nil)
             return nil
         }
         do {

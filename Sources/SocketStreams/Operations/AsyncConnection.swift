@@ -107,6 +107,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
                 }
                 if let answer { return continuation.resume(with: answer) }
                 guard let (input, output) = pair else { return }
+                guard hasStreamThread() else { return }  // out of fds: closed with EMFILE, which open throws
                 engine.attach(input: input, output: output) { input, output in
                     input.schedule(in: .socketStreams, forMode: .default)
                     output.schedule(in: .socketStreams, forMode: .default)
@@ -249,6 +250,14 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
         _ = try await perform { tag in engine.enqueueWrite(bytes, timeout: 0, tag: tag) }
     }
 
+    /// Shuts the write side down once the writes already made are done (a half-close, as SwiftNIO's
+    /// `close(mode: .output)`; CFNetwork has none): over TLS it sends close_notify, then the FIN, so
+    /// the peer reads to its end while this side keeps reading its answer. Writes after it throw
+    /// EPIPE (`NSPOSIXErrorDomain`). See `Stream.PropertyKey.shutdownOutputKey`.
+    public func shutdownOutput() async throws {
+        _ = try await perform { tag in engine.enqueueShutdownOutput(tag: tag) }
+    }
+
     /// Upgrades the open connection to TLS in place (STARTTLS), once the reads and writes already made
     /// have completed; returns when the handshake is done, or throws its error.
     public func startTLS(_ settings: TLSSettings) async throws {
@@ -285,7 +294,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
             complete(tag) { endIsNil in
                 endIsNil && unread.isEmpty ? .success(nil) : .failure(StreamOperationError.closedByPeer(unread: unread))
             }
-        case .wrote(let tag):
+        case .wrote(let tag), .outputShutDown(let tag):
             complete(tag) { _ in .success(nil) }
         case .secured:
             let waiter = state.withLock { state in state.tls.isEmpty ? nil : state.tls.removeFirst() }

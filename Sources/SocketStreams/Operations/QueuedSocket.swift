@@ -94,7 +94,7 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
         case queue(DispatchQueue)
     }
 
-    private struct State {
+    struct State {
         weak var delegate: QueuedSocketDelegate?
         var host: String?
         var port: Int?
@@ -108,7 +108,7 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
 
     private let context: Context
     let engine: StreamOperations
-    private let state: Guarded<State>
+    let state: Guarded<State>
 
     /// A socket whose delegate is called on `delegateQueue` (GCDAsyncSocket's `initWithDelegate:delegateQueue:`).
     /// Events for every socket on one queue come one at a time, even on a concurrent queue.
@@ -174,11 +174,14 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
     /// 0 or less for none) bounds the whole open, handshakes included. `configure` may set properties on
     /// the pair before it opens: TLS (`.tlsSettingsKey`), a proxy, `.tcpNoDelayKey`.
     ///
-    /// - Throws: ``StreamOperationError/closed`` if the socket has connected, listened or disconnected before.
+    /// - Throws: ``StreamOperationError/alreadyConnected`` if the socket is connected or listening,
+    ///   ``StreamOperationError/closed`` if it has disconnected; an `NSPOSIXErrorDomain` `EINVAL` error
+    ///   for a `port` outside 0...65535 (never masked).
     public func connect(
         toHost host: String, onPort port: Int, withTimeout timeout: TimeInterval = -1,
         configure: ((InputStream, OutputStream) -> Void)? = nil
     ) throws {
+        try PortNumber.check(port, "Could not connect to \(host)")
         let pair = createStreamPair(host: host, port: port)
         if timeout > 0 { pair.input.setProperty(timeout, forKey: .connectTimeoutKey) }
         configure?(pair.input, pair.output)
@@ -201,17 +204,17 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
     }
 
     private func attach(_ input: InputStream, _ output: OutputStream, host: String, port: Int) throws {
-        let fresh = state.withLock { state -> Bool in
-            guard state.input == nil, state.listener == nil, !state.disconnected else { return false }
+        let refusal = state.withLock { state -> StreamOperationError? in
+            if let refusal = state.refusal { return refusal }
             state.input = input
             state.host = host
             state.port = port
-            return true
+            return nil
         }
-        guard fresh else {
+        if let refusal {
             input.close()
             output.close()
-            throw StreamOperationError.closed
+            throw refusal
         }
         let context = self.context
         engine.attach(input: input, output: output) { [context] input, output in
@@ -241,24 +244,27 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
         try listen(try StreamListener(unixSocketPath: path))
     }
 
-    /// The port a listening socket is bound to.
-    public var localPort: Int { state.withLock { $0.listener?.port ?? 0 } }
-
     private func listen(_ listener: StreamListener) throws {
-        let fresh = state.withLock { state -> Bool in
-            guard state.input == nil, state.listener == nil, !state.disconnected else { return false }
-            state.listener = listener
-            return true
-        }
-        guard fresh else {
-            listener.close()
-            throw StreamOperationError.closed
-        }
         let runLoop: RunLoop
         let mode: RunLoop.Mode
         switch context {
         case .runLoop(let loop, let loopMode): (runLoop, mode) = (loop, loopMode)
-        case .queue: (runLoop, mode) = (.socketStreams, .default)
+        case .queue:
+            do {
+                (runLoop, mode) = (try RunLoop.startSocketStreams(), .default)  // EMFILE thrown, never waited for
+            } catch {
+                listener.close()
+                throw error
+            }
+        }
+        let refusal = state.withLock { state -> StreamOperationError? in
+            if let refusal = state.refusal { return refusal }
+            state.listener = listener
+            return nil
+        }
+        if let refusal {
+            listener.close()
+            throw refusal
         }
         listener.start(in: runLoop, forMode: mode) { [weak self] input, output in
             guard let self else { return input.close() }
@@ -346,17 +352,23 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
     /// Closes once every queued read and write has completed (`disconnectAfterReadingAndWriting`).
     public func disconnectAfterReadingAndWriting() { engine.close(afterReads: true, afterWrites: true) }
 
+    /// Shuts the write side down once every queued write has completed (a half-close; GCDAsyncSocket
+    /// has none, SwiftNIO calls it `close(mode: .output)`): over TLS close_notify, then the FIN. Reads
+    /// go on until the peer's end; writes queued after it are ignored.
+    public func shutdownOutputAfterWriting() { engine.enqueueShutdownOutput(tag: 0) }
+
     /// Whether the connection is up and not closed (`isConnected`).
     public var isConnected: Bool { state.withLock { $0.connected && !$0.disconnected } }
 
     /// Whether the socket has closed, or never connected (`isDisconnected`).
     public var isDisconnected: Bool { state.withLock { !$0.connected || $0.disconnected } }
 
-    /// The host the socket connected to, as given (`connectedHost`).
-    public var connectedHost: String? { state.withLock { $0.connected ? $0.host : nil } }
+    /// The host the socket connected to, as given; for an accepted socket, the peer's numeric address
+    /// ("127.0.0.1", "::1"), already in `socket(_:didAcceptNewSocket:)` (`connectedHost`).
+    public var connectedHost: String? { state.withLock { $0.connected || $0.accepted ? $0.host : nil } }
 
-    /// The port the socket connected to, as given (`connectedPort`).
-    public var connectedPort: Int { state.withLock { $0.connected ? $0.port ?? 0 : 0 } }
+    /// The port the socket connected to, as given; for an accepted socket, the peer's port (`connectedPort`).
+    public var connectedPort: Int { state.withLock { $0.connected || $0.accepted ? $0.port ?? 0 : 0 } }
 
     // MARK: the engine's events (on the socket's run loop or queue)
 
@@ -385,6 +397,8 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
             delegate?.socket(self, didWritePartialDataOfLength: count, tag: tag)
         case .secured:
             delegate?.socketDidSecure(self)
+        case .outputShutDown:
+            break
         case .closed(let error):
             state.withLock { $0.disconnected = true }
             delegate?.socketDidDisconnect(self, withError: error)

@@ -63,12 +63,15 @@ public enum StreamOperationError: Error, Sendable, Equatable, CustomNSError, Loc
     /// The connection was closed (by `disconnect()`, `close()` or an earlier failure) before the
     /// operation could run.
     case closed
+    /// `connect` or `accept` on a socket that is already connected or listening
+    /// (GCDAsyncSocketBadConfigError's "Attempting to connect while connected or accepting connections").
+    case alreadyConnected
 
     /// "SocketStreams.StreamOperationError".
     public static var errorDomain: String { "SocketStreams.StreamOperationError" }
 
     /// 1 read timeout, 2 write timeout, 3 read maxed out, 4 closed by peer, 5 bytes before TLS,
-    /// 6 TLS settings refused, 7 closed.
+    /// 6 TLS settings refused, 7 closed, 8 already connected.
     public var errorCode: Int {
         switch self {
         case .readTimedOut: return 1
@@ -78,6 +81,7 @@ public enum StreamOperationError: Error, Sendable, Equatable, CustomNSError, Loc
         case .bytesBeforeTLS: return 5
         case .tlsSettingsRefused: return 6
         case .closed: return 7
+        case .alreadyConnected: return 8
         }
     }
 
@@ -93,6 +97,7 @@ public enum StreamOperationError: Error, Sendable, Equatable, CustomNSError, Loc
         case .bytesBeforeTLS(let unread): return "\(unread.count) bytes arrived before the TLS handshake could start"
         case .tlsSettingsRefused: return "the stream pair refused the TLS settings"
         case .closed: return "the connection is closed"
+        case .alreadyConnected: return "Attempting to connect while connected or accepting connections. Disconnect first."
         }
     }
 
@@ -124,6 +129,9 @@ package enum OperationEvent {
     case wrotePartial(Int, tag: Int)
     /// A queued TLS handshake finished.
     case secured
+    /// The half-close queued with `tag` is done: TLS's close_notify (over TLS) and the FIN went to the
+    /// kernel; the input stays open.
+    case outputShutDown(tag: Int)
     /// The pair is closed (once): nil after `close(error: nil)`, else the reason. Queued operations
     /// that had not completed are dropped.
     case closed(Error?)
@@ -182,6 +190,8 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     private enum WriteItem {
         case write(WriteOperation)
         case tls(UInt64, TLSSettings)
+        /// The write-side half-close, once the writes before it are done.
+        case shutdown(tag: Int)
     }
 
     private struct Timeout {
@@ -229,6 +239,8 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
         /// Set by a `disconnectAfter…`: reads, writes and TLS queued from then on are ignored, as
         /// GCDAsyncSocket's `kForbidReadsWrites` does.
         var forbidden = false
+        /// A half-close is queued or done: writes queued from then on fail with EPIPE.
+        var outputShut = false
 
         /// The pump running on the owner, and requests made meanwhile.
         var pump = SerialRunner()
@@ -302,6 +314,11 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     /// Every byte read from the input stream so far.
     var totalRead: Int { state.withLock { $0.totalRead } }
 
+    /// The pair, once attached (kept until the engine is released, closed or not).
+    var streams: (input: InputStream, output: OutputStream)? {
+        state.withLock { state in state.input.flatMap { input in state.output.map { (input, $0) } } }
+    }
+
     /// Reads queued and not yet complete.
     var pendingReads: Int { state.withLock { $0.reads.count } }
 
@@ -322,6 +339,7 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
         enqueue { state in
             state.reads.append(.read(ReadOperation(id: state.nextID, request: request, timeout: timeout, tag: tag)))
             state.nextID += 1
+            return nil
         }
     }
 
@@ -329,9 +347,31 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     @discardableResult
     func enqueueWrite(_ bytes: [UInt8], timeout: Double, tag: Int) -> Error? {
         enqueue { state in
+            if state.outputShut { return Self.outputShutError }
             state.writes.append(.write(WriteOperation(id: state.nextID, bytes: bytes, timeout: timeout, tag: tag)))
             state.nextID += 1
+            return nil
         }
+    }
+
+    /// Queues the write-side half-close behind the writes queued so far: once they are done, the
+    /// output stream's `shutdownOutputKey` sends TLS's close_notify (over TLS) and the FIN. Reads go
+    /// on; writes queued after it fail with EPIPE. Completes with `outputShutDown(tag:)`.
+    @discardableResult
+    func enqueueShutdownOutput(tag: Int) -> Error? {
+        enqueue { state in
+            if state.outputShut { return Self.outputShutError }
+            state.outputShut = true
+            state.writes.append(.shutdown(tag: tag))
+            return nil
+        }
+    }
+
+    /// What a write after the half-close fails with: the EPIPE the pair's own write would give.
+    private static var outputShutError: Error {
+        NSError(
+            domain: NSPOSIXErrorDomain, code: Int(EPIPE),
+            userInfo: [NSLocalizedDescriptionKey: "the output was shut down (half-close): no more writes"])
     }
 
     /// Queues a TLS handshake behind every read and write queued so far: it starts once they have
@@ -342,17 +382,17 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
             state.reads.append(.tls(state.nextID))
             state.writes.append(.tls(state.nextID, settings))
             state.nextID += 1
+            return nil
         }
     }
 
     /// Applies `add` unless the connection is closed (then returns why) or a `disconnectAfter…` has
     /// forbidden new operations (then returns ``StreamOperationError/closed``), and pumps on the owner.
-    private func enqueue(_ add: (inout State) -> Void) -> Error? {
+    private func enqueue(_ add: (inout State) -> Error?) -> Error? {
         let refused = state.withLock { state -> Error? in
             if let error = Self.finalError(state) { return error }
             if state.forbidden { return StreamOperationError.closed }
-            add(&state)
-            return nil
+            return add(&state)
         }
         if refused == nil { requestPump() }
         return refused
@@ -539,10 +579,23 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     }
 
     private func writes(_ state: inout State, _ events: inout [OperationEvent]) {
-        while state.closing == nil, case .write(var operation)? = state.writes.first {
+        while state.closing == nil, let first = state.writes.first {
             if let error = state.outputError {
                 state.closing = .some(error)
                 return
+            }
+            guard case .write(var operation) = first else {
+                guard case .shutdown(let tag) = first else { return }  // TLS: started by `step`
+                // Only after a has-space event: the half-close sends TLS's last record and close_notify,
+                // and must not wait for room.
+                guard let output = state.output, Self.useEvent(&state.canWrite) else { return }
+                guard output.setProperty(true as NSNumber, forKey: .shutdownOutputKey) else {
+                    state.closing = .some(output.streamError ?? StreamOperationError.closed)
+                    return
+                }
+                state.writes.removeFirst()
+                events.append(.outputShutDown(tag: tag))
+                continue
             }
             if operation.offset < operation.bytes.count {
                 guard let output = state.output, Self.useEvent(&state.canWrite) else { return }
