@@ -5,6 +5,8 @@ let package = Package(
     name: "SocketStreams",
     products: [
         .library(name: "SocketStreams", targets: ["SocketStreams"]),
+        // GCDAsyncSocket's API over the same engine, for code written against CocoaAsyncSocket.
+        .library(name: "CocoaAsyncSocket", targets: ["CocoaAsyncSocket"]),
         .executable(name: "stream-get", targets: ["stream-get"]),
         .executable(name: "stream-bench", targets: ["stream-bench"]),
     ],
@@ -22,6 +24,12 @@ let package = Package(
         .target(
             name: "SocketStreams",
             dependencies: ["CSocketStreamsShims", "COpenSSL", "HTTPParsing"]
+        ),
+        // GCDAsyncSocket (CocoaAsyncSocket) with its Apple-platform Swift interface, over SocketStreams'
+        // queued-operations engine; re-exports SocketStreams.
+        .target(
+            name: "CocoaAsyncSocket",
+            dependencies: ["SocketStreams"]
         ),
         // URL parsing, the built-in page server and the fetch logic of `stream-get`.
         .target(
@@ -128,6 +136,11 @@ let package = Package(
         .testTarget(
             name: "SocketStreamsConcurrencyTests",
             dependencies: ["SocketStreams"]
+        ),
+        // GCDAsyncSocket code as Apple-platform code writes it: `import CocoaAsyncSocket` only.
+        .testTarget(
+            name: "CocoaAsyncSocketTests",
+            dependencies: ["CocoaAsyncSocket"]
         ),
     ],
     swiftLanguageModes: [.v6]

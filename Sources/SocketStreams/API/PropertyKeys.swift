@@ -68,6 +68,11 @@ extension Stream.PropertyKey {
     /// SocketStreams' own: `TCP_NODELAY` (a Bool, not 0 or 1) on the pair's TCP socket. May be set at any time.
     public static let tcpNoDelayKey = Stream.PropertyKey("SocketStreamsPropertyTCPNoDelay")
 
+    /// SocketStreams' own: where outgoing connections come from, a ``LocalBinding`` (GCDAsyncSocket's
+    /// `viaInterface:`; `bind(2)` before `connect(2)`). Set before `open()`; refused on Unix-domain and
+    /// native-socket pairs.
+    public static let localBindingKey = Stream.PropertyKey("SocketStreamsPropertyLocalBinding")
+
     /// SocketStreams' own: set to `true` on an open pair (usually on its output stream; properties
     /// belong to the pair) to half-close it: the write side ends and the read side stays open.
     /// CFNetwork has no equivalent (closing a CFWriteStream sends nothing); this is `shutdown(fd,

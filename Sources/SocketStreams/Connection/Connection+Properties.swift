@@ -39,6 +39,8 @@ extension Connection {
                 return connectTimeout.map { NSNumber(value: $0) }
             case Stream.PropertyKey.tcpNoDelayKey.rawValue:
                 return noDelay.map { NSNumber(value: $0) }
+            case Stream.PropertyKey.localBindingKey.rawValue:
+                return options?.localBinding.map { $0 as AnyObject }
             case Stream.PropertyKey.shutdownOutputKey.rawValue:
                 return NSNumber(value: options?.outputShutDown ?? false)
             case kCFStreamPropertySocketSecurityLevel:
@@ -75,6 +77,14 @@ extension Connection {
             case Stream.PropertyKey.connectTimeoutKey.rawValue:
                 guard case .idle = phase, let seconds = PropertyValue.double(value), seconds >= 0 else { return false }
                 connectTimeout = seconds
+            case Stream.PropertyKey.localBindingKey.rawValue:
+                guard case .idle = phase, case .host = target else { return false }
+                if value == nil || value is NSNull {
+                    options?.localBinding = nil
+                } else {
+                    guard let binding = value as? LocalBinding else { return false }
+                    someOptions.localBinding = binding
+                }
             case Stream.PropertyKey.tcpNoDelayKey.rawValue:
                 guard let flag = PropertyValue.bool(value) else { return false }
                 if case .unix = target { return false }

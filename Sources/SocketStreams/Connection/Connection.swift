@@ -92,6 +92,8 @@ final class Connection: EventTarget, @unchecked Sendable {
         /// The proxy property as set (its key and value), for reading back.
         var proxyProperty: (key: String, value: AnyObject)?
         var connectTimeout: Double?
+        /// `localBindingKey`.
+        var localBinding: LocalBinding?
         var tlsSettings: TLSSettings?
         /// The security level and settings dictionary as set, for reading back.
         var tlsLevel: String?
@@ -405,7 +407,8 @@ final class Connection: EventTarget, @unchecked Sendable {
             fail(.posix(error.code, .connect), from: nil)
             return nil
         }
-        let connector = Connector(connection: self, endpoint: firstHop ?? target, home: openHome!, time: time, resolve: resolve)
+        let connector = Connector(
+            connection: self, endpoint: firstHop ?? target, home: openHome!, time: time, resolve: resolve, local: options?.localBinding)
         phase = .connecting(connector)
         return connector
     }

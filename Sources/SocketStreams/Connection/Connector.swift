@@ -61,6 +61,8 @@ final class Connector: @unchecked Sendable {
     private let fixedAddress: SocketAddress?
     private let isUnix: Bool
     private let resolve: ResolveFunction
+    /// Where each attempt's socket is bound before it connects (`localBindingKey`), if anywhere.
+    private let local: LocalBinding?
     private let time: any TimeSource
     /// The connection's lock, which guards `state` as well.
     private let lock: ConditionLock
@@ -68,9 +70,13 @@ final class Connector: @unchecked Sendable {
 
     /// A connector for `endpoint` (a host or a Unix path) whose waits run on `home`, of which it takes
     /// a registry use until it finishes.
-    init(connection: Connection, endpoint: Endpoint, home: Reactor, time: any TimeSource, resolve: @escaping ResolveFunction) {
+    init(
+        connection: Connection, endpoint: Endpoint, home: Reactor, time: any TimeSource, resolve: @escaping ResolveFunction,
+        local: LocalBinding? = nil
+    ) {
         self.connection = connection
         self.resolve = resolve
+        self.local = local
         self.time = time
         ReactorRegistry.shared.retain(home)
         lock = connection.lock
@@ -248,6 +254,7 @@ final class Connector: @unchecked Sendable {
                 let fd = try Posix.socket(family: address.family)
                 let handle = SocketHandle(fd: fd, closesOnRelease: true)
                 do {
+                    if let local { try local.bind(fd, family: address.family) }
                     switch try Posix.connect(fd, to: address) {
                     case .processed:
                         return finish(&state, .connected(handle, nil))

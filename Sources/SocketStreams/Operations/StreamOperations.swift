@@ -31,7 +31,7 @@ import Foundation
 // takes up to 64 KiB, and bytes beyond what the operation needs stay buffered for the next one.
 
 /// What a queued read waits for.
-enum ReadRequest: Sendable, Equatable {
+package enum ReadRequest: Sendable, Equatable {
     /// Exactly this many bytes.
     case length(Int)
     /// Up to and including the first occurrence of the delimiter; fails once `maxLength` (0: no limit)
@@ -106,13 +106,13 @@ public enum StreamOperationError: Error, Sendable, Equatable, CustomNSError, Loc
 }
 
 /// Which queue a timeout belongs to.
-enum OperationDirection: Sendable {
+package enum OperationDirection: Sendable {
     case read
     case write
 }
 
 /// What the engine tells its client, in order, outside its lock.
-enum OperationEvent {
+package enum OperationEvent {
     /// The pair is ready: open, and any proxy or TLS handshake set before `open()` done.
     case ready
     /// A read completed.
@@ -146,6 +146,22 @@ protocol StreamOperationsClient: AnyObject, Sendable {
     func operations(
         _ operations: StreamOperations, shouldTimeOut direction: OperationDirection, tag: Int, elapsed: Double, bytesDone: Int
     ) -> Double
+    /// The same question answered later, from any thread: `answer` (called once) takes the extension.
+    /// GCDAsyncSocket asks its delegate on the delegate queue and comes back. The default answers at
+    /// once with the synchronous method.
+    func operations(
+        _ operations: StreamOperations, shouldTimeOut direction: OperationDirection, tag: Int, elapsed: Double, bytesDone: Int,
+        answer: @escaping @Sendable (Double) -> Void
+    )
+}
+
+extension StreamOperationsClient {
+    func operations(
+        _ operations: StreamOperations, shouldTimeOut direction: OperationDirection, tag: Int, elapsed: Double, bytesDone: Int,
+        answer: @escaping @Sendable (Double) -> Void
+    ) {
+        answer(self.operations(operations, shouldTimeOut: direction, tag: tag, elapsed: elapsed, bytesDone: bytesDone))
+    }
 }
 
 final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
@@ -511,6 +527,7 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     ) {
         guard !state.closed else { return }
         if let reason = state.closing {
+            if reason == nil { flush(&state, &events) }
             state.closed = true
             state.finalError = reason
             state.reads.removeAll()
@@ -596,6 +613,28 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
                     continue
                 }
             }
+            state.writes.removeFirst()
+            events.append(.wrote(tag: operation.tag))
+        }
+    }
+
+    /// An orderly close (`disconnect()`, `close()`) first sends what the kernel accepts at once of the
+    /// writes queued before it, in order, as GCDAsyncSocket's `disconnect` does: a write issued just
+    /// before it, from any thread, is not lost to the close having reached the owner first. Writes (or
+    /// the rest of one) that would block are dropped; a completed one reports `wrote` before `closed`.
+    /// Nothing is sent before the pair is ready or while a TLS handshake runs.
+    private func flush(_ state: inout State, _ events: inout [OperationEvent]) {
+        guard state.attached, state.ready, state.securing == nil, state.outputError == nil, let output = state.output else { return }
+        while case .write(var operation)? = state.writes.first {
+            // `hasSpaceAvailable` polls the socket: a write it allows does not block.
+            while operation.offset < operation.bytes.count, output.hasSpaceAvailable {
+                let moved = operation.bytes.withUnsafeBufferPointer { bytes in
+                    output.write(bytes.baseAddress! + operation.offset, maxLength: bytes.count - operation.offset)
+                }
+                guard moved > 0 else { return }
+                operation.offset += moved
+            }
+            guard operation.offset == operation.bytes.count else { return }
             state.writes.removeFirst()
             events.append(.wrote(tag: operation.tag))
         }
@@ -785,16 +824,28 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
             }
         }
         guard let question else { return }
-        let extra =
-            client?.operations(self, shouldTimeOut: direction, tag: question.tag, elapsed: question.elapsed, bytesDone: question.done) ?? 0
+        guard let client else { return timeoutAnswered(direction, operation: operation, tag: question.tag, extra: 0) }
+        client.operations(self, shouldTimeOut: direction, tag: question.tag, elapsed: question.elapsed, bytesDone: question.done) {
+            [weak self] extra in
+            self?.timeoutAnswered(direction, operation: operation, tag: question.tag, extra: extra)
+        }
+    }
+
+    /// The client's answer to a timeout (from any thread): re-arms for `extra` seconds, or fails the
+    /// connection, unless the operation has completed or the connection closed meanwhile.
+    private func timeoutAnswered(_ direction: OperationDirection, operation: UInt64, tag: Int, extra: Double) {
+        let current = state.withLock { state in
+            !state.closed && state.closing == nil && state[timeout: direction]?.operation == operation
+        }
+        guard current else { return }
         if extra > 0, extra.isFinite {
             return arm(direction, operation: operation, after: extra)
         }
         state.withLock { state in
-            if state.closing == nil {
+            if state.closing == nil, state[timeout: direction]?.operation == operation {
                 state.closing = .some(
                     direction == .read
-                        ? StreamOperationError.readTimedOut(tag: question.tag) : StreamOperationError.writeTimedOut(tag: question.tag))
+                        ? StreamOperationError.readTimedOut(tag: tag) : StreamOperationError.writeTimedOut(tag: tag))
             }
         }
         requestPump()

@@ -1,0 +1,114 @@
+import Foundation
+
+/// The delegate of a ``GCDAsyncSocket``, with the Swift signatures `GCDAsyncSocketDelegate` has on
+/// Apple platforms (`Data`, `UInt16` ports, `UInt` lengths, `TimeInterval` extensions), so a delegate
+/// written there conforms here unchanged.
+///
+/// Every method is optional, as the Objective-C protocol's are: each has a default that does what
+/// GCDAsyncSocket does for a delegate that does not implement it (nothing; for the timeout questions,
+/// time out now; for the trust question, disconnect with ``GCDAsyncSocketError/Code/otherError``; for
+/// the new socket queue, a private queue). Each call is made on the socket's delegate queue, posted
+/// there as its own block (`dispatch_async`), so a block posted to that queue earlier runs first.
+public protocol GCDAsyncSocketDelegate: AnyObject, SendableMetatype {
+    /// The queue a socket accepted by `sock` runs on; nil for a private one
+    /// (`newSocketQueueForConnectionFromAddress:onSocket:`). `address` is the peer's `sockaddr`.
+    func newSocketQueueForConnection(fromAddress address: Data, on sock: GCDAsyncSocket) -> DispatchQueue?
+    /// A listening socket accepted a connection; keep `newSocket`, which closes when released
+    /// (`socket:didAcceptNewSocket:`).
+    func socket(_ sock: GCDAsyncSocket, didAcceptNewSocket newSocket: GCDAsyncSocket)
+    /// The connection is up; `host` is the peer's numeric address (`socket:didConnectToHost:port:`).
+    func socket(_ sock: GCDAsyncSocket, didConnectToHost host: String, port: UInt16)
+    /// A Unix-domain connection is up (`socket:didConnectToUrl:`).
+    func socket(_ sock: GCDAsyncSocket, didConnectTo url: URL)
+    /// A read completed (`socket:didReadData:withTag:`).
+    func socket(_ sock: GCDAsyncSocket, didRead data: Data, withTag tag: Int)
+    /// A read to a length or terminator got `partialLength` more bytes (`socket:didReadPartialDataOfLength:tag:`).
+    func socket(_ sock: GCDAsyncSocket, didReadPartialDataOfLength partialLength: UInt, tag: Int)
+    /// A write completed: the kernel accepted every byte (`socket:didWriteDataWithTag:`).
+    func socket(_ sock: GCDAsyncSocket, didWriteDataWithTag tag: Int)
+    /// A write moved `partialLength` more bytes (`socket:didWritePartialDataOfLength:tag:`).
+    func socket(_ sock: GCDAsyncSocket, didWritePartialDataOfLength partialLength: UInt, tag: Int)
+    /// A read's timeout passed: more seconds to extend it, or 0 to disconnect with
+    /// ``GCDAsyncSocketError/Code/readTimeoutError`` (`socket:shouldTimeoutReadWithTag:elapsed:bytesDone:`).
+    func socket(_ sock: GCDAsyncSocket, shouldTimeoutReadWithTag tag: Int, elapsed: TimeInterval, bytesDone length: UInt) -> TimeInterval
+    /// The same for a write (`socket:shouldTimeoutWriteWithTag:elapsed:bytesDone:`).
+    func socket(_ sock: GCDAsyncSocket, shouldTimeoutWriteWithTag tag: Int, elapsed: TimeInterval, bytesDone length: UInt) -> TimeInterval
+    /// The peer closed its side while ``GCDAsyncSocket/autoDisconnectOnClosedReadStream`` is false
+    /// (`socketDidCloseReadStream:`).
+    func socketDidCloseReadStream(_ sock: GCDAsyncSocket)
+    /// The socket closed: nil after `disconnect()` or a `disconnectAfter…`, else the reason; called
+    /// once per connection, last (`socketDidDisconnect:withError:`).
+    func socketDidDisconnect(_ sock: GCDAsyncSocket, withError err: Error?)
+    /// The handshake queued by ``GCDAsyncSocket/startTLS(_:)`` finished (`socketDidSecure:`).
+    func socketDidSecure(_ sock: GCDAsyncSocket)
+    /// With ``GCDAsyncSocketManuallyEvaluateTrust`` set, the peer's certificate chain and OpenSSL's own
+    /// verdict, to accept (`true`) or reject (`false`) with `completionHandler`, from any thread, once
+    /// (`socket:didReceiveTrust:completionHandler:`). Linux has no `SecTrust`: ``SecTrust`` here is
+    /// ``GCDAsyncSocketTrust``.
+    func socket(_ sock: GCDAsyncSocket, didReceive trust: SecTrust, completionHandler: @escaping (Bool) -> Void)
+}
+
+extension GCDAsyncSocketDelegate {
+    /// Returns nil: a private queue.
+    public func newSocketQueueForConnection(fromAddress address: Data, on sock: GCDAsyncSocket) -> DispatchQueue? { nil }
+    /// Does nothing: the new socket is released, which closes it.
+    public func socket(_ sock: GCDAsyncSocket, didAcceptNewSocket newSocket: GCDAsyncSocket) {}
+    /// Does nothing.
+    public func socket(_ sock: GCDAsyncSocket, didConnectToHost host: String, port: UInt16) {}
+    /// Does nothing.
+    public func socket(_ sock: GCDAsyncSocket, didConnectTo url: URL) {}
+    /// Does nothing.
+    public func socket(_ sock: GCDAsyncSocket, didRead data: Data, withTag tag: Int) {}
+    /// Does nothing.
+    public func socket(_ sock: GCDAsyncSocket, didReadPartialDataOfLength partialLength: UInt, tag: Int) {}
+    /// Does nothing.
+    public func socket(_ sock: GCDAsyncSocket, didWriteDataWithTag tag: Int) {}
+    /// Does nothing.
+    public func socket(_ sock: GCDAsyncSocket, didWritePartialDataOfLength partialLength: UInt, tag: Int) {}
+    /// Returns 0: the read times out.
+    public func socket(_ sock: GCDAsyncSocket, shouldTimeoutReadWithTag tag: Int, elapsed: TimeInterval, bytesDone length: UInt)
+        -> TimeInterval
+    { 0 }
+    /// Returns 0: the write times out.
+    public func socket(_ sock: GCDAsyncSocket, shouldTimeoutWriteWithTag tag: Int, elapsed: TimeInterval, bytesDone length: UInt)
+        -> TimeInterval
+    { 0 }
+    /// Does nothing.
+    public func socketDidCloseReadStream(_ sock: GCDAsyncSocket) {}
+    /// Does nothing.
+    public func socketDidDisconnect(_ sock: GCDAsyncSocket, withError err: Error?) {}
+    /// Does nothing.
+    public func socketDidSecure(_ sock: GCDAsyncSocket) {}
+    /// Not implemented: the socket disconnects with ``GCDAsyncSocketError/Code/otherError``, as
+    /// GCDAsyncSocket does when manual trust is asked for and the delegate cannot answer.
+    public func socket(_ sock: GCDAsyncSocket, didReceive trust: SecTrust, completionHandler: @escaping (Bool) -> Void) {
+        sock.trustNotImplemented()
+    }
+}
+
+/// The Linux form of the `SecTrust` GCDAsyncSocket hands its delegate: the peer's certificate chain
+/// (DER, leaf first) and what OpenSSL's verification made of it, for a delegate that pins or accepts
+/// its own server's certificate.
+public typealias SecTrust = GCDAsyncSocketTrust
+
+/// The peer's certificates and OpenSSL's verdict on them, given to
+/// ``GCDAsyncSocketDelegate/socket(_:didReceive:completionHandler:)``.
+public final class GCDAsyncSocketTrust: Sendable {
+    /// The peer's certificates, DER, leaf first (`SecTrustCopyCertificateChain`).
+    public let certificateChain: [Data]
+    /// OpenSSL's verification result (`X509_V_OK`, 0, when the chain verified against the system roots
+    /// and, with `kCFStreamSSLPeerName`, the name matched); `SSL_get_verify_result`.
+    public let verifyResult: Int
+    /// OpenSSL's text for ``verifyResult`` (`X509_verify_cert_error_string`).
+    public let verifyResultDescription: String
+
+    /// A trust object holding `certificateChain` and the verification result.
+    public init(certificateChain: [Data], verifyResult: Int, verifyResultDescription: String) {
+        self.certificateChain = certificateChain
+        self.verifyResult = verifyResult
+        self.verifyResultDescription = verifyResultDescription
+    }
+
+    /// Whether OpenSSL's verification passed (`SecTrustEvaluateWithError` returning true).
+    public var isVerified: Bool { verifyResult == 0 }
+}

@@ -1,0 +1,123 @@
+import Foundation
+
+// The operations engine for the package's other modules (CocoaAsyncSocket's GCDAsyncSocket), which
+// cannot see its internals: one queue's reactor, held (`OperationsOwner`), and an engine on it whose
+// events go to a handler (`PackageOperations`). The same engine as under `QueuedSocket` and
+// `AsyncConnection`, with the same ownership: every pump runs on the owner's queue.
+
+/// The handler of a ``PackageOperations``: the engine's events on the owner's queue, in order.
+package protocol OperationsHandler: AnyObject, Sendable {
+    /// One event (see `OperationEvent`), on the owner's queue, outside the engine's lock.
+    func operations(_ operations: PackageOperations, handle event: OperationEvent)
+    /// A timeout passed; `answer` (called once, from any thread) takes the extension in seconds, or 0
+    /// or less to fail the connection with the timeout.
+    func operations(
+        _ operations: PackageOperations, shouldTimeOut direction: OperationDirection, tag: Int, elapsed: Double, bytesDone: Int,
+        answer: @escaping @Sendable (Double) -> Void
+    )
+}
+
+/// A dispatch queue's reactor, held for as long as this lives: the owner of the engines made on it.
+package final class OperationsOwner: Sendable {
+    let reactor: Reactor?
+    let queue: DispatchQueue
+    /// Why no reactor could be made (out of file descriptors), as an `NSPOSIXErrorDomain` error.
+    package let failure: NSError?
+
+    /// Acquires `queue`'s reactor (one per queue, shared with every other user of the queue).
+    package init(queue: DispatchQueue) {
+        self.queue = queue
+        do {
+            reactor = try ReactorRegistry.shared.acquire(queue: queue)
+            failure = nil
+        } catch {
+            reactor = nil
+            failure = NSError(domain: NSPOSIXErrorDomain, code: Int(error.code))
+        }
+    }
+
+    deinit {
+        if let reactor { ReactorRegistry.shared.release(reactor) }
+    }
+}
+
+/// One engine on an ``OperationsOwner``'s queue, for one connection.
+package final class PackageOperations: StreamOperationsClient, Sendable {
+    private let engine: StreamOperations
+    private let owner: OperationsOwner
+    private let handlerBox = Guarded<WeakHandler>(WeakHandler())
+
+    private struct WeakHandler {
+        weak var handler: (any OperationsHandler)?
+    }
+
+    /// An engine owned by `owner`'s queue, reporting to `handler` (held weakly).
+    package init(owner: OperationsOwner, handler: any OperationsHandler) {
+        self.owner = owner
+        engine = StreamOperations(reactor: owner.reactor)
+        handlerBox.withLock { $0.handler = handler }
+        engine.client = self
+        if let failure = owner.failure { engine.close(error: failure) }
+    }
+
+    deinit {
+        engine.close()
+    }
+
+    /// Takes over an unopened pair, schedules it on the owner's queue and opens it.
+    package func attach(input: InputStream, output: OutputStream) {
+        let queue = owner.queue
+        engine.attach(input: input, output: output) { input, output in
+            CFReadStreamSetDispatchQueue(input, queue)
+            CFWriteStreamSetDispatchQueue(output, queue)
+        }
+    }
+
+    /// Queues a read; returns the error that closed the connection if it is closed.
+    @discardableResult
+    package func enqueueRead(_ request: ReadRequest, timeout: Double, tag: Int) -> Error? {
+        engine.enqueueRead(request, timeout: timeout, tag: tag)
+    }
+
+    /// Queues a write; returns the error that closed the connection if it is closed.
+    @discardableResult
+    package func enqueueWrite(_ bytes: [UInt8], timeout: Double, tag: Int) -> Error? {
+        engine.enqueueWrite(bytes, timeout: timeout, tag: tag)
+    }
+
+    /// Queues a TLS handshake behind every read and write queued so far.
+    @discardableResult
+    package func enqueueTLS(_ settings: TLSSettings) -> Error? {
+        engine.enqueueTLS(settings)
+    }
+
+    /// Closes at once (an orderly close first sends what the kernel accepts at once of the queued
+    /// writes), or once the queued reads and/or writes have completed.
+    package func close(afterReads: Bool = false, afterWrites: Bool = false, error: Error? = nil) {
+        engine.close(afterReads: afterReads, afterWrites: afterWrites, error: error)
+    }
+
+    /// Takes the bytes read but not yet taken by a read.
+    package func takeBuffered() -> [UInt8] { engine.takeBuffered() }
+
+    /// Whether the calling thread is the owner's, inside its reactor's work.
+    package var isOwnerHere: Bool { owner.reactor?.isPerformingHere ?? false }
+
+    // MARK: the engine's client
+
+    func operations(_ operations: StreamOperations, handle event: OperationEvent) {
+        handlerBox.withLock { $0.handler }?.operations(self, handle: event)
+    }
+
+    func operations(
+        _ operations: StreamOperations, shouldTimeOut direction: OperationDirection, tag: Int, elapsed: Double, bytesDone: Int
+    ) -> Double { 0 }
+
+    func operations(
+        _ operations: StreamOperations, shouldTimeOut direction: OperationDirection, tag: Int, elapsed: Double, bytesDone: Int,
+        answer: @escaping @Sendable (Double) -> Void
+    ) {
+        guard let handler = handlerBox.withLock({ $0.handler }) else { return answer(0) }
+        handler.operations(self, shouldTimeOut: direction, tag: tag, elapsed: elapsed, bytesDone: bytesDone, answer: answer)
+    }
+}

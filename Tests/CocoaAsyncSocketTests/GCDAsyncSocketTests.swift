@@ -1,0 +1,303 @@
+import CocoaAsyncSocket
+import XCTest
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// GCDAsyncSocket code as it is written on Apple platforms (only `import CocoaAsyncSocket`), against
+/// socat, a plain POSIX listener and GCDAsyncSocket's own listener.
+final class GCDAsyncSocketTests: XCTestCase {
+    let queue = DispatchQueue(label: "delegate")
+
+    /// An echo server made of GCDAsyncSocket's own listener: every accepted socket reads whatever
+    /// arrives and writes it back.
+    private func echoServer() throws -> (GCDAsyncSocket, Recorder) {
+        let recorder = Recorder()
+        recorder.onAccept = { socket in socket.readData(withTimeout: -1, tag: 100) }
+        recorder.onRead = { socket, data, tag in
+            guard tag == 100 else { return }
+            socket.write(data, withTimeout: -1, tag: 100)
+            socket.readData(withTimeout: -1, tag: 100)
+        }
+        let server = GCDAsyncSocket(delegate: recorder, delegateQueue: DispatchQueue(label: "server"))
+        try server.accept(onInterface: "127.0.0.1", port: 0)
+        return (server, recorder)
+    }
+
+    func testEchoClientAndServer() throws {
+        let (server, serverRecorder) = try echoServer()
+        XCTAssertNotEqual(server.localPort, 0)
+        XCTAssertEqual(server.localHost, "127.0.0.1")
+        XCTAssertFalse(server.isConnected)
+        XCTAssertFalse(server.isDisconnected)
+
+        let recorder = Recorder()
+        let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
+        XCTAssertTrue(client.isDisconnected)
+        try client.connect(toHost: "localhost", onPort: server.localPort, withTimeout: 5)
+        client.write("hello\r\n".data(using: .utf8)!, withTimeout: 5, tag: 1)
+        client.readData(to: GCDAsyncSocket.crlfData(), withTimeout: 5, tag: 2)
+        recorder.wait(for: "read 2")
+        XCTAssertEqual(recorder.data(tag: 2), "hello\r\n".data(using: .utf8))
+        XCTAssertEqual(Array(recorder.events.prefix(3)), ["connect 127.0.0.1 \(server.localPort)", "wrote 1", "read 2 hello\r\n"])
+        XCTAssertTrue(client.isConnected)
+        XCTAssertEqual(client.connectedHost, "127.0.0.1")
+        XCTAssertEqual(client.connectedPort, server.localPort)
+        XCTAssertEqual(client.localHost, "127.0.0.1")
+        XCTAssertNotEqual(client.localPort, 0)
+        XCTAssertTrue(client.isIPv4)
+        XCTAssertFalse(client.isIPv6)
+
+        serverRecorder.wait(for: "accept 127.0.0.1")
+        let accepted = try XCTUnwrap(serverRecorder.accepted.first)
+        XCTAssertTrue(accepted.isConnected)
+        XCTAssertEqual(accepted.connectedPort, client.localPort)
+        XCTAssertEqual(accepted.localPort, server.localPort)
+
+        client.disconnect()
+        XCTAssertTrue(client.isDisconnected)
+        recorder.wait(for: "disconnect nil")
+        serverRecorder.wait(for: "disconnect \(GCDAsyncSocketErrorDomain) 7")
+        server.disconnect()
+        serverRecorder.wait(for: "disconnect nil")
+    }
+
+    func testLineProtocolAgainstSocat() throws {
+        let (peer, port) = try PeerProcess.socatEcho()
+        defer { peer.stop() }
+        let recorder = Recorder()
+        let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
+        try client.connect(toHost: "127.0.0.1", onPort: port)
+        client.write("one\r\ntwo\r\nthree\r\n".data(using: .utf8)!, withTimeout: -1, tag: 0)
+        for tag in 1...3 { client.readData(to: GCDAsyncSocket.crlfData(), withTimeout: 5, tag: tag) }
+        recorder.wait(for: "read 3")
+        XCTAssertEqual(recorder.events.filter { $0.hasPrefix("read") }, ["read 1 one\r\n", "read 2 two\r\n", "read 3 three\r\n"])
+
+        // To a length, into a caller's buffer at an offset.
+        let buffer = NSMutableData(data: "ab".data(using: .utf8)!)
+        client.write("0123456789".data(using: .utf8)!, withTimeout: -1, tag: 0)
+        client.readData(toLength: 4, withTimeout: 5, buffer: buffer, bufferOffset: 2, tag: 4)
+        client.readData(to: "9".data(using: .utf8)!, withTimeout: 5, maxLength: 6, tag: 5)
+        recorder.wait(for: "read 5")
+        XCTAssertEqual(recorder.data(tag: 4), "0123".data(using: .utf8))
+        XCTAssertEqual(buffer as Data, "ab0123".data(using: .utf8))
+        XCTAssertEqual(recorder.data(tag: 5), "456789".data(using: .utf8))
+        client.disconnect()
+        recorder.wait(for: "disconnect nil")
+    }
+
+    func testReadMaxedOut() throws {
+        let (peer, port) = try PeerProcess.socatEcho()
+        defer { peer.stop() }
+        let recorder = Recorder()
+        let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
+        try client.connect(toHost: "127.0.0.1", onPort: port)
+        client.write(Data(repeating: 0x41, count: 20), withTimeout: -1, tag: 0)
+        client.readData(to: GCDAsyncSocket.crlfData(), withTimeout: 5, maxLength: 10, tag: 1)
+        recorder.wait(for: "disconnect")
+        let error = try XCTUnwrap(recorder.errors.first as? GCDAsyncSocketError)
+        XCTAssertEqual(error.code, .readMaxedOutError)
+        XCTAssertEqual((error as NSError).domain, GCDAsyncSocketErrorDomain)
+        XCTAssertEqual((error as NSError).code, 6)
+    }
+
+    func testReadTimeoutExtendedThenTimingOut() throws {
+        let listener = try CountingListener()  // never writes
+        let recorder = Recorder()
+        recorder.extensions = [0.2]
+        let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
+        try client.connect(toHost: "127.0.0.1", onPort: listener.port)
+        recorder.wait(for: "connect")
+        let start = Date()
+        client.readData(withTimeout: 0.2, tag: 7)
+        recorder.wait(for: "disconnect")
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(start), 0.4)
+        XCTAssertEqual(recorder.events.filter { $0.hasPrefix("timeout") }, ["timeout-read 7 0", "timeout-read 7 0"])
+        XCTAssertEqual(recorder.events.last, "disconnect \(GCDAsyncSocketErrorDomain) 4")
+        do {
+            throw try XCTUnwrap(recorder.errors.last ?? nil)
+        } catch GCDAsyncSocketError.readTimeoutError {
+            // matched, as `catch GCDAsyncSocketError.readTimeoutError` does on Apple platforms
+        } catch {
+            XCTFail("unexpected \(error)")
+        }
+    }
+
+    func testDisconnectAfterWritingSendsEverything() throws {
+        let listener = try CountingListener()
+        let recorder = Recorder()
+        let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
+        try client.connect(toHost: "127.0.0.1", onPort: listener.port)
+        let payload = Data(repeating: 0x5A, count: 4 << 20)
+        client.write(payload, withTimeout: 10, tag: 1)
+        client.disconnectAfterWriting()
+        client.write(Data([1]), withTimeout: -1, tag: 2)  // ignored: after disconnectAfterWriting
+        XCTAssertEqual(listener.nextCount(), payload.count)
+        recorder.wait(for: "disconnect")
+        XCTAssertEqual(recorder.events, ["connect 127.0.0.1 \(listener.port)", "wrote 1", "disconnect nil"])
+    }
+
+    /// GCDAsyncSocket's disconnect sends what the kernel accepts at once of the writes queued before
+    /// it, whichever thread calls it.
+    func testWriteThenDisconnectFromAnotherThreadLosesNothing() throws {
+        let listener = try CountingListener()
+        let recorder = Recorder()
+        let payload = Data(repeating: 0x42, count: 1000)
+        var lost = 0
+        let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
+        for attempt in 1...1000 {
+            try client.connect(toHost: "127.0.0.1", onPort: listener.port)  // the same object each time
+            guard recorder.wait(for: "connect", count: attempt) else { return }
+            client.write(payload, withTimeout: -1, tag: attempt)
+            client.disconnect()
+            guard let count = listener.nextCount() else { return XCTFail("attempt \(attempt): the connection did not end") }
+            if count != payload.count { lost += 1 }
+        }
+        recorder.wait(for: "disconnect", count: 1000)
+        XCTAssertEqual(lost, 0, "tries whose bytes did not all arrive")
+    }
+
+    /// Each delegate call is its own block on the delegate queue: none runs before a block posted
+    /// to that queue before the event happened.
+    func testDelegateCallsNeverOvertakeEarlierBlocks() throws {
+        for sameQueue in [false, true] {
+            let (peer, port) = try PeerProcess.socatEcho()
+            defer { peer.stop() }
+            let delegateQueue = DispatchQueue(label: "ordering")
+            let recorder = Recorder()
+            let marker = Marker()
+            let done = DispatchSemaphore(value: 0)
+            let overtakes = Marker()
+            recorder.onRead = { _, _, tag in
+                if marker.value != tag { overtakes.value += 1 }
+                done.signal()
+            }
+            let client = GCDAsyncSocket(delegate: recorder, delegateQueue: delegateQueue, socketQueue: sameQueue ? delegateQueue : nil)
+            try client.connect(toHost: "127.0.0.1", onPort: port)
+            for round in 1...10_000 {
+                delegateQueue.async { marker.value = round }
+                client.write(Data([UInt8(truncatingIfNeeded: round)]), withTimeout: -1, tag: round)
+                client.readData(toLength: 1, withTimeout: 10, tag: round)
+                guard done.wait(timeout: .now() + 10) == .success else { return XCTFail("round \(round) got no read") }
+            }
+            XCTAssertEqual(overtakes.value, 0, "socket queue \(sameQueue ? "=" : "≠") delegate queue")
+            client.disconnect()
+        }
+    }
+
+    func testReconnectingAndChangingTheDelegateQueue() throws {
+        let (peer, port) = try PeerProcess.socatEcho()
+        defer { peer.stop() }
+        let recorder = Recorder()
+        let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
+        client.userData = "first"
+        for round in 1...3 {
+            if round == 2 { client.setDelegate(recorder, delegateQueue: DispatchQueue(label: "other")) }
+            try client.connect(toHost: "127.0.0.1", onPort: port, withTimeout: 5)
+            XCTAssertThrowsError(try client.connect(toHost: "127.0.0.1", onPort: port)) { error in
+                XCTAssertEqual((error as NSError).domain, GCDAsyncSocketErrorDomain)
+                XCTAssertEqual((error as NSError).code, GCDAsyncSocketError.Code.badConfigError.rawValue)
+            }
+            client.write("r\(round)\n".data(using: .utf8)!, withTimeout: -1, tag: round)
+            client.readData(to: GCDAsyncSocket.lfData(), withTimeout: 5, tag: round)
+            recorder.wait(for: "read \(round)")
+            XCTAssertEqual(recorder.data(tag: round), "r\(round)\n".data(using: .utf8))
+            client.disconnect()
+            recorder.wait(for: "disconnect", count: round)
+        }
+        XCTAssertEqual(recorder.events.filter { $0.hasPrefix("connect") }.count, 3)
+        XCTAssertEqual(client.userData as? String, "first")
+    }
+
+    func testPreconditionsAndPeerErrors() throws {
+        let bare = GCDAsyncSocket()
+        XCTAssertThrowsError(try bare.connect(toHost: "127.0.0.1", onPort: 1)) { error in
+            guard case GCDAsyncSocketError.badConfigError = error else { return XCTFail("\(error)") }
+        }
+        let recorder = Recorder()
+        let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
+        XCTAssertThrowsError(try client.connect(toHost: "", onPort: 1)) { error in
+            XCTAssertEqual((error as? GCDAsyncSocketError)?.code, .badParamError)
+        }
+        XCTAssertThrowsError(try client.connect(toAddress: Data([1, 2, 3]))) { error in
+            XCTAssertEqual((error as? GCDAsyncSocketError)?.code, .badParamError)
+        }
+        // Refused: a port nobody listens on (a listener's, closed).
+        let listener = try CountingListener()
+        let port = listener.port
+        listener.stop()
+        client.readData(withTimeout: -1, tag: 1)  // before connect: dropped
+        try client.connect(toHost: "127.0.0.1", onPort: port)
+        recorder.wait(for: "disconnect")
+        XCTAssertEqual(recorder.events, ["disconnect \(NSPOSIXErrorDomain) \(ECONNREFUSED)"])
+    }
+
+    func testPeerCloseAndHalfClose() throws {
+        let (server, serverRecorder) = try echoServer()
+        for auto in [true, false] {
+            let recorder = Recorder()
+            let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
+            client.autoDisconnectOnClosedReadStream = auto
+            try client.connect(toHost: "127.0.0.1", onPort: server.localPort)
+            recorder.wait(for: "connect")
+            serverRecorder.wait(for: "accept", count: auto ? 1 : 2)
+            serverRecorder.accepted.last?.disconnect()
+            client.readData(withTimeout: -1, tag: 1)
+            if auto {
+                recorder.wait(for: "disconnect")
+                XCTAssertEqual(recorder.events.last, "disconnect \(GCDAsyncSocketErrorDomain) 7")
+            } else {
+                recorder.wait(for: "read-closed")
+                XCTAssertTrue(client.isConnected)
+                client.disconnect()
+                recorder.wait(for: "disconnect nil")
+            }
+        }
+        server.disconnect()
+    }
+
+    func testUnixDomain() throws {
+        let url = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(
+            "gcd-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock")
+        defer { try? FileManager.default.removeItem(at: url) }
+        let serverRecorder = Recorder()
+        serverRecorder.onAccept = { socket in socket.readData(to: GCDAsyncSocket.lfData(), withTimeout: 5, tag: 9) }
+        serverRecorder.onRead = { socket, data, _ in socket.write(data, withTimeout: -1, tag: 9) }
+        let server = GCDAsyncSocket(delegate: serverRecorder, delegateQueue: DispatchQueue(label: "unix server"))
+        try server.accept(on: url)
+        let recorder = Recorder()
+        let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
+        try client.connect(to: url, withTimeout: 5)
+        client.write("unix\n".data(using: .utf8)!, withTimeout: -1, tag: 1)
+        client.readData(to: GCDAsyncSocket.lfData(), withTimeout: 5, tag: 2)
+        recorder.wait(for: "read 2")
+        XCTAssertEqual(recorder.events.first, "connect-url \(url.path)")
+        XCTAssertEqual(client.connectedUrl, url)
+        client.disconnect()
+        server.disconnect()
+    }
+
+    func testRefusedTLSOptionIsOtherError() throws {
+        let (peer, port) = try PeerProcess.socatEcho()
+        defer { peer.stop() }
+        let recorder = Recorder()
+        let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
+        try client.connect(toHost: "127.0.0.1", onPort: port)
+        client.startTLS([kCFStreamSSLAllowsAnyRoot as String: NSNumber(value: true)])
+        recorder.wait(for: "disconnect")
+        let error = recorder.errors.first as? GCDAsyncSocketError
+        XCTAssertEqual(error?.code, .otherError)
+        XCTAssertEqual(error?.message, "Security option unavailable - kCFStreamSSLAllowsAnyRoot")
+    }
+}
+
+/// A value shared between the test and the delegate queue.
+final class Marker: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored = 0
+    var value: Int {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
+    }
+}

@@ -1,0 +1,332 @@
+import CocoaAsyncSocket
+import XCTest
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Everything a delegate was told, in order, as text ("connect 127.0.0.1", "read 1 hello", …), with
+/// waits. Written as an Apple-platform GCDAsyncSocket delegate is: an NSObject subclass with the
+/// protocol's Swift signatures.
+final class Recorder: NSObject, GCDAsyncSocketDelegate, @unchecked Sendable {
+    private let condition = NSCondition()
+    private var log: [String] = []
+    private var reads: [Int: Data] = [:]
+    private var sockets: [GCDAsyncSocket] = []
+    private var disconnectErrors: [Error?] = []
+    /// Extensions to give to timeout questions, in order (then 0).
+    var extensions: [TimeInterval] = []
+    /// Called for every read (on the delegate queue).
+    var onRead: ((GCDAsyncSocket, Data, Int) -> Void)?
+    /// Called for every accepted socket (on the delegate queue).
+    var onAccept: ((GCDAsyncSocket) -> Void)?
+
+    private func record(_ line: String) {
+        condition.lock()
+        log.append(line)
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    var events: [String] {
+        condition.lock()
+        defer { condition.unlock() }
+        return log
+    }
+
+    var accepted: [GCDAsyncSocket] {
+        condition.lock()
+        defer { condition.unlock() }
+        return sockets
+    }
+
+    var errors: [Error?] {
+        condition.lock()
+        defer { condition.unlock() }
+        return disconnectErrors
+    }
+
+    func data(tag: Int) -> Data? {
+        condition.lock()
+        defer { condition.unlock() }
+        return reads[tag]
+    }
+
+    /// Waits until an event starting with `prefix` has been recorded `count` times.
+    @discardableResult
+    func wait(for prefix: String, count: Int = 1, timeout: TimeInterval = 10, file: StaticString = #filePath, line: UInt = #line) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while log.filter({ $0.hasPrefix(prefix) }).count < count {
+            if !condition.wait(until: deadline) {
+                XCTFail("no \(count) × \"\(prefix)\" within \(timeout) s; got \(log)", file: file, line: line)
+                return false
+            }
+        }
+        return true
+    }
+
+    func socket(_ sock: GCDAsyncSocket, didConnectToHost host: String, port: UInt16) {
+        record("connect \(host) \(port)")
+    }
+
+    func socket(_ sock: GCDAsyncSocket, didConnectTo url: URL) {
+        record("connect-url \(url.path)")
+    }
+
+    func socket(_ sock: GCDAsyncSocket, didAcceptNewSocket newSocket: GCDAsyncSocket) {
+        condition.lock()
+        sockets.append(newSocket)
+        condition.unlock()
+        onAccept?(newSocket)
+        record("accept \(newSocket.connectedHost ?? "?")")
+    }
+
+    func socket(_ sock: GCDAsyncSocket, didRead data: Data, withTag tag: Int) {
+        condition.lock()
+        reads[tag] = data
+        condition.unlock()
+        onRead?(sock, data, tag)
+        record("read \(tag) \(String(decoding: data, as: UTF8.self))")
+    }
+
+    func socket(_ sock: GCDAsyncSocket, didReadPartialDataOfLength partialLength: UInt, tag: Int) {
+        record("partial \(tag) \(partialLength)")
+    }
+
+    func socket(_ sock: GCDAsyncSocket, didWriteDataWithTag tag: Int) {
+        record("wrote \(tag)")
+    }
+
+    func socket(_ sock: GCDAsyncSocket, shouldTimeoutReadWithTag tag: Int, elapsed: TimeInterval, bytesDone length: UInt) -> TimeInterval {
+        record("timeout-read \(tag) \(length)")
+        condition.lock()
+        defer { condition.unlock() }
+        return extensions.isEmpty ? 0 : extensions.removeFirst()
+    }
+
+    func socket(_ sock: GCDAsyncSocket, shouldTimeoutWriteWithTag tag: Int, elapsed: TimeInterval, bytesDone length: UInt) -> TimeInterval {
+        record("timeout-write \(tag)")
+        return 0
+    }
+
+    func socketDidCloseReadStream(_ sock: GCDAsyncSocket) {
+        record("read-closed")
+    }
+
+    /// Decides trust (nil: rejects).
+    var trustDecision: ((SecTrust) -> Bool)?
+
+    func socket(_ sock: GCDAsyncSocket, didReceive trust: SecTrust, completionHandler: @escaping (Bool) -> Void) {
+        record("trust \(trust.verifyResult) \(trust.certificateChain.count)")
+        completionHandler(trustDecision?(trust) ?? false)
+        completionHandler(true)  // only the first call counts
+    }
+
+    func socketDidSecure(_ sock: GCDAsyncSocket) {
+        record("secure")
+    }
+
+    func socketDidDisconnect(_ sock: GCDAsyncSocket, withError err: Error?) {
+        condition.lock()
+        disconnectErrors.append(err)
+        condition.unlock()
+        if let err = err as NSError? {
+            record("disconnect \(err.domain) \(err.code)")
+        } else {
+            record("disconnect nil")
+        }
+    }
+}
+
+/// A real peer (socat, openssl s_server) as a child process on loopback, ready once it printed its
+/// readiness line.
+final class PeerProcess: @unchecked Sendable {
+    private let process = Process()
+    private let pipe = Pipe()
+    private let condition = NSCondition()
+    private var printed = ""
+
+    init(_ tool: String, _ arguments: [String]) throws {
+        let paths = (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map(String.init) + ["/usr/bin", "/bin"]
+        guard let path = paths.map({ $0 + "/" + tool }).first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw NSError(domain: "PeerProcess", code: 1, userInfo: [NSLocalizedDescriptionKey: "\(tool) is not installed"])
+        }
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        process.arguments = ["--pdeathsig", "TERM", "--", path] + arguments
+        process.standardOutput = pipe
+        process.standardError = pipe
+        process.standardInput = FileHandle.nullDevice
+    }
+
+    deinit { stop() }
+
+    /// Everything the peer printed so far.
+    var output: String {
+        condition.lock()
+        defer { condition.unlock() }
+        return printed
+    }
+
+    /// Starts the peer and returns the first capture group of `pattern` once its output matches.
+    func start(readyPattern pattern: String) throws -> String {
+        let regex = try NSRegularExpression(pattern: pattern, options: [.anchorsMatchLines])
+        pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let data = handle.availableData
+            guard let self else { return }
+            self.condition.lock()
+            if data.isEmpty { handle.readabilityHandler = nil } else { self.printed += String(decoding: data, as: UTF8.self) }
+            self.condition.broadcast()
+            self.condition.unlock()
+        }
+        try process.run()
+        let deadline = Date(timeIntervalSinceNow: 10)
+        condition.lock()
+        defer { condition.unlock() }
+        while true {
+            if let match = regex.firstMatch(in: printed, range: NSRange(printed.startIndex..., in: printed)),
+                let range = Range(match.range(at: 1), in: printed)
+            {
+                return String(printed[range])
+            }
+            if !process.isRunning || !condition.wait(until: deadline) {
+                throw NSError(domain: "PeerProcess", code: 2, userInfo: [NSLocalizedDescriptionKey: "peer not ready: \(printed)"])
+            }
+        }
+    }
+
+    func stop() {
+        guard process.processIdentifier > 0 else { return }
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        pipe.fileHandleForReading.readabilityHandler = nil
+    }
+
+    /// `openssl s_server -rev` (each line sent back reversed) presenting `certificate`/`key`.
+    static func opensslReverse(certificate: String, key: String) throws -> (PeerProcess, UInt16) {
+        let peer = try PeerProcess("openssl", ["s_server", "-accept", "127.0.0.1:0", "-cert", certificate, "-key", key, "-rev"])
+        let port = try peer.start(readyPattern: #"^ACCEPT .*:(\d+)\s*$"#)
+        return (peer, UInt16(port)!)
+    }
+
+    /// `socat TCP4-LISTEN:0,bind=127.0.0.1,reuseaddr,fork PIPE`: an echo server; returns its port.
+    static func socatEcho() throws -> (PeerProcess, UInt16) {
+        let peer = try PeerProcess("socat", ["-d", "-d", "TCP4-LISTEN:0,bind=127.0.0.1,reuseaddr,fork", "PIPE"])
+        let port = try peer.start(readyPattern: #"listening on AF=2 .*:(\d+)\s*$"#)
+        return (peer, UInt16(port)!)
+    }
+}
+
+/// A plain POSIX listener on 127.0.0.1 whose connections are read to their end on a thread each: the
+/// byte counts arrive in `finished`, in the order the connections end.
+final class CountingListener: @unchecked Sendable {
+    let fd: Int32
+    let port: UInt16
+    private let condition = NSCondition()
+    private var counts: [Int] = []
+    private var stopped = false
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.fd = fd
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int32 in
+                guard bind(fd, pointer, length) == 0, listen(fd, 1024) == 0 else { return -1 }
+                return getsockname(fd, pointer, &length)
+            }
+        }
+        guard bound == 0 else { throw NSError(domain: NSPOSIXErrorDomain, code: Int(errno)) }
+        port = UInt16(bigEndian: address.sin_port)
+        Thread.detachNewThread { [self] in
+            while true {
+                let client = accept(fd, nil, nil)
+                guard client >= 0 else { return }
+                Thread.detachNewThread { [self] in
+                    var total = 0
+                    var buffer = [UInt8](repeating: 0, count: 65_536)
+                    while true {
+                        let count = read(client, &buffer, buffer.count)
+                        if count <= 0 { break }
+                        total += count
+                    }
+                    close(client)
+                    condition.lock()
+                    counts.append(total)
+                    condition.broadcast()
+                    condition.unlock()
+                }
+            }
+        }
+    }
+
+    deinit { stop() }
+
+    /// Closes the listening socket (once): its port then refuses connections.
+    func stop() {
+        condition.lock()
+        defer { condition.unlock() }
+        guard !stopped else { return }
+        stopped = true
+        shutdown(fd, Int32(SHUT_RDWR))
+        close(fd)
+    }
+
+    /// Waits for the next connection to end and returns how many bytes it carried.
+    func nextCount(timeout: TimeInterval = 10) -> Int? {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while counts.isEmpty {
+            if !condition.wait(until: deadline) { return nil }
+        }
+        return counts.removeFirst()
+    }
+}
+
+/// A self-signed certificate for "localhost", made at test time with openssl: PEM files, the DER
+/// certificate (to pin) and a PKCS#12 bundle with an empty password.
+struct TestCertificate {
+    let directory: URL
+    var certificate: String { directory.appendingPathComponent("cert.pem").path }
+    var key: String { directory.appendingPathComponent("key.pem").path }
+    let der: Data
+    let pkcs12: Data
+
+    init() throws {
+        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("gcd-tls-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let certificate = directory.appendingPathComponent("cert.pem").path
+        let key = directory.appendingPathComponent("key.pem").path
+        let derPath = directory.appendingPathComponent("cert.der").path
+        let p12Path = directory.appendingPathComponent("id.p12").path
+        try Self.openssl([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days", "1",
+            "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+        ])
+        try Self.openssl(["x509", "-in", certificate, "-outform", "DER", "-out", derPath])
+        try Self.openssl(["pkcs12", "-export", "-in", certificate, "-inkey", key, "-out", p12Path, "-passout", "pass:"])
+        der = try Data(contentsOf: URL(fileURLWithPath: derPath))
+        pkcs12 = try Data(contentsOf: URL(fileURLWithPath: p12Path))
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: directory) }
+
+    private static func openssl(_ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw NSError(
+                domain: "openssl", code: Int(process.terminationStatus), userInfo: [NSLocalizedDescriptionKey: "openssl \(arguments)"])
+        }
+    }
+}
