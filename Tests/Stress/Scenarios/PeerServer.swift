@@ -519,6 +519,10 @@ private final class ServerLoop {
             SSL_CTX_free(context)
             return nil
         }
+        // No TLS 1.3 session tickets: a client that never reads (a `record` connection) would otherwise
+        // close with them unread, which makes its kernel send RST, and the RST can discard bytes the
+        // server had not read yet.
+        SSL_CTX_set_num_tickets(context, 0)
         _ = cssl_ctx_set_mode(context, Int(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER))
         return context
     }

@@ -113,7 +113,7 @@ extension StressScenario {
         let connection = iteration.environment.connection(.sink, iteration.transport)
         try await connection.open()
         let writes = StressCounter()
-        let chunk = payload(Int.random(in: 65_536...524_288, using: &iteration.random), &iteration.random)
+        let chunk = payload(Int.random(in: 65_536...262_144, using: &iteration.random), &iteration.random)
         let closeAfter = Int.random(in: 0...4, using: &iteration.random)
         let yields = Int.random(in: 0...40, using: &iteration.random)
         let writer = Task { () -> String? in
@@ -185,7 +185,7 @@ extension StressScenario {
         let connection = iteration.environment.connection(.sink, iteration.transport)
         try await connection.open()
         let writes = StressCounter()
-        let chunk = payload(Int.random(in: 65_536...524_288, using: &iteration.random), &iteration.random)
+        let chunk = payload(Int.random(in: 65_536...262_144, using: &iteration.random), &iteration.random)
         let cancelAfter = Int.random(in: 0...4, using: &iteration.random)
         let yields = Int.random(in: 0...40, using: &iteration.random)
         let writer = Task { () -> String? in
@@ -405,7 +405,19 @@ extension StressScenario {
         iterations: { $0 }
     ) { iteration in
         let (socket, probe) = try queuedSocket(iteration, .record)
-        defer { socket.disconnect() }  // a no-op when it worked: no second socketDidDisconnect may follow
+        await disconnectAfterWriting(&iteration, socket, probe)
+        await finish(socket, probe)
+    }
+
+    /// Disconnects, a no-op if the socket has disconnected already (then no second `socketDidDisconnect`
+    /// may follow: the run's end checks), and waits for the callback before letting the socket go
+    /// (releasing a socket closes it without one).
+    private static func finish(_ socket: QueuedSocket, _ probe: QueuedProbe) async {
+        socket.disconnect()
+        _ = await probe.disconnected.wait(timeout: 10)
+    }
+
+    private static func disconnectAfterWriting(_ iteration: inout StressIteration, _ socket: QueuedSocket, _ probe: QueuedProbe) async {
         if Bool.random(using: &iteration.random) {
             guard await probe.connected.wait(timeout: 10) else { return iteration.fail("no didConnectToHost within 10 s") }
         }
@@ -436,7 +448,11 @@ extension StressScenario {
         iterations: { $0 }
     ) { iteration in
         let (socket, probe) = try queuedSocket(iteration, .echo)
-        defer { socket.disconnect() }  // a no-op when it worked: no second socketDidDisconnect may follow
+        await disconnectAfterReading(&iteration, socket, probe)
+        await finish(socket, probe)
+    }
+
+    private static func disconnectAfterReading(_ iteration: inout StressIteration, _ socket: QueuedSocket, _ probe: QueuedProbe) async {
         if Bool.random(using: &iteration.random) {
             guard await probe.connected.wait(timeout: 10) else { return iteration.fail("no didConnectToHost within 10 s") }
         }

@@ -90,9 +90,15 @@ public final class StressEnvironment: Sendable {
         return AsyncConnection(input: pair.input, output: pair.output)
     }
 
-    /// The number of open file descriptors of this process (/proc/self/fd).
-    public static func openFileDescriptors() -> Int {
-        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.count ?? 1) - 1
+    /// The open file descriptors of this process and what each is (/proc/self/fd).
+    public static func openFileDescriptors() -> [Int: String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        var descriptors: [Int: String] = [:]
+        for name in names {
+            guard let fd = Int(name) else { continue }
+            descriptors[fd] = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)")) ?? "?"
+        }
+        return descriptors
     }
 
     private static func raiseFileLimit() {
