@@ -80,7 +80,7 @@ func parse(_ arguments: [String]) -> Options {
             for scenario in StressScenario.all { print("\(scenario.name): \(scenario.summary)") }
             exit(0)
         case "--help", "-h":
-            print(usage)
+            say(usage)
             exit(0)
         default:
             fail("unknown argument \(argument)")
@@ -95,29 +95,69 @@ func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
-/// What the parent has read from a child so far.
-final class ChildOutput: Sendable {
+/// A child process with its stdout on a pipe: `posix_spawn`, a thread reading the pipe, `waitpid`
+/// (Foundation's `Process` missed a crashed child's end once in testing, so the parent does it itself).
+final class Child: Sendable {
     private struct State {
         var lines: [String] = []
         var partial = ""
-        var lastProgress = Date()
+        var lastOutput = Date()
         var ended = false
     }
 
+    let pid: pid_t
     private let state = Mutex(State())
     private let changed = DispatchSemaphore(value: 0)
 
-    func take(_ data: Data) {
+    /// Starts `arguments[0]` with `arguments`, stdout on a pipe read here, stderr on `logPath`.
+    init(_ arguments: [String], logPath: String, environment: [String: String]) throws {
+        var pipeFDs: [Int32] = [0, 0]
+        guard pipe(&pipeFDs) == 0 else { throw StressError("pipe: \(String(cString: strerror(errno)))") }
+        let (reader, writer) = (pipeFDs[0], pipeFDs[1])
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, writer, 1)
+        posix_spawn_file_actions_addopen(&actions, 2, logPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addclose(&actions, reader)
+        posix_spawn_file_actions_addclose(&actions, writer)
+        let argv = arguments.map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for pointer in argv + envp { free(pointer) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, arguments[0], &actions, nil, argv, envp)
+        close(writer)
+        guard spawned == 0 else {
+            close(reader)
+            throw StressError("posix_spawn: \(String(cString: strerror(spawned)))")
+        }
+        self.pid = pid
+        let thread = Thread { [self] in
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let count = read(reader, &buffer, buffer.count)
+                if count < 0 && errno == EINTR { continue }
+                take(count > 0 ? Array(buffer[0..<count]) : nil)
+                if count <= 0 { break }
+            }
+            close(reader)
+        }
+        thread.start()
+    }
+
+    private func take(_ bytes: [UInt8]?) {
         state.withLock { state in
-            if data.isEmpty {
+            guard let bytes else {
                 state.ended = true
+                if !state.partial.isEmpty { state.lines.append(state.partial) }
                 return
             }
-            state.partial += String(decoding: data, as: UTF8.self)
+            state.partial += String(decoding: bytes, as: UTF8.self)
             var pieces = state.partial.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
             state.partial = pieces.removeLast()
             state.lines += pieces
-            state.lastProgress = Date()
+            state.lastOutput = Date()
         }
         changed.signal()
     }
@@ -125,11 +165,19 @@ final class ChildOutput: Sendable {
     /// Waits until the child closes its output (true) or prints nothing for `stall` seconds (false).
     func waitForEnd(stall: Double) -> Bool {
         while true {
-            let (ended, last) = state.withLock { ($0.ended, $0.lastProgress) }
+            let (ended, last) = state.withLock { ($0.ended, $0.lastOutput) }
             if ended { return true }
             if Date().timeIntervalSince(last) > stall { return false }
             _ = changed.wait(timeout: .now() + 1)
         }
+    }
+
+    /// Waits for the child's exit: its exit status, or the signal that ended it.
+    func wait() -> (status: Int32, signal: Int32?) {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let signal = status & 0x7F
+        return signal == 0 ? ((status >> 8) & 0xFF, nil) : (0, signal)
     }
 
     var lines: [String] { state.withLock { $0.lines } }
@@ -178,42 +226,33 @@ func crashSummary(_ log: String) -> String {
 func runAll(_ options: Options) -> Int32 {
     let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
     try? FileManager.default.createDirectory(atPath: options.logDirectory, withIntermediateDirectories: true)
-    print("socketstreams-stress: seed \(options.seed), \(options.iterations) iterations, logs in \(options.logDirectory)")
+    say("socketstreams-stress: seed \(options.seed), \(options.iterations) iterations, logs in \(options.logDirectory)")
     var passed = 0
     var failed = 0
     for scenario in options.scenarios {
         for transport in options.transports {
             let requested = scenario.iterations(options.iterations)
             let logPath = "\(options.logDirectory)/\(scenario.name)-\(transport.rawValue).log"
-            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-            let process = Process()
-            process.executableURL = executable
-            process.arguments = [
-                "--child", "--scenario", scenario.name, "--transport", transport.rawValue,
-                "--iterations", String(options.iterations), "--seed", String(options.seed), "--group-size", String(options.groupSize),
-            ]
             var environment = ProcessInfo.processInfo.environment
             environment["SWIFT_BACKTRACE"] = "enable=yes,interactive=no,color=no,threads=crashed"
-            process.environment = environment
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = FileHandle(forWritingAtPath: logPath)
+            let arguments = [
+                executable.path, "--child", "--scenario", scenario.name, "--transport", transport.rawValue,
+                "--iterations", String(options.iterations), "--seed", String(options.seed), "--group-size", String(options.groupSize),
+            ]
             let started = Date()
-            let childOutput = ChildOutput()
-            output.fileHandleForReading.readabilityHandler = { handle in childOutput.take(handle.availableData) }
+            let child: Child
             do {
-                try process.run()
+                child = try Child(arguments, logPath: logPath, environment: environment)
             } catch {
-                print("\(scenario.name) \(transport.rawValue): could not start a child: \(error)")
+                say("\(scenario.name) \(transport.rawValue): could not start a child: \(error)")
                 failed += 1
                 continue
             }
             // The watchdog: a child that prints no progress for `stall` seconds is killed as hung.
-            let stalled = !childOutput.waitForEnd(stall: options.stall)
-            if stalled { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
-            output.fileHandleForReading.readabilityHandler = nil
-            let collected = childOutput.lines
+            let stalled = !child.waitForEnd(stall: options.stall)
+            if stalled { kill(child.pid, SIGKILL) }
+            let (status, signal) = child.wait()
+            let collected = child.lines
             // A child that crashed or was killed leaves its microsocks behind (one that ended kills it itself).
             if !collected.contains(where: { $0.hasPrefix("result ") }), let line = collected.first(where: { $0.hasPrefix("proxy pid ") }), let pid = pid_t(line.dropFirst(10)) {
                 kill(pid, SIGKILL)
@@ -222,28 +261,28 @@ func runAll(_ options: Options) -> Int32 {
             if let json = collected.last(where: { $0.hasPrefix("result ") }),
                 let result = try? JSONDecoder().decode(StressResult.self, from: Data(json.dropFirst(7).utf8))
             {
-                print(result.line)
-                for message in result.messages { print("    \(message)") }
-                if result.passed && process.terminationStatus == 0 { passed += 1 } else { failed += 1 }
+                say(result.line)
+                for message in result.messages { say("    \(message)") }
+                if result.passed && status == 0 && signal == nil { passed += 1 } else { failed += 1 }
                 continue
             }
             failed += 1
             let elapsed = String(format: "%.1f", Date().timeIntervalSince(started))
             let name = "\(scenario.name) \(transport.rawValue)".padding(toLength: 36, withPad: " ", startingAt: 0)
             if stalled {
-                print("\(name) \(done)/\(requested) iterations, HUNG: no progress for \(Int(options.stall)) s, killed (\(elapsed) s)")
-            } else if process.terminationReason == .uncaughtSignal {
+                say("\(name) \(done)/\(requested) iterations, HUNG: no progress for \(Int(options.stall)) s, killed (\(elapsed) s)")
+            } else if let signal {
                 let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
-                print(
-                    "\(name) \(done)/\(requested) iterations, CRASHED (signal \(process.terminationStatus)) after \(done) iterations (\(elapsed) s): "
+                say(
+                    "\(name) \(done)/\(requested) iterations, CRASHED (signal \(signal)) after \(done) iterations (\(elapsed) s): "
                         + crashSummary(log))
             } else {
-                print("\(name) \(done)/\(requested) iterations, exited with status \(process.terminationStatus) without a result (\(elapsed) s)")
-                for line in collected.suffix(3) where !line.hasPrefix("progress ") { print("    \(line)") }
+                say("\(name) \(done)/\(requested) iterations, exited with status \(status) without a result (\(elapsed) s)")
+                for line in collected.suffix(3) where !line.hasPrefix("progress ") { say("    \(line)") }
             }
         }
     }
-    print("\(passed) passed, \(failed) failed")
+    say("\(passed) passed, \(failed) failed")
     return failed == 0 ? 0 : 1
 }
 

@@ -108,10 +108,9 @@ public final class StressEnvironment: Sendable {
         _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
-    /// Starts microsocks on a free port of 127.0.0.1 (`posix_spawn`, stdin and stdout on /dev/null,
-    /// stderr inherited) and waits until it accepts connections: a connect every 2 ms, for at most
-    /// 10 s, while it runs (it prints nothing when ready). Retried on another port if it exits (the port
-    /// was taken in between).
+    /// Starts microsocks on a free port of 127.0.0.1 (`posix_spawn`, its output on /dev/null) and waits
+    /// until it accepts connections: a connect every 2 ms, for at most 10 s, while it runs (it prints
+    /// nothing when ready). Retried on another port if it exits (the port was taken in between).
     private static func startMicrosocks() throws -> (pid_t, Int) {
         let searched = (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map(String.init)
             + ["/usr/bin", "/usr/local/bin", "/usr/sbin", "/usr/local/sbin"]
@@ -126,6 +125,7 @@ public final class StressEnvironment: Sendable {
             defer { posix_spawn_file_actions_destroy(&actions) }
             posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)  // a line per connection
             var pid: pid_t = 0
             let argv = arguments.map { strdup($0) } + [nil]
             defer { for argument in argv { free(argument) } }
@@ -143,7 +143,7 @@ public final class StressEnvironment: Sendable {
                 usleep(2_000)
             }
         }
-        throw StressError("microsocks kept exiting (see its messages above)")
+        throw StressError("microsocks exited at once on each of 5 ports tried")
     }
 
     private static func unusedPort() throws -> Int {
