@@ -217,7 +217,7 @@ func crashSummary(_ log: String) -> String {
     }
     if let thread = lines.firstIndex(where: { $0.hasPrefix("Thread") && $0.contains("crashed") }) {
         let frames = lines[(thread + 1)...].drop { $0.isEmpty }.prefix { !$0.isEmpty }.filter { $0.contains(" in ") }
-        summary += frames.prefix(3).map { $0.trimmingCharacters(in: .whitespaces) }
+        summary += frames.prefix(3).map { $0.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ") }
     }
     return summary.isEmpty ? lines.suffix(5).joined(separator: " | ") : summary.joined(separator: " | ")
 }
@@ -254,7 +254,9 @@ func runAll(_ options: Options) -> Int32 {
             let (status, signal) = child.wait()
             let collected = child.lines
             // A child that crashed or was killed leaves its microsocks behind (one that ended kills it itself).
-            if !collected.contains(where: { $0.hasPrefix("result ") }), let line = collected.first(where: { $0.hasPrefix("proxy pid ") }), let pid = pid_t(line.dropFirst(10)) {
+            if !collected.contains(where: { $0.hasPrefix("result ") }), let line = collected.first(where: { $0.hasPrefix("proxy pid ") }),
+                let pid = pid_t(line.dropFirst(10))
+            {
                 kill(pid, SIGKILL)
             }
             let done = collected.last { $0.hasPrefix("progress ") }.flatMap { Int($0.dropFirst(9)) } ?? 0

@@ -371,7 +371,8 @@ private final class ServerLoop {
     /// Waits for what the connection needs next: room to write (bytes waiting, or a flood), or bytes
     /// to read (never while an echo reply waits, so a client that does not read slows its own sending).
     private func watch(_ connection: PeerConnection) {
-        let wantsOutput = !connection.cipherOut.isEmpty || !connection.pending.isEmpty || (connection.mode == .flood && connection.handshaken)
+        let wantsOutput =
+            !connection.cipherOut.isEmpty || !connection.pending.isEmpty || (connection.mode == .flood && connection.handshaken)
         let wantsInput = connection.mode != .echo || connection.pending.isEmpty
         var events: UInt32 = 0
         if wantsInput { events |= cssh_epollin() }

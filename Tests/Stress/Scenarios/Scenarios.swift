@@ -32,10 +32,20 @@ public final class StressRun: Sendable {
 public struct StressScenario: Sendable {
     public let name: String
     public let summary: String
-    /// The iterations a run asked for `n` makes (the task-group scenario makes far fewer: each of its
-    /// iterations is a thousand connections).
-    public let iterations: @Sendable (_ requested: Int) -> Int
+    /// A run asked for `n` iterations makes `n / divisor` (at least one): 100 for the task-group
+    /// scenario, each of whose iterations is a thousand connections.
+    public let divisor: Int
     let body: @Sendable (inout StressIteration) async throws -> Void
+
+    init(name: String, summary: String, divisor: Int = 1, body: @escaping @Sendable (inout StressIteration) async throws -> Void) {
+        self.name = name
+        self.summary = summary
+        self.divisor = divisor
+        self.body = body
+    }
+
+    /// The iterations a run asked for `requested` makes.
+    public func iterations(_ requested: Int) -> Int { max(1, requested / divisor) }
 
     /// Every scenario, in the order they run.
     public static let all: [StressScenario] = [
@@ -74,8 +84,7 @@ extension StressScenario {
     /// read must throw `StreamOperationError.closed`, a read after `close()` too, and nothing may crash.
     /// Before the fix (main at e5ad7ec, release build, seed 21): see the report in Tests/Stress/README.md.
     static let closeWhileReading = StressScenario(
-        name: "close-while-reading", summary: "AsyncConnection.close() from another task while a task reads a flooding peer",
-        iterations: { $0 }
+        name: "close-while-reading", summary: "AsyncConnection.close() from another task while a task reads a flooding peer"
     ) { iteration in
         let connection = iteration.environment.connection(.flood, iteration.transport)
         try await connection.open()
@@ -107,8 +116,7 @@ extension StressScenario {
     /// Finding 1: `close()` from another task while a task writes big chunks to a sink. The waiting
     /// write must throw `StreamOperationError.closed`.
     static let closeWhileWriting = StressScenario(
-        name: "close-while-writing", summary: "AsyncConnection.close() from another task while a task writes big chunks to a sink",
-        iterations: { $0 }
+        name: "close-while-writing", summary: "AsyncConnection.close() from another task while a task writes big chunks to a sink"
     ) { iteration in
         let connection = iteration.environment.connection(.sink, iteration.transport)
         try await connection.open()
@@ -142,8 +150,7 @@ extension StressScenario {
     /// `CancellationError` (finding 4: about 1% threw `StreamOperationError.closed`), and so must a
     /// later call from another task ("later calls throw it too").
     static let cancelDuringRead = StressScenario(
-        name: "cancel-during-read", summary: "cancelling a task reading a flooding peer: exactly CancellationError",
-        iterations: { $0 }
+        name: "cancel-during-read", summary: "cancelling a task reading a flooding peer: exactly CancellationError"
     ) { iteration in
         let connection = iteration.environment.connection(.flood, iteration.transport)
         try await connection.open()
@@ -173,14 +180,15 @@ extension StressScenario {
             _ = try await connection.read()
             iteration.fail("a read after the cancellation returned bytes")
         } catch {
-            if !(error is CancellationError) { iteration.fail("a read after the cancellation threw \(describe(error)), not CancellationError") }
+            if !(error is CancellationError) {
+                iteration.fail("a read after the cancellation threw \(describe(error)), not CancellationError")
+            }
         }
     }
 
     /// Findings 1 and 4 for writes: cancelling a task that writes big chunks to a sink.
     static let cancelDuringWrite = StressScenario(
-        name: "cancel-during-write", summary: "cancelling a task writing big chunks to a sink: exactly CancellationError",
-        iterations: { $0 }
+        name: "cancel-during-write", summary: "cancelling a task writing big chunks to a sink: exactly CancellationError"
     ) { iteration in
         let connection = iteration.environment.connection(.sink, iteration.transport)
         try await connection.open()
@@ -211,21 +219,37 @@ extension StressScenario {
             try await connection.write([1, 2, 3])
             iteration.fail("a write after the cancellation succeeded")
         } catch {
-            if !(error is CancellationError) { iteration.fail("a write after the cancellation threw \(describe(error)), not CancellationError") }
+            if !(error is CancellationError) {
+                iteration.fail("a write after the cancellation threw \(describe(error)), not CancellationError")
+            }
         }
     }
 
     /// Finding 1: the last reference to an open connection is dropped (no `close()`) right after a read
-    /// of a flooding peer was satisfied, while the peer's bytes keep arriving. Nothing may crash, and
-    /// the connection must be closed (the run's end checks that the server saw every connection end
-    /// and that no descriptor was left open).
+    /// of a flooding peer was satisfied, while the peer's bytes keep arriving; eight connections at a
+    /// time, so the stream thread is busy delivering when each goes. Nothing may crash, and each must be
+    /// closed (the run's end checks that the server saw every connection end and no socket was left).
     static let releaseWhileFlowing = StressScenario(
-        name: "release-while-flowing", summary: "dropping the last reference to an open AsyncConnection while a peer floods it",
-        iterations: { $0 }
+        name: "release-while-flowing", summary: "dropping the last reference to open AsyncConnections while a peer floods them"
     ) { iteration in
-        let extraReads = Int.random(in: 0...3, using: &iteration.random)
-        let yields = Int.random(in: 0...3, using: &iteration.random)
-        try await readThenRelease(iteration.environment.connection(.flood, iteration.transport), extraReads: extraReads, yields: yields)
+        let environment = iteration.environment
+        let transport = iteration.transport
+        let plans = (0..<8).map { _ in
+            (extraReads: Int.random(in: 0...3, using: &iteration.random), yields: Int.random(in: 0...3, using: &iteration.random))
+        }
+        let failures = iteration.failures
+        await withTaskGroup(of: Void.self) { group in
+            for plan in plans {
+                group.addTask {
+                    do {
+                        try await readThenRelease(
+                            environment.connection(.flood, transport), extraReads: plan.extraReads, yields: plan.yields)
+                    } catch {
+                        failures.add("a connection threw \(describe(error))")
+                    }
+                }
+            }
+        }
     }
 
     /// Takes the only reference to `connection`, opens it, reads, and lets it go when it returns.
@@ -239,8 +263,7 @@ extension StressScenario {
     /// connections at once (the group's own cancellation, as a deadline does it). Every reader must end
     /// with exactly `CancellationError`.
     static let groupTimeout = StressScenario(
-        name: "group-timeout", summary: "a task-group timeout cancelling 1,000 readers of flooding connections at once",
-        iterations: { max(1, $0 / 100) }
+        name: "group-timeout", summary: "a task-group timeout cancelling 1,000 readers of flooding connections at once", divisor: 100
     ) { iteration in
         let environment = iteration.environment
         let transport = iteration.transport
@@ -295,7 +318,8 @@ extension StressScenario {
         let cancelled = tally["CancellationError"] ?? 0
         if cancelled != connections.count {
             let others = tally.filter { $0.key != "CancellationError" }.map { "\($0.value) × \($0.key)" }.sorted()
-            iteration.fail("\(cancelled) of \(connections.count) readers ended with CancellationError; others: \(others.joined(separator: "; "))")
+            iteration.fail(
+                "\(cancelled) of \(connections.count) readers ended with CancellationError; others: \(others.joined(separator: "; "))")
         }
     }
 }
@@ -378,8 +402,7 @@ extension StressScenario {
     /// (an echo peer), the delegate on a dispatch queue: `socketDidDisconnect` must come exactly once,
     /// with no error, and nothing after it.
     static let queuedDisconnect = StressScenario(
-        name: "queued-disconnect", summary: "QueuedSocket.disconnect() from another thread with reads and writes queued",
-        iterations: { $0 }
+        name: "queued-disconnect", summary: "QueuedSocket.disconnect() from another thread with reads and writes queued"
     ) { iteration in
         let (socket, probe) = try queuedSocket(iteration, .echo)
         let operations = Int.random(in: 1...4, using: &iteration.random)
@@ -401,8 +424,7 @@ extension StressScenario {
     /// Finding 3: a write queued after `disconnectAfterWriting()` must not be sent nor reported; the
     /// socket closes once the earlier write is done. The `record` peer says how many bytes arrived.
     static let disconnectAfterWriting = StressScenario(
-        name: "disconnect-after-writing", summary: "QueuedSocket.disconnectAfterWriting() then a write: the write is not sent",
-        iterations: { $0 }
+        name: "disconnect-after-writing", summary: "QueuedSocket.disconnectAfterWriting() then a write: the write is not sent"
     ) { iteration in
         let (socket, probe) = try queuedSocket(iteration, .record)
         await disconnectAfterWriting(&iteration, socket, probe)
@@ -444,8 +466,7 @@ extension StressScenario {
     /// closes once the earlier read is done (the echo peer sends nothing more, so the later read could
     /// only wait for ever).
     static let disconnectAfterReading = StressScenario(
-        name: "disconnect-after-reading", summary: "QueuedSocket.disconnectAfterReading() then a read: the socket still closes",
-        iterations: { $0 }
+        name: "disconnect-after-reading", summary: "QueuedSocket.disconnectAfterReading() then a read: the socket still closes"
     ) { iteration in
         let (socket, probe) = try queuedSocket(iteration, .echo)
         await disconnectAfterReading(&iteration, socket, probe)
@@ -462,7 +483,8 @@ extension StressScenario {
         socket.disconnectAfterReading()
         socket.read(toLength: 1_000, tag: 2)
         guard await probe.disconnected.wait(timeout: 5) else {
-            return iteration.fail("still connected 5 s after disconnectAfterReading() with a read queued after it; callbacks: \(probe.events)")
+            return iteration.fail(
+                "still connected 5 s after disconnectAfterReading() with a read queued after it; callbacks: \(probe.events)")
         }
         let events = probe.events
         if !events.contains("read 1") { iteration.fail("the read queued before disconnectAfterReading() did not complete: \(events)") }

@@ -112,7 +112,8 @@ public final class StressEnvironment: Sendable {
     /// until it accepts connections: a connect every 2 ms, for at most 10 s, while it runs (it prints
     /// nothing when ready). Retried on another port if it exits (the port was taken in between).
     private static func startMicrosocks() throws -> (pid_t, Int) {
-        let searched = (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map(String.init)
+        let searched =
+            (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map(String.init)
             + ["/usr/bin", "/usr/local/bin", "/usr/sbin", "/usr/local/sbin"]
         guard let executable = searched.map({ $0 + "/microsocks" }).first(where: { access($0, X_OK) == 0 }) else {
             throw StressError("microsocks not found in PATH (apt-get install microsocks; Scripts/test installs it)")
