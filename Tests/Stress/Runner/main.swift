@@ -9,21 +9,30 @@ import Synchronization
 // scenario over each transport in a child process of its own, so a crash ends that child only and is
 // reported with its signal and the crashing frame.
 //
-//   socketstreams-stress [--iterations N] [--scenario NAME|all] [--transport plain|tls|socks5|all] [--seed S]
-//                        [--group-size N] [--stall SECONDS] [--log-dir DIR]
+//   socketstreams-stress [--iterations N] [--tls-socks-iterations N] [--scenario NAME|all]
+//                        [--transport plain|tls|socks5|all] [--seed S] [--group-size N] [--stall SECONDS] [--log-dir DIR]
+//
+// --iterations is per scenario over plain TCP (default 2000); TLS and SOCKS5 make --tls-socks-iterations
+// (default half as many: each of their iterations costs a handshake or a proxy connection more, and the
+// whole run has to fit CI's few minutes). The task-group scenario makes 1/100 of these (20 and 10).
 //
 // Prints one line per scenario and transport, then "N passed, N failed"; exits 1 if anything failed,
 // crashed or hung (a child that prints no progress for --stall seconds, default 120, is killed and
 // counted as a hang), 2 on a usage error.
 
 let usage = """
-    usage: socketstreams-stress [--iterations N] [--scenario NAME|all] [--transport plain|tls|socks5|all] [--seed S]
-                                [--group-size N] [--stall SECONDS] [--log-dir DIR] [--list]
+    usage: socketstreams-stress [--iterations N] [--tls-socks-iterations N] [--scenario NAME|all]
+                                [--transport plain|tls|socks5|all] [--seed S] [--group-size N] [--stall SECONDS]
+                                [--log-dir DIR] [--list]
+    --iterations: per scenario over plain TCP (default 2000; the task-group scenario makes 1/100 of it)
+    --tls-socks-iterations: the same over TLS and SOCKS5 (default: half of --iterations)
     scenarios: \(StressScenario.all.map(\.name).joined(separator: ", "))
     """
 
 struct Options {
     var iterations = 2_000
+    /// Iterations over TLS and SOCKS5 (each costs a handshake or a proxy connection more).
+    var otherIterations: Int?
     var scenarios = StressScenario.all
     var transports = StressTransport.allCases
     var seed = UInt64(UInt32.random(in: 0...UInt32.max))
@@ -63,6 +72,9 @@ func parse(_ arguments: [String]) -> Options {
                 guard let transport = StressTransport(rawValue: name) else { fail("no transport \(name) (plain, tls, socks5, all)") }
                 options.transports = [transport]
             }
+        case "--tls-socks-iterations":
+            guard let count = Int(value(argument)), count > 0 else { fail("--tls-socks-iterations takes a positive number") }
+            options.otherIterations = count
         case "--seed":
             guard let seed = UInt64(value(argument)) else { fail("--seed takes a number") }
             options.seed = seed
@@ -226,18 +238,22 @@ func crashSummary(_ log: String) -> String {
 func runAll(_ options: Options) -> Int32 {
     let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
     try? FileManager.default.createDirectory(atPath: options.logDirectory, withIntermediateDirectories: true)
-    say("socketstreams-stress: seed \(options.seed), \(options.iterations) iterations, logs in \(options.logDirectory)")
+    let other = options.otherIterations ?? max(1, options.iterations / 2)
+    say(
+        "socketstreams-stress: seed \(options.seed), \(options.iterations) iterations plain, \(other) TLS and SOCKS5, logs in \(options.logDirectory)"
+    )
     var passed = 0
     var failed = 0
     for scenario in options.scenarios {
         for transport in options.transports {
-            let requested = scenario.iterations(options.iterations)
+            let base = transport == .plain ? options.iterations : options.otherIterations ?? max(1, options.iterations / 2)
+            let requested = scenario.iterations(base)
             let logPath = "\(options.logDirectory)/\(scenario.name)-\(transport.rawValue).log"
             var environment = ProcessInfo.processInfo.environment
             environment["SWIFT_BACKTRACE"] = "enable=yes,interactive=no,color=no,threads=crashed"
             let arguments = [
                 executable.path, "--child", "--scenario", scenario.name, "--transport", transport.rawValue,
-                "--iterations", String(options.iterations), "--seed", String(options.seed), "--group-size", String(options.groupSize),
+                "--iterations", String(base), "--seed", String(options.seed), "--group-size", String(options.groupSize),
             ]
             let started = Date()
             let child: Child
