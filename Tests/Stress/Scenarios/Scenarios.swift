@@ -82,7 +82,9 @@ func yieldTimes(_ count: Int) async {
 extension StressScenario {
     /// Issue 21, finding 1: `close()` from another task while a task reads a flooding peer. The waiting
     /// read must throw `StreamOperationError.closed`, a read after `close()` too, and nothing may crash.
-    /// Before the fix (main at e5ad7ec, release build, seed 21): see the report in Tests/Stress/README.md.
+    ///
+    /// Before the fix (main at e5ad7ec, release, `--seed 21`): crashed after 163 iterations plain, 298
+    /// over TLS, 490 through SOCKS5 (Bad pointer dereference in Connection.deliverEvents).
     static let closeWhileReading = StressScenario(
         name: "close-while-reading", summary: "AsyncConnection.close() from another task while a task reads a flooding peer"
     ) { iteration in
@@ -115,6 +117,8 @@ extension StressScenario {
 
     /// Finding 1: `close()` from another task while a task writes big chunks to a sink. The waiting
     /// write must throw `StreamOperationError.closed`.
+    ///
+    /// Before the fix (`--seed 21`): 0 of 2,000 failed over each transport.
     static let closeWhileWriting = StressScenario(
         name: "close-while-writing", summary: "AsyncConnection.close() from another task while a task writes big chunks to a sink"
     ) { iteration in
@@ -149,6 +153,9 @@ extension StressScenario {
     /// Findings 1 and 4: cancelling a task that reads a flooding peer. The read must throw exactly
     /// `CancellationError` (finding 4: about 1% threw `StreamOperationError.closed`), and so must a
     /// later call from another task ("later calls throw it too").
+    ///
+    /// Before the fix (`--seed 21`): `StreamOperationError.closed` at iterations 869, 1407, 1639, 1669 and
+    /// 1900 plain; 161, 203, 219, 252 and 292 over TLS; 34 and 61 through SOCKS5.
     static let cancelDuringRead = StressScenario(
         name: "cancel-during-read", summary: "cancelling a task reading a flooding peer: exactly CancellationError"
     ) { iteration in
@@ -187,6 +194,10 @@ extension StressScenario {
     }
 
     /// Findings 1 and 4 for writes: cancelling a task that writes big chunks to a sink.
+    ///
+    /// Before the fix (`--seed 21`): plain from iteration 369 and TLS from 462 on, a cancelled task's
+    /// writes kept completing (inline: the sink had room), so the task never saw its cancellation;
+    /// through SOCKS5 `StreamOperationError.closed` at iterations 91, 977, 984 and 1863.
     static let cancelDuringWrite = StressScenario(
         name: "cancel-during-write", summary: "cancelling a task writing big chunks to a sink: exactly CancellationError"
     ) { iteration in
@@ -229,6 +240,9 @@ extension StressScenario {
     /// of a flooding peer was satisfied, while the peer's bytes keep arriving; eight connections at a
     /// time, so the stream thread is busy delivering when each goes. Nothing may crash, and each must be
     /// closed (the run's end checks that the server saw every connection end and no socket was left).
+    ///
+    /// Before the fix (`--seed 21`): crashed after 137 iterations over TLS and 381 through SOCKS5 (plain
+    /// passed 2,000); one connection at a time instead of eight passed 2,000 over each transport.
     static let releaseWhileFlowing = StressScenario(
         name: "release-while-flowing", summary: "dropping the last reference to open AsyncConnections while a peer floods them"
     ) { iteration in
@@ -262,6 +276,9 @@ extension StressScenario {
     /// Findings 1 and 4: a `withThrowingTaskGroup` timeout cancels a thousand readers of flooding
     /// connections at once (the group's own cancellation, as a deadline does it). Every reader must end
     /// with exactly `CancellationError`.
+    ///
+    /// Before the fix (`--seed 21`, 20 iterations each): iteration 8 plain, 1 reader of 1,000 threw
+    /// `StreamOperationError.closed`; over TLS iterations 3 and 15, 2 readers each.
     static let groupTimeout = StressScenario(
         name: "group-timeout", summary: "a task-group timeout cancelling 1,000 readers of flooding connections at once", divisor: 100
     ) { iteration in
@@ -401,6 +418,9 @@ extension StressScenario {
     /// `QueuedSocket.disconnect()` from another thread while reads and writes are queued and data flows
     /// (an echo peer), the delegate on a dispatch queue: `socketDidDisconnect` must come exactly once,
     /// with no error, and nothing after it.
+    ///
+    /// Before the fix (`--seed 21`): 0 of 2,000 failed over each transport, but through SOCKS5 one
+    /// connection was still open at the peer 20 s after the run.
     static let queuedDisconnect = StressScenario(
         name: "queued-disconnect", summary: "QueuedSocket.disconnect() from another thread with reads and writes queued"
     ) { iteration in
@@ -423,6 +443,9 @@ extension StressScenario {
 
     /// Finding 3: a write queued after `disconnectAfterWriting()` must not be sent nor reported; the
     /// socket closes once the earlier write is done. The `record` peer says how many bytes arrived.
+    ///
+    /// Before the fix (`--seed 21`): iterations 0, 1, 2, 3 and 6 plain (and the first over TLS and SOCKS5):
+    /// the later write completed and its 4,096 bytes reached the peer.
     static let disconnectAfterWriting = StressScenario(
         name: "disconnect-after-writing", summary: "QueuedSocket.disconnectAfterWriting() then a write: the write is not sent"
     ) { iteration in
@@ -465,6 +488,8 @@ extension StressScenario {
     /// Finding 3: a read queued after `disconnectAfterReading()` must not keep the socket open: it
     /// closes once the earlier read is done (the echo peer sends nothing more, so the later read could
     /// only wait for ever).
+    ///
+    /// Before the fix (`--seed 21`): iterations 0 to 4 over each transport were still connected 5 s later.
     static let disconnectAfterReading = StressScenario(
         name: "disconnect-after-reading", summary: "QueuedSocket.disconnectAfterReading() then a read: the socket still closes"
     ) { iteration in
