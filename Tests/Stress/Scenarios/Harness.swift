@@ -62,20 +62,51 @@ public final class StressFlag: Sendable {
     }
 }
 
-/// A counter shared between tasks and threads.
+/// A counter shared between tasks and threads, which a task can wait on.
 public final class StressCounter: Sendable {
-    private let value = Atomic<Int>(0)
-    public init() {}
-    public func add(_ amount: Int = 1) { value.add(amount, ordering: .relaxed) }
-    public var current: Int { value.load(ordering: .relaxed) }
+    private struct State {
+        var value = 0
+        var finished = false
+        var waiters: [(target: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    }
 
-    /// Yields until the counter reaches `target` (or `limit` yields pass): lets a scenario act once
-    /// another task has made some progress, without sleeping.
-    public func yield(until target: Int, limit: Int = 1_000_000) async {
-        var count = 0
-        while current < target && count < limit {
-            await Task.yield()
-            count += 1
+    private let state = Mutex(State())
+
+    public init() {}
+
+    public var current: Int { state.withLock { $0.value } }
+
+    public func add(_ amount: Int = 1) {
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.value += amount
+            let value = state.value
+            let ready = state.waiters.filter { $0.target <= value }.map(\.continuation)
+            state.waiters.removeAll { $0.target <= value }
+            return ready
+        }
+        for waiter in ready { waiter.resume() }
+    }
+
+    /// No more counting (the counting task has ended): every waiter returns, now and later.
+    public func finish() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.finished = true
+            defer { state.waiters.removeAll() }
+            return state.waiters.map(\.continuation)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns once the counter reaches `target`, or once ``finish()`` is called: lets a scenario act
+    /// once another task has made some progress, without sleeping or spinning.
+    public func wait(until target: Int) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state -> Bool in
+                if state.finished || state.value >= target { return true }
+                state.waiters.append((target, continuation))
+                return false
+            }
+            if now { continuation.resume() }
         }
     }
 }

@@ -52,13 +52,21 @@ public enum StressRunner {
         let started = DispatchTime.now()
         var failingIterations = 0
         for index in 0..<iterations {
-            let iteration = StressIteration(
-                environment: environment, transport: transport, run: run, index: index,
-                random: StressRandom(seed: seed, iteration: index))
+            let copies = scenario.copies
             let outcome = await runWithDeadline(iterationTimeout) {
-                var iteration = iteration
-                try await scenario.body(&iteration)
-                return iteration.failures.all
+                let failures = StressFailures()
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for copy in 0..<copies {
+                        group.addTask {
+                            var iteration = StressIteration(
+                                environment: environment, transport: transport, run: run, index: index, copy: copy,
+                                random: StressRandom(seed: seed, iteration: index * 64 + copy), failures: failures)
+                            try await scenario.body(&iteration)
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                return failures.all
             }
             let label = "iteration \(index) (seed \(seed))"
             switch outcome {
