@@ -119,8 +119,9 @@ extension StressScenario {
     /// Issue 21, finding 1: `close()` from another task while a task reads a flooding peer. The waiting
     /// read must throw `StreamOperationError.closed`, a read after `close()` too, and nothing may crash.
     ///
-    /// Before the fix (main at e5ad7ec, release, `--seed 21`): crashed after 163 iterations plain, 298
-    /// over TLS, 490 through SOCKS5 (Bad pointer dereference in Connection.deliverEvents).
+    /// Before the fix (main at e5ad7ec, release, `--seed 21`): crashed after 1,579 iterations plain (Bad
+    /// pointer dereference in Connection.deliverEvents); TLS and SOCKS5 passed 1,000 that run. With one
+    /// copy per iteration, an earlier run crashed after 163 plain, 298 over TLS and 490 through SOCKS5.
     static let closeWhileReading = StressScenario(
         name: "close-while-reading", summary: "AsyncConnection.close() from another task while a task reads a flooding peer",
         copies: 8
@@ -156,7 +157,7 @@ extension StressScenario {
     /// Finding 1: `close()` from another task while a task writes big chunks to a sink. The waiting
     /// write must throw `StreamOperationError.closed`.
     ///
-    /// Before the fix (`--seed 21`): 0 of 2,000 failed over each transport.
+    /// Before the fix (`--seed 21`): 0 failed over each transport.
     static let closeWhileWriting = StressScenario(
         name: "close-while-writing", summary: "AsyncConnection.close() from another task while a task writes big chunks to a sink",
         copies: 2
@@ -192,8 +193,8 @@ extension StressScenario {
     /// `CancellationError` (finding 4: about 1% threw `StreamOperationError.closed`), and so must a
     /// later call from another task ("later calls throw it too").
     ///
-    /// Before the fix (`--seed 21`): `StreamOperationError.closed` at iterations 869, 1407, 1639, 1669 and
-    /// 1900 plain; 161, 203, 219, 252 and 292 over TLS; 34 and 61 through SOCKS5.
+    /// Before the fix (`--seed 21`): `StreamOperationError.closed` at iterations 54, 73, 236, 282 and 304
+    /// plain; 231, 742, 834 and 982 over TLS; 101, 530, 535, 547 and 566 through SOCKS5.
     static let cancelDuringRead = StressScenario(
         name: "cancel-during-read", summary: "cancelling a task reading a flooding peer: exactly CancellationError",
         copies: 2
@@ -235,9 +236,10 @@ extension StressScenario {
 
     /// Findings 1 and 4 for writes: cancelling a task that writes big chunks to a sink.
     ///
-    /// Before the fix (`--seed 21`): plain from iteration 369 and TLS from 462 on, a cancelled task's
-    /// writes kept completing (inline: the sink had room), so the task never saw its cancellation;
-    /// through SOCKS5 `StreamOperationError.closed` at iterations 91, 977, 984 and 1863.
+    /// Before the fix (`--seed 21`): plain at iterations 114, 142, 143, 854 and 1213 and over TLS at 182,
+    /// 197, 204, 216 and 217, a cancelled task's writes kept completing (inline: the sink had room), so
+    /// the task never saw its cancellation; an earlier run through SOCKS5 had `StreamOperationError.closed`
+    /// at iterations 91, 977, 984 and 1863.
     static let cancelDuringWrite = StressScenario(
         name: "cancel-during-write", summary: "cancelling a task writing big chunks to a sink: exactly CancellationError",
         copies: 2
@@ -281,8 +283,8 @@ extension StressScenario {
     /// so the stream thread is busy delivering when each goes. Nothing may crash, and each must be
     /// closed (the run's end checks that the server saw every connection end and no socket was left).
     ///
-    /// Before the fix (`--seed 21`): crashed after 137 iterations over TLS and 381 through SOCKS5 (plain
-    /// passed 2,000); one connection at a time instead of eight passed 2,000 over each transport.
+    /// Before the fix (`--seed 21`): crashed after 183 iterations over TLS and 468 through SOCKS5 (plain
+    /// passed 2,000); one copy at a time instead of eight passed 2,000 over each transport.
     static let releaseWhileFlowing = StressScenario(
         name: "release-while-flowing", summary: "dropping the last reference to open AsyncConnections while a peer floods them",
         copies: 8
@@ -303,8 +305,8 @@ extension StressScenario {
     /// connections at once (the group's own cancellation, as a deadline does it). Every reader must end
     /// with exactly `CancellationError`.
     ///
-    /// Before the fix (`--seed 21`, 20 iterations each): iteration 8 plain, 1 reader of 1,000 threw
-    /// `StreamOperationError.closed`; over TLS iterations 3 and 15, 2 readers each.
+    /// Before the fix (`--seed 21`): crashed after 3 iterations plain; over TLS, iteration 8 had 1 reader
+    /// of 1,000 throw `StreamOperationError.closed`.
     static let groupTimeout = StressScenario(
         name: "group-timeout", summary: "a task-group timeout cancelling 1,000 readers of flooding connections at once", divisor: 100,
         copies: 1
@@ -447,8 +449,8 @@ extension StressScenario {
     /// (an echo peer), the delegate on a dispatch queue: `socketDidDisconnect` must come exactly once,
     /// with no error, and nothing after it.
     ///
-    /// Before the fix (`--seed 21`): 0 of 2,000 failed over each transport, but through SOCKS5 one
-    /// connection was still open at the peer 20 s after the run.
+    /// Before the fix (`--seed 21`): 0 failed over each transport; an earlier run through SOCKS5 left one
+    /// connection open at the peer 20 s after the run.
     static let queuedDisconnect = StressScenario(
         name: "queued-disconnect", summary: "QueuedSocket.disconnect() from another thread with reads and writes queued"
     ) { iteration in
@@ -470,8 +472,8 @@ extension StressScenario {
     /// Finding 3: a write queued after `disconnectAfterWriting()` must not be sent nor reported; the
     /// socket closes once the earlier write is done. The `record` peer says how many bytes arrived.
     ///
-    /// Before the fix (`--seed 21`): iterations 0, 1, 2, 3 and 6 plain (and the first over TLS and SOCKS5):
-    /// the later write completed and its 4,096 bytes reached the peer.
+    /// Before the fix (`--seed 21`): iterations 0 to 4 over each transport: the later write completed and
+    /// its 4,096 bytes reached the peer.
     static let disconnectAfterWriting = StressScenario(
         name: "disconnect-after-writing", summary: "QueuedSocket.disconnectAfterWriting() then a write: the write is not sent"
     ) { iteration in

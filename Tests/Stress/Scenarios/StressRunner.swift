@@ -66,7 +66,8 @@ public enum StressRunner {
                     }
                     try await group.waitForAll()
                 }
-                return failures.all
+                var seen = Set<String>()
+                return failures.all.filter { seen.insert($0).inserted }  // copies often fail alike
             }
             let label = "iteration \(index) (seed \(seed))"
             switch outcome {
