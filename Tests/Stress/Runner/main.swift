@@ -3,7 +3,6 @@
 #endif
 import Foundation
 import StressScenarios
-import Synchronization
 
 // socketstreams-stress: runs the stress scenarios (Tests/Stress/Scenarios) against the library, each
 // scenario over each transport in a child process of its own, so a crash ends that child only and is
@@ -118,7 +117,7 @@ final class Child: Sendable {
     }
 
     let pid: pid_t
-    private let state = Mutex(State())
+    private let state = StressLocked(State())
     private let changed = DispatchSemaphore(value: 0)
 
     /// Starts `arguments[0]` with `arguments`, stdout on a pipe read here, stderr on `logPath`.

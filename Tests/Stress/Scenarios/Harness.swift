@@ -1,6 +1,8 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
 import Dispatch
 import Foundation
-import Synchronization
 
 /// A reproducible random source (SplitMix64): each iteration's choices follow from the run's seed and
 /// the iteration's number, so a failing iteration's random points can be replayed (`--seed`).
@@ -29,7 +31,7 @@ public final class StressFlag: Sendable {
         var next = 0
     }
 
-    private let state = Mutex(State())
+    private let state = StressLocked(State())
 
     public init() {}
 
@@ -70,7 +72,7 @@ public final class StressCounter: Sendable {
         var waiters: [(target: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
-    private let state = Mutex(State())
+    private let state = StressLocked(State())
 
     public init() {}
 
@@ -113,7 +115,7 @@ public final class StressCounter: Sendable {
 
 /// The failures of one iteration, as messages.
 public final class StressFailures: Sendable {
-    private let messages = Mutex<[String]>([])
+    private let messages = StressLocked<[String]>([])
     public init() {}
     public func add(_ message: String) { messages.withLock { $0.append(message) } }
     public var all: [String] { messages.withLock { $0 } }
@@ -129,7 +131,7 @@ enum IterationOutcome: Sendable {
 /// Runs `body` in a task of its own and returns its outcome, or `.hung` if it has not finished
 /// within `seconds` (the task is then abandoned: a hang is reported, not waited for).
 func runWithDeadline(_ seconds: Double, _ body: @escaping @Sendable () async throws -> [String]) async -> IterationOutcome {
-    let once = Mutex<CheckedContinuation<IterationOutcome, Never>?>(nil)
+    let once = StressLocked<CheckedContinuation<IterationOutcome, Never>?>(nil)
     return await withCheckedContinuation { (continuation: CheckedContinuation<IterationOutcome, Never>) in
         once.withLock { $0 = continuation }
         let finish: @Sendable (IterationOutcome) -> Void = { outcome in
@@ -149,9 +151,29 @@ func runWithDeadline(_ seconds: Double, _ body: @escaping @Sendable () async thr
     }
 }
 
-/// A value tasks share under a lock.
-public final class StressLocked<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-    public init(_ value: Value) { mutex = Mutex(value) }
-    public func withLock<Result: Sendable>(_ body: (inout Value) -> Result) -> Result { mutex.withLock { body(&$0) } }
+/// State reachable only under its lock, on a `pthread_mutex_t` as the library's own `Guarded` is:
+/// the standard library's `Mutex` locks with futexes Thread Sanitizer cannot see, and the sanitizer runs
+/// (Scripts/sanitize) would report every access to its state as a race.
+public final class StressLocked<Value: Sendable>: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private var value: Value
+
+    public init(_ value: Value) {
+        self.value = value
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    /// Runs `body` with the value, under the lock.
+    public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&value)
+    }
 }

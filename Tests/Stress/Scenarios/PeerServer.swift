@@ -4,7 +4,6 @@
 import COpenSSL
 import CSocketStreamsShims
 import Foundation
-import Synchronization
 
 /// The stress scenarios' peer (Glibc, epoll through the package's C shim, OpenSSL): one thread, one `epoll` set, non-blocking sockets, able to hold
 /// thousands of connections at once. It listens on 127.0.0.1 (ephemeral ports), one port per mode and
@@ -55,7 +54,7 @@ public final class PeerServer: Sendable {
     /// The certificate (PEM) clients trust for the TLS ports: self-signed, for 127.0.0.1 and localhost.
     public let certificatePEM: Data
 
-    private let shared = Mutex(Shared())
+    private let shared = StressLocked(Shared())
     private let wakeWriter: Int32
     private let stopped = DispatchSemaphore(value: 0)
 

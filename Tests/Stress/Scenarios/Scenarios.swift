@@ -1,7 +1,6 @@
 import Dispatch
 import Foundation
 import SocketStreams
-import Synchronization
 
 /// What one iteration of a scenario gets: the peers, the transport, its number and its random source.
 public struct StressIteration: Sendable {
@@ -21,7 +20,7 @@ public struct StressIteration: Sendable {
 /// What lasts across a scenario's iterations over one transport: the QueuedSocket probes, checked
 /// together at the end (a second `socketDidDisconnect`, or a callback after it, can come late).
 public final class StressRun: Sendable {
-    let probes = Mutex<[QueuedProbe]>([])
+    let probes = StressLocked<[QueuedProbe]>([])
     /// The number of connections the task-group scenario opens per iteration.
     public let groupSize: Int
 
@@ -382,7 +381,7 @@ final class QueuedProbe: QueuedSocketDelegate, Sendable {
         var afterDisconnect: [String] = []
     }
 
-    let log = Mutex(Log())
+    let log = StressLocked(Log())
     let connected = StressFlag()
     let disconnected = StressFlag()
     let progress = StressCounter()
