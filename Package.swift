@@ -136,6 +136,13 @@ let package = Package(
                 "StressScenarios",
             ]
         ),
+        // Swift 6 concurrency code written as a user writes it, against the public API only: no
+        // @testable, and no @unchecked Sendable, nonisolated(unsafe) or @preconcurrency in the target
+        // (UserConcurrencyTests checks its own sources for them).
+        .testTarget(
+            name: "SocketStreamsConcurrencyTests",
+            dependencies: ["SocketStreams"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

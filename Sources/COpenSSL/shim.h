@@ -2,6 +2,7 @@
 #ifndef C_OPENSSL_SHIM_H
 #define C_OPENSSL_SHIM_H
 
+#include <string.h>
 #include <openssl/ssl.h>
 #include <openssl/err.h>
 #include <openssl/x509.h>
@@ -55,5 +56,101 @@ static inline int cssl_get_ex_new_index(void) {
 // Error-queue helpers.
 static inline int cssl_err_lib(unsigned long code) { return ERR_GET_LIB(code); }
 static inline int cssl_err_reason(unsigned long code) { return ERR_GET_REASON(code); }
+
+// Certificate extensions the verify callback checks itself (OpenSSL's stack macros, and the
+// decoded extensions, freed by the caller with the matching *_free).
+static inline int cssl_x509_is_ca(X509 *x) {
+    // basicConstraints with cA TRUE (not OpenSSL's looser EXFLAG_CA, which also covers v1 roots).
+    BASIC_CONSTRAINTS *bc = X509_get_ext_d2i(x, NID_basic_constraints, NULL, NULL);
+    int ca = bc != NULL && bc->ca;
+    BASIC_CONSTRAINTS_free(bc);
+    return ca;
+}
+/// The decoded nameConstraints (NULL when absent or undecodable; `present` tells which), to be NAME_CONSTRAINTS_free'd.
+static inline NAME_CONSTRAINTS *cssl_x509_name_constraints(X509 *x, int *present) {
+    *present = X509_get_ext_by_NID(x, NID_name_constraints, -1) >= 0;
+    if (!*present) return NULL;
+    ERR_set_mark();
+    NAME_CONSTRAINTS *nc = X509_get_ext_d2i(x, NID_name_constraints, NULL, NULL);
+    ERR_pop_to_mark();
+    return nc;
+}
+static inline int cssl_nc_count(NAME_CONSTRAINTS *nc, int excluded) {
+    STACK_OF(GENERAL_SUBTREE) *trees = excluded ? nc->excludedSubtrees : nc->permittedSubtrees;
+    return trees == NULL ? 0 : sk_GENERAL_SUBTREE_num(trees);
+}
+/// The subtree's base when it is a dNSName (its bytes and length), NULL otherwise.
+static inline const unsigned char *cssl_nc_dns(NAME_CONSTRAINTS *nc, int excluded, int index, int *length) {
+    STACK_OF(GENERAL_SUBTREE) *trees = excluded ? nc->excludedSubtrees : nc->permittedSubtrees;
+    GENERAL_SUBTREE *tree = sk_GENERAL_SUBTREE_value(trees, index);
+    if (tree == NULL || tree->base == NULL || tree->base->type != GEN_DNS) return NULL;
+    *length = ASN1_STRING_length(tree->base->d.dNSName);
+    return ASN1_STRING_get0_data(tree->base->d.dNSName);
+}
+/// The first dNSName in the subjectAltName with a '*' that is not a whole left-most label
+/// ("ba*.example.com", "foo.*.example.com"), copied NUL-terminated into `buffer`; 0 when none.
+static inline int cssl_x509_partial_wildcard(X509 *x, char *buffer, int size) {
+    GENERAL_NAMES *names = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+    int found = 0;
+    for (int i = 0; names != NULL && i < sk_GENERAL_NAME_num(names) && !found; i++) {
+        GENERAL_NAME *name = sk_GENERAL_NAME_value(names, i);
+        if (name->type != GEN_DNS) continue;
+        const char *text = (const char *)ASN1_STRING_get0_data(name->d.dNSName);
+        int length = ASN1_STRING_length(name->d.dNSName);
+        const char *star = memchr(text, '*', (size_t)length);
+        if (star == NULL || (star == text && length > 1 && text[1] == '.' && memchr(text + 1, '*', (size_t)length - 1) == NULL)) continue;
+        found = 1;
+        int copied = length < size - 1 ? length : size - 1;
+        memcpy(buffer, text, (size_t)copied);
+        buffer[copied] = 0;
+    }
+    GENERAL_NAMES_free(names);
+    return found;
+}
+/// Whether the certificate has a subjectAltName with at least one dNSName.
+static inline int cssl_x509_has_dns_san(X509 *x) {
+    GENERAL_NAMES *names = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+    int found = 0;
+    for (int i = 0; names != NULL && i < sk_GENERAL_NAME_num(names); i++) {
+        if (sk_GENERAL_NAME_value(names, i)->type == GEN_DNS) found = 1;
+    }
+    GENERAL_NAMES_free(names);
+    return found;
+}
+/// The NID of the first extension OpenSSL knows but cannot decode (a malformed authorityInfoAccess,
+/// certificatePolicies, subjectAltName…), 0 when every one decodes. The SCT list is left out:
+/// Certificate Transparency's contents are not the chain's validity.
+static inline int cssl_x509_undecodable_extension(X509 *x) {
+    ERR_set_mark();  // a failed decode queues ASN.1 errors, which are not the handshake's
+    int found = 0;
+    for (int i = 0; i < X509_get_ext_count(x) && found == 0; i++) {
+        X509_EXTENSION *extension = X509_get_ext(x, i);
+        const X509V3_EXT_METHOD *method = X509V3_EXT_get(extension);
+        int nid = OBJ_obj2nid(X509_EXTENSION_get_object(extension));
+        if (method == NULL || nid == NID_ct_precert_scts) continue;
+        void *decoded = X509V3_EXT_d2i(extension);
+        if (decoded == NULL) {
+            found = nid;
+        } else if (method->it != NULL) {
+            ASN1_item_free(decoded, ASN1_ITEM_ptr(method->it));
+        } else if (method->ext_free != NULL) {
+            method->ext_free(decoded);
+        }
+    }
+    ERR_pop_to_mark();
+    return found;
+}
+/// The public-key algorithm of the certificate's signature (NID_dsa for DSA), NID_undef if unknown.
+static inline int cssl_x509_signature_key_nid(X509 *x) {
+    int key = NID_undef;
+    if (!OBJ_find_sigid_algs(X509_get_signature_nid(x), NULL, &key)) return NID_undef;
+    return key;
+}
+/// Whether the subjectAltName is marked critical while the subject is not empty.
+static inline int cssl_x509_san_critical_with_subject(X509 *x) {
+    int index = X509_get_ext_by_NID(x, NID_subject_alt_name, -1);
+    if (index < 0 || !X509_EXTENSION_get_critical(X509_get_ext(x, index))) return 0;
+    return X509_NAME_entry_count(X509_get_subject_name(x)) > 0;
+}
 
 #endif

@@ -1,5 +1,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -17,6 +19,10 @@ int cssh_accept4(int fd) {
     return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }
 
+int cssh_accept4_from(int fd, struct sockaddr *address, socklen_t *length) {
+    return accept4(fd, address, length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
 int cssh_eai_nodata(void) {
     return EAI_NODATA;
 }
@@ -27,3 +33,5 @@ int cssh_name_current_thread(const char *name) {
     truncated[sizeof truncated - 1] = '\0';
     return pthread_setname_np(pthread_self(), truncated);
 }
+
+int cssh_gettid(void) { return (int)syscall(SYS_gettid); }

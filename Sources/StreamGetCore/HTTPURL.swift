@@ -13,7 +13,7 @@ public enum HTTPURLError: Error, Sendable, Equatable, CustomStringConvertible {
     case missingHost
     /// A host that is neither a DNS name, an IPv4 address nor a bracketed IPv6 literal.
     case invalidHost(String)
-    /// A port that is not a number from 1 to 65535.
+    /// A port that is not a decimal number from 0 to 65535 (leading zeros allowed, as curl reads them).
     case invalidPort(String)
     /// `user:password@` in the authority.
     case userInfoNotSupported
@@ -30,7 +30,7 @@ public enum HTTPURLError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidHost(let host):
             return "invalid host \"\(host)\" (write IPv6 addresses in brackets: http://[::1]:8080/)"
         case .invalidPort(let port):
-            return "invalid port \"\(port)\": expected a number from 1 to 65535"
+            return "invalid port \"\(port)\": expected a decimal number from 0 to 65535"
         case .userInfoNotSupported:
             return "user names and passwords in URLs are not supported"
         case .invalidCharacter:
@@ -50,11 +50,20 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
     public var port: Int
     /// The request target in origin form: the path (at least `/`) and the query, without the fragment.
     public var path: String
+    /// Whether the URL named its port (`http://host:80/` did, `http://host/` and `http://host:/` did not).
+    /// Not part of equality: both spellings are the same URL.
+    public var hasExplicitPort = false
+
+    /// Equal when scheme, host, port and path are.
+    public static func == (lhs: HTTPURL, rhs: HTTPURL) -> Bool {
+        lhs.secure == rhs.secure && lhs.host == rhs.host && lhs.port == rhs.port && lhs.path == rhs.path
+    }
 
     /// Creates a URL from its parts.
     public init(host: String, port: Int? = nil, path: String = "/", secure: Bool = false) {
         self.host = host
         self.port = port ?? (secure ? 443 : 80)
+        hasExplicitPort = port != nil
         self.path = path
         self.secure = secure
     }
@@ -122,16 +131,24 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
             host = String(hostPart)
         }
         if let portPart, !portPart.isEmpty {
-            guard portPart.count <= 5, portPart.allSatisfy(\.isASCIIDigitCharacter), let value = Int(portPart),
-                (1...65535).contains(value)
-            else { throw .invalidPort(String(portPart)) }
-            port = value
+            port = try Self.parsePort(portPart)
+            hasExplicitPort = true
         } else {
             port = secure ? 443 : 80  // "http://host:/" means the default port (RFC 3986 §3.2.3)
         }
         var pathText = String(target)
         if pathText.unicodeScalars.first.map({ $0 == "?" }) ?? true { pathText = "/" + pathText }
         path = Self.percentEncodingNonASCII(pathText)
+    }
+
+    /// A port as curl reads it: decimal digits only, leading zeros allowed (`08000` is 8000), 0 to 65535.
+    /// - Throws: `HTTPURLError.invalidPort`.
+    static func parsePort(_ text: Substring) throws(HTTPURLError) -> Int {
+        let significant = text.drop { $0 == "0" }
+        guard !text.isEmpty, text.allSatisfy(\.isASCIIDigitCharacter), significant.count <= 5,
+            let value = significant.isEmpty ? 0 : Int(significant), value <= 65535
+        else { throw .invalidPort(String(text)) }
+        return value
     }
 
     /// Checks an IPv6 literal from between brackets and decodes a `%25` zone separator.
@@ -165,6 +182,66 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
         return result
     }
 
+    /// Scheme, host and port: where credentials may go (curl sends them to the URL's origin only).
+    public var origin: String { "\(secure ? "https" : "http")://\(hostForURL.lowercased()):\(port)" }
+
+    /// The last segment of the path, without the query (curl's `-O` name; empty when the path ends with `/`).
+    public var remoteFileName: String {
+        let pathOnly = path.prefix { $0 != "?" }
+        return String(pathOnly[(pathOnly.lastIndex(of: "/").map { pathOnly.index(after: $0) } ?? pathOnly.startIndex)...])
+    }
+
+    /// Resolves a `Location` value against this URL (RFC 3986 §5.2): an absolute `http[s]://` URL, a
+    /// scheme-relative `//host/path`, an absolute path, a query, or a path relative to this one's directory, with
+    /// `.` and `..` segments removed. Spaces are percent-encoded first, as curl does.
+    /// - Throws: `HTTPURLError` for another scheme or an unusable URL.
+    public func resolving(_ location: String) throws(HTTPURLError) -> HTTPURL {
+        var reference = location.trimmingSpaces.replacingSpaces
+        if reference.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) { throw .invalidCharacter }
+        if let hash = reference.firstIndex(of: "#") { reference = String(reference[..<hash]) }
+        if let colon = reference.firstIndex(of: ":"),
+            let first = reference.first, first.isASCII, first.isLetter,
+            reference[..<colon].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) })
+        {
+            return try HTTPURL(parsing: reference)
+        }
+        if reference.hasPrefix("//") { return try HTTPURL(parsing: (secure ? "https:" : "http:") + reference) }
+        var resolved = self
+        resolved.hasExplicitPort = hasExplicitPort
+        let basePath = String(path.prefix { $0 != "?" })
+        if reference.isEmpty { return resolved }
+        if reference.hasPrefix("?") {
+            resolved.path = basePath + reference
+            return resolved
+        }
+        let query = reference.firstIndex(of: "?").map { String(reference[$0...]) } ?? ""
+        let referencePath = String(reference.prefix { $0 != "?" })
+        let merged =
+            referencePath.hasPrefix("/")
+            ? referencePath : String(basePath[...(basePath.lastIndex(of: "/") ?? basePath.startIndex)]) + referencePath
+        resolved.path = Self.percentEncodingNonASCII(Self.removingDotSegments(merged) + query)
+        return resolved
+    }
+
+    /// RFC 3986 §5.2.4: the path without `.` and `..` segments (never above the root).
+    static func removingDotSegments(_ path: String) -> String {
+        var output: [Substring] = []
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        for (offset, segment) in segments.enumerated() {
+            let isLast = offset == segments.count - 1
+            switch segment {
+            case ".":
+                if isLast { output.append("") }
+            case "..":
+                if !output.isEmpty { output.removeLast() }
+                if isLast { output.append("") }
+            default:
+                output.append(segment)
+            }
+        }
+        return "/" + output.joined(separator: "/")
+    }
+
     /// Whether the host is an IPv6 address (and must be bracketed in URLs and the Host header).
     public var isIPv6Literal: Bool { host.contains(":") }
 
@@ -194,6 +271,11 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
         let scheme = secure ? "https" : "http"
         return port == defaultPort ? "\(scheme)://\(hostForURL)\(path)" : "\(scheme)://\(hostForURL):\(port)\(path)"
     }
+}
+
+extension String {
+    /// The string with each space percent-encoded (`%20`).
+    fileprivate var replacingSpaces: String { split(separator: " ", omittingEmptySubsequences: false).joined(separator: "%20") }
 }
 
 extension Character {

@@ -79,8 +79,9 @@ public struct StreamGetProxyRoute: Sendable, Equatable {
             throw invalid("\(error)")
         }
         guard endpoint.path == "/" else { throw invalid("a proxy has no path") }
-        // HTTPURL fills in 80 when the authority has no port; a proxy's default is 1080.
-        let port = rest.hasSuffix(":\(endpoint.port)") ? endpoint.port : 1080
+        // HTTPURL fills in 80 when the authority has no port; a proxy's default is 1080. (Comparing the text's
+        // end with ":\(port)" took "host:08000" for a proxy without a port, and so used 1080.)
+        let port = endpoint.hasExplicitPort ? endpoint.port : 1080
         let kind: ProxyConfiguration.Kind
         let resolvesLocally: Bool
         switch scheme {
@@ -144,5 +145,17 @@ public struct StreamGetProxyRoute: Sendable, Equatable {
                 NI_NUMERICHOST) == 0
         else { return nil }
         return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+extension StreamGetProxyRoute {
+    /// Resolves `host` as the pair is about to, only to time the lookup for `-w`'s `time_namelookup` (the pair
+    /// reports no event when its own lookup ends); the pair still resolves the name itself and tries every address.
+    static func timeLookup(of host: String) {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        if getaddrinfo(host, nil, &hints, &list) == 0 { freeaddrinfo(list) }
     }
 }

@@ -4,12 +4,10 @@ import SocketStreams
 /// The `stream-get` command: parses the command line, fetches the URL (or the built-in page) and returns the exit
 /// status. `main.swift` only calls `run(arguments:)`.
 public enum StreamGetTool {
-    /// Exit status for a complete response (any status code).
-    public static let exitSuccess: Int32 = 0
-    /// Exit status for a failed fetch: connection error, malformed or truncated response, timeout.
-    public static let exitFailure: Int32 = 1
-    /// Exit status for a bad command line or an unusable URL.
-    public static let exitUsage: Int32 = 2
+    /// Exit status for a complete response (any status code, unless `-f`).
+    public static let exitSuccess: Int32 = CurlExitCode.ok
+    /// Exit status for a bad command line (curl's 2).
+    public static let exitUsage: Int32 = CurlExitCode.usage
 
     /// Runs the command.
     /// - Parameters:
@@ -33,21 +31,15 @@ public enum StreamGetTool {
             out.write(StreamGetOptions.usage + "\n")
             return exitSuccess
         }
-        guard let urlArgument = options.url else {
+        guard !options.urls.isEmpty else {
             return fetchBuiltInPage(options: options, out: out, err: err)
         }
         if options.selfTestTLS {
             err.write("stream-get: --self-test-tls fetches the built-in page and takes no URL\n")
             return exitUsage
         }
-        let url: HTTPURL
-        do {
-            url = try HTTPURL(parsing: urlArgument)
-        } catch {
-            err.write("stream-get: \(error)\n")
-            return exitUsage
-        }
-        return fetch(url, options: options, environment: ProcessInfo.processInfo.environment, out: out, err: err)
+        var transfers = Transfers(options: options, environment: ProcessInfo.processInfo.environment, out: out, err: err)
+        return transfers.run(options.urls.map { .text($0) })
     }
 
     /// Starts the built-in page server on `RunLoop.socketStreams` and fetches its page. With `--self-test-tls`
@@ -67,53 +59,13 @@ public enum StreamGetTool {
             }
         } catch {
             err.write("stream-get: cannot start the built-in page server: \((error as NSError).localizedDescription)\n")
-            return exitFailure
+            return CurlExitCode.couldNotConnect
         }
         server.start()
         defer { server.stop() }
         err.write("stream-get: no URL given; fetching the built-in page from \(server.url)\n")
-        return fetch(server.url, options: options, environment: nil, out: out, err: err)
-    }
-
-    /// Fetches `url` (through the proxy the options or `environment` give) and reports a failure on `err`.
-    static func fetch(
-        _ url: HTTPURL, options: StreamGetOptions, environment: [String: String]?, out: OutputSink,
-        err: OutputSink
-    ) -> Int32 {
-        let route: StreamGetProxyRoute?
-        do {
-            route = try StreamGetProxyRoute.route(
-                for: url, proxy: options.proxy, proxyUser: options.proxyUser,
-                noProxy: options.noProxy, environment: environment)
-        } catch {
-            err.write("stream-get: \(error)\n")
-            return exitUsage
-        }
-        var connectHost: String?
-        if let route, route.resolvesLocally {
-            let family = route.configuration.kind == .socks4 ? AF_INET : AF_UNSPEC
-            guard let address = StreamGetProxyRoute.resolveLocally(url.host, family: family) else {
-                err.write(
-                    "stream-get: \(url.endpointDescription): could not resolve host \(url.host)"
-                        + (family == AF_INET ? " to an IPv4 address (SOCKS4)" : "") + "\n")
-                return exitFailure
-            }
-            connectHost = address
-        }
-        let fetch = HTTPFetch(
-            url: url, includeHeaders: options.includeHeaders, verbose: options.verbose, out: out, err: err,
-            tls: url.secure ? (options.trustOverride ?? options.tls.settings) : nil,
-            proxy: route?.configuration, connectHost: connectHost)
-        switch fetch.run(timeout: options.timeout) {
-        case .completed:
-            return exitSuccess
-        case .failed(let message):
-            err.write("stream-get: \(url.endpointDescription): \(message)\n")
-            return exitFailure
-        case .timedOut:
-            err.write("stream-get: \(url.endpointDescription): timed out after \(seconds(options.timeout ?? 0))\n")
-            return exitFailure
-        }
+        var transfers = Transfers(options: options, environment: nil, out: out, err: err)
+        return transfers.run([.parsed(server.url)])
     }
 
     /// `2 s`, `1.5 s`: a duration for messages.

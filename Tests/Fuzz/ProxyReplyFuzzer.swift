@@ -88,12 +88,13 @@ private func fuzzParsing(_ text: String, proxy: Bool) {
     if proxy {
         guard let route = try? StreamGetProxyRoute.parse(text) else { return }
         precondition(!hasControlByte(route.configuration.host), "control byte in a proxy host: \(text.debugDescription)")
-        precondition((1...65_535).contains(route.configuration.port), "proxy port \(route.configuration.port)")
+        precondition((0...65_535).contains(route.configuration.port), "proxy port \(route.configuration.port)")
         return
     }
     guard let url = try? HTTPURL(parsing: text) else { return }
     precondition(!url.host.isEmpty && !hasControlByte(url.host), "bad host from \(text.debugDescription)")
-    precondition((1...65_535).contains(url.port), "port \(url.port) from \(text.debugDescription)")
+    // Port 0 parses, as in curl, and fails at connect.
+    precondition((0...65_535).contains(url.port), "port \(url.port) from \(text.debugDescription)")
     precondition(url.path.hasPrefix("/"), "path \(url.path.debugDescription)")
     let again = try? HTTPURL(parsing: url.description)
     precondition(again == url, "\(text.debugDescription) -> \(url) -> \(again.map { "\($0)" } ?? "an error")")

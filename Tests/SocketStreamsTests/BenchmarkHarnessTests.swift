@@ -12,6 +12,35 @@ final class BenchmarkHarnessTests: XCTestCase {
     private static let allClients = ["baseline", "streams-delegate", "streams-thread", "streams-queue", "streams-polling", "filehandle"]
     private static let allWorkloads = ["download", "upload", "pingpong", "connect", "many1k", "many5k", "idle"]
 
+    /// A run without `--out` never touches the checkout: it writes a new directory under the
+    /// package's `.build/stream-bench`, says which, and leaves `Benchmarks/results` (the recorded run
+    /// the guides are checked against) byte for byte as it was (issue 25: it rewrote them, after which
+    /// GuideExampleTests failed).
+    func testRunWithoutOutLeavesTheRecordedResultsAlone() throws {
+        let binary = URL(fileURLWithPath: try builtExecutable("stream-bench"))
+        let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let recorded = package.appendingPathComponent("Benchmarks/results")
+        let names = ["latest.md", "latest.json", "ratios.svg"]
+        let before = try names.map { try Data(contentsOf: recorded.appendingPathComponent($0)) }
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = ["--quick", "--workloads", "pingpong", "--clients", "baseline"]
+        let stderr = Pipe()
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = stderr
+        try process.run()
+        let log = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, log)
+        let after = try names.map { try Data(contentsOf: recorded.appendingPathComponent($0)) }
+        XCTAssertEqual(before, after, "Benchmarks/results changed")
+        let line = try XCTUnwrap(log.split(separator: "\n").last { $0.hasPrefix("stream-bench: results in ") }, log)
+        let directory = URL(fileURLWithPath: String(line.dropFirst("stream-bench: results in ".count)))
+        defer { try? FileManager.default.removeItem(at: directory) }
+        XCTAssertEqual(directory.deletingLastPathComponent().path, package.appendingPathComponent(".build/stream-bench").path)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: directory.appendingPathComponent("latest.md").path))
+    }
+
     func testQuickRunWritesCompleteResults() throws {
         let binary = URL(fileURLWithPath: try builtExecutable("stream-bench"))
         let clients = Self.clientsUnderTest()

@@ -78,7 +78,6 @@ final class StreamGetCoreTests: XCTestCase {
             ("http://", .missingHost),
             ("http:///path", .missingHost),
             ("http://:8080/", .missingHost),
-            ("http://host:0/", .invalidPort("0")),
             ("http://host:65536/", .invalidPort("65536")),
             ("http://host:-1/", .invalidPort("-1")),
             ("http://host:80a/", .invalidPort("80a")),
@@ -134,7 +133,6 @@ final class StreamGetCoreTests: XCTestCase {
             (["-iz"], "unknown option \"-z\""),
             (["--nope"], "unknown option \"--nope\""),
             (["-"], "unknown option \"-\""),
-            (["a", "b"], "more than one URL given"),
             (["--timeout"], "--timeout needs a number of seconds"),
             (["--timeout", "0"], "invalid timeout \"0\": expected a positive number of seconds"),
             (["--timeout", "-1"], "invalid timeout \"-1\": expected a positive number of seconds"),
@@ -357,44 +355,44 @@ final class StreamGetTests: XCTestCase {
         XCTAssertFalse(result.stderr.contains("100 Continue"), "only the final status line is printed: \(result.stderr)")
     }
 
-    /// (c) A body cut short of its Content-Length fails with exit status 1.
+    /// (c) A body cut short of its Content-Length fails with curl's exit status 18 (partial file).
     func testTruncatedContentLengthBodyFails() throws {
         let server = try CannedHTTPServer(responsePieces: ["HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b"])
         defer { server.stop() }
         let result = try runStreamGet(["--timeout", "30", "http://127.0.0.1:\(server.port)/"])
-        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertEqual(result.status, 18, result.stderr)
         XCTAssertEqual(result.stdoutText, "only ten b", "what arrived is still written")
         XCTAssertTrue(
             result.stderr.contains("body truncated: received 10 of 100 bytes"), "stderr: \(result.stderr)")
     }
 
-    /// (c) A chunked body without its last chunk fails with exit status 1.
+    /// (c) A chunked body without its last chunk fails with exit status 18.
     func testTruncatedChunkedBodyFails() throws {
         let server = try CannedHTTPServer(responsePieces: ["HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nHello\r\n"])
         defer { server.stop() }
         let result = try runStreamGet(["--timeout", "30", "http://127.0.0.1:\(server.port)/"])
-        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertEqual(result.status, 18, result.stderr)
         XCTAssertTrue(result.stderr.contains("chunked body truncated"), "stderr: \(result.stderr)")
     }
 
-    /// (c) A malformed status line fails with exit status 1 and names the endpoint.
+    /// (c) A malformed status line fails with curl's exit status 8 (weird server reply) and names the endpoint.
     func testMalformedResponseFails() throws {
         let server = try CannedHTTPServer(responsePieces: ["HTTP/1.1 OK 200\r\n\r\n"])
         defer { server.stop() }
         let result = try runStreamGet(["--timeout", "30", "http://127.0.0.1:\(server.port)/"])
-        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertEqual(result.status, 8, result.stderr)
         XCTAssertTrue(
             result.stderr.contains("127.0.0.1:\(server.port): malformed response: malformed status line"),
             "stderr: \(result.stderr)")
         XCTAssertEqual(result.stdout.count, 0)
     }
 
-    /// (c) A server that closes without a response makes the fetch fail.
+    /// (c) A server that closes without a response makes the fetch fail with curl's 52 (got nothing).
     func testEmptyResponseFails() throws {
         let server = try CannedHTTPServer(responsePieces: [])
         defer { server.stop() }
         let result = try runStreamGet(["--timeout", "30", "http://127.0.0.1:\(server.port)/"])
-        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertEqual(result.status, 52, result.stderr)
         XCTAssertTrue(result.stderr.contains("without sending a response"), "stderr: \(result.stderr)")
     }
 
@@ -405,7 +403,7 @@ final class StreamGetTests: XCTestCase {
         let start = Date()
         let result = try runStreamGet(["--timeout", "1", "http://127.0.0.1:\(server.port)/"])
         let elapsed = Date().timeIntervalSince(start)
-        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertEqual(result.status, 28, result.stderr)
         XCTAssertTrue(result.stderr.contains("timed out after 1 s"), "stderr: \(result.stderr)")
         XCTAssertEqual(result.stdoutText, "abc")
         XCTAssertGreaterThanOrEqual(elapsed, 1.0)
@@ -419,8 +417,7 @@ final class StreamGetTests: XCTestCase {
         let reserved = try ReservedPort()  // bound but not listening: connecting is refused
         defer { reserved.close() }
         let result = try runStreamGet(["-v", "--timeout", "30", "http://127.0.0.1:\(reserved.port)/"])
-        XCTAssertNotEqual(result.status, 0)
-        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertEqual(result.status, 7, "curl's exit status for a refused connection: \(result.stderr)")
         XCTAssertEqual(result.stdout.count, 0)
         let lastLine = result.stderr.split(separator: "\n").last.map(String.init) ?? ""
         XCTAssertTrue(lastLine.hasPrefix("stream-get: 127.0.0.1:\(reserved.port): "), "stderr: \(result.stderr)")

@@ -29,11 +29,17 @@ int cssh_pin_to_cpu(int cpu);
 /// `accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)` (a GNU extension Swift cannot see).
 int cssh_accept4(int fd);
 
+/// `accept4(fd, address, length, SOCK_NONBLOCK | SOCK_CLOEXEC)`: as `cssh_accept4`, with the peer's address.
+int cssh_accept4_from(int fd, struct sockaddr *address, socklen_t *length);
+
 /// glibc's `EAI_NODATA` (a GNU extension Swift cannot see).
 int cssh_eai_nodata(void);
 
 /// `pthread_setname_np(pthread_self(), name)` (a GNU extension Swift cannot see); the kernel keeps
 /// at most 15 bytes. Returns 0 or an error number.
 int cssh_name_current_thread(const char *name);
+
+/// The calling thread's kernel id (`gettid(2)`), as glibc records it in a mutex it holds.
+int cssh_gettid(void);
 
 #endif

@@ -69,6 +69,8 @@ extension Stream.PropertyKey: @retroactive _ObjectiveCBridgeable {
 // MARK: - creating pairs
 
 /// `CFStreamCreatePairWithSocketToHost`: a pair for `host`:`port` (see `createStreamPair(host:port:)`).
+/// A `port` above 65535 is not masked to 16 bits as CFNetwork does: the pair dials nothing and its
+/// open fails with `kCFStreamEventErrorOccurred`, POSIX `EINVAL`.
 /// Either pointer may be nil; each stream returned is +1, as `Unmanaged…takeRetainedValue()` expects.
 public func CFStreamCreatePairWithSocketToHost(
     _ alloc: CFAllocator?, _ host: CFString!, _ port: UInt32,

@@ -67,6 +67,23 @@ extension Stream.PropertyKey {
 
     /// SocketStreams' own: `TCP_NODELAY` (a Bool, not 0 or 1) on the pair's TCP socket. May be set at any time.
     public static let tcpNoDelayKey = Stream.PropertyKey("SocketStreamsPropertyTCPNoDelay")
+
+    /// SocketStreams' own: set to `true` on an open pair (usually on its output stream; properties
+    /// belong to the pair) to half-close it: the write side ends and the read side stays open.
+    /// CFNetwork has no equivalent (closing a CFWriteStream sends nothing); this is `shutdown(fd,
+    /// SHUT_WR)`, with TLS's `close_notify` first, as SwiftNIO's `close(mode: .output)` does.
+    ///
+    /// Over TLS, the unsent tail of the last record goes out, then `close_notify` (`SSL_shutdown`
+    /// once, without waiting for the peer's), then FIN; over plain TCP, FIN. Nothing new is flushed:
+    /// only what `write` already returned as written precedes it. The input stream goes on reading
+    /// until the peer ends its side (`endEncountered`), so the peer can still answer. A later `write`
+    /// returns -1, and the output stream alone gets `errorOccurred` with `NSPOSIXErrorDomain` `EPIPE`.
+    /// Setting it waits (in `poll(2)`) only while the socket cannot take those last bytes.
+    ///
+    /// `setProperty` returns false before the pair is open (handshakes done), after it failed or was
+    /// closed, once it is already shut, for any value but `true`, and if the socket refused
+    /// (the pair then fails as a failed write does). Reads back as whether the output was shut.
+    public static let shutdownOutputKey = Stream.PropertyKey("SocketStreamsPropertyShutdownOutput")
 }
 
 /// `kCFStreamPropertySSLPeerTrust`: Darwin's `SecTrust` of the peer. Linux has no `SecTrust`: the name

@@ -32,6 +32,9 @@ public final class StreamListener: Sendable {
     /// The address the listener is bound to (`getsockname(2)`), e.g. `127.0.0.1:4321`, `[::]:4321`, or the socket path.
     public let localAddress: String
 
+    /// The bound address alone: "127.0.0.1", "::" (every interface), or the socket path.
+    let localHost: String
+
     /// Binds and listens on a TCP port (`socket`, `bind`, `listen`).
     ///
     /// - Parameters:
@@ -42,6 +45,7 @@ public final class StreamListener: Sendable {
     /// - Throws: An `NSError` in `NSPOSIXErrorDomain` (e.g. EADDRINUSE; EINVAL for a port outside
     ///   0...65535, which is never cut to 16 bits), or the name-lookup error.
     public init(host: String? = nil, port: Int = 0, backlog: Int32 = 128) throws {
+        StreamThread.prepare()  // the stream thread's fds, set aside while the process has some
         try Self.checkPort(port, host: host)
         var address: SocketAddress
         if let host {
@@ -76,6 +80,7 @@ public final class StreamListener: Sendable {
                 let bound = try Posix.localAddress(fd)
                 self.port = bound.port
                 self.localAddress = bound.description
+                self.localHost = bound.host
             } catch {
                 handle.release()
                 throw error
@@ -104,6 +109,7 @@ public final class StreamListener: Sendable {
     /// (same `st_dev` and `st_ino` as right after `bind`): a file put at the path since stays.
     /// - Throws: An `NSError` in `NSPOSIXErrorDomain`: EADDRINUSE (above), ENAMETOOLONG, EACCES, …
     public init(unixSocketPath path: String, backlog: Int32 = 128) throws {
+        StreamThread.prepare()
         guard let address = SocketAddress(unixPath: path) else {
             throw StreamErrors.posix(ENAMETOOLONG, "Could not listen on \(path)")
         }
@@ -129,6 +135,7 @@ public final class StreamListener: Sendable {
         self.unixPath = path
         self.port = 0
         self.localAddress = path
+        self.localHost = path
     }
 
     /// Clears `path` for a new Unix listener: removes a stale socket file, throws EADDRINUSE when a
@@ -170,12 +177,13 @@ public final class StreamListener: Sendable {
     /// Refuses a port that does not fit TCP's 16 bits: `sin_port` would keep only the low 16
     /// (70000 would listen on 4464, 65536 on a port the kernel picks).
     private static func checkPort(_ port: Int, host: String?) throws {
-        guard !(0...65535).contains(port) else { return }
-        throw StreamErrors.posix(EINVAL, "Could not listen on \(host ?? "every interface") port \(port) (not in 0...65535)")
+        try PortNumber.check(port, "Could not listen on \(host ?? "every interface")")
     }
 
     /// The handler `start(in:forMode:accept:)` calls with each accepted pair, on the listener's run loop.
-    public typealias AcceptHandler = @Sendable (SocketInputStream, SocketOutputStream) -> Void
+    /// The pair is `sending`: nothing else holds it, so the handler may hand it on to a `Task`, an actor
+    /// or another thread (Swift 6 region isolation) without an unsafe opt-out.
+    public typealias AcceptHandler = @Sendable (sending SocketInputStream, sending SocketOutputStream) -> Void
 
     /// Starts accepting (`accept4(2)` whenever the listening socket is readable, as CFSocket's
     /// `kCFSocketAcceptCallBack` does). `accept` runs on `runLoop`'s thread while it runs in `mode`, once
@@ -238,6 +246,16 @@ public final class StreamListener: Sendable {
         }
     }
 
+    /// `accept4(2)` on the listening socket, unless it has been closed (nil). Under the state lock,
+    /// which `close()` holds while it closes the fd.
+    fileprivate func acceptLocked(_ peer: inout SocketAddress) throws(SystemError) -> IOResult<Int32>? {
+        let outcome = state.withLock { state -> Result<IOResult<Int32>, SystemError>? in
+            guard !state.closed else { return nil }
+            return Result { () throws(SystemError) in try Posix.accept(handle.fd, peer: &peer) }
+        }
+        return try outcome?.get()
+    }
+
     /// How long accepting pauses when the process is out of file descriptors.
     static let exhaustionBackOff: UInt64 = 100_000_000
 
@@ -265,8 +283,12 @@ private final class Acceptor: ReactorHandler, @unchecked Sendable {
         // A bounded batch per wake-up keeps one busy listener from starving the run loop.
         for _ in 0..<64 {
             let result: IOResult<Int32>
+            var peer = SocketAddress()
             do {
-                result = try Posix.accept(fd)
+                // Under the listener's lock: close() may run on another thread, between the reactor
+                // finding this handler and this call, and the fd must not be closed during it.
+                guard let listener, let accepted = try listener.acceptLocked(&peer) else { return }
+                result = accepted
             } catch {
                 if error.code == EMFILE || error.code == ENFILE {
                     listener?.backOff(from: reactor)
@@ -275,11 +297,11 @@ private final class Acceptor: ReactorHandler, @unchecked Sendable {
                 continue  // ECONNABORTED and the like: that connection is lost, the listener is not
             }
             guard case .processed(let client) = result else { return }
-            let connection = Connection(endpoint: .native(fd: client))
+            // The peer's address names the pair in error messages and in its remote host and port properties.
+            let connection = Connection(endpoint: .native(fd: client, peer: PeerAddress(peer)))
             connection.closesNativeSocket = true  // as an app does with kCFStreamPropertyShouldCloseNativeSocket
             connection.closesNativeSocketWasSet = true
-            let pair = makePair(connection)
-            accept(pair.input, pair.output)
+            accept(makeInput(connection), makeOutput(connection))
         }
     }
 }

@@ -5,7 +5,11 @@ import Foundation
 /// Nothing touches the network until either stream is opened. Then the name is resolved off the
 /// delivering thread, IPv6 and IPv4 addresses are raced (RFC 8305 Happy Eyeballs) and `openCompleted`
 /// arrives on both opened streams once TCP is up. The socket is closed when both streams are closed
-/// or released. `port` is masked to 16 bits, as CFNetwork does.
+/// or released.
+///
+/// `port` must be in 0...65535. CFNetwork masks it to 16 bits (74636 dials 9100); this package never
+/// does: such a pair connects nowhere, and its first `open()` fails with `errorOccurred` and an
+/// `NSPOSIXErrorDomain` `EINVAL` error whose message names the port.
 public func createStreamPair(host: String, port: Int) -> (input: SocketInputStream, output: SocketOutputStream) {
     makePair(Connection(endpoint: .host(host, port: port)))
 }
@@ -25,13 +29,23 @@ public func createStreamPair(unixSocketPath path: String) -> (input: SocketInput
 }
 
 func makePair(_ connection: Connection) -> (input: SocketInputStream, output: SocketOutputStream) {
+    StreamThread.prepare()  // the stream thread's fds, set aside while the process has some
+    return (makeInput(connection), makeOutput(connection))
+}
+
+/// The input stream of a new pair, in a region of its own: the connection (which is `Sendable`) holds
+/// it weakly, so the input and output can each be sent (`StreamListener.AcceptHandler`).
+func makeInput(_ connection: Connection) -> sending SocketInputStream {
     let input = SocketInputStream(connection: connection)
+    connection.lock.withLock { connection.inputStream = input }
+    return input
+}
+
+/// The output stream of a new pair, in a region of its own (see `makeInput`).
+func makeOutput(_ connection: Connection) -> sending SocketOutputStream {
     let output = SocketOutputStream(connection: connection)
-    connection.lock.withLock {
-        connection.inputStream = input
-        connection.outputStream = output
-    }
-    return (input, output)
+    connection.lock.withLock { connection.outputStream = output }
+    return output
 }
 
 extension Stream {
@@ -42,7 +56,8 @@ extension Stream {
     ///     Stream.getStreamsToHost(withName: "example.com", port: 80, inputStream: &i, outputStream: &o)
     ///
     /// Either pointer may be nil; a stream nobody takes is released at once, which leaves the other
-    /// as the only owner of the socket.
+    /// as the only owner of the socket. A `port` outside 0...65535 is not masked to 16 bits as on
+    /// Apple platforms: the pair dials nothing and fails at open with `EINVAL` (this signature cannot throw).
     public class func getStreamsToHost(
         withName hostname: String,
         port: Int,

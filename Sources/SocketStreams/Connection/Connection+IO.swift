@@ -13,6 +13,7 @@ extension Connection {
     /// it may, else what the read or write returns. Lock held on entry and exit.
     @inline(__always)
     private func gate(_ half: Half) -> Int? {
+        lock.assertHeld()
         let h = half.rawValue
         if halves[h].events.status == .opening || isNegotiating {
             moveOpenToStreamThread()
@@ -173,12 +174,57 @@ extension Connection {
             case .wouldBlock:
                 if !block(for: transport.writeInterest, on: transport.fd, .output) { return -1 }
             case .failed(let failure):
-                lock.withLock { fail(failure, from: .output) }
+                lock.withLock { failWrite(failure) }
                 return -1
             case .end:
                 return -1
             }
         }
+    }
+
+    /// A write failed: the pair fails, unless the output was shut on purpose (`shutdownOutputKey`),
+    /// when only the output stream reports the EPIPE and the input reads on. Lock held.
+    private func failWrite(_ failure: StreamFailure) {
+        guard options?.outputShutDown == true else { return fail(failure, from: .output) }
+        signal(.output, .errorOccurred, error: StreamErrors.error(for: failure, target: target))
+        syncInterest()
+    }
+
+    /// `shutdownOutputKey`: the write side's half-close over the live transport (close_notify, then
+    /// FIN), waiting in poll(2) while the socket cannot take the last bytes. False if the pair is not
+    /// live, its output is not open or already shut, or the socket refused (the pair then fails).
+    func shutdownOutput() -> Bool {
+        lock.lock()
+        guard case .live = phase, let transport, options?.outputShutDown != true else {
+            lock.unlock()
+            return false
+        }
+        switch halves[1].events.status {
+        case .open, .writing: break
+        default:
+            lock.unlock()
+            return false
+        }
+        someOptions.outputShutDown = true
+        halves[1].watchingSpace = false
+        halves[1].spaceConfirmed = false
+        syncInterest()
+        transfersInFlight.add(1, ordering: .sequentiallyConsistent)  // the fd stays ours until endTransfer
+        lock.unlock()
+        var done = false
+        while true {
+            switch transport.shutdownOutput() {
+            case .processed, .end:
+                done = true
+            case .wouldBlock:
+                if block(for: transport.writeInterest, on: transport.fd, .output) { continue }
+            case .failed(let failure):
+                lock.withLock { fail(failure, from: .output) }
+            }
+            break
+        }
+        endTransfer()
+        return done
     }
 
     /// `CFReadStreamHasBytesAvailable`: never blocks; true only if a read would not block. Bytes the
@@ -196,6 +242,7 @@ extension Connection {
     /// Whether a read would not block now; if not, an unconsumed `hasBytesAvailable` is cleared and the
     /// stream watches for bytes again. Lock held.
     func confirmBytesAvailable() -> Bool {
+        lock.assertHeld()
         guard halves[0].events.status == .open, !isNegotiating, let transport else { return false }
         if options?.deferredInputError != nil || transport.hasBufferedInput { return true }
         // The socket is readable; a layered transport says whether that makes a read return (TLS:
@@ -225,6 +272,7 @@ extension Connection {
     /// Whether a write would not block now; if not, an unconsumed `hasSpaceAvailable` is cleared and the
     /// stream watches for space again. Lock held.
     func confirmSpaceAvailable() -> Bool {
+        lock.assertHeld()
         guard halves[1].events.status == .open, !isNegotiating, let transport else { return false }
         if halves[1].spaceConfirmed { return true }
         if !transport.hasPendingOutput, wait(for: transport.writeInterest, on: transport.fd, timeout: 0) {

@@ -11,7 +11,7 @@ extension Connection {
                 let fd: Int32
                 if let socket {
                     fd = socket.fd
-                } else if case .native(let native) = target {
+                } else if case .native(let native, _) = target {
                     fd = native
                 } else {
                     return nil
@@ -21,11 +21,15 @@ extension Connection {
                 switch target {
                 case .host(let name, _): return NSString(string: name)
                 case .unix(let path): return NSString(string: path)
-                case .native: return nil
+                case .native(_, let peer): return peer.map { NSString(string: $0.host) }  // accepted: the peer's address
                 }
             case kCFStreamPropertySocketRemotePortNumber:
-                if case .host(_, let port) = target { return NSNumber(value: port & 0xFFFF) }
-                return nil
+                // As given, never masked: a port outside 0...65535 fails the open (PortNumber).
+                switch target {
+                case .host(_, let port): return NSNumber(value: port)
+                case .native(_, let peer?): return NSNumber(value: peer.port)
+                default: return nil
+                }
             case kCFStreamPropertyShouldCloseNativeSocket:
                 // Unset on host pairs (nil); native-socket pairs store false, as CFNetwork does.
                 if closesNativeSocketWasSet { return NSNumber(value: closesNativeSocket) }
@@ -35,6 +39,8 @@ extension Connection {
                 return connectTimeout.map { NSNumber(value: $0) }
             case Stream.PropertyKey.tcpNoDelayKey.rawValue:
                 return noDelay.map { NSNumber(value: $0) }
+            case Stream.PropertyKey.shutdownOutputKey.rawValue:
+                return NSNumber(value: options?.outputShutDown ?? false)
             case kCFStreamPropertySocketSecurityLevel:
                 return securityLevelProperty()
             case kCFStreamPropertySSLSettings:
@@ -56,7 +62,10 @@ extension Connection {
     /// `CFReadStreamSetProperty` / `CFWriteStreamSetProperty`. Returns false for keys this stream
     /// does not support and for values of the wrong type; nothing is ever accepted and ignored.
     func setProperty(_ value: AnyObject?, forKey key: String) -> Bool {
-        lock.withLock {
+        if key == Stream.PropertyKey.shutdownOutputKey.rawValue {
+            return PropertyValue.bool(value) == true && shutdownOutput()  // may wait for the socket: not under the lock
+        }
+        return lock.withLock {
             switch key {
             case kCFStreamPropertyShouldCloseNativeSocket:
                 guard let flag = PropertyValue.bool(value) else { return false }
@@ -135,5 +144,13 @@ enum PropertyValue {
         if type(of: value) == Bool.self { return true }
         guard let number = value as? NSNumber else { return false }
         return String(cString: number.objCType) == "c"
+    }
+}
+
+extension Connection {
+    /// The socket's own address (`getsockname(2)`); nil before it is connected and once it is closed.
+    /// Under the lock, so the fd cannot be closed (and its number reused) during the call.
+    var localAddress: SocketAddress? {
+        lock.withLock { socket.flatMap { try? Posix.localAddress($0.fd) } }
     }
 }

@@ -10,6 +10,7 @@ import HTTPParsing
 extension Connection {
     /// Applies a proxy (nil: none) and remembers the property as set. Lock held.
     func setProxy(_ configuration: ProxyConfiguration?, property: (key: String, value: AnyObject)?) -> Bool {
+        lock.assertHeld()
         guard case .idle = phase, let proxyTarget = ProxyTarget(target) else { return false }
         if let configuration {
             guard ProxyValidation.accepts(configuration, target: proxyTarget) else { return false }
@@ -51,11 +52,11 @@ extension Connection {
 }
 
 extension ProxyTarget {
-    /// The pair's target as a proxy is asked for it; nil for Unix paths and native sockets.
+    /// The pair's target as a proxy is asked for it; nil for Unix paths, native sockets and a port
+    /// outside 0...65535 (never masked: such a pair fails at open, see `PortNumber`).
     init?(_ endpoint: Endpoint) {
-        guard case .host(let name, let port) = endpoint else { return nil }
+        guard case .host(let name, let port) = endpoint, let port16 = UInt16(exactly: port) else { return nil }
         let bare = name.hasPrefix("[") && name.hasSuffix("]") ? String(name.dropFirst().dropLast()) : name
-        let port16 = UInt16(truncatingIfNeeded: port)
         if let numeric = SocketAddress(numericHost: bare, port: Int(port16)) {
             let bytes = numeric.addressBytes
             self.init(address: bytes.count == 4 ? .ipv4(bytes) : .ipv6(bytes), port: port16, host: bare)
@@ -68,7 +69,7 @@ extension ProxyTarget {
 /// What a proxy configuration must satisfy before anything is sent.
 enum ProxyValidation {
     static func accepts(_ configuration: ProxyConfiguration, target proxyTarget: ProxyTarget) -> Bool {
-        guard !configuration.host.isEmpty, isPrintable(configuration.host), (1...65535).contains(configuration.port)
+        guard !configuration.host.isEmpty, isPrintable(configuration.host), PortNumber.isDialable(configuration.port)
         else { return false }
         let user = Array((configuration.username ?? "").utf8)
         let password = Array((configuration.password ?? "").utf8)

@@ -20,6 +20,7 @@ extension Connection {
 
     /// Applies new TLS settings (nil: none). Lock held. Returns setProperty's answer.
     func setTLS(_ settings: TLSSettings?, level: String?, dictionary: AnyObject?) -> Bool {
+        lock.assertHeld()
         switch phase {
         case .idle, .connecting:
             tlsSettings = settings
@@ -42,6 +43,7 @@ extension Connection {
 
     /// The stages the configuration asks for at open: the proxy's, then TLS. Lock held.
     func configuredStages() -> [any HandshakeStage] {
+        lock.assertHeld()
         var stages: [any HandshakeStage] = []
         if let proxy, let proxyTarget {
             stages.append(ProxyHandshake(configuration: proxy, target: proxyTarget))

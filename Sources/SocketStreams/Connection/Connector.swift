@@ -78,8 +78,8 @@ final class Connector: @unchecked Sendable {
         switch endpoint {
         case .host(let name, let port):
             host = name
-            self.port = port & 0xFFFF
-            fixedAddress = SocketAddress(numericHost: name, port: port & 0xFFFF)
+            self.port = port  // checked by the connection's open (PortNumber)
+            fixedAddress = SocketAddress(numericHost: name, port: port)
             isUnix = false
         case .unix(let path):
             host = path

@@ -28,7 +28,7 @@ enum StreamErrors {
         case .resolution(let resolution):
             var host = endpoint.label
             var port = 0
-            if case .host(let name, let number) = endpoint { (host, port) = (name, number & 0xFFFF) }
+            if case .host(let name, let number) = endpoint { (host, port) = (name, number) }
             if Resolver.hasControlCharacter(host) { host = String(host.debugDescription.dropFirst().dropLast()) }
             if resolution.code == EAI_SYSTEM, resolution.systemErrno != 0 {
                 return posix(resolution.systemErrno, "Could not resolve \(host) (port \(port))")

@@ -222,6 +222,21 @@ final class Reactor: @unchecked Sendable {
         performing.load(ordering: .relaxed) == UInt(pthread_self())
     }
 
+    /// The owner rule, checked in debug builds (as swift-nio's `preconditionInEventLoop`): the caller
+    /// must be inside this reactor's `perform`, on its thread or queue, where the state it is about to
+    /// touch is owned. Compiled out of release builds.
+    @inline(__always)
+    func assertOwner(_ what: @autoclosure () -> String, file: StaticString = #file, line: UInt = #line) {
+        assert(isPerformingHere, "SocketStreams: \(what()) off its owner (the reactor's perform)", file: file, line: line)
+    }
+
+    /// Runs `work` at once if the caller is inside this reactor's `perform`, else posts it there:
+    /// the way other threads reach state this reactor's thread owns.
+    func execute(_ work: @escaping @Sendable () -> Void) {
+        if isPerformingHere { return work() }
+        post(work)
+    }
+
     /// Runs `work` on the reactor's thread the next time its run loop runs in its mode.
     func post(_ work: @escaping @Sendable () -> Void) {
         let wake = lock.withLock { () -> Bool in
@@ -289,29 +304,23 @@ final class Reactor: @unchecked Sendable {
     /// No new round once a `perform` has run this long (nanoseconds).
     static let roundBudget: UInt64 = 1_000_000
 
-    /// A queue's reactor: whether a `perform` is running on one of the queue's threads, and whether
-    /// another was asked for meanwhile.
-    private let queuePerformRunning = Atomic<Bool>(false)
-    private let queuePerformAgain = Atomic<Bool>(false)
+    /// A queue's reactor: the `perform` running on one of the queue's threads, and requests made
+    /// meanwhile. Guarded by `lock`.
+    @exclusivity(unchecked) private var queueRunner = SerialRunner()
+    /// A queue's reactor: a timer's block came due and found a `perform` running (or started one):
+    /// timers fire inside `perform`, like everything else the reactor runs.
+    private let queueTimerDue = Atomic<Bool>(false)
 
     /// `perform` for a queue's reactor, one at a time even on a concurrent queue (the dispatch
-    /// source's handler and a posted wake-up are separate work items, which a concurrent queue runs
-    /// side by side). A request that finds a perform running is left for it: the running one goes
-    /// round again before it lets go. So callouts for streams on one queue never overlap, as if the
-    /// queue were serial.
+    /// source's handler, a posted wake-up and a timer's block are separate work items, which a
+    /// concurrent queue runs side by side). A request that finds a perform running is left for it:
+    /// the running one goes round again before it lets go (`SerialRunner`). So callouts, posted work
+    /// and timers for streams on one queue never overlap, as if the queue were serial.
     private func performOnQueue() {
-        while true {
-            guard queuePerformRunning.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged else {
-                queuePerformAgain.store(true, ordering: .sequentiallyConsistent)
-                // The running one may have let go before it could see the request: try again then.
-                if queuePerformRunning.load(ordering: .sequentiallyConsistent) { return }
-                continue
-            }
-            queuePerformAgain.store(false, ordering: .sequentiallyConsistent)  // this perform covers them
+        guard lock.withLock({ queueRunner.enter() }) == .run else { return }
+        repeat {
             perform()
-            queuePerformRunning.store(false, ordering: .sequentiallyConsistent)
-            if !queuePerformAgain.exchange(false, ordering: .sequentiallyConsistent) { return }
-        }
+        } while lock.withLock({ queueRunner.finishRound() }) != nil
     }
 
     /// The version-1 source's perform callback: the run loop saw the epoll fd readable.
@@ -326,6 +335,7 @@ final class Reactor: @unchecked Sendable {
         var rounds = 0
         var exhausted = false
         let started = Posix.monotonicNanoseconds()
+        if queue != nil, queueTimerDue.exchange(false, ordering: .acquiringAndReleasing) { fireTimers() }
         while true {
             if rounds & 7 == 0, rounds > 0,
                 rounds >= maxRounds || Posix.monotonicNanoseconds() - started >= Self.roundBudget
@@ -433,7 +443,11 @@ final class Reactor: @unchecked Sendable {
         guard let queue else { return Posix.timerFDArm(timerFD, deadlineNanoseconds: deadline) }
         let now = Posix.monotonicNanoseconds()
         let delay = deadline > now ? min(deadline - now, 86_400 * 1_000_000_000) : 0
-        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay))) { [weak self] in self?.fireTimers() }
+        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay))) { [weak self] in
+            guard let self else { return }
+            queueTimerDue.store(true, ordering: .releasing)
+            performOnQueue()
+        }
     }
 }
 

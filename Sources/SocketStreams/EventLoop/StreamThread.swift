@@ -1,5 +1,6 @@
 import CoreFoundation
 import Foundation
+import Glibc
 import Synchronization
 
 /// The package's own run-loop thread, started on first use.
@@ -40,15 +41,11 @@ enum StreamThread {
         starting.lock()
         defer { starting.unlock() }
         if let loop = loopSlot.withLock({ $0 }) { return loop }
-        var reserved: [Int32] = []
-        for _ in 0..<runLoopDescriptors {
-            do {
-                reserved.append(try Posix.eventFD())
-            } catch {
-                reserved.forEach(Posix.close)
-                throw error
-            }
+        var reserved = reserve.withLock { held in
+            defer { held = [] }
+            return held
         }
+        if reserved.isEmpty { reserved = try reserveDescriptors() }
         let ready = DispatchSemaphore(value: 0)
         let handoff = Guarded<Loop?>(nil)
         let held = reserved
@@ -74,19 +71,80 @@ enum StreamThread {
         return loop
     }
 
-    /// The stream thread's run loop (starting the thread). Out of fds on the very first use, this
-    /// traps with EMFILE: a `RunLoop` cannot be absent. (The library's own uses go through
-    /// `reactor()`, which reports EMFILE instead.)
-    static var runLoop: RunLoop { startedLoop.runLoop }
+    /// The stream thread's run loop, starting the thread if needed; throws EMFILE (ENFILE) when the
+    /// fds its run loop needs are not free (a later call tries again).
+    static func runLoop() throws(SystemError) -> RunLoop { try loop().runLoop }
 
-    /// The stream thread (starting it; traps as `runLoop` does).
-    static var thread: Thread { startedLoop.thread }
+    /// The stream thread, nil if it has not started (never starts it).
+    static var thread: Thread? {
+        guard started.load(ordering: .acquiring) else { return nil }
+        return loopSlot.withLock { $0?.thread }
+    }
 
-    private static var startedLoop: Loop {
-        do {
-            return try loop()
-        } catch {
-            fatalError("SocketStreams: the stream thread could not start: \(error)")
+    /// Reserves the fds the thread's run loop will need, once, if the thread has not started and
+    /// nothing is reserved; a failure is ignored (a later call tries again). One atomic load once done.
+    ///
+    /// Called where the library makes its first objects (every stream pair, every listener): the
+    /// reserve is taken while the process still has fds, and the start uses it, so the thread can
+    /// always start later (`RunLoop.socketStreams` never has to wait, an open moved to the stream
+    /// thread never finds it missing). The thread itself is not started here: that would make every
+    /// process multi-threaded (Guides/Architecture.md, the stream thread). A process that never
+    /// starts the thread holds these four eventfds for its lifetime.
+    @inline(__always)
+    static func prepare() {
+        if prepared.load(ordering: .acquiring) { return }
+        starting.lock()
+        defer { starting.unlock() }
+        if prepared.load(ordering: .acquiring) { return }
+        guard !started.load(ordering: .acquiring) else { return prepared.store(true, ordering: .releasing) }
+        guard let fds = try? reserveDescriptors() else { return }
+        reserve.withLock { $0 = fds }
+        prepared.store(true, ordering: .releasing)
+    }
+
+    /// Set once the fds are reserved or the thread has started.
+    private static let prepared = Atomic<Bool>(false)
+    /// The reserved fds, until the start takes them. Guarded by `starting` too.
+    private static let reserve = Guarded<[Int32]>([])
+
+    /// `runLoopDescriptors` eventfds, or EMFILE (ENFILE) with none left open.
+    private static func reserveDescriptors() throws(SystemError) -> [Int32] {
+        var reserved: [Int32] = []
+        for _ in 0..<runLoopDescriptors {
+            do {
+                reserved.append(try Posix.eventFD())
+            } catch {
+                reserved.forEach(Posix.close)
+                throw error
+            }
+        }
+        return reserved
+    }
+
+    /// The run loop for `RunLoop.socketStreams`, which cannot throw nor be absent. If the thread cannot
+    /// start (out of fds before any pair or listener reserved them: see `prepare()`), it waits until it
+    /// can, retrying with a back-off up to 100 ms and saying so once on stderr, rather than trap.
+    /// CoreFoundation cannot make a run loop without fds (it halts), so there is no run loop to
+    /// return meanwhile. `RunLoop.startSocketStreams()` throws instead of waiting.
+    /// How many `waitingRunLoop` calls had to wait (for tests).
+    static let waits = Atomic<Int>(0)
+
+    static var waitingRunLoop: RunLoop {
+        var pause: UInt32 = 1_000
+        var told = false
+        while true {
+            do {
+                return try loop().runLoop
+            } catch {
+                if !told {
+                    told = true
+                    waits.add(1, ordering: .relaxed)
+                    let line = "SocketStreams: the stream thread cannot start (\(error)); waiting for file descriptors\n"
+                    _ = line.withCString { Glibc.write(2, $0, strlen($0)) }
+                }
+                usleep(pause)
+                pause = min(pause * 2, 100_000)
+            }
         }
     }
 
@@ -118,5 +176,22 @@ extension RunLoop {
     /// Schedule streams here (`stream.schedule(in: .socketStreams, forMode: .default)`) to have their
     /// delegates called on that thread, like CFNetwork clients that keep a private CFStream thread.
     /// Delegate callouts run on that thread: do not block in them.
-    public static var socketStreams: RunLoop { StreamThread.runLoop }
+    ///
+    /// The file descriptors its run loop needs (four) are set aside when the first stream pair or
+    /// listener is made, so the thread can start whenever it is first asked for. Only if the process
+    /// was out of them before that does this wait until some are free (it never traps);
+    /// ``startSocketStreams()`` throws instead.
+    public static var socketStreams: RunLoop { StreamThread.waitingRunLoop }
+
+    /// The stream thread's run loop (``socketStreams``), starting the thread if needed. Throws an
+    /// `NSPOSIXErrorDomain` error, `EMFILE` or `ENFILE`, if the process is out of file descriptors
+    /// (its CoreFoundation run loop needs about four); a later call tries again. SocketStreams' own;
+    /// CFNetwork's stream thread is private.
+    public static func startSocketStreams() throws -> RunLoop {
+        do {
+            return try StreamThread.runLoop()
+        } catch {
+            throw StreamErrors.posix(error.code, "Could not start the SocketStreams stream thread")
+        }
+    }
 }

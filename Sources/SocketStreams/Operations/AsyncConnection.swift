@@ -15,11 +15,17 @@ import Foundation
 ///   bytes in the kernel, which slows the peer down. `write` returns once the kernel has accepted every
 ///   byte.
 /// - **Cancellation.** Cancelling a task waiting in any of these methods closes the connection: every
-///   waiting call throws `CancellationError`, and later calls throw it too.
+///   waiting call throws `CancellationError`, and later calls throw it too. A call made by a task
+///   that is cancelled always throws `CancellationError`, whatever it raced with.
 /// - **Threads.** Safe from any task or thread; nothing blocks a thread. Calls of one kind are meant to
 ///   come one at a time (one reader, one writer); concurrent reads complete in the order they were made.
-///   The pair's events run on the package's stream thread; a read whose bytes have already arrived, or a
-///   write the socket has room for, completes on the caller's thread without waiting for it.
+///   The connection is owned by the package's stream thread: the pair is scheduled there, and every
+///   read, write and close of the streams happens there. A call from any other thread queues its
+///   operation and wakes that thread; a task running on ``AsyncConnection/executor`` is already there,
+///   so a read whose bytes have arrived, or a write the socket has room for, completes at once.
+/// - **Closing.** ``close()``, cancellation and releasing the last reference may come from any thread
+///   while data flows: each asks the stream thread to close the pair, and the operations waiting then
+///   end with an error.
 ///
 /// Errors are the streams' own (`NSError` in CFNetwork's domains, as `streamError` gives them) or a
 /// ``StreamOperationError``. Underneath is the same engine as ``QueuedSocket``'s.
@@ -63,7 +69,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
     /// Wraps an unopened pair made any way (`createStreamPair`, an accepted `StreamListener` pair), with
     /// whatever properties you set on it (TLS, a proxy). ``open()`` opens it.
     public init(input: InputStream, output: OutputStream) {
-        engine = StreamOperations(reactor: Self.reactor, pumpsAnywhere: true)
+        engine = StreamOperations(reactor: Self.reactor)
         var initial = State()
         initial.pair = (input, output)
         state = Guarded(initial)
@@ -76,8 +82,9 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
         self.init(input: pair.input, output: pair.output)
     }
 
+    /// Asks the stream thread to close the pair (the engine lives until it has). The engine's weak
+    /// reference to this object already reads nil, so nothing more is reported.
     deinit {
-        engine.client = nil
         engine.close()
     }
 
@@ -87,7 +94,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
     /// pair done. Throws the stream's error (a refused connection, a failed name lookup or handshake).
     /// Calling it again after success returns at once.
     public func open() async throws {
-        try await withTaskCancellationHandler {
+        try await cancellable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
                 let (pair, answer) = state.withLock { state -> ((InputStream, OutputStream)?, Result<Void, Error>?) in
                     if state.ready { return (nil, .success(())) }
@@ -100,13 +107,12 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
                 }
                 if let answer { return continuation.resume(with: answer) }
                 guard let (input, output) = pair else { return }
+                guard hasStreamThread() else { return }  // out of fds: closed with EMFILE, which open throws
                 engine.attach(input: input, output: output) { input, output in
                     input.schedule(in: .socketStreams, forMode: .default)
                     output.schedule(in: .socketStreams, forMode: .default)
                 }
             }
-        } onCancel: {
-            cancel()
         }
     }
 
@@ -118,6 +124,18 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
     private func cancel() {
         state.withLock { $0.cancelled = true }
         engine.close(error: CancellationError())
+    }
+
+    /// Runs `body` so that cancelling the calling task closes the connection, and so that a call
+    /// whose task is cancelled throws `CancellationError` whatever error it met (the close it caused,
+    /// or one it raced with), as `Task.checkCancellation()` would.
+    private func cancellable<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await withTaskCancellationHandler(operation: body) { cancel() }
+        } catch {
+            if Task.isCancelled || error is CancellationError { throw CancellationError() }
+            throw state.withLock { $0.cancelled } ? CancellationError() : error
+        }
     }
 
     private static func error(_ closed: Error?, _ state: State) -> Error {
@@ -156,7 +174,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
     /// (the engine pumps on this thread), else once the streams' thread completes it.
     private func perform(endIsNil: Bool = false, _ enqueue: (Int) -> Error?) async throws -> [UInt8]? {
         let tag = try state.withLock { state -> Int in
-            if let closed = state.closed { throw Self.error(closed, state) }
+            if let closed = state.closed { throw Task.isCancelled ? CancellationError() : Self.error(closed, state) }
             let tag = state.nextTag
             state.nextTag += 1
             state.operations.append(Operation(tag: tag, endIsNil: endIsNil))
@@ -164,10 +182,10 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
         }
         if let refused = enqueue(tag) {
             _ = state.withLock { $0.takeResult(tag) }
-            throw refused
+            throw Task.isCancelled || state.withLock({ $0.cancelled }) ? CancellationError() : refused
         }
         if let result = state.withLock({ $0.takeResult(tag) }) { return try result.get() }
-        return try await withTaskCancellationHandler {
+        return try await cancellable {
             try await withUnsafeThrowingContinuation { (continuation: Waiter) in
                 let result = state.withLock { state -> Result<[UInt8]?, Error>? in
                     if let result = state.takeResult(tag) { return result }
@@ -176,8 +194,6 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
                 }
                 if let result { continuation.resume(with: result) }
             }
-        } onCancel: {
-            cancel()
         }
     }
 
@@ -234,10 +250,18 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
         _ = try await perform { tag in engine.enqueueWrite(bytes, timeout: 0, tag: tag) }
     }
 
+    /// Shuts the write side down once the writes already made are done (a half-close, as SwiftNIO's
+    /// `close(mode: .output)`; CFNetwork has none): over TLS it sends close_notify, then the FIN, so
+    /// the peer reads to its end while this side keeps reading its answer. Writes after it throw
+    /// EPIPE (`NSPOSIXErrorDomain`). See `Stream.PropertyKey.shutdownOutputKey`.
+    public func shutdownOutput() async throws {
+        _ = try await perform { tag in engine.enqueueShutdownOutput(tag: tag) }
+    }
+
     /// Upgrades the open connection to TLS in place (STARTTLS), once the reads and writes already made
     /// have completed; returns when the handshake is done, or throws its error.
     public func startTLS(_ settings: TLSSettings) async throws {
-        try await withTaskCancellationHandler {
+        try await cancellable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
                 let accepted = state.withLock { state -> Bool in
                     if let closed = state.closed {
@@ -250,8 +274,6 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
                 guard accepted else { return }
                 engine.enqueueTLS(settings)
             }
-        } onCancel: {
-            cancel()
         }
     }
 
@@ -272,7 +294,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
             complete(tag) { endIsNil in
                 endIsNil && unread.isEmpty ? .success(nil) : .failure(StreamOperationError.closedByPeer(unread: unread))
             }
-        case .wrote(let tag):
+        case .wrote(let tag), .outputShutDown(let tag):
             complete(tag) { _ in .success(nil) }
         case .secured:
             let waiter = state.withLock { state in state.tls.isEmpty ? nil : state.tls.removeFirst() }

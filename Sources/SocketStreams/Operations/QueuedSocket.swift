@@ -3,7 +3,13 @@ import Foundation
 /// The delegate of a ``QueuedSocket``, after GCDAsyncSocket's `GCDAsyncSocketDelegate`. Every method
 /// has a default that does nothing (or, for the timeout questions, lets the operation time out), so a
 /// delegate implements only what it needs. All are called on the socket's run loop or dispatch queue.
-public protocol QueuedSocketDelegate: AnyObject {
+///
+/// The conformance cannot be isolated to an actor (`extension Controller: @MainActor QueuedSocketDelegate`
+/// does not compile): the socket calls its delegate on the run loop or queue it was given, which Swift
+/// cannot check against an actor, so a conformance that promised the main actor could be called off it.
+/// A `@MainActor` class uses the main queue (or main run loop) and `nonisolated` methods that enter the
+/// main actor with `MainActor.assumeIsolated`, which checks at run time that they are on it.
+public protocol QueuedSocketDelegate: AnyObject, SendableMetatype {
     /// The connection is up (TCP, and any proxy handshake or TLS set on the pair before it opened);
     /// queued operations start now (`socket:didConnectToHost:port:`).
     func socket(_ socket: QueuedSocket, didConnectToHost host: String, port: Int)
@@ -79,14 +85,16 @@ extension QueuedSocketDelegate {
 /// Underneath is a stream pair scheduled on that run loop or queue, driven by its delegate events, so
 /// its rules hold: reads happen only while a read is queued (the kernel's buffer is the backpressure),
 /// and an error is the streams' own `NSError` (CFNetwork's domains and codes) or a ``StreamOperationError``.
-public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
-    /// Where the delegate is called.
-    private enum Context {
+public final class QueuedSocket: StreamOperationsClient, Sendable {
+    /// Where the delegate is called: the socket's owner. Unchecked only because Foundation does not
+    /// mark `RunLoop` Sendable: the socket never touches the run loop's state, it only schedules
+    /// streams on it and compares it, which Foundation does under its own locks.
+    private enum Context: @unchecked Sendable {
         case runLoop(RunLoop, RunLoop.Mode)
         case queue(DispatchQueue)
     }
 
-    private struct State {
+    struct State {
         weak var delegate: QueuedSocketDelegate?
         var host: String?
         var port: Int?
@@ -100,7 +108,7 @@ public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
 
     private let context: Context
     let engine: StreamOperations
-    private let state: Guarded<State>
+    let state: Guarded<State>
 
     /// A socket whose delegate is called on `delegateQueue` (GCDAsyncSocket's `initWithDelegate:delegateQueue:`).
     /// Events for every socket on one queue come one at a time, even on a concurrent queue.
@@ -120,19 +128,18 @@ public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
         initial.delegate = delegate
         state = Guarded(initial)
         do {
-            engine = StreamOperations(reactor: try Self.reactor(for: context), pumpsAnywhere: false)
+            engine = StreamOperations(reactor: try Self.reactor(for: context))
             engine.client = self
         } catch {
             // Out of file descriptors (no epoll set for the run loop or queue): the socket is closed
             // from the start, and says so (on the calling thread) at its first operation.
-            engine = StreamOperations(reactor: nil, pumpsAnywhere: false)
+            engine = StreamOperations(reactor: nil)
             engine.client = self
             engine.close(error: NSError(domain: NSPOSIXErrorDomain, code: Int(error.code)))
         }
     }
 
     deinit {
-        engine.client = nil
         engine.close()
         state.withLock { $0.listener }?.close()
         if let reactor = engine.reactor { ReactorRegistry.shared.release(reactor) }
@@ -167,11 +174,14 @@ public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
     /// 0 or less for none) bounds the whole open, handshakes included. `configure` may set properties on
     /// the pair before it opens: TLS (`.tlsSettingsKey`), a proxy, `.tcpNoDelayKey`.
     ///
-    /// - Throws: ``StreamOperationError/closed`` if the socket has connected, listened or disconnected before.
+    /// - Throws: ``StreamOperationError/alreadyConnected`` if the socket is connected or listening,
+    ///   ``StreamOperationError/closed`` if it has disconnected; an `NSPOSIXErrorDomain` `EINVAL` error
+    ///   for a `port` outside 0...65535 (never masked).
     public func connect(
         toHost host: String, onPort port: Int, withTimeout timeout: TimeInterval = -1,
         configure: ((InputStream, OutputStream) -> Void)? = nil
     ) throws {
+        try PortNumber.check(port, "Could not connect to \(host)")
         let pair = createStreamPair(host: host, port: port)
         if timeout > 0 { pair.input.setProperty(timeout, forKey: .connectTimeoutKey) }
         configure?(pair.input, pair.output)
@@ -194,20 +204,20 @@ public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
     }
 
     private func attach(_ input: InputStream, _ output: OutputStream, host: String, port: Int) throws {
-        let fresh = state.withLock { state -> Bool in
-            guard state.input == nil, state.listener == nil, !state.disconnected else { return false }
+        let refusal = state.withLock { state -> StreamOperationError? in
+            if let refusal = state.refusal { return refusal }
             state.input = input
             state.host = host
             state.port = port
-            return true
+            return nil
         }
-        guard fresh else {
+        if let refusal {
             input.close()
             output.close()
-            throw StreamOperationError.closed
+            throw refusal
         }
         let context = self.context
-        engine.attach(input: input, output: output) { input, output in
+        engine.attach(input: input, output: output) { [context] input, output in
             switch context {
             case .queue(let queue):
                 CFReadStreamSetDispatchQueue(input, queue)
@@ -234,24 +244,27 @@ public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
         try listen(try StreamListener(unixSocketPath: path))
     }
 
-    /// The port a listening socket is bound to.
-    public var localPort: Int { state.withLock { $0.listener?.port ?? 0 } }
-
     private func listen(_ listener: StreamListener) throws {
-        let fresh = state.withLock { state -> Bool in
-            guard state.input == nil, state.listener == nil, !state.disconnected else { return false }
-            state.listener = listener
-            return true
-        }
-        guard fresh else {
-            listener.close()
-            throw StreamOperationError.closed
-        }
         let runLoop: RunLoop
         let mode: RunLoop.Mode
         switch context {
         case .runLoop(let loop, let loopMode): (runLoop, mode) = (loop, loopMode)
-        case .queue: (runLoop, mode) = (.socketStreams, .default)
+        case .queue:
+            do {
+                (runLoop, mode) = (try RunLoop.startSocketStreams(), .default)  // EMFILE thrown, never waited for
+            } catch {
+                listener.close()
+                throw error
+            }
+        }
+        let refusal = state.withLock { state -> StreamOperationError? in
+            if let refusal = state.refusal { return refusal }
+            state.listener = listener
+            return nil
+        }
+        if let refusal {
+            listener.close()
+            throw refusal
         }
         listener.start(in: runLoop, forMode: mode) { [weak self] input, output in
             guard let self else { return input.close() }
@@ -339,17 +352,23 @@ public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
     /// Closes once every queued read and write has completed (`disconnectAfterReadingAndWriting`).
     public func disconnectAfterReadingAndWriting() { engine.close(afterReads: true, afterWrites: true) }
 
+    /// Shuts the write side down once every queued write has completed (a half-close; GCDAsyncSocket
+    /// has none, SwiftNIO calls it `close(mode: .output)`): over TLS close_notify, then the FIN. Reads
+    /// go on until the peer's end; writes queued after it are ignored.
+    public func shutdownOutputAfterWriting() { engine.enqueueShutdownOutput(tag: 0) }
+
     /// Whether the connection is up and not closed (`isConnected`).
     public var isConnected: Bool { state.withLock { $0.connected && !$0.disconnected } }
 
     /// Whether the socket has closed, or never connected (`isDisconnected`).
     public var isDisconnected: Bool { state.withLock { !$0.connected || $0.disconnected } }
 
-    /// The host the socket connected to, as given (`connectedHost`).
-    public var connectedHost: String? { state.withLock { $0.connected ? $0.host : nil } }
+    /// The host the socket connected to, as given; for an accepted socket, the peer's numeric address
+    /// ("127.0.0.1", "::1"), already in `socket(_:didAcceptNewSocket:)` (`connectedHost`).
+    public var connectedHost: String? { state.withLock { $0.connected || $0.accepted ? $0.host : nil } }
 
-    /// The port the socket connected to, as given (`connectedPort`).
-    public var connectedPort: Int { state.withLock { $0.connected ? $0.port ?? 0 : 0 } }
+    /// The port the socket connected to, as given; for an accepted socket, the peer's port (`connectedPort`).
+    public var connectedPort: Int { state.withLock { $0.connected || $0.accepted ? $0.port ?? 0 : 0 } }
 
     // MARK: the engine's events (on the socket's run loop or queue)
 
@@ -378,6 +397,8 @@ public final class QueuedSocket: StreamOperationsClient, @unchecked Sendable {
             delegate?.socket(self, didWritePartialDataOfLength: count, tag: tag)
         case .secured:
             delegate?.socketDidSecure(self)
+        case .outputShutDown:
+            break
         case .closed(let error):
             state.withLock { $0.disconnected = true }
             delegate?.socketDidDisconnect(self, withError: error)

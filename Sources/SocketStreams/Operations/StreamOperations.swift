@@ -10,21 +10,22 @@ import Foundation
 // complete in order (GCDAsyncSocket's model), driven by a stream pair's delegate events. It is a client
 // of the pair like any other, so the delegate path stays the one engine.
 //
-// Threads. All state is under `state`'s lock. Any thread may queue operations. Moving bytes ("a pump")
-// is done by one thread at a time: a thread that finds no pump running runs one; a request that finds
-// one running is left to it, and it goes round again before it stops. A pump reads only after a
-// `hasBytesAvailable` and writes only after a `hasSpaceAvailable`, one call per event, so nothing it
-// does can block. Completions go to the client outside the lock, in order, from the pumping thread.
+// Ownership. The engine, like the pair under it, is owned by one reactor (`reactor`): the run loop or
+// dispatch queue where the streams are scheduled, their events are delivered and the timers fire
+// (`QueuedSocket`: its delegate's; `AsyncConnection`: the stream thread's). Everything that touches the
+// streams (attaching as their delegate, reading, writing, setting TLS, closing) and every completion
+// runs there, inside the reactor's `perform`, and `Reactor.assertOwner` checks it in debug builds.
+// Any other thread only records a request under `state`'s lock (an operation queued, a close asked
+// for) and posts a pump to the owner, as an event loop's `execute` does; a request made on the owner
+// pumps at once. So no thread but the owner ever touches Foundation's own, unsynchronised `Stream`
+// properties (its `delegate` above all), and a close, cancel or release from another thread leaves the
+// owner to finish it.
 //
-// Where pumps run is the client's choice (`pumpsAnywhere`):
-// - `QueuedSocket` (false): only on its delegate's run loop or queue, where the streams are scheduled
-//   and the timers fire; a request from any other thread is posted there. Its delegate is therefore
-//   called only there.
-// - `AsyncConnection` (true): also on the calling task's thread, so a read whose bytes have arrived, or
-//   a write the socket has room for, completes without a thread hop.
-//
-// A pump that may run on any thread asks the stream's exact `hasBytesAvailable`/`hasSpaceAvailable`
-// before each read or write (see `mayTransfer`).
+// One pump at a time (`SerialRunner`): a request made from a completion the pump is delivering (a
+// read queued in `didRead`) goes round again instead of pumping inside the pump. A pump reads only
+// after a `hasBytesAvailable` and writes only after a `hasSpaceAvailable`, one call per event, so
+// nothing it does can block, and the events are exact: only the owner reads and writes. Completions go
+// to the client outside the lock, in order.
 //
 // Reads happen only while a read operation waits (the kernel's buffer is the backpressure); each
 // takes up to 64 KiB, and bytes beyond what the operation needs stay buffered for the next one.
@@ -62,12 +63,15 @@ public enum StreamOperationError: Error, Sendable, Equatable, CustomNSError, Loc
     /// The connection was closed (by `disconnect()`, `close()` or an earlier failure) before the
     /// operation could run.
     case closed
+    /// `connect` or `accept` on a socket that is already connected or listening
+    /// (GCDAsyncSocketBadConfigError's "Attempting to connect while connected or accepting connections").
+    case alreadyConnected
 
     /// "SocketStreams.StreamOperationError".
     public static var errorDomain: String { "SocketStreams.StreamOperationError" }
 
     /// 1 read timeout, 2 write timeout, 3 read maxed out, 4 closed by peer, 5 bytes before TLS,
-    /// 6 TLS settings refused, 7 closed.
+    /// 6 TLS settings refused, 7 closed, 8 already connected.
     public var errorCode: Int {
         switch self {
         case .readTimedOut: return 1
@@ -77,6 +81,7 @@ public enum StreamOperationError: Error, Sendable, Equatable, CustomNSError, Loc
         case .bytesBeforeTLS: return 5
         case .tlsSettingsRefused: return 6
         case .closed: return 7
+        case .alreadyConnected: return 8
         }
     }
 
@@ -92,6 +97,7 @@ public enum StreamOperationError: Error, Sendable, Equatable, CustomNSError, Loc
         case .bytesBeforeTLS(let unread): return "\(unread.count) bytes arrived before the TLS handshake could start"
         case .tlsSettingsRefused: return "the stream pair refused the TLS settings"
         case .closed: return "the connection is closed"
+        case .alreadyConnected: return "Attempting to connect while connected or accepting connections. Disconnect first."
         }
     }
 
@@ -123,6 +129,9 @@ enum OperationEvent {
     case wrotePartial(Int, tag: Int)
     /// A queued TLS handshake finished.
     case secured
+    /// The half-close queued with `tag` is done: TLS's close_notify (over TLS) and the FIN went to the
+    /// kernel; the input stays open.
+    case outputShutDown(tag: Int)
     /// The pair is closed (once): nil after `close(error: nil)`, else the reason. Queued operations
     /// that had not completed are dropped.
     case closed(Error?)
@@ -165,6 +174,8 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     private enum WriteItem {
         case write(WriteOperation)
         case tls(UInt64, TLSSettings)
+        /// The write-side half-close, once the writes before it are done.
+        case shutdown(tag: Int)
     }
 
     private struct Timeout {
@@ -209,16 +220,18 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
         var disconnectAfterReads = false
         var disconnectAfterWrites = false
 
-        var pumping = false
-        var pumpThread: pthread_t?
-        var again = false
+        /// Set by a `disconnectAfter…`: reads, writes and TLS queued from then on are ignored, as
+        /// GCDAsyncSocket's `kForbidReadsWrites` does.
+        var forbidden = false
+        /// A half-close is queued or done: writes queued from then on fail with EPIPE.
+        var outputShut = false
+
+        /// The pump running on the owner, and requests made meanwhile.
+        var pump = SerialRunner()
+        /// A pump is posted to the owner and has not run yet.
         var postPending = false
 
         var nextID: UInt64 = 1
-        /// A read (write) was made off the reactor's thread since the last one made on it: the next
-        /// event there may announce bytes (space) that read (write) already used.
-        var staleReads = false
-        var staleWrites = false
         /// Every byte read from the input so far (tests wait on it).
         var totalRead = 0
         var readTimeout: Timeout?
@@ -228,53 +241,67 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     private let state = Guarded(State())
     /// The pair, set once by `attach` (under the lock, like everything else here).
     private var input: InputStream? { state.withLock { $0.input } }
-    /// Where pumps requested from other threads go, and where timers fire (nil: none could be made,
-    /// out of file descriptors; the engine is then closed from the start and pumps where it is asked).
+    /// The owner: where the streams are scheduled, pumps run and timers fire (nil: none could be made,
+    /// out of file descriptors; the engine is then closed from the start, never attaches a pair, and
+    /// reports that where it is asked).
     let reactor: Reactor?
-    /// Whether a pump may run on any thread (`AsyncConnection`) or only on `reactor`'s (`QueuedSocket`).
-    private let pumpsAnywhere: Bool
     /// The clock for timeouts (tests substitute a manual one).
     var time: any TimeSource = SystemTime()
     weak var client: (any StreamOperationsClient)?
-    /// The read buffer for one call; used only by the pumping thread, under the lock.
+    /// The read buffer for one call; used only by the pump, on the owner, under the lock.
     @exclusivity(unchecked) private var scratch = [UInt8](repeating: 0, count: StreamOperations.readSize)
     /// The most one read takes.
     static let readSize = 64 * 1024
     /// Reads at least this large move into an empty buffer instead of being copied.
     static let handOver = 16 * 1024
 
-    init(reactor: Reactor?, pumpsAnywhere: Bool) {
+    init(reactor: Reactor?) {
         self.reactor = reactor
-        self.pumpsAnywhere = pumpsAnywhere
         super.init()
     }
 
     // MARK: setting up
 
-    /// Takes over an unopened pair: becomes both streams' delegate, lets `schedule` put them where
-    /// their events should come, and opens them. Operations queued before now start once it is ready.
-    func attach(input: InputStream, output: OutputStream, schedule: (InputStream, OutputStream) -> Void) {
+    /// Takes over an unopened pair: on the owner, becomes both streams' delegate, lets `schedule` put
+    /// them there (where their events must come) and opens them. Operations queued before now start
+    /// once it is ready. A pair that cannot be taken (the engine is closed) is closed.
+    func attach(input: InputStream, output: OutputStream, schedule: @escaping @Sendable (InputStream, OutputStream) -> Void) {
         let accepted = state.withLock { state -> Bool in
-            guard !state.attached, !state.closed, state.closing == nil else { return false }
+            guard !state.attached, !state.closed, state.closing == nil, reactor != nil else { return false }
             state.attached = true
             state.input = input
             state.output = output
             return true
         }
-        guard accepted else {
+        guard accepted, let reactor else {
             input.close()
             output.close()
             return
         }
-        input.delegate = self
-        output.delegate = self
-        schedule(input, output)
-        input.open()
-        output.open()
+        reactor.execute { [self] in
+            reactor.assertOwner("attaching the operations engine to a pair")
+            let pair = state.withLock { state -> (InputStream, OutputStream)? in
+                // A close asked for meanwhile: the pump below closes the pair, which was never opened.
+                guard let input = state.input, let output = state.output else { return nil }
+                return (input, output)
+            }
+            guard let (input, output) = pair else { return }
+            input.delegate = self
+            output.delegate = self
+            schedule(input, output)
+            input.open()
+            output.open()
+            pumpHere()
+        }
     }
 
     /// Every byte read from the input stream so far.
     var totalRead: Int { state.withLock { $0.totalRead } }
+
+    /// The pair, once attached (kept until the engine is released, closed or not).
+    var streams: (input: InputStream, output: OutputStream)? {
+        state.withLock { state in state.input.flatMap { input in state.output.map { (input, $0) } } }
+    }
 
     /// Reads queued and not yet complete.
     var pendingReads: Int { state.withLock { $0.reads.count } }
@@ -296,6 +323,7 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
         enqueue { state in
             state.reads.append(.read(ReadOperation(id: state.nextID, request: request, timeout: timeout, tag: tag)))
             state.nextID += 1
+            return nil
         }
     }
 
@@ -303,9 +331,31 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     @discardableResult
     func enqueueWrite(_ bytes: [UInt8], timeout: Double, tag: Int) -> Error? {
         enqueue { state in
+            if state.outputShut { return Self.outputShutError }
             state.writes.append(.write(WriteOperation(id: state.nextID, bytes: bytes, timeout: timeout, tag: tag)))
             state.nextID += 1
+            return nil
         }
+    }
+
+    /// Queues the write-side half-close behind the writes queued so far: once they are done, the
+    /// output stream's `shutdownOutputKey` sends TLS's close_notify (over TLS) and the FIN. Reads go
+    /// on; writes queued after it fail with EPIPE. Completes with `outputShutDown(tag:)`.
+    @discardableResult
+    func enqueueShutdownOutput(tag: Int) -> Error? {
+        enqueue { state in
+            if state.outputShut { return Self.outputShutError }
+            state.outputShut = true
+            state.writes.append(.shutdown(tag: tag))
+            return nil
+        }
+    }
+
+    /// What a write after the half-close fails with: the EPIPE the pair's own write would give.
+    private static var outputShutError: Error {
+        NSError(
+            domain: NSPOSIXErrorDomain, code: Int(EPIPE),
+            userInfo: [NSLocalizedDescriptionKey: "the output was shut down (half-close): no more writes"])
     }
 
     /// Queues a TLS handshake behind every read and write queued so far: it starts once they have
@@ -316,22 +366,18 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
             state.reads.append(.tls(state.nextID))
             state.writes.append(.tls(state.nextID, settings))
             state.nextID += 1
+            return nil
         }
     }
 
-    /// Applies `add` unless the connection is closed (then returns why), and pumps: here, in the same
-    /// locked section, when pumps may run anywhere; else on the reactor's thread.
-    private func enqueue(_ add: (inout State) -> Void) -> Error? {
-        var refused: Error?
-        let change = { (state: inout State) in
-            if let error = Self.finalError(state) { return refused = error }
-            add(&state)
+    /// Applies `add` unless the connection is closed (then returns why) or a `disconnectAfter…` has
+    /// forbidden new operations (then returns ``StreamOperationError/closed``), and pumps on the owner.
+    private func enqueue(_ add: (inout State) -> Error?) -> Error? {
+        let refused = state.withLock { state -> Error? in
+            if let error = Self.finalError(state) { return error }
+            if state.forbidden { return StreamOperationError.closed }
+            return add(&state)
         }
-        if pumpsAnywhere {
-            pumpHere(onReactor: false, change)
-            return refused
-        }
-        state.withLock(change)
         if refused == nil { requestPump() }
         return refused
     }
@@ -341,6 +387,7 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
         state.withLock { state in
             guard !state.closed, state.closing == nil else { return }
             if afterReads || afterWrites {
+                state.forbidden = true
                 state.disconnectAfterReads = state.disconnectAfterReads || afterReads
                 state.disconnectAfterWrites = state.disconnectAfterWrites || afterWrites
             } else {
@@ -357,12 +404,13 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
 
     private static func finalError(_ state: State) -> Error? {
         if state.closed { return state.finalError ?? StreamOperationError.closed }
-        if state.closing != nil { return StreamOperationError.closed }
+        if let closing = state.closing { return closing ?? StreamOperationError.closed }
         return nil
     }
 
     // MARK: stream events
 
+    /// The pair's events, delivered on the owner (where both streams are scheduled).
     func stream(_ stream: Stream, handle event: Stream.Event) {
         state.withLock { state in
             let isInput = stream === state.input
@@ -388,20 +436,16 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
                 break
             }
         }
-        pumpHere(onReactor: true)
+        requestPump()
     }
 
     // MARK: pumping
 
-    /// Runs a pump here if this thread may; otherwise makes one run on the reactor's thread.
+    /// Pumps at once on the owner; from any other thread, posts one pump there (one at a time).
     private func requestPump() {
-        guard !pumpsAnywhere, let reactor else { return pumpHere(onReactor: false) }
-        let me = pthread_self()
+        guard let reactor else { return pumpHere() }  // never attached: only reports the close
+        if reactor.isPerformingHere { return pumpHere() }
         let post = state.withLock { state -> Bool in
-            if state.pumping, let thread = state.pumpThread, pthread_equal(thread, me) != 0 {
-                state.again = true
-                return false
-            }
             if state.postPending { return false }
             state.postPending = true
             return true
@@ -409,32 +453,23 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
         if post {
             reactor.post { [self] in
                 state.withLock { $0.postPending = false }
-                pumpHere(onReactor: true)
+                pumpHere()
             }
         }
     }
 
-    /// Runs the pump on this thread, unless one runs already (which then goes round again).
-    /// `onReactor`: this is the streams' own thread (an event, a timer or a posted request), not a
-    /// caller's. `change`, if given, is applied under the same lock first (an operation to queue).
-    private func pumpHere(onReactor: Bool, _ change: (inout State) -> Void = { _ in }) {
-        let me = pthread_self()
+    /// Runs the pump, on the owner, unless one runs already (which then goes round again).
+    private func pumpHere() {
+        reactor?.assertOwner("the operations pump")
         var round = state.withLock { state -> Round? in
-            change(&state)
-            if state.pumping {
-                state.again = true
-                return nil
-            }
-            state.pumping = true
-            state.pumpThread = me
-            return self.round(&state, onReactor: onReactor)
+            guard state.pump.enter() == .run else { return nil }
+            return self.round(&state)
         }
         while let work = round {
             apply(work.timers)
             if let settings = work.startTLS, self.input?.setProperty(settings, forKey: .tlsSettingsKey) != true {
                 state.withLock { state in
                     if state.closing == nil { state.closing = .some(StreamOperationError.tlsSettingsRefused) }
-                    state.again = true
                 }
             }
             if work.closeStreams { closePair() }
@@ -442,12 +477,11 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
                 for event in work.events { client.operations(self, handle: event) }
             }
             round = state.withLock { state -> Round? in
-                guard state.again else {
-                    state.pumping = false
-                    state.pumpThread = nil
-                    return nil
-                }
-                return self.round(&state, onReactor: onReactor)
+                // Go round again if this round left work (a close to carry out, TLS refused) or
+                // anything was asked for meanwhile; else let go.
+                let more = work.again || state.closing != nil && !state.closed
+                if !more, state.pump.finishRound() == nil { return nil }
+                return self.round(&state)
             }
         }
     }
@@ -458,13 +492,14 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
         var timers: [TimerChange] = []
         var startTLS: TLSSettings?
         var closeStreams = false
+        /// The round left work for another (a close it decided on).
+        var again = false
     }
 
     /// One round of work, under the lock.
-    private func round(_ state: inout State, onReactor: Bool) -> Round {
-        state.again = false
+    private func round(_ state: inout State) -> Round {
         var work = Round()
-        step(&state, &work.events, &work.startTLS, &work.closeStreams, onReactor: onReactor)
+        step(&state, &work.events, &work.startTLS, &work.closeStreams, &work.again)
         work.timers = updateTimers(&state)
         return work
     }
@@ -472,7 +507,7 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     /// One round of work, under the lock.
     private func step(
         _ state: inout State, _ events: inout [OperationEvent], _ startTLS: inout TLSSettings?, _ closeStreams: inout Bool,
-        onReactor: Bool
+        _ again: inout Bool
     ) {
         guard !state.closed else { return }
         if let reason = state.closing {
@@ -500,8 +535,8 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
             events.append(.secured)
         }
         guard state.ready else { return }
-        writes(&state, &events, onReactor: onReactor)
-        reads(&state, &events, onReactor: onReactor)
+        writes(&state, &events)
+        reads(&state, &events)
         if state.closing == nil, state.securing == nil, case .tls(let marker)? = state.reads.first,
             case .tls(marker, let settings)? = state.writes.first
         {
@@ -523,19 +558,30 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
         if state.closing == nil, state.disconnectAfterReads || state.disconnectAfterWrites, readsDone, writesDone {
             state.closing = .some(nil)
         }
-        if state.closing != nil { state.again = true }
+        if state.closing != nil { again = true }
     }
 
-    private func writes(_ state: inout State, _ events: inout [OperationEvent], onReactor: Bool) {
-        while state.closing == nil, case .write(var operation)? = state.writes.first {
+    private func writes(_ state: inout State, _ events: inout [OperationEvent]) {
+        while state.closing == nil, let first = state.writes.first {
             if let error = state.outputError {
                 state.closing = .some(error)
                 return
             }
+            guard case .write(var operation) = first else {
+                guard case .shutdown(let tag) = first else { return }  // TLS: started by `step`
+                // Only after a has-space event: the half-close sends TLS's last record and close_notify,
+                // and must not wait for room.
+                guard let output = state.output, Self.useEvent(&state.canWrite) else { return }
+                guard output.setProperty(true as NSNumber, forKey: .shutdownOutputKey) else {
+                    state.closing = .some(output.streamError ?? StreamOperationError.closed)
+                    return
+                }
+                state.writes.removeFirst()
+                events.append(.outputShutDown(tag: tag))
+                continue
+            }
             if operation.offset < operation.bytes.count {
-                guard let output = state.output,
-                    mayTransfer(&state.canWrite, &state.staleWrites, onReactor: onReactor, { output.hasSpaceAvailable })
-                else { return }
+                guard let output = state.output, Self.useEvent(&state.canWrite) else { return }
                 let moved = operation.bytes.withUnsafeBufferPointer { bytes in
                     output.write(bytes.baseAddress! + operation.offset, maxLength: bytes.count - operation.offset)
                 }
@@ -555,7 +601,7 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
         }
     }
 
-    private func reads(_ state: inout State, _ events: inout [OperationEvent], onReactor: Bool) {
+    private func reads(_ state: inout State, _ events: inout [OperationEvent]) {
         while state.closing == nil, case .read(var operation)? = state.reads.first {
             if let bytes = Self.complete(&state, &operation) {
                 state.reads.removeFirst()
@@ -572,8 +618,7 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
                 events.append(.readEnded(unread: Self.take(&state, count: state.bufferCount), tag: operation.tag))
                 continue
             }
-            guard let input = state.input, mayTransfer(&state.canRead, &state.staleReads, onReactor: onReactor, { input.hasBytesAvailable })
-            else { return }
+            guard let input = state.input, Self.useEvent(&state.canRead) else { return }
             let count = input.read(&scratch, maxLength: scratch.count)
             if count > 0 {
                 if state.bufferCount == 0, count >= Self.handOver {
@@ -600,27 +645,12 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
         }
     }
 
-    /// Whether one read (or write) may be made now, using up the event that allowed it.
-    ///
-    /// On the reactor's thread (where the events come from) an event is exact, unless a read (write)
-    /// was made on another thread since the last one made here: that one may have used the bytes
-    /// (space) a pending event announced, and a read or write must never block (the lock is held).
-    /// Then, and on any other thread, the stream is asked, which is exact. A pump on a caller's thread
-    /// also asks when no event came, so bytes that are already there are read without waiting for the
-    /// reactor's thread. `QueuedSocket`'s pumps only ever run on the reactor's thread.
-    private func mayTransfer(_ signalled: inout Bool, _ stale: inout Bool, onReactor: Bool, _ ask: () -> Bool) -> Bool {
-        let event = signalled
-        signalled = false
-        guard pumpsAnywhere else { return event }
-        if onReactor || reactor?.isPerformingHere == true {
-            guard event else { return false }
-            guard stale else { return true }
-            stale = false
-            return ask()
-        }
-        guard ask() else { return false }
-        stale = true
-        return true
+    /// Whether one read (or write) may be made now, using up the event that allowed it. The event is
+    /// exact: only the owner reads and writes, so no other read can have used the bytes (space) it
+    /// announced, and the read (write) cannot block.
+    private static func useEvent(_ signalled: inout Bool) -> Bool {
+        defer { signalled = false }
+        return signalled
     }
 
     /// Whether the buffer now completes `operation` (checked without consuming).
@@ -673,6 +703,7 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     }
 
     private func closePair() {
+        reactor?.assertOwner("closing the pair (its delegates are Foundation's unsynchronised properties)")
         let streams = state.withLock { [$0.input, $0.output].compactMap { $0 } as [Stream] }
         for stream in streams {
             stream.delegate = nil
@@ -766,7 +797,7 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
                         ? StreamOperationError.readTimedOut(tag: question.tag) : StreamOperationError.writeTimedOut(tag: question.tag))
             }
         }
-        pumpHere(onReactor: true)
+        requestPump()
     }
 }
 

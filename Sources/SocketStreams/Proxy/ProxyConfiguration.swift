@@ -30,7 +30,8 @@ public struct ProxyConfiguration: Sendable, Equatable, CustomStringConvertible {
     public var kind: Kind
     /// The proxy's host name or address.
     public var host: String
-    /// The proxy's port (1…65535).
+    /// The proxy's port (1…65535; with any other, `setProperty(_:forKey: .proxyConfigurationKey)`
+    /// returns false and the pair keeps no proxy).
     public var port: Int
     /// SOCKS5 and HTTP: the username; SOCKS4: the USERID field. nil: none.
     public var username: String?

@@ -1,3 +1,4 @@
+import CSocketStreamsShims
 import Glibc
 
 /// A `pthread_mutex_t` in the object's own allocation, and a `pthread_cond_t` made on the first
@@ -61,6 +62,13 @@ final class ConditionLock: ManagedBuffer<Void, UInt64> {
 
     @inline(__always)
     func unlock() { pthread_mutex_unlock(mutex) }
+
+    /// The "lock held" rule, checked in debug builds: the calling thread holds this lock (glibc
+    /// records the holder's thread id in the mutex). Compiled out of release builds.
+    @inline(__always)
+    func assertHeld(file: StaticString = #file, line: UInt = #line) {
+        assert(mutex.pointee.__data.__owner == cssh_gettid(), "SocketStreams: lock not held by this thread", file: file, line: line)
+    }
 
     /// Runs `body` with the lock held.
     @inline(__always)

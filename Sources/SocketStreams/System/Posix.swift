@@ -126,9 +126,14 @@ enum Posix {
         try syscall("send", nonBlocking: true, fd: fd) { Glibc.send(fd, buffer, count, Int32(MSG_NOSIGNAL)) }
     }
 
-    /// `accept4(2)` with `SOCK_NONBLOCK | SOCK_CLOEXEC`.
-    static func accept(_ fd: Int32) throws(SystemError) -> IOResult<Int32> {
-        try syscall("accept4", nonBlocking: true) { cssh_accept4(fd) }
+    /// `accept4(2)` with `SOCK_NONBLOCK | SOCK_CLOEXEC`, storing the peer's address in `peer`.
+    static func accept(_ fd: Int32, peer: inout SocketAddress) throws(SystemError) -> IOResult<Int32> {
+        try syscall("accept4", nonBlocking: true) { peer.withMutableSockAddr { cssh_accept4_from(fd, $0, $1) } }
+    }
+
+    /// `shutdown(2)` with `how` (`SHUT_WR`: a FIN after the bytes already sent; reads go on).
+    static func shutdown(_ fd: Int32, _ how: Int32) throws(SystemError) {
+        _ = try call("shutdown", fd: fd) { Glibc.shutdown(fd, how) }
     }
 
     /// `close(2)`. Never retried: on Linux the fd is gone even when close reports EINTR.

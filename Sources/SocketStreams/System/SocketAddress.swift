@@ -17,10 +17,10 @@ struct SocketAddress: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// Parses a numeric IPv4 or IPv6 address (`inet_pton(3)`); nil if `host` is not one (a name
-    /// with a control byte is never one: C would stop reading it at a NUL).
+    /// with a control byte is never one: C would stop reading it at a NUL), or if `port` is outside
+    /// 0...65535 (never masked to 16 bits: callers refuse such a port first, see `PortNumber`).
     init?(numericHost host: String, port: Int) {
-        guard !Resolver.hasControlCharacter(host) else { return nil }
-        let port16 = UInt16(truncatingIfNeeded: port).bigEndian
+        guard !Resolver.hasControlCharacter(host), let port16 = UInt16(exactly: port)?.bigEndian else { return nil }
         var v4 = in_addr()
         if inet_pton(AF_INET, host, &v4) == 1 {
             var sin = sockaddr_in()
@@ -159,6 +159,9 @@ enum Resolver {
     /// `getaddrinfo` would stop at a NUL and resolve a different name than the caller gave, and no
     /// host name (RFC 1123) or address literal contains one.
     static func resolve(host: String, port: Int, family: Int32, passive: Bool = false) -> Result<[SocketAddress], ResolutionError> {
+        guard PortNumber.isValid(port) else {
+            return .failure(ResolutionError(code: EAI_SERVICE, systemErrno: 0, refusal: "the port is not in 0...65535"))
+        }
         if hasControlCharacter(host) {
             return .failure(
                 ResolutionError(

@@ -103,12 +103,11 @@ final class TLSContext: @unchecked Sendable {
         SSL_CTX_set_options(context, cssl_op_no_renegotiation())
 
         for root in settings.trustRoots { try addTrust(root, to: context) }
-
-        let flags = VerifyFlags(settings)
-        SSL_CTX_set_ex_data(context, verifyFlagsIndex, UnsafeMutableRawPointer(bitPattern: flags.rawValue))
+        try configureVerification(context, settings)
         switch settings.role {
         case .client:
-            SSL_CTX_set_verify(context, settings.validatesCertificateChain ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, verifyCallback)
+            SSL_CTX_set_verify(
+                context, settings.validatesCertificateChain ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, TLSVerification.callback)
             if settings.resumesSessions {
                 _ = cssl_ctx_set_session_cache_mode(context, Int(SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE))
                 SSL_CTX_sess_set_new_cb(context, newSessionCallback)
@@ -123,7 +122,7 @@ final class TLSContext: @unchecked Sendable {
             case .request: mode = SSL_VERIFY_PEER
             case .require: mode = SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT
             }
-            SSL_CTX_set_verify(context, mode, verifyCallback)
+            SSL_CTX_set_verify(context, mode, TLSVerification.callback)
             let sessionContext = Array("SocketStreams".utf8)
             _ = SSL_CTX_set_session_id_context(context, sessionContext, UInt32(sessionContext.count))
         }
@@ -152,6 +151,32 @@ final class TLSContext: @unchecked Sendable {
                 SSL_CTX_set_alpn_select_cb(context, alpnSelectCallback, UnsafeMutableRawPointer(buffer.baseAddress))
                 SSL_CTX_set_ex_data(context, alpnLengthIndex, UnsafeMutableRawPointer(bitPattern: buffer.count))
             }
+        }
+    }
+
+    /// The verify flags (the profile, CRL checks), the depth limit, the CRLs, and what the callback overlooks.
+    private static func configureVerification(_ context: OpaquePointer, _ settings: TLSSettings) throws(TLSSetupError) {
+        let flags = VerifyFlags(settings)
+        SSL_CTX_set_ex_data(context, TLSVerification.flagsIndex, UnsafeMutableRawPointer(bitPattern: flags.rawValue))
+        var verifyFlags: UInt = 0
+        if settings.verificationProfile == .strict { verifyFlags |= UInt(X509_V_FLAG_X509_STRICT) }
+        if !settings.revocationLists.isEmpty {
+            verifyFlags |= UInt(X509_V_FLAG_CRL_CHECK)
+            if settings.revocationCheck == .wholeChain { verifyFlags |= UInt(X509_V_FLAG_CRL_CHECK_ALL) }
+            let store = SSL_CTX_get_cert_store(context)
+            for list in settings.revocationLists {
+                for crl in try PEM.revocationLists(list) {
+                    X509_STORE_add_crl(store, crl)
+                    X509_CRL_free(crl)
+                }
+            }
+        }
+        if verifyFlags != 0 { X509_VERIFY_PARAM_set_flags(SSL_CTX_get0_param(context), verifyFlags) }
+        if let depth = settings.maximumChainDepth {
+            guard depth >= 0, depth <= 100 else {
+                throw TLSSetupError("the maximum chain depth must be 0 to 100 intermediate certificates, not \(depth)")
+            }
+            SSL_CTX_set_verify_depth(context, Int32(depth))
         }
     }
 
@@ -210,52 +235,7 @@ final class TLSContext: @unchecked Sendable {
     }
 }
 
-/// What the verify callback may overlook, kept as the context's ex-data (a small integer, not a pointer).
-struct VerifyFlags: OptionSet {
-    let rawValue: Int
-    static let expiredCertificates = VerifyFlags(rawValue: 1 << 4)
-    static let expiredRoots = VerifyFlags(rawValue: 1 << 5)
-    static let anyRoot = VerifyFlags(rawValue: 1 << 6)
-    /// Always set, so the stored value is never a null pointer.
-    static let present = VerifyFlags(rawValue: 1 << 8)
-
-    init(rawValue: Int) { self.rawValue = rawValue }
-
-    init(_ settings: TLSSettings) {
-        var flags: VerifyFlags = .present
-        if settings.allowsExpiredCertificates { flags.insert(.expiredCertificates) }
-        if settings.allowsExpiredRoots { flags.insert(.expiredRoots) }
-        if settings.allowsAnyRoot { flags.insert(.anyRoot) }
-        self = flags
-    }
-}
-
-private let verifyFlagsIndex = cssl_ctx_get_ex_new_index()
 private let alpnLengthIndex = cssl_ctx_get_ex_new_index()
-
-/// `SSL_CTX_set_verify`'s callback: OpenSSL's verdict, except for the failures the settings allow
-/// (`kCFStreamSSLAllowsExpiredCertificates`, `…AllowsExpiredRoots`, `…AllowsAnyRoot`).
-private let verifyCallback: @convention(c) (Int32, OpaquePointer?) -> Int32 = { ok, store in
-    guard ok != 1, let store else { return ok }
-    guard let ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()),
-        let raw = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(OpaquePointer(ssl)), verifyFlagsIndex)
-    else { return 0 }
-    let flags = VerifyFlags(rawValue: Int(bitPattern: raw))
-    let error = X509_STORE_CTX_get_error(store)
-    let depth = X509_STORE_CTX_get_error_depth(store)
-    let chainLength = X509_STORE_CTX_get0_chain(store).map { cssl_sk_X509_num($0) } ?? 0
-    let atRoot = depth >= chainLength - 1
-    switch error {
-    case X509_V_ERR_CERT_HAS_EXPIRED, X509_V_ERR_CERT_NOT_YET_VALID:
-        return (atRoot ? flags.contains(.expiredRoots) : flags.contains(.expiredCertificates)) ? 1 : 0
-    case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT, X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN,
-        X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY, X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT,
-        X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE, X509_V_ERR_CERT_UNTRUSTED:
-        return flags.contains(.anyRoot) ? 1 : 0
-    default:
-        return 0
-    }
-}
 
 /// The server's ALPN choice: its own first preference that the client offers.
 private let alpnSelectCallback:
@@ -346,6 +326,30 @@ enum PEM {
         ERR_clear_error()  // the loop ends on "no start line"
         guard !certificates.isEmpty else { throw TLSSetupError("no PEM certificate found in \(what)") }
         return certificates
+    }
+
+    /// Every CRL in a PEM file or text (at least one), each to be `X509_CRL_free`d.
+    static func revocationLists(_ list: TLSRevocationList) throws(TLSSetupError) -> [OpaquePointer] {
+        let data: Data
+        let what: String
+        switch list {
+        case .pemFile(let path):
+            guard let contents = FileManager.default.contents(atPath: path) else { throw TLSSetupError("cannot read the CRL file \(path)") }
+            data = contents
+            what = path
+        case .pem(let text):
+            data = text
+            what = "the CRL data"
+        }
+        var lists: [OpaquePointer] = []
+        data.withUnsafeBytes { raw in
+            guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return }
+            defer { BIO_free(bio) }
+            while let crl = PEM_read_bio_X509_CRL(bio, nil, nil, nil) { lists.append(crl) }
+        }
+        ERR_clear_error()  // the loop ends on "no start line"
+        guard !lists.isEmpty else { throw TLSSetupError("no PEM certificate revocation list (X509 CRL) found in \(what)") }
+        return lists
     }
 
     /// The private key in PEM `data`, decrypted with `password` if it is encrypted.

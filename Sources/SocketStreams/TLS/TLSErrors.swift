@@ -65,6 +65,8 @@ enum TLSErrors {
     static let queueKey = "OpenSSLErrors"
     static let verifyResultKey = "OpenSSLVerifyResult"
     static let verifyResultDescriptionKey = "OpenSSLVerifyResultDescription"
+    static let verifyDepthKey = "OpenSSLVerifyDepth"
+    static let verifySubjectKey = "OpenSSLVerifySubject"
 
     /// OpenSSL's thread-local error queue as text, oldest first, emptied.
     static func drainQueue() -> [String] {
@@ -101,12 +103,18 @@ enum TLSErrors {
     /// answer; the error queue is read (and emptied) here. `peer` names the peer in messages.
     static func sslFailure(
         _ ssl: OpaquePointer, code: Int32, operation: StreamFailure.Operation, peer: String,
-        duringHandshake: Bool
+        duringHandshake: Bool, rejection: VerifyRejection? = nil
     ) -> StreamFailure {
         // The queue's first entry is the root cause.
         let first = ERR_peek_error()
         let reason = first == 0 ? 0 : cssl_err_reason(first)
         let library = first == 0 ? 0 : cssl_err_lib(first)
+        // A refused certificate ends the queue with "certificate verify failed", after whatever
+        // decoding errors the chain's checks left before it.
+        let last = ERR_peek_last_error()
+        let verifyFailed =
+            (library == ERR_LIB_SSL && reason == SSL_R_CERTIFICATE_VERIFY_FAILED)
+            || (last != 0 && cssl_err_lib(last) == ERR_LIB_SSL && cssl_err_reason(last) == SSL_R_CERTIFICATE_VERIFY_FAILED)
         let queue = drainQueue()
         // The peer's connection ended without a TLS close: in the handshake, or outside it.
         func closedEarly() -> StreamFailure {
@@ -118,9 +126,11 @@ enum TLSErrors {
                 operation, queue: queue)
         }
 
-        if library == ERR_LIB_SSL && reason == SSL_R_CERTIFICATE_VERIFY_FAILED {
+        if verifyFailed {
             let result = Int(SSL_get_verify_result(ssl))
             let description = String(cString: X509_verify_cert_error_string(result))
+            // The callback's record says which rule, which certificate; OpenSSL's result alone only the first.
+            let rejection = rejection.flatMap { $0.code == Int32(result) ? $0 : nil }
             let status: Int
             switch Int32(result) {
             case X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH, X509_V_ERR_EMAIL_MISMATCH:
@@ -134,9 +144,14 @@ enum TLSErrors {
                 status = TLSStatus.noRootCert
             default: status = TLSStatus.certChainInvalid
             }
+            var extra: [String: any Sendable] = [verifyResultKey: result, verifyResultDescriptionKey: description]
+            if let rejection {
+                extra[verifyDepthKey] = rejection.depth
+                extra[verifySubjectKey] = rejection.subject
+            }
             return failure(
-                status, "the certificate for \(peer) is not trusted: \(description)", operation, queue: queue,
-                extra: [verifyResultKey: result, verifyResultDescriptionKey: description])
+                status, "the certificate for \(peer) is not trusted: \(rejection?.description ?? description)", operation,
+                queue: queue, extra: extra)
         }
         if library == ERR_LIB_SSL && reason > SSL_AD_REASON_OFFSET && reason < SSL_AD_REASON_OFFSET + 256 {
             let alert = Int(reason - SSL_AD_REASON_OFFSET)

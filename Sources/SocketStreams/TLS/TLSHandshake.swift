@@ -24,7 +24,7 @@ final class TLSHandshake: HandshakeStage, @unchecked Sendable {
         var port = 0
         if case .host(let name, let number) = target {
             pairHost = name
-            port = number & 0xFFFF
+            port = number
         }
         switch settings.peerName {
         case .pairHost: hostName = settings.role == .client ? pairHost : nil

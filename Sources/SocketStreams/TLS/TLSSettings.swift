@@ -5,7 +5,9 @@ import Foundation
 /// Set it with `stream.setProperty(settings, forKey: .tlsSettingsKey)` (either stream of the pair)
 /// before `open()`, or on an open pair to upgrade it in place (STARTTLS). The CFNetwork dictionary
 /// and `kCFStreamPropertySocketSecurityLevel` map onto it. The defaults are safe: the system trust
-/// store, the pair's host name verified, TLS 1.2 or newer.
+/// store, the pair's host name verified with the WebPKI rules (no partial wildcards, no subject CN,
+/// name constraints held against the name asked for, no CA certificate as a server's leaf), the
+/// RFC 5280 profile (``VerificationProfile/strict``), TLS 1.2 or newer.
 public struct TLSSettings: Sendable, Hashable {
     /// Which end of the handshake this pair plays (`kCFStreamSSLIsServer`).
     public enum Role: Sendable, Hashable {
@@ -51,10 +53,27 @@ public struct TLSSettings: Sendable, Hashable {
     public var validatesCertificateChain = true
     /// The name the server's certificate must match (`kCFStreamSSLPeerName`): the pair's host unless set.
     public var peerName: PeerName = .pairHost
-    /// Accept expired (or not yet valid) certificates in the chain (`kCFStreamSSLAllowsExpiredCertificates`).
+    /// Accept expired (or not yet valid) certificates anywhere in the chain, the root and a
+    /// self-signed leaf included, as Apple's platforms do (`kCFStreamSSLAllowsExpiredCertificates`).
     public var allowsExpiredCertificates = false
     /// Accept an expired root (`kCFStreamSSLAllowsExpiredRoots`).
     public var allowsExpiredRoots = false
+    /// How strictly certificates are held to RFC 5280's profile: ``VerificationProfile/strict`` unless set.
+    /// The WebPKI rules (no partial wildcards, no subject CN fallback, name constraints checked against
+    /// the peer name, no CA certificate or name constraints on a server's leaf) apply in both profiles.
+    public var verificationProfile: VerificationProfile = .strict
+    /// Certificate revocation lists the chain is checked against (`X509_STORE_add_crl`; curl's
+    /// `--crlfile`). When not empty, a certificate ``revocationCheck`` covers must have a current CRL
+    /// from its issuer here, or the handshake fails.
+    public var revocationLists: [TLSRevocationList] = []
+    /// Which certificates ``revocationLists`` are checked for: the leaf only (`X509_V_FLAG_CRL_CHECK`,
+    /// the default) or every certificate below the root (`X509_V_FLAG_CRL_CHECK_ALL`). Ignored while
+    /// ``revocationLists`` is empty.
+    public var revocationCheck: RevocationCheck = .leaf
+    /// The most intermediate CA certificates allowed between the leaf and the trust anchor
+    /// (`SSL_CTX_set_verify_depth`): nil is OpenSSL's limit of 100. A longer chain fails with
+    /// errSSLXCertChainInvalid ("certificate chain too long").
+    public var maximumChainDepth: Int?
     /// Accept a chain that does not end in a trusted root (`kCFStreamSSLAllowsAnyRoot`).
     public var allowsAnyRoot = false
     /// ALPN protocols offered (client) or accepted (server), most preferred first, e.g. `["h2", "http/1.1"]`.
@@ -90,6 +109,36 @@ public struct TLSSettings: Sendable, Hashable {
         settings.identity = identity
         return settings
     }
+}
+
+/// How strictly a certificate chain is held to RFC 5280's certificate profile (``TLSSettings/verificationProfile``).
+public enum VerificationProfile: Sendable, Hashable {
+    /// OpenSSL's `X509_V_FLAG_X509_STRICT`, which browsers, Go and rustls match in spirit: a CA
+    /// certificate needs a critical basicConstraints, a keyUsage with keyCertSign and a
+    /// subjectKeyIdentifier; a certificate below a root needs an authorityKeyIdentifier; a leaf may
+    /// not carry keyCertSign; an empty subject needs a critical subjectAltName. The default.
+    case strict
+    /// OpenSSL's default checks only (no `X509_V_FLAG_X509_STRICT`): for private CAs made by old
+    /// tools that leave out key identifiers or mark basicConstraints non-critical.
+    case compatible
+}
+
+/// Which certificates a chain's CRLs are checked for (``TLSSettings/revocationCheck``).
+public enum RevocationCheck: Sendable, Hashable {
+    /// The leaf only (`X509_V_FLAG_CRL_CHECK`): its issuer's CRL must be among the lists.
+    case leaf
+    /// Every certificate but the trust anchor (`X509_V_FLAG_CRL_CHECK_ALL`, what curl's `--crlfile`
+    /// sets): each issuer's CRL must be among the lists.
+    case wholeChain
+}
+
+/// Certificate revocation lists in PEM (`PEM_read_bio_X509_CRL`), as curl's `--crlfile` takes them
+/// (``TLSSettings/revocationLists``).
+public enum TLSRevocationList: Sendable, Hashable {
+    /// One or more CRLs in a PEM file, read when the settings are first used.
+    case pemFile(String)
+    /// PEM text holding one or more CRLs.
+    case pem(Data)
 }
 
 /// A TLS protocol version.
@@ -163,4 +212,10 @@ public struct TLSConnectionInfo: Sendable, Hashable {
     public let peerCertificates: [Data]
     /// Whether an earlier session was resumed.
     public let resumedSession: Bool
+    /// The peer chain's verification result (`SSL_get_verify_result`): 0 (`X509_V_OK`) when it was
+    /// verified or the peer sent no certificate; with `validatesCertificateChain` off, the result the
+    /// check had although the handshake went on (e.g. 18, `X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT`).
+    public let verifyResult: Int
+    /// OpenSSL's text for ``verifyResult`` (`X509_verify_cert_error_string`), e.g. "ok".
+    public let verifyResultDescription: String
 }

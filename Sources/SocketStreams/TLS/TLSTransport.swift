@@ -39,10 +39,18 @@ final class TLSTransport: Transport, @unchecked Sendable {
     private var readWants: Interest = .readable
     private var writeWants: Interest = .writable
     private var closed = false
+    /// `shutdownOutput` has sent close_notify (or queued it as the tail): writes fail with EPIPE.
+    private var outputShut = false
     /// An end or error found by a peek in `ready` or after a read that returned data, for the next read
     /// to report: OpenSSL reports a fatal alert only once.
     private var deferredReadOutcome: TransportIO?
     private(set) var info: TLSConnectionInfo?
+    /// The DNS name the peer's certificate is verified for (nil for an IP address or none), for the
+    /// verify callback's name-constraint check.
+    let verifiedDNSName: String?
+    /// Why the verify callback refused the chain. Written by the callback, which runs inside
+    /// `SSL_do_handshake` with `lock` held, and read under `lock`.
+    var rejection: VerifyRejection?
 
     private static let ownerIndex = cssl_get_ex_new_index()
     /// Live SSL objects, for leak checks in tests.
@@ -63,6 +71,8 @@ final class TLSTransport: Transport, @unchecked Sendable {
         self.sessionKey = sessionKey
         self.peerLabel = peerLabel
         requiresCloseNotify = settings.requiresCloseNotify
+        verifiedDNSName =
+            settings.role == .client && hostName.map({ SocketAddress(numericHost: $0, port: 0) == nil }) == true ? hostName : nil
         wire = TLSWire(inner)
         BIO_set_data(bio, Unmanaged.passUnretained(wire).toOpaque())
         BIO_set_init(bio, 1)
@@ -82,6 +92,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
                         throw TLSSetupError("cannot verify the address \(hostName)")
                     }
                 } else {
+                    SSL_set_hostflags(ssl, TLSVerification.hostFlags)
                     guard SSL_set1_host(ssl, hostName) == 1, cssl_set_tlsext_host_name(ssl, hostName) == 1 else {
                         throw TLSSetupError("cannot use \(hostName) as the TLS server name")
                     }
@@ -135,7 +146,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
                 return .failed(
                     TLSErrors.sslFailure(
                         ssl, code: code, operation: .handshake(TLSHandshake.stageName),
-                        peer: peerLabel, duringHandshake: true))
+                        peer: peerLabel, duringHandshake: true, rejection: rejection))
             }
         }
     }
@@ -178,12 +189,15 @@ final class TLSTransport: Transport, @unchecked Sendable {
                 if let certificate = cssl_sk_X509_value(chain, index) { append(certificate) }
             }
         }
+        let verifyResult = SSL_get_verify_result(ssl)
         return TLSConnectionInfo(
             protocolVersion: String(cString: SSL_get_version(ssl)),
             cipherSuite: SSL_get_current_cipher(ssl).flatMap { SSL_CIPHER_standard_name($0) }.map { String(cString: $0) } ?? "",
             alpnProtocol: alpn.map { String(decoding: UnsafeBufferPointer(start: $0, count: Int(alpnLength)), as: UTF8.self) },
             peerCertificates: certificates,
-            resumedSession: SSL_session_reused(ssl) == 1)
+            resumedSession: SSL_session_reused(ssl) == 1,
+            verifyResult: Int(verifyResult),
+            verifyResultDescription: String(cString: X509_verify_cert_error_string(verifyResult)))
     }
 
     // MARK: Transport
@@ -220,6 +234,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
 
     func write(_ buffer: UnsafeRawPointer, _ count: Int) -> TransportIO {
         lock.withLock {
+            if outputShut { return .failed(.posix(EPIPE, .write)) }
             if let blocked = flushTail() {
                 if blocked.isEmpty, let failure = wire.failure { return .failed(failure) }
                 writeWants = blocked
@@ -344,14 +359,48 @@ final class TLSTransport: Transport, @unchecked Sendable {
         }
     }
 
-    /// Sends close_notify if the session is up (without waiting for the peer's), then closes the
-    /// transport below. The SSL itself is freed with this object.
+    /// The write-side half-close: the last record's tail, then close_notify (`SSL_shutdown` once: it
+    /// does not wait for the peer's, and `SSL_read` goes on until that arrives), then FIN below. Reading
+    /// stays possible; writes fail with EPIPE from here on.
+    func shutdownOutput() -> TransportIO {
+        lock.withLock {
+            if !outputShut {
+                if let blocked = flushTail() {
+                    if blocked.isEmpty, let failure = wire.failure { return .failed(failure) }
+                    writeWants = blocked
+                    return .wouldBlock
+                }
+                ERR_clear_error()
+                wire.failure = nil
+                let result = SSL_shutdown(ssl)  // 0: ours sent, the peer's not yet (our BIO keeps any unsent part as the tail)
+                if result < 0 {
+                    let code = SSL_get_error(ssl, result)
+                    ERR_clear_error()
+                    if code == SSL_ERROR_WANT_WRITE || code == SSL_ERROR_WANT_READ {
+                        writeWants = code == SSL_ERROR_WANT_WRITE ? inner.writeInterest : inner.readInterest
+                        return .wouldBlock
+                    }
+                    return .failed(wire.failure ?? .posix(EPIPE, .write))
+                }
+                outputShut = true
+            }
+            if let blocked = flushTail() {  // the close_notify itself, if the socket took only part
+                if blocked.isEmpty, let failure = wire.failure { return .failed(failure) }
+                writeWants = blocked
+                return .wouldBlock
+            }
+            return inner.shutdownOutput()
+        }
+    }
+
+    /// Sends close_notify if the session is up and `shutdownOutput` has not (without waiting for the
+    /// peer's), then closes the transport below. The SSL itself is freed with this object.
     func close() {
         lock.withLock {
             guard !closed else { return }
             closed = true
             _ = flushTail()
-            if SSL_is_init_finished(ssl) == 1 {
+            if SSL_is_init_finished(ssl) == 1, !outputShut {
                 ERR_clear_error()
                 _ = SSL_shutdown(ssl)
                 ERR_clear_error()

@@ -31,6 +31,7 @@ final class PrefixedTransport: Transport, @unchecked Sendable {
     var hasBufferedInput: Bool { prefix.withLock { !$0.isEmpty } || inner.hasBufferedInput }
     var hasPendingOutput: Bool { inner.hasPendingOutput }
     func flush() -> TransportIO { inner.flush() }
+    func shutdownOutput() -> TransportIO { inner.shutdownOutput() }
     func ready(_ events: Interest) -> Interest { inner.ready(events) }
     func close() { inner.close() }
 }

@@ -1,3 +1,5 @@
+import Glibc
+
 /// The plain socket: `recv(2)`/`send(2)` on the non-blocking fd, nothing buffered.
 ///
 /// It does not own the fd: the connection's `SocketHandle` does, and closes it (or not, as
@@ -46,6 +48,18 @@ final class SocketTransport: Transport {
     }
 
     var hasBufferedInput: Bool { false }
+
+    func shutdownOutput() -> TransportIO { Self.shutdownOutput(fd) }
+
+    /// `shutdown(fd, SHUT_WR)`: FIN after the bytes already sent; later sends fail with EPIPE.
+    static func shutdownOutput(_ fd: Int32) -> TransportIO {
+        do {
+            try Posix.shutdown(fd, Int32(SHUT_WR))
+            return .processed(0)
+        } catch {
+            return .failed(.posix(error.code, .write))
+        }
+    }
 
     /// Nothing of its own to release; the fd is the handle's.
     func close() {}

@@ -57,6 +57,13 @@ protocol Transport: AnyObject, Sendable {
     /// do work here (TLS reads records into its plaintext buffer).
     func ready(_ events: Interest) -> Interest
 
+    /// Ends the write side and keeps the read side: a TLS layer sends close_notify (once, without
+    /// waiting for the peer's), then the socket sends FIN (`shutdown(fd, SHUT_WR)`). `.processed(0)`
+    /// once done; `.wouldBlock` while what must go first (a record's tail, the close_notify) waits for
+    /// `writeInterest`, then call it again; `.failed` if the socket refused. Later writes fail with
+    /// EPIPE. Nothing new is flushed: bytes `write` has not accepted are not sent.
+    func shutdownOutput() -> TransportIO
+
     /// Ends the transport and releases what it holds (a TLS session), then closes the transport below.
     /// Called exactly once, by the connection, after the fd has left every epoll set; the fd itself
     /// belongs to the connection's socket handle, which gives it back afterwards.
@@ -146,6 +153,13 @@ enum ActiveTransport {
     func ready(_ events: Interest) -> Interest {
         if case .layered(let transport) = self { return transport.ready(events) }
         return events
+    }
+
+    func shutdownOutput() -> TransportIO {
+        switch self {
+        case .socket(let fd): return SocketTransport.shutdownOutput(fd)
+        case .layered(let transport): return transport.shutdownOutput()
+        }
     }
 
     func close() {

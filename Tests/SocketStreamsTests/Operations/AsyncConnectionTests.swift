@@ -176,6 +176,30 @@ final class AsyncConnectionTests: SocketStreamsTestCase {
         }
     }
 
+    /// A call made by a cancelled task throws `CancellationError`, even when the connection is already
+    /// closing for another reason (issue 21, finding 4: about 1% of cancelled reads and writes threw
+    /// `StreamOperationError.closed`, the engine's refusal while a close was under way).
+    func testCancelledCallsThrowCancellationErrorWhateverTheyRaceWith() async throws {
+        let server = try startStreamEchoServer()
+        for closeFirst in [false, true] {
+            let connection = AsyncConnection(host: "127.0.0.1", port: server.port)
+            try await connection.open()
+            if closeFirst { connection.close() }
+            for write in [false, true] {
+                let task = Task {
+                    withUnsafeCurrentTask { $0?.cancel() }
+                    if write { try await connection.write([1, 2, 3]) } else { _ = try await connection.read() }
+                }
+                do {
+                    try await task.value
+                    XCTFail("a cancelled call returned (close first: \(closeFirst), write: \(write))")
+                } catch {
+                    XCTAssertTrue(error is CancellationError, "close first: \(closeFirst), write: \(write): \(error)")
+                }
+            }
+        }
+    }
+
     /// STARTTLS with await: a plain exchange, `startTLS`, then an encrypted one.
     func testStartTLSUpgradesInPlace() async throws {
         let pki = try self.pki

@@ -313,6 +313,48 @@ final class QueuedSocketTests: SocketStreamsTestCase {
         XCTAssertEqual(recorder.log, ["connect", "read 1 one\n", "read 2 two\n", "disconnect nil"])
     }
 
+    /// After `disconnectAfterWriting()`, a write queued later is ignored, as GCDAsyncSocket's
+    /// `kForbidReadsWrites` does: the peer gets only what came before, then the end (issue 21, finding
+    /// 3: the later write was sent and completed).
+    func testWriteAfterDisconnectAfterWritingIsIgnored() throws {
+        let received = Locked<(data: Data, eof: Bool)>((Data(), false))
+        let server = try startRawServer { connection in
+            let result = try? connection.readToEOF(timeout: 10)
+            received.value = (result?.data ?? Data(), result?.sawEOF ?? false)
+        }
+        let recorder = QueuedRecorder()
+        let socket = QueuedSocket(delegate: recorder, delegateQueue: queue)
+        try socket.connect(toHost: "127.0.0.1", onPort: server.port)
+        socket.write(bytes("one\n"), tag: 1)
+        socket.disconnectAfterWriting()
+        socket.write(bytes("two\n"), tag: 2)
+        socket.read(toData: bytes("\n"), tag: 3)
+        XCTAssertTrue(recorder.waitFor("disconnect nil"), "\(recorder.log)")
+        XCTAssertTrue(server.waitForFinished(1, timeout: 10))
+        XCTAssertEqual(recorder.log, ["connect", "wrote 1", "disconnect nil"])
+        XCTAssertEqual(String(decoding: received.value.data, as: UTF8.self), "one\n")
+        XCTAssertTrue(received.value.eof)
+    }
+
+    /// After `disconnectAfterReading()`, a read queued later is ignored and does not keep the socket
+    /// open (issue 21, finding 3: it kept the socket open indefinitely).
+    func testReadAfterDisconnectAfterReadingIsIgnored() throws {
+        let sawEOF = Signal()
+        let server = try startRawServer { connection in
+            try? connection.write("one\n")
+            if (try? connection.readToEOF(timeout: 10))?.sawEOF == true { sawEOF.raise() }
+        }
+        let recorder = QueuedRecorder()
+        let socket = QueuedSocket(delegate: recorder, delegateQueue: queue)
+        try socket.connect(toHost: "127.0.0.1", onPort: server.port)
+        socket.read(toData: bytes("\n"), tag: 1)
+        socket.disconnectAfterReading()
+        socket.read(toData: bytes("\n"), tag: 2)
+        XCTAssertTrue(recorder.waitFor("disconnect nil"), "\(recorder.log)")
+        XCTAssertEqual(recorder.log, ["connect", "read 1 one\n", "disconnect nil"])
+        XCTAssertTrue(sawEOF.wait(timeout: 10), "the server never saw the end")
+    }
+
     /// The peer closes before a read can complete: the socket disconnects with closedByPeer, which
     /// holds the bytes that did arrive.
     func testPeerCloseKeepsTheBytesThatArrived() throws {

@@ -41,7 +41,9 @@ final class StreamGetProxyOptionTests: XCTestCase {
     }
 
     func testUnusableProxies() {
-        for proxy in ["https://proxy:443", "ftp://proxy", "proxy:0", "proxy:99999", "http://proxy/path", "[::1", "a b", "socks5://%zz@p"] {
+        for proxy in [
+            "https://proxy:443", "ftp://proxy", "proxy:99999", "proxy:65536", "http://proxy/path", "[::1", "a b", "socks5://%zz@p",
+        ] {
             XCTAssertThrowsError(try route(http, ["-x", proxy]), proxy)
         }
         XCTAssertThrowsError(try StreamGetOptions(arguments: ["-x"]))

@@ -77,7 +77,7 @@ final class StreamGetProxyTests: SocketStreamsTestCase {
         assertRequested(target, from: Peer.proxyEgressAddress)
 
         let wrong = try runStreamGet([url], environment: ["all_proxy": "socks5h://msuser:nope@127.0.0.1:\(socksPort)"])
-        XCTAssertEqual(wrong.status, 1)
+        XCTAssertEqual(wrong.status, 97, "curl's CURLE_PROXY")
         XCTAssertTrue(wrong.stderr.contains("rejected the username and password"), wrong.stderr)
 
         // NO_PROXY: straight to the target (the proxy would refuse: no credentials).
@@ -108,7 +108,7 @@ final class StreamGetProxyTests: SocketStreamsTestCase {
         XCTAssertTrue(result.stderr.contains("via HTTP proxy 127.0.0.1 port \(proxyPort) (TLS)"), result.stderr)
 
         let anonymous = try runStreamGet(["-x", "127.0.0.1:\(proxyPort)", "--cacert", pki.caCertificate, url])
-        XCTAssertEqual(anonymous.status, 1)
+        XCTAssertEqual(anonymous.status, 56, "curl's exit status for a 407 to CONNECT")
         XCTAssertTrue(anonymous.stderr.contains("requires authentication (407"), anonymous.stderr)
         let environment = try runStreamGet(
             ["--cacert", pki.caCertificate, url],
@@ -118,13 +118,13 @@ final class StreamGetProxyTests: SocketStreamsTestCase {
 
     func testUnusableProxyArguments() throws {
         let https = try runStreamGet(["-x", "https://127.0.0.1:1", "http://127.0.0.1:1/"])
-        XCTAssertEqual(https.status, 2)
+        XCTAssertEqual(https.status, 5, "curl's exit status for a proxy it cannot use")
         XCTAssertTrue(https.stderr.contains("HTTPS proxies"), https.stderr)
         let refused = try runStreamGet(["--socks5-hostname", "127.0.0.1:\(try RawSocket.unusedPort())", "http://localhost:1/"])
-        XCTAssertEqual(refused.status, 1)
+        XCTAssertEqual(refused.status, 7)
         XCTAssertTrue(refused.stderr.contains("Could not connect to SOCKS5 proxy 127.0.0.1"), refused.stderr)
         let v6 = try runStreamGet(["--socks4a", "127.0.0.1:1", "http://[::1]:1/"])
-        XCTAssertEqual(v6.status, 1)
+        XCTAssertEqual(v6.status, 97)
         XCTAssertTrue(v6.stderr.contains("SOCKS4 has no IPv6"), v6.stderr)
     }
 }

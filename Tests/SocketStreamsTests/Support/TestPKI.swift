@@ -80,9 +80,10 @@ final class TestPKI: @unchecked Sendable {
         try openssl(["req", "-new"] + Self.ecKey + ["-keyout", "\(name).key", "-out", "\(name).csr", "-subj", subject])
     }
 
-    /// Signs `name`.csr with the CA, valid for a day unless dates are given.
+    /// Signs `name`.csr with the CA, valid for a day unless dates are given. The certificate names
+    /// its issuer's key (authorityKeyIdentifier), as RFC 5280 asks and the strict profile requires.
     private func sign(_ name: String, extensions: String, start: String? = nil, end: String? = nil) throws(Failure) {
-        try write("\(name).ext", extensions)
+        try write("\(name).ext", extensions + "authorityKeyIdentifier=keyid\n")
         var arguments = [
             "ca", "-batch", "-config", "ca.cnf", "-notext", "-in", "\(name).csr", "-out", "\(name).pem",
             "-extfile", "\(name).ext",

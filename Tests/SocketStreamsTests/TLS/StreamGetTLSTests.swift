@@ -46,7 +46,7 @@ final class StreamGetTLSTests: SocketStreamsTestCase {
         }
 
         let untrusted = try runStreamGet([url])
-        XCTAssertEqual(untrusted.status, 1, untrusted.stderr)
+        XCTAssertEqual(untrusted.status, 60, "curl's CURLE_PEER_FAILED_VERIFICATION: \(untrusted.stderr)")
         XCTAssertTrue(untrusted.stderr.contains("the certificate for localhost port \(server.port) is not trusted"), untrusted.stderr)
 
         let insecure = try runStreamGet(["-k", url])
@@ -60,7 +60,7 @@ final class StreamGetTLSTests: SocketStreamsTestCase {
         let twelve = try runStreamGet(["-v", "--cacert", ca, url])
         XCTAssertTrue(twelve.stderr.contains("* TLS: TLSv1.2"), twelve.stderr)
         let thirteen = try runStreamGet(["--tlsv1.3", "--cacert", ca, url])
-        XCTAssertEqual(thirteen.status, 1)
+        XCTAssertEqual(thirteen.status, 35, "curl's CURLE_SSL_CONNECT_ERROR")
         XCTAssertTrue(thirteen.stderr.contains("no TLS version in common") || thirteen.stderr.contains("protocol version"), thirteen.stderr)
         let capped = try runStreamGet(["-v", "--tls-max", "1.2", "--cacert", ca, "https://localhost:\(try startTLSPageServer().port)/"])
         XCTAssertTrue(capped.stderr.contains("* TLS: TLSv1.2"), capped.stderr)
@@ -71,7 +71,7 @@ final class StreamGetTLSTests: SocketStreamsTestCase {
         let server = try startTLSPageServer { $0.clientCertificates = .require }
         let url = "https://localhost:\(server.port)/"
         let anonymous = try runStreamGet(["--cacert", pki.caCertificate, url])
-        XCTAssertEqual(anonymous.status, 1, anonymous.stderr)
+        XCTAssertEqual(anonymous.status, 35, anonymous.stderr)
         XCTAssertTrue(anonymous.stderr.contains("requires a client certificate"), anonymous.stderr)
         let certified = try runStreamGet(["--cacert", pki.caCertificate, "--cert", pki.clientCertificate, "--key", pki.clientKey, url])
         XCTAssertEqual(certified.status, 0, certified.stderr)
@@ -82,7 +82,7 @@ final class StreamGetTLSTests: SocketStreamsTestCase {
         XCTAssertEqual(pinned.status, 0, pinned.stderr)
         let wrongPin = Data(repeating: 1, count: 32).base64EncodedString()
         let refused = try runStreamGet(["-k", "--pinnedpubkey", "sha256//\(wrongPin)", "https://localhost:\(open.port)/"])
-        XCTAssertEqual(refused.status, 1)
+        XCTAssertEqual(refused.status, 90, "curl's CURLE_SSL_PINNEDPUBKEYNOTMATCH")
         XCTAssertTrue(refused.stderr.contains("pinned public key"), refused.stderr)
     }
 
@@ -94,6 +94,6 @@ final class StreamGetTLSTests: SocketStreamsTestCase {
         let none = try runStreamGet(["-v", "--no-alpn", "--cacert", try pki.caCertificate, url])
         XCTAssertTrue(none.stderr.contains("* ALPN: none negotiated"), none.stderr)
         let mismatch = try runStreamGet(["--alpn", "h2", "--cacert", try pki.caCertificate, url])
-        XCTAssertEqual(mismatch.status, 1, "RFC 7301: no protocol in common is a fatal alert")
+        XCTAssertEqual(mismatch.status, 35, "RFC 7301: no protocol in common is a fatal alert")
     }
 }

@@ -59,6 +59,12 @@ final class MemoryTransport: Transport, @unchecked Sendable {
 
     var hasBufferedInput: Bool { false }
 
+    /// The write side ends (as `shutdown(SHUT_WR)`): the peer reads an end, this side reads on.
+    func shutdownOutput() -> TransportIO {
+        outgoing.ended = true
+        return .processed(0)
+    }
+
     func close() {
         closed = true
         outgoing.ended = true

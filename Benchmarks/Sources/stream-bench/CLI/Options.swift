@@ -35,6 +35,8 @@ struct Options {
     var clients: [ClientKind] = ClientKind.allCases
     var cpus: CPUPlacement = .same
     var outputDirectory: String?
+    /// `--record`: write into `Benchmarks/results`, the recorded run the guides are checked against.
+    var record = false
     var timeout: Double?
     var help = false
 
@@ -43,7 +45,7 @@ struct Options {
     var effectiveTimeout: Double { timeout ?? (quick ? 60 : 300) }
 
     var effectiveOutputDirectory: String {
-        outputDirectory ?? Self.defaultOutputDirectory()
+        outputDirectory ?? (record ? Self.recordedResultsDirectory() : Self.freshOutputDirectory())
     }
 
     static let usage = """
@@ -64,8 +66,11 @@ struct Options {
           --cpus same|separate|none
                                   Pin client and server to CPU 0 (same, default), to CPUs 0 and 1
                                   (separate), or not at all (none).
-          --out DIR               Where latest.md, latest.json and ratios.svg go
-                                  (default: Benchmarks/results of this package).
+          --out DIR               Where latest.md, latest.json and ratios.svg go (default: a new
+                                  directory under .build/stream-bench of this package).
+          --record                Write them into Benchmarks/results instead: the recorded run
+                                  that Guides/Performance.md and the README quote (and the tests
+                                  check them against). Without it, a run never touches the checkout.
           --timeout SECONDS       Limit per measurement (default 300; 60 with --quick).
           -h, --help              This text.
 
@@ -102,6 +107,8 @@ struct Options {
                 options.cpus = placement
             case "--out":
                 options.outputDirectory = try value(argument)
+            case "--record":
+                options.record = true
             case "--timeout":
                 let text = try value(argument)
                 guard let seconds = Double(text), seconds > 0 else { throw UsageError(description: "--timeout needs seconds") }
@@ -149,18 +156,43 @@ struct Options {
         return clients
     }
 
-    /// `<package>/Benchmarks/results`, found from this source file's location at build time;
-    /// `./Benchmarks/results` if the checkout is not there any more.
-    static func defaultOutputDirectory(sourceFile: String = #filePath) -> String {
+    /// `<package>/Benchmarks/results` (`--record`), found from this source file's location at build
+    /// time; `./Benchmarks/results` if the checkout is not there any more.
+    static func recordedResultsDirectory(sourceFile: String = #filePath) -> String {
+        packageDirectory(sourceFile: sourceFile).map { $0.appendingPathComponent("Benchmarks/results").path } ?? "Benchmarks/results"
+    }
+
+    /// A new directory for one run's results, `<package>/.build/stream-bench/<UTC time>`, which git
+    /// ignores: a run that is not recorded never dirties the checkout.
+    static func freshOutputDirectory(sourceFile: String = #filePath) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
+        let base =
+            packageDirectory(sourceFile: sourceFile).map { $0.appendingPathComponent(".build/stream-bench").path }
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("stream-bench").path
+        var directory = "\(base)/\(formatter.string(from: Date()))-\(getpid())"
+        var suffix = 1
+        while FileManager.default.fileExists(atPath: directory) {
+            suffix += 1
+            directory = "\(base)/\(formatter.string(from: Date()))-\(getpid())-\(suffix)"
+        }
+        return directory
+    }
+
+    /// The package's root, found from this source file's location at build time (nil if the
+    /// checkout is not there any more).
+    private static func packageDirectory(sourceFile: String) -> URL? {
         var url = URL(fileURLWithPath: sourceFile)
         while url.pathComponents.count > 1 {
             url.deleteLastPathComponent()
             if url.lastPathComponent == "Benchmarks",
                 FileManager.default.fileExists(atPath: url.appendingPathComponent("Sources").path)
             {
-                return url.appendingPathComponent("results").path
+                return url.deletingLastPathComponent()
             }
         }
-        return "Benchmarks/results"
+        return nil
     }
 }

@@ -107,8 +107,10 @@ struct Harness {
                 clients: options.clients.map(\.rawValue), workloads: options.workloads.map(\.rawValue)),
             workloads: workloadResults,
             failures: failures)
-        let markdown = try ReportWriter.write(report, to: options.effectiveOutputDirectory)
+        let directory = options.effectiveOutputDirectory
+        let markdown = try ReportWriter.write(report, to: directory)
         print(markdown)
+        Posix.printError("stream-bench: results in \(directory)\n")
         if !report.succeeded {
             Posix.printError("stream-bench: \(failures.count) measurement(s) FAILED:\n  " + failures.joined(separator: "\n  "))
             return 1

@@ -18,7 +18,7 @@ struct SoakOptions {
     var help = false
 
     static let usage = """
-        Usage: stream-bench soak [--minutes N] [--interval S] [--out DIR]
+        Usage: stream-bench soak [--minutes N] [--interval S] [--out DIR] [--record]
 
         Runs a mixed load (delegate, thread, queue and polling clients; short, echo, bulk, long-lived,
         TLS, refused and reset connections; a StreamListener peer and the epoll server) for N minutes,
@@ -27,7 +27,9 @@ struct SoakOptions {
         Options:
           --minutes N     Duration in minutes (default 30; fractions allowed).
           --interval S    Seconds between samples (default 5).
-          --out DIR       Where soak.csv, soak.md and soak.svg go (default: Benchmarks/results).
+          --out DIR       Where soak.csv, soak.md and soak.svg go (default: a new directory under
+                          .build/stream-bench of this package).
+          --record        Write them into Benchmarks/results instead (the recorded soak run).
           --kinds LIST    Only these kinds of operation (comma-separated: short, echo, bulk, long, tls,
                           refused, reset; default all), to find which one makes something grow.
           -h, --help      This text.
@@ -49,6 +51,8 @@ struct SoakOptions {
             case "--out":
                 guard let value = iterator.next(), !value.hasPrefix("--") else { throw UsageError(description: "--out needs a value") }
                 options.outputDirectory = value
+            case "--record":
+                options.outputDirectory = Options.recordedResultsDirectory()
             case "--kinds":
                 guard let list = iterator.next(), !list.hasPrefix("--") else { throw UsageError(description: "--kinds needs a list") }
                 options.kinds = [.served]
@@ -200,8 +204,10 @@ enum SoakCommand {
             lanes: counters.allLanes, samples: samples, beforeLoad: beforeLoad, afterDrain: afterDrain,
             drainSeconds: drainSeconds, drained: drained, firstErrors: counters.firstUnexpectedErrors,
             unexpected: counters.snapshot.map(\.unexpected))
-        let markdown = try report.write(to: options.outputDirectory ?? Options.defaultOutputDirectory())
+        let resultsDirectory = options.outputDirectory ?? Options.freshOutputDirectory()
+        let markdown = try report.write(to: resultsDirectory)
         print(markdown)
+        Posix.printError("stream-bench soak: results in \(resultsDirectory)\n")
         if !report.verdict.isEmpty {
             Posix.printError("stream-bench soak: FAILED:\n  " + report.verdict.joined(separator: "\n  "))
             return 1

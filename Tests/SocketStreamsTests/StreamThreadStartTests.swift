@@ -1,0 +1,123 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+import Foundation
+@testable import SocketStreams
+import XCTest
+
+/// The stream thread's start never traps when the process is out of file descriptors (issue 21,
+/// finding 8). The thread is process-wide and starts once, so each scenario runs in a child process
+/// of this test binary where nothing has started it yet.
+final class StreamThreadStartTests: SocketStreamsTestCase {
+    /// Runs this test binary's `test` in a child process with `SOCKETSTREAMS_TEST_SCENARIO` set to
+    /// `scenario`, and checks that it exited normally with its one test passed.
+    private func runInChild(_ test: String, scenario: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+        child.arguments = ["SocketStreamsTests.StreamThreadStartTests/\(test)"]
+        child.environment = ProcessInfo.processInfo.environment.merging(["SOCKETSTREAMS_TEST_SCENARIO": scenario]) { $1 }
+        let logURL = try makeTemporaryDirectory().appendingPathComponent("child.log")
+        _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        let log = try FileHandle(forWritingTo: logURL)
+        child.standardOutput = log
+        child.standardError = log
+        let exited = Signal()
+        child.terminationHandler = { _ in exited.raise() }
+        try child.run()
+        let finished = exited.wait(timeout: 60)
+        if !finished {
+            kill(child.processIdentifier, SIGKILL)
+            _ = exited.wait(timeout: 10)
+        }
+        try log.close()
+        let output = (try? String(contentsOf: logURL, encoding: .utf8)) ?? ""
+        XCTAssertTrue(finished, "the child hung:\n\(output)", file: file, line: line)
+        XCTAssertEqual(child.terminationReason, .exit, "the child crashed:\n\(output)", file: file, line: line)
+        XCTAssertEqual(child.terminationStatus, 0, output, file: file, line: line)
+        XCTAssertTrue(output.contains("Executed 1 test, with 0 failures"), output, file: file, line: line)
+    }
+
+    private var scenario: String? { ProcessInfo.processInfo.environment["SOCKETSTREAMS_TEST_SCENARIO"] }
+
+    /// With no fd free before anything started the thread: `RunLoop.startSocketStreams()` throws
+    /// EMFILE, an `AsyncConnection`'s open throws it, and `RunLoop.socketStreams` (which cannot throw)
+    /// waits instead of trapping, returning a running run loop once fds are free again.
+    ///
+    /// Synchronous on purpose: an async test runs XCTest's main run loop meanwhile, and CoreFoundation
+    /// halts if that run loop needs a new fd while none is free (it cannot report failing to make one).
+    func testOutOfDescriptorsBeforeTheThreadStartsThrowsOrWaits() throws {
+        guard scenario == "stream-thread-never-started" else {
+            return try runInChild("testOutOfDescriptorsBeforeTheThreadStartsThrowsOrWaits", scenario: "stream-thread-never-started")
+        }
+        XCTAssertNil(StreamThread.thread, "something started the thread already")
+        let restore = tightenDescriptorLimit()
+        XCTAssertEqual(open("/dev/null", O_RDONLY), -1, "a descriptor was still free")
+        XCTAssertThrowsError(try RunLoop.startSocketStreams()) { error in
+            XCTAssertEqual((error as NSError).domain, NSPOSIXErrorDomain)
+            XCTAssertEqual((error as NSError).code, Int(EMFILE), "\(error)")
+        }
+        let outcome = Locked<Error?>(nil)
+        let opened = Signal()
+        Task.detached {
+            let connection = AsyncConnection(host: "127.0.0.1", port: 9)
+            do {
+                try await connection.open()
+            } catch {
+                outcome.value = error
+            }
+            opened.raise()
+        }
+        XCTAssertTrue(opened.wait(timeout: shortTimeout), "open hung")
+        let error = try XCTUnwrap(outcome.value as NSError?, "open succeeded")
+        XCTAssertEqual(error.domain, NSPOSIXErrorDomain, "\(error)")
+        XCTAssertEqual(error.code, Int(EMFILE), "\(error)")
+        XCTAssertNil(StreamThread.thread)
+
+        // The non-throwing accessor, on another thread: it waits while no fd is free.
+        let got = Signal()
+        let ran = Signal()
+        Thread.detachNewThread {
+            let runLoop = RunLoop.socketStreams
+            got.raise()
+            runLoop.perform { ran.raise() }
+            // A block alone does not wake a waiting run loop.
+            if let known = StreamThread.knownRunLoop, known.runLoop === runLoop { CFRunLoopWakeUp(known.cfRunLoop) }
+        }
+        let deadline = Date(timeIntervalSinceNow: shortTimeout)
+        while StreamThread.waits.load(ordering: .relaxed) == 0, Date() < deadline { sched_yield() }
+        XCTAssertEqual(StreamThread.waits.load(ordering: .relaxed), 1, "RunLoop.socketStreams did not wait")
+        XCTAssertFalse(got.wait(timeout: 0), "returned a run loop while out of fds")
+        restore()
+        XCTAssertTrue(got.wait(timeout: shortTimeout), "still waiting with fds free")
+        XCTAssertTrue(ran.wait(timeout: shortTimeout), "the stream thread's run loop does not run")
+        XCTAssertNotNil(StreamThread.thread)
+    }
+
+    /// The first pair sets the stream thread's fds aside (without starting it), so running out of
+    /// fds later cannot stop the thread from starting: `RunLoop.socketStreams` answers at once, and a
+    /// pair scheduled there, which needs fds for its reactor, fails with EMFILE instead of trapping.
+    func testTheFirstPairReservesTheThreadsDescriptors() throws {
+        guard scenario == "stream-thread-prepared" else {
+            return try runInChild("testTheFirstPairReservesTheThreadsDescriptors", scenario: "stream-thread-prepared")
+        }
+        XCTAssertNil(StreamThread.thread, "something started the thread already")
+        let pair = makePair(port: 9)
+        XCTAssertNil(StreamThread.thread, "making a pair must not start the thread")
+        let restore = tightenDescriptorLimit()
+        XCTAssertEqual(open("/dev/null", O_RDONLY), -1, "a descriptor was still free")
+        let runLoop = RunLoop.socketStreams
+        XCTAssertEqual(StreamThread.waits.load(ordering: .relaxed), 0, "RunLoop.socketStreams had to wait")
+        XCTAssertNotNil(StreamThread.thread)
+        XCTAssertTrue(try RunLoop.startSocketStreams() === runLoop)
+        pair.input.schedule(in: runLoop, forMode: .default)
+        pair.output.schedule(in: runLoop, forMode: .default)
+        pair.input.open()
+        pair.output.open()
+        let status = pair.input.streamStatus
+        restore()
+        XCTAssertEqual(status, .error)
+        assertPOSIXError(pair.input.streamError, [EMFILE])
+        pair.input.close()
+        pair.output.close()
+    }
+}
