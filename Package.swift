@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "CocoaAsyncSocket", targets: ["CocoaAsyncSocket"]),
         .executable(name: "stream-get", targets: ["stream-get"]),
         .executable(name: "stream-bench", targets: ["stream-bench"]),
+        .executable(name: "socketstreams-stress", targets: ["socketstreams-stress"]),
     ],
     targets: [
         // C declarations Swift cannot import directly (epoll, eventfd, timerfd, errno).
@@ -120,6 +121,18 @@ let package = Package(
             dependencies: ["SocketStreams", "HTTPParsing", "StreamGetCore"],
             path: "Tests/Fuzz"
         ),
+        // The stress scenarios (close, cancel and release while data flows; QueuedSocket disconnects) and
+        // their peers: run by `socketstreams-stress` (Scripts/stress, release build) and by StressTests.
+        .target(
+            name: "StressScenarios",
+            dependencies: ["SocketStreams", "CSocketStreamsShims", "COpenSSL"],
+            path: "Tests/Stress/Scenarios"
+        ),
+        .executableTarget(
+            name: "socketstreams-stress",
+            dependencies: ["StressScenarios"],
+            path: "Tests/Stress/Runner"
+        ),
         .testTarget(
             name: "SocketStreamsTests",
             // The executables are listed so that `swift test` builds the binaries the end-to-end tests run.
@@ -128,6 +141,7 @@ let package = Package(
                 "getting-started-delegate", "getting-started-polling", "reading-and-writing", "handling-errors",
                 "accepting-connections", "polling-or-run-loop", "setting-up-streams", "secure-streams",
                 "going-through-proxies", "LongLivedChannel", "long-lived-channel", "queued-operations", "async-await",
+                "StressScenarios",
             ]
         ),
         // Swift 6 concurrency code written as a user writes it, against the public API only: no
