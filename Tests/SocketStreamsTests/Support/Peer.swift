@@ -129,12 +129,32 @@ final class Peer: @unchecked Sendable {
         if process.isRunning { process.terminate() }
         condition.lock()
         let deadline = Date(timeIntervalSinceNow: 3)
-        while !exited && process.isRunning && condition.wait(until: deadline) {}
+        while !exited && process.isRunning && !Self.isDead(process.processIdentifier) {
+            if !condition.wait(until: min(deadline, Date(timeIntervalSinceNow: 0.05))), Date() >= deadline { break }
+        }
         condition.unlock()
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            // Not `waitUntilExit()`: corelibs-foundation sometimes misses a child's exit (the child
+            // stays a zombie nobody reaps and `isRunning` stays true), and a full CI run then hung
+            // here for good. Wait, with a deadline, for Foundation to see it or the kernel to show it
+            // dead.
+            let deadline = Date(timeIntervalSinceNow: 10)
+            while process.isRunning, !Self.isDead(process.processIdentifier), Date() < deadline {
+                condition.lock()
+                _ = condition.wait(until: Date(timeIntervalSinceNow: 0.05))
+                condition.unlock()
+            }
         }
+    }
+
+    /// Whether `pid` has exited (a zombie, or gone), from /proc: true once the kernel says so, whether
+    /// or not anybody has reaped it.
+    private static func isDead(_ pid: Int32) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return true }
+        guard let close = stat.lastIndex(of: ")") else { return true }
+        let state = stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).first
+        return state == "Z" || state == "X"
     }
 
     // MARK: locating tools
