@@ -88,9 +88,10 @@ final class HalfCloseTests: SocketStreamsTestCase {
         XCTAssertFalse(recorder.has(.errorOccurred, on: .output), recorder.trace)
     }
 
-    /// Over TLS, against our own TLS server requiring close_notify (a bare FIN would be an error to it):
-    /// it reads our request to a clean end, then answers through the same session.
-    func testTLSHalfCloseSendsCloseNotifyAndTheServerStillAnswers() throws {
+    /// Our own TLS server requiring close_notify (a bare FIN would be an error to it): it reads a
+    /// request to a clean end, records it, then answers "answer to <request>" through the same session.
+    /// Returns its port, what it saw, and client settings that trust it and require close_notify too.
+    private func startAnsweringTLSServer() throws -> (port: Int, seen: Guarded<(request: String, clean: Bool)?>, client: TLSSettings) {
         let pki = try self.pki
         var server = TLSSettings.server(identity: TLSIdentity(certificateChainFile: pki.serverChain, privateKeyFile: pki.serverKey))
         server.requiresCloseNotify = true
@@ -107,11 +108,17 @@ final class HalfCloseTests: SocketStreamsTestCase {
             accepted.input.close()
         }
         addCleanup { host.stop() }
-
         var client = TLSSettings()
         client.trustRoots = [.pemFile(pki.caCertificate)]
         client.requiresCloseNotify = true
-        let pair = makePair(host: "localhost", port: listener.port)
+        return (listener.port, seen, client)
+    }
+
+    /// Over TLS, against our own TLS server requiring close_notify (a bare FIN would be an error to it):
+    /// it reads our request to a clean end, then answers through the same session.
+    func testTLSHalfCloseSendsCloseNotifyAndTheServerStillAnswers() throws {
+        let (port, seen, client) = try startAnsweringTLSServer()
+        let pair = makePair(host: "localhost", port: port)
         XCTAssertTrue(pair.input.setProperty(client, forKey: .tlsSettingsKey))
         pair.input.open()
         pair.output.open()
@@ -130,27 +137,8 @@ final class HalfCloseTests: SocketStreamsTestCase {
     /// the FIN; the server (which requires close_notify) answers, and the client reads the answer to
     /// the end. A write after it throws EPIPE.
     func testAsyncConnectionHalfCloseOverTLS() async throws {
-        let pki = try self.pki
-        var server = TLSSettings.server(identity: TLSIdentity(certificateChainFile: pki.serverChain, privateKeyFile: pki.serverKey))
-        server.requiresCloseNotify = true
-        let seen = Guarded<(request: String, clean: Bool)?>(nil)
-        let listener = try StreamListener(host: "127.0.0.1", port: 0)
-        let host = ListenerHost(listener) { [self] accepted in
-            _ = accepted.input.setProperty(server, forKey: .tlsSettingsKey)
-            accepted.input.open()
-            accepted.output.open()
-            let (request, clean) = readToEnd(accepted.input)
-            seen.withLock { $0 = (String(decoding: request, as: UTF8.self), clean) }
-            writeAll(accepted.output, "answer to " + String(decoding: request, as: UTF8.self))
-            accepted.output.close()
-            accepted.input.close()
-        }
-        addCleanup { host.stop() }
-
-        var client = TLSSettings()
-        client.trustRoots = [.pemFile(pki.caCertificate)]
-        client.requiresCloseNotify = true
-        let pair = createStreamPair(host: "localhost", port: listener.port)
+        let (port, seen, client) = try startAnsweringTLSServer()
+        let pair = createStreamPair(host: "localhost", port: port)
         XCTAssertTrue(pair.input.setProperty(client, forKey: .tlsSettingsKey))
         let connection = AsyncConnection(input: pair.input, output: pair.output)
         try await connection.open()
