@@ -129,9 +129,7 @@ final class Peer: @unchecked Sendable {
         if process.isRunning { process.terminate() }
         condition.lock()
         let deadline = Date(timeIntervalSinceNow: 3)
-        while !exited && process.isRunning && !Self.isDead(process.processIdentifier) {
-            if !condition.wait(until: min(deadline, Date(timeIntervalSinceNow: 0.05))), Date() >= deadline { break }
-        }
+        while !exited && process.isRunning && condition.wait(until: deadline) {}
         condition.unlock()
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
