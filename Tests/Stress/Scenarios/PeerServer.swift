@@ -13,10 +13,19 @@ import Foundation
 /// It is written against Glibc and OpenSSL only, not SocketStreams, so a fault it sees is the client's.
 /// Connection state lives on the server thread; other threads see counters and records through a lock.
 public final class PeerServer: Sendable {
+    /// How much echo reply may wait before the server stops reading: more than any scenario has in
+    /// flight on one connection (4 x 256 KiB). microsocks relays with blocking writes in one thread per
+    /// connection, favouring the client's side; a server that stopped reading at the first byte of
+    /// waiting reply could leave it blocked in a write to this server that never completes, and then
+    /// it never sees the client close (a relay that held both of its sockets for good after the client
+    /// had gone: once in a CI run, "1 connections still open at the peer"; reproduced with a Python
+    /// client and a blocking echo server through microsocks at 16 MB in flight, 2 of 4 tries).
+    static let echoWindow = 8 << 20
+
     /// What the server does with each connection of a port.
     public enum Mode: Int, Sendable, CaseIterable, CustomStringConvertible {
-        /// Sends back what it reads (it stops reading while its reply waits: the client's reading is
-        /// the backpressure).
+        /// Sends back what it reads; it stops reading once ``PeerServer/echoWindow`` bytes of reply wait
+        /// (the client's reading is the backpressure beyond that).
         case echo
         /// Writes continuously until the peer closes; reads and discards anything sent.
         case flood
@@ -354,28 +363,33 @@ private final class ServerLoop {
             }
         case .echo:
             while true {
-                while !connection.pending.isEmpty {
-                    let count = connection.pending.withUnsafeBufferPointer { writeApp(connection, $0) }
+                while connection.pendingStart < connection.pending.count {
+                    let count = connection.pending[connection.pendingStart...].withUnsafeBufferPointer { writeApp(connection, $0) }
                     if count < 0 { return finish(connection) }
                     if count == 0 { break }
-                    connection.pending.removeFirst(count)
+                    connection.pendingStart += count
                 }
-                if !connection.pending.isEmpty { break }
+                if connection.pendingStart == connection.pending.count || connection.pendingStart >= PeerServer.echoWindow {
+                    connection.pending.removeFirst(connection.pendingStart)
+                    connection.pendingStart = 0
+                }
+                if connection.pending.count >= PeerServer.echoWindow { break }
                 let count = readApp(connection)
                 if count < 0 { return finish(connection) }
                 if count == 0 { break }
-                connection.pending = Array(scratch[0..<count])
+                connection.pending += scratch[0..<count]
             }
         }
         watch(connection)
     }
 
     /// Waits for what the connection needs next: room to write (bytes waiting, or a flood), or bytes
-    /// to read (never while an echo reply waits, so a client that does not read slows its own sending).
+    /// to read (an echo connection stops once `echoWindow` bytes of reply wait).
     private func watch(_ connection: PeerConnection) {
         let wantsOutput =
-            !connection.cipherOut.isEmpty || !connection.pending.isEmpty || (connection.mode == .flood && connection.handshaken)
-        let wantsInput = connection.mode != .echo || connection.pending.isEmpty
+            !connection.cipherOut.isEmpty || connection.pendingStart < connection.pending.count
+            || (connection.mode == .flood && connection.handshaken)
+        let wantsInput = connection.mode != .echo || connection.pending.count - connection.pendingStart < PeerServer.echoWindow
         var events: UInt32 = 0
         if wantsInput { events |= cssh_epollin() }
         if wantsOutput { events |= cssh_epollout() }
@@ -538,8 +552,9 @@ private final class PeerConnection {
     var ssl: OpaquePointer?
     var handshaken: Bool
     var interest: UInt32 = 0
-    /// An echo reply not yet written.
+    /// An echo reply not yet written: `pending[pendingStart...]`.
     var pending: [UInt8] = []
+    var pendingStart = 0
     /// TLS records not yet sent.
     var cipherOut: [UInt8] = []
     var prefix: [UInt8] = []
