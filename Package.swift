@@ -130,7 +130,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "socketstreams-stress",
-            dependencies: ["StressScenarios"],
+            dependencies: ["StressScenarios", "SocketStreams"],
             path: "Tests/Stress/Runner"
         ),
         .testTarget(

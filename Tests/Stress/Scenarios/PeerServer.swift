@@ -4,13 +4,15 @@
 import COpenSSL
 import CSocketStreamsShims
 import Foundation
+import SocketStreams
 
 /// The stress scenarios' peer (Glibc, epoll through the package's C shim, OpenSSL): one thread, one `epoll` set, non-blocking sockets, able to hold
 /// thousands of connections at once. It listens on 127.0.0.1 (ephemeral ports), one port per mode and
 /// security: plain TCP, and TLS done here with OpenSSL directly (memory BIOs, so no write of this server
 /// can raise SIGPIPE), with an identity made at start (`TLSIdentity.makeSelfSignedPEM`).
 ///
-/// It is written against Glibc and OpenSSL only, not SocketStreams, so a fault it sees is the client's.
+/// It is written against Glibc and OpenSSL, not the library's networking (only its `Guarded` lock), so a
+/// fault it sees is the client's.
 /// Connection state lives on the server thread; other threads see counters and records through a lock.
 public final class PeerServer: Sendable {
     /// How much echo reply may wait before the server stops reading: more than any scenario has in
@@ -63,7 +65,7 @@ public final class PeerServer: Sendable {
     /// The certificate (PEM) clients trust for the TLS ports: self-signed, for 127.0.0.1 and localhost.
     public let certificatePEM: Data
 
-    private let shared = StressLocked(Shared())
+    private let shared = Guarded(Shared())
     private let wakeWriter: Int32
     private let stopped = DispatchSemaphore(value: 0)
 
