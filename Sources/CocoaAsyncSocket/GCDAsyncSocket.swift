@@ -874,7 +874,10 @@ extension GCDAsyncSocket: OperationsHandler {
                 } else {
                     let host = link.peer.flatMap(SocketAddresses.host) ?? ""
                     let port = link.peer.map(SocketAddresses.port) ?? 0
-                    Self.post(&state, self) { socket, delegate in delegate.socket(socket, didConnectToHost: host, port: port) }
+                    Self.post(&state, self) { socket, delegate in
+                        delegate.socket(socket, didConnectToHost: host, port: port)
+                        delegate.socket(socket, didConnectToHost: host, port: Int(port))
+                    }
                 }
             }
         case .read(let bytes, let id):
@@ -890,11 +893,15 @@ extension GCDAsyncSocket: OperationsHandler {
                 } else {
                     data = Data(bytes)
                 }
-                Self.post(&state, self) { socket, delegate in delegate.socket(socket, didRead: data, withTag: info.tag) }
+                Self.post(&state, self) { socket, delegate in
+                    delegate.socket(socket, didRead: data, withTag: info.tag)
+                    delegate.socket(socket, didRead: bytes, withTag: info.tag)
+                }
             }
         case .readPartial(let count, let id):
             post(from: operations) { [tag = state.withLock { $0.reads[id]?.tag ?? 0 }] socket, delegate in
                 delegate.socket(socket, didReadPartialDataOfLength: UInt(count), tag: tag)
+                delegate.socket(socket, didReadPartialDataOfLength: count, tag: tag)
             }
         case .readEnded(_, let id):
             let close = state.withLock { state -> Bool in
@@ -923,6 +930,7 @@ extension GCDAsyncSocket: OperationsHandler {
         case .wrotePartial(let count, let id):
             post(from: operations) { [tag = state.withLock { $0.writes[id] ?? 0 }] socket, delegate in
                 delegate.socket(socket, didWritePartialDataOfLength: UInt(count), tag: tag)
+                delegate.socket(socket, didWritePartialDataOfLength: count, tag: tag)
             }
         case .outputShutDown:
             break  // GCDAsyncSocket never half-closes: nothing queues a shutdown here
@@ -969,10 +977,18 @@ extension GCDAsyncSocket: OperationsHandler {
             let read = direction == .read
             let tag = (read ? state.reads[id]?.tag : state.writes[id]) ?? 0
             let call = DelegateCall(delegate) { [self] delegate in
-                let extra =
+                let done = max(0, bytesDone)
+                var extra =
                     read
-                    ? delegate.socket(self, shouldTimeoutReadWithTag: tag, elapsed: elapsed, bytesDone: UInt(max(0, bytesDone)))
-                    : delegate.socket(self, shouldTimeoutWriteWithTag: tag, elapsed: elapsed, bytesDone: UInt(max(0, bytesDone)))
+                    ? delegate.socket(self, shouldTimeoutReadWithTag: tag, elapsed: elapsed, bytesDone: UInt(done))
+                    : delegate.socket(self, shouldTimeoutWriteWithTag: tag, elapsed: elapsed, bytesDone: UInt(done))
+                if extra <= 0 {
+                    // A delegate written with QueuedSocketDelegate's Int length.
+                    extra =
+                        read
+                        ? delegate.socket(self, shouldTimeoutReadWithTag: tag, elapsed: elapsed, bytesDone: done)
+                        : delegate.socket(self, shouldTimeoutWriteWithTag: tag, elapsed: elapsed, bytesDone: done)
+                }
                 answer(extra)
             }
             queue.async { call.run() }
