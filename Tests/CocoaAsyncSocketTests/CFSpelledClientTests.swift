@@ -8,10 +8,31 @@ import XCTest
 /// A client spelled with CoreFoundation's and CFNetwork's names, as Darwin code calls them beside the
 /// stream functions.
 final class CFSpelledClientTests: XCTestCase {
-    /// Waits (polling, as a CF client without a run loop does) until the stream leaves `.opening`.
-    private func waitForOpen(_ stream: CFReadStream) {
-        let deadline = Date(timeIntervalSinceNow: 10)
-        while CFReadStreamGetStatus(stream) == .opening, Date() < deadline { usleep(1000) }
+    /// Signalled by the client callback when the open completes or fails.
+    final class OpenSignal {
+        let semaphore = DispatchSemaphore(value: 0)
+    }
+
+    /// Waits until the stream's open completes or fails, told by a client callback on a dispatch queue
+    /// (a C-compatible callback: the signal travels in the context's `info`).
+    private func waitForOpen(_ stream: CFReadStream, file: StaticString = #filePath, line: UInt = #line) {
+        let signal = OpenSignal()
+        var context = CFStreamClientContext(
+            version: 0, info: Unmanaged.passUnretained(signal).toOpaque(), retain: nil, release: nil, copyDescription: nil)
+        let events = CFStreamEventType.openCompleted.rawValue | CFStreamEventType.errorOccurred.rawValue
+        XCTAssertTrue(
+            CFReadStreamSetClient(
+                stream, events,
+                { _, _, info in Unmanaged<OpenSignal>.fromOpaque(info!).takeUnretainedValue().semaphore.signal() }, &context),
+            file: file, line: line)
+        CFReadStreamSetDispatchQueue(stream, DispatchQueue(label: "cf open"))
+        // The open may have completed before the client was set: then no event comes.
+        if CFReadStreamGetStatus(stream) == .opening {
+            XCTAssertEqual(signal.semaphore.wait(timeout: .now() + 10), .success, "the open did not end", file: file, line: line)
+        }
+        CFReadStreamSetClient(stream, 0, nil, nil)
+        CFReadStreamSetDispatchQueue(stream, nil)
+        withExtendedLifetime(signal) {}
     }
 
     func testResolutionFailureReadsWithCFNetworkNames() throws {
@@ -61,5 +82,78 @@ final class CFSpelledClientTests: XCTestCase {
         var count: CFIndex = -1
         XCTAssertNil(CFReadStreamGetBuffer(input, 16, &count))
         XCTAssertEqual(count, 0)
+    }
+
+    /// The SSL settings as Darwin code writes them: `kCFNull` and `kCFBoolean…` in an
+    /// `[NSObject: NSObject]` and a `[String: Any]`, handed over `as CFDictionary`, against
+    /// openssl s_server with a self-signed certificate (so the chain check must be off).
+    func testSSLSettingsDictionariesWithCFNullAndCFBooleans() throws {
+        let certificate = try TestCertificate()
+        defer { certificate.remove() }
+        let (peer, port) = try PeerProcess.opensslReverse(certificate: certificate.certificate, key: certificate.key)
+        defer { peer.stop() }
+        let objects: [NSObject: NSObject] = [
+            kCFStreamSSLValidatesCertificateChain: kCFBooleanFalse,
+            kCFStreamSSLPeerName: kCFNull,
+            kCFStreamSSLIsServer: kCFBooleanFalse,
+        ]
+        let strings: [String: Any] = [
+            kCFStreamSSLValidatesCertificateChain as String: kCFBooleanFalse!,
+            kCFStreamSSLPeerName as String: kCFNull!,
+        ]
+        for (name, settings) in [("[NSObject: NSObject]", objects as CFDictionary), ("[String: Any]", strings as CFDictionary)] {
+            var read: Unmanaged<CFReadStream>?
+            var write: Unmanaged<CFWriteStream>?
+            CFStreamCreatePairWithSocketToHost(kCFAllocatorDefault, "127.0.0.1" as CFString, UInt32(port), &read, &write)
+            let input = try XCTUnwrap(read).takeRetainedValue()
+            let output = try XCTUnwrap(write).takeRetainedValue()
+            defer {
+                CFReadStreamClose(input)
+                CFWriteStreamClose(output)
+            }
+            XCTAssertTrue(CFReadStreamSetProperty(input, CFStreamPropertyKey(rawValue: kCFStreamPropertySSLSettings), settings), name)
+            CFReadStreamOpen(input)
+            CFWriteStreamOpen(output)
+            waitForOpen(input)
+            XCTAssertEqual(CFReadStreamGetStatus(input), .open, "\(name): \(String(describing: CFReadStreamCopyError(input)))")
+            let line = Array("hello\n".utf8)
+            XCTAssertEqual(CFWriteStreamWrite(output, line, line.count), line.count, name)
+            var buffer = [UInt8](repeating: 0, count: 64)
+            var received: [UInt8] = []
+            while !received.contains(0x0A) {
+                let count = CFReadStreamRead(input, &buffer, buffer.count)
+                guard count > 0 else { break }
+                received += buffer[..<count]
+            }
+            XCTAssertEqual(String(decoding: received, as: UTF8.self), "olleh\n", name)
+            XCTAssertNotNil(input.property(forKey: .tlsConnectionInfoKey) as? TLSConnectionInfo, name)
+        }
+    }
+
+    /// CoreFoundation's string functions take the library's `CFString` where Darwin code passes one,
+    /// and `coreFoundationString` reaches every other one.
+    func testCoreFoundationFunctionsTakeTheLibrarysCFString() {
+        let encoding = CFStringConvertIANACharSetNameToEncoding("utf-8" as CFString)
+        XCTAssertEqual(encoding, CFStringBuiltInEncodings.UTF8.rawValue)
+        XCTAssertEqual(CFStringConvertEncodingToNSStringEncoding(encoding), String.Encoding.utf8.rawValue)
+        XCTAssertEqual(CFStringConvertIANACharSetNameToEncoding("no-such-charset" as CFString), kCFStringEncodingInvalidId)
+        let host = "example.org" as CFString
+        XCTAssertEqual(CFStringGetLength(host), 11)
+        var buffer = [CChar](repeating: 0, count: 32)
+        XCTAssertTrue(CFStringGetCString(host, &buffer, buffer.count, CFStringBuiltInEncodings.UTF8.rawValue))
+        XCTAssertEqual(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self), "example.org")
+        XCTAssertFalse(CFStringGetCString(host, &buffer, 4, CFStringBuiltInEncodings.UTF8.rawValue))
+        XCTAssertTrue(CFStringHasPrefix(host, "example" as CFString))
+        XCTAssertTrue(CFStringHasSuffix(host, ".org" as CFString))
+        XCTAssertEqual(CFStringCompare("ABC" as CFString, "abc" as CFString, .compareCaseInsensitive), .compareEqualTo)
+        XCTAssertEqual(CFStringCompare("a" as CFString, "b" as CFString, []), .compareLessThan)
+        XCTAssertEqual(CFStringGetIntValue("8080" as CFString), 8080)
+        XCTAssertEqual(CFStringGetDoubleValue("0.5" as CFString), 0.5)
+        let foreign: CoreFoundation.CFString = host.coreFoundationString
+        XCTAssertEqual(CoreFoundation.CFStringGetLength(foreign), 11)
+        XCTAssertEqual(CFStringGetCharacterAtIndex(foreign, 0), UniChar(UInt8(ascii: "e")))
+        XCTAssertTrue(CFBooleanGetValue(kCFBooleanTrue))
+        XCTAssertFalse(CFBooleanGetValue(kCFBooleanFalse))
+        XCTAssertTrue(kCFNull === NSNull())
     }
 }
