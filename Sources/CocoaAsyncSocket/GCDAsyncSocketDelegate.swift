@@ -134,23 +134,6 @@ extension GCDAsyncSocketDelegate {
 public typealias SecTrust = GCDAsyncSocketTrust
 
 /// The peer's certificates and OpenSSL's verdict on them, given to
-/// ``GCDAsyncSocketDelegate/socket(_:didReceive:completionHandler:)``.
-public final class GCDAsyncSocketTrust: Sendable {
-    /// The peer's certificates, DER, leaf first (`SecTrustCopyCertificateChain`).
-    public let certificateChain: [Data]
-    /// OpenSSL's verification result (`X509_V_OK`, 0, when the chain verified against the system roots
-    /// and, with `kCFStreamSSLPeerName`, the name matched); `SSL_get_verify_result`.
-    public let verifyResult: Int
-    /// OpenSSL's text for ``verifyResult`` (`X509_verify_cert_error_string`).
-    public let verifyResultDescription: String
-
-    /// A trust object holding `certificateChain` and the verification result.
-    public init(certificateChain: [Data], verifyResult: Int, verifyResultDescription: String) {
-        self.certificateChain = certificateChain
-        self.verifyResult = verifyResult
-        self.verifyResultDescription = verifyResultDescription
-    }
-
-    /// Whether OpenSSL's verification passed (`SecTrustEvaluateWithError` returning true).
-    public var isVerified: Bool { verifyResult == 0 }
-}
+/// ``GCDAsyncSocketDelegate/socket(_:didReceive:completionHandler:)``: the library's ``TLSPeerTrust``,
+/// which `QueuedSocket`, `AsyncConnection` and stream pairs get from a ``TLSTrustEvaluation``.
+public typealias GCDAsyncSocketTrust = TLSPeerTrust

@@ -663,6 +663,24 @@ final class Connection: EventTarget, @unchecked Sendable {
         syncInterest()
     }
 
+    /// A stage that waited for something other than the socket (a TLS trust evaluation's answer)
+    /// can go on: runs the negotiation again on the open's home reactor. From any thread.
+    func resumeNegotiation() {
+        guard let home = lock.withLock({ isNegotiating ? openHome : nil }) else { return }
+        home.execute { [weak self] in
+            guard let self else { return }
+            let moved = lock.withLock { () -> Bool in
+                guard isNegotiating else { return false }
+                guard openHome === home else { return true }
+                advanceNegotiation()
+                syncInterest()
+                return false
+            }
+            // The open moved to the stream thread meanwhile: run it there.
+            if moved { resumeNegotiation() }
+        }
+    }
+
     // MARK: failure, close, release
 
     /// A connection-level failure: connect, a stage, read or write. It goes to both opened halves; the
