@@ -71,10 +71,9 @@ final class CFSpelledClientTests: XCTestCase {
             CFReadStreamClose(input)
             CFWriteStreamClose(output)
         }
-        // The names compile with Darwin's spelling and values; the property is refused, so code can tell.
+        // The names have Darwin's spelling and values.
         XCTAssertEqual(kCFStreamNetworkServiceType as String, Stream.PropertyKey.networkServiceType.rawValue)
         XCTAssertEqual(kCFStreamNetworkServiceTypeVoIP as String, StreamNetworkServiceTypeValue.voIP.rawValue)
-        XCTAssertFalse(CFReadStreamSetProperty(input, kCFStreamNetworkServiceType, kCFStreamNetworkServiceTypeBackground))
         CFReadStreamOpen(input)
         CFWriteStreamOpen(output)
         waitForOpen(input)
@@ -155,5 +154,62 @@ final class CFSpelledClientTests: XCTestCase {
         XCTAssertTrue(CFBooleanGetValue(kCFBooleanTrue))
         XCTAssertFalse(CFBooleanGetValue(kCFBooleanFalse))
         XCTAssertTrue(kCFNull === NSNull())
+    }
+
+    /// The socket's IP_TOS byte and SO_PRIORITY.
+    private func marks(_ stream: CFReadStream) throws -> (tos: Int32, priority: Int32) {
+        let handle = try XCTUnwrap(CFReadStreamCopyProperty(stream, kCFStreamPropertySocketNativeHandle) as? Data)
+        let fd = handle.withUnsafeBytes { $0.load(as: Int32.self) }
+        var tos: Int32 = -1
+        var priority: Int32 = -1
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        XCTAssertEqual(getsockopt(fd, Int32(IPPROTO_IP), IP_TOS, &tos, &length), 0)
+        length = socklen_t(MemoryLayout<Int32>.size)
+        XCTAssertEqual(getsockopt(fd, SOL_SOCKET, SO_PRIORITY, &priority, &length), 0)
+        return (tos, priority)
+    }
+
+    /// `kCFStreamNetworkServiceType` set before the open marks the socket when TCP is up (DSCP and
+    /// priority), reads back as set, changes and clears on the open pair, and refuses what is not a
+    /// service type and a Unix-domain pair.
+    func testNetworkServiceTypeMarksTheSocket() throws {
+        let listener = try CountingListener()
+        var read: Unmanaged<CFReadStream>?
+        var write: Unmanaged<CFWriteStream>?
+        CFStreamCreatePairWithSocketToHost(nil, "127.0.0.1" as CFString, UInt32(listener.port), &read, &write)
+        let input = try XCTUnwrap(read).takeRetainedValue()
+        let output = try XCTUnwrap(write).takeRetainedValue()
+        defer {
+            CFReadStreamClose(input)
+            CFWriteStreamClose(output)
+        }
+        XCTAssertTrue(CFReadStreamSetProperty(input, kCFStreamNetworkServiceType, kCFStreamNetworkServiceTypeVoIP))
+        XCTAssertEqual(CFWriteStreamCopyProperty(output, kCFStreamNetworkServiceType) as? String, kCFStreamNetworkServiceTypeVoIP as String)
+        XCTAssertFalse(CFReadStreamSetProperty(input, kCFStreamNetworkServiceType, "kCFStreamNetworkServiceTypeNoSuch" as CFString))
+        XCTAssertFalse(CFReadStreamSetProperty(input, kCFStreamNetworkServiceType, kCFBooleanTrue))
+        CFReadStreamOpen(input)
+        CFWriteStreamOpen(output)
+        waitForOpen(input)
+        XCTAssertEqual(CFReadStreamGetStatus(input), .open)
+        var marks = try self.marks(input)
+        XCTAssertEqual(marks.tos, 46 << 2, "EF")
+        XCTAssertEqual(marks.priority, 6)
+
+        // Foundation's spelling, on the open pair.
+        XCTAssertTrue(output.setProperty(StreamNetworkServiceTypeValue.background, forKey: .networkServiceType))
+        XCTAssertEqual(input.property(forKey: .networkServiceType) as? String, kCFStreamNetworkServiceTypeBackground as String)
+        marks = try self.marks(input)
+        XCTAssertEqual(marks.tos, 8 << 2, "CS1")
+        XCTAssertEqual(marks.priority, 1)
+        XCTAssertTrue(CFReadStreamSetProperty(input, kCFStreamNetworkServiceType, kCFStreamNetworkServiceTypeAVStreaming))
+        XCTAssertEqual(try self.marks(input).tos, 26 << 2, "AF31")
+        XCTAssertTrue(CFReadStreamSetProperty(input, kCFStreamNetworkServiceType, nil))
+        XCTAssertNil(CFReadStreamCopyProperty(input, kCFStreamNetworkServiceType))
+        marks = try self.marks(input)
+        XCTAssertEqual(marks.tos, 0)
+        XCTAssertEqual(marks.priority, 0)
+
+        let unix = createStreamPair(unixSocketPath: "/nonexistent/socket")
+        XCTAssertFalse(unix.input.setProperty(kCFStreamNetworkServiceTypeVoIP, forKey: .networkServiceType))
     }
 }

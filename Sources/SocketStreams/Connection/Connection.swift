@@ -94,6 +94,8 @@ final class Connection: EventTarget, @unchecked Sendable {
         var connectTimeout: Double?
         /// `localBindingKey`.
         var localBinding: LocalBinding?
+        /// `kCFStreamNetworkServiceType`.
+        var networkServiceType: NetworkServiceType?
         var tlsSettings: TLSSettings?
         /// The security level and settings dictionary as set, for reading back.
         var tlsLevel: String?
@@ -539,6 +541,7 @@ final class Connection: EventTarget, @unchecked Sendable {
         let configured = configuredStages()
         if !configured.isEmpty { stages.insert(contentsOf: configured, at: 0) }
         if noDelay == true { try? Posix.setOption(handle.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: 1) }
+        options?.networkServiceType?.apply(to: handle.fd)
         for half in [Half.input, .output] where halves[half.rawValue].events.status == .opening {
             signal(half, .openCompleted)
         }
