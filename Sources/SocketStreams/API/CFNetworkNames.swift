@@ -75,9 +75,12 @@ public enum CFNetworkErrors: Int32, Sendable {
     case cfStreamErrorHTTPSProxyFailureUnexpectedResponseToCONNECTMethod = 311
 }
 
-/// `kCFStreamNetworkServiceType` (`Stream.PropertyKey.networkServiceType`): the name, so Darwin code
-/// that sets it compiles. Linux has no service classes and socket streams do not support the property:
-/// `setProperty` returns false and it reads as nil (Guides/PortingFromApplePlatforms.md, "Not supported").
+/// `kCFStreamNetworkServiceType` (`Stream.PropertyKey.networkServiceType`): the traffic class of a TCP
+/// pair, one of the `kCFStreamNetworkServiceType…` values below (or Foundation's
+/// `StreamNetworkServiceTypeValue`). Linux has no service classes: each value marks the socket's
+/// traffic with a DSCP (`IP_TOS`/`IPV6_TCLASS`) and a queueing priority (`SO_PRIORITY`)
+/// (Guides/PortingFromApplePlatforms.md has the table). Set before or after the open; nil clears it;
+/// reads back as set. A Unix-domain pair and an unknown value are refused (`setProperty` returns false).
 nonisolated(unsafe) public let kCFStreamNetworkServiceType: CFString = "kCFStreamNetworkServiceType"
 /// `kCFStreamNetworkServiceTypeVoIP`.
 nonisolated(unsafe) public let kCFStreamNetworkServiceTypeVoIP: CFString = "kCFStreamNetworkServiceTypeVoIP"

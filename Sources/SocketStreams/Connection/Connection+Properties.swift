@@ -39,6 +39,8 @@ extension Connection {
                 return connectTimeout.map { NSNumber(value: $0) }
             case Stream.PropertyKey.tcpNoDelayKey.rawValue:
                 return noDelay.map { NSNumber(value: $0) }
+            case kCFStreamNetworkServiceType:
+                return options?.networkServiceType.map { NSString(string: $0.name) }
             case Stream.PropertyKey.localBindingKey.rawValue:
                 return options?.localBinding.map { $0 as AnyObject }
             case Stream.PropertyKey.shutdownOutputKey.rawValue:
@@ -92,6 +94,17 @@ extension Connection {
                 if let socket {
                     try? Posix.setOption(socket.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: flag ? 1 : 0)
                 }
+            case kCFStreamNetworkServiceType:
+                if case .unix = target { return false }
+                let serviceType: NetworkServiceType?
+                if value == nil || value is NSNull {
+                    serviceType = nil
+                } else {
+                    guard let known = NetworkServiceType(value) else { return false }
+                    serviceType = known
+                }
+                if serviceType != nil || options != nil { someOptions.networkServiceType = serviceType }
+                if let socket { (serviceType ?? .standard).apply(to: socket.fd) }
             case kCFStreamPropertySocketSecurityLevel:
                 return setSecurityLevel(value)
             case kCFStreamPropertySSLSettings:

@@ -33,7 +33,7 @@ extension Connection {
             tlsSettings = settings
             tlsLevel = level
             tlsDictionary = dictionary
-            stages.append(TLSHandshake(settings: settings, target: target))
+            stages.append(TLSHandshake(settings: settings, target: target, resume: { [weak self] in self?.resumeNegotiation() }))
             startStagesOnLivePair()
             return true
         case .negotiating, .failed, .closed:
@@ -48,7 +48,9 @@ extension Connection {
         if let proxy, let proxyTarget {
             stages.append(ProxyHandshake(configuration: proxy, target: proxyTarget))
         }
-        if let tlsSettings { stages.append(TLSHandshake(settings: tlsSettings, target: target)) }
+        if let tlsSettings {
+            stages.append(TLSHandshake(settings: tlsSettings, target: target, resume: { [weak self] in self?.resumeNegotiation() }))
+        }
         return stages
     }
 

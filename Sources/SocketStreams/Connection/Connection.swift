@@ -94,6 +94,8 @@ final class Connection: EventTarget, @unchecked Sendable {
         var connectTimeout: Double?
         /// `localBindingKey`.
         var localBinding: LocalBinding?
+        /// `kCFStreamNetworkServiceType`.
+        var networkServiceType: NetworkServiceType?
         var tlsSettings: TLSSettings?
         /// The security level and settings dictionary as set, for reading back.
         var tlsLevel: String?
@@ -539,6 +541,7 @@ final class Connection: EventTarget, @unchecked Sendable {
         let configured = configuredStages()
         if !configured.isEmpty { stages.insert(contentsOf: configured, at: 0) }
         if noDelay == true { try? Posix.setOption(handle.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: 1) }
+        options?.networkServiceType?.apply(to: handle.fd)
         for half in [Half.input, .output] where halves[half.rawValue].events.status == .opening {
             signal(half, .openCompleted)
         }
@@ -661,6 +664,24 @@ final class Connection: EventTarget, @unchecked Sendable {
     private func waitForNegotiation(_ interest: Interest) {
         opening?.negotiationInterest = interest
         syncInterest()
+    }
+
+    /// A stage that waited for something other than the socket (a TLS trust evaluation's answer)
+    /// can go on: runs the negotiation again on the open's home reactor. From any thread.
+    func resumeNegotiation() {
+        guard let home = lock.withLock({ isNegotiating ? openHome : nil }) else { return }
+        home.execute { [weak self] in
+            guard let self else { return }
+            let moved = lock.withLock { () -> Bool in
+                guard isNegotiating else { return false }
+                guard openHome === home else { return true }
+                advanceNegotiation()
+                syncInterest()
+                return false
+            }
+            // The open moved to the stream thread meanwhile: run it there.
+            if moved { resumeNegotiation() }
+        }
     }
 
     // MARK: failure, close, release
