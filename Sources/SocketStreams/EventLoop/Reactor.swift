@@ -74,7 +74,13 @@ final class Reactor: @unchecked Sendable {
     /// The thread inside `perform` (its `pthread_self`), or 0. Written only by that thread, so the
     /// thread itself can test it without the lock.
     private let performing = Atomic<UInt>(0)
-    private var timers: [(deadline: UInt64, id: UInt64, fire: @Sendable () -> Void)] = []
+    /// Armed timers, earliest first (O(log n) to arm and fire, O(1) to cancel).
+    private var timers = TimerHeap<@Sendable () -> Void>()
+    /// The deadline the timerfd (or a queue's pending block) is armed for; `.max` when none is. A
+    /// timer armed for later than this needs no new arming: what fires then re-arms for the earliest
+    /// remaining one. (A cancelled timer's arming is left in place, so a connection that arms and
+    /// cancels a timeout per operation costs no timerfd_settime, or dispatch timer, per operation.)
+    private var armedDeadline = UInt64.max
     private var source: CFRunLoopSource?
     private var queueSource: (any DispatchSourceRead)?
     /// Guarded by the registry's lock.
@@ -283,18 +289,15 @@ final class Reactor: @unchecked Sendable {
     func schedule(after nanoseconds: UInt64, _ fire: @escaping @Sendable () -> Void) -> UInt64 {
         let deadline = Posix.monotonicNanoseconds() + max(nanoseconds, 1)
         return lock.withLock { () -> UInt64 in
-            let id = nextToken
-            nextToken += 1
-            let index = timers.firstIndex { $0.deadline > deadline } ?? timers.endIndex
-            timers.insert((deadline, id, fire), at: index)
-            if index == 0 { armTimer(deadline) }
+            let id = timers.insert(deadline: deadline, fire)
+            if deadline < armedDeadline { armTimer(deadline) }
             return id
         }
     }
 
-    /// Cancels a timer that has not fired yet.
+    /// Cancels a timer that has not fired yet (a no-op for one that has). Its closure is released now.
     func cancelTimer(_ id: UInt64) {
-        lock.withLock { timers.removeAll { $0.id == id } }
+        _ = lock.withLock { timers.cancel(id) }  // the closure is released outside the lock
     }
 
     // MARK: the run-loop callback
@@ -422,10 +425,10 @@ final class Reactor: @unchecked Sendable {
         if timerFD >= 0 { Posix.drainCounter(timerFD) }
         let now = Posix.monotonicNanoseconds()
         let due = lock.withLock { () -> [@Sendable () -> Void] in
-            let split = timers.firstIndex { $0.deadline > now } ?? timers.endIndex
-            let due = timers[..<split].map(\.fire)
-            timers.removeSubrange(..<split)
-            if let next = timers.first?.deadline {
+            var due: [@Sendable () -> Void] = []
+            while let fire = timers.popFirst(dueBy: now) { due.append(fire) }
+            armedDeadline = .max
+            if let next = timers.nextDeadline {
                 armTimer(next)
             } else if timerFD >= 0 {
                 Posix.timerFDArm(timerFD, deadlineNanoseconds: 0)
@@ -439,7 +442,9 @@ final class Reactor: @unchecked Sendable {
     /// reactor, or a block on the queue (capped at a day, and re-armed from there: Dispatch's time
     /// arithmetic must not overflow on absurd timeouts). A block that finds nothing due re-arms for
     /// the earliest remaining deadline; a cancelled timer's block finds nothing and does nothing.
+    /// Called with `lock` held.
     private func armTimer(_ deadline: UInt64) {
+        armedDeadline = deadline
         guard let queue else { return Posix.timerFDArm(timerFD, deadlineNanoseconds: deadline) }
         let now = Posix.monotonicNanoseconds()
         let delay = deadline > now ? min(deadline - now, 86_400 * 1_000_000_000) : 0

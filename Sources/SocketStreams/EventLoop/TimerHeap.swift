@@ -1,0 +1,150 @@
+// A reactor's timers: a binary min-heap of deadlines over a slab of payloads, so that arming,
+// cancelling and firing cost O(log n) however many timers are armed. (Issue 25: a sorted array cost a
+// search and a move of every later timer per arm, and a scan per cancel; with a read timeout on each of
+// 19,500 idle QueuedSockets a round trip cost 553 µs against 39 at 1,000.)
+//
+// A cancelled timer's payload is released at once and its slot freed; its heap entry stays behind and
+// is dropped when it reaches the top, or when stale entries outnumber live ones and the heap is rebuilt
+// without them (O(n), once per n cancellations). So cancelling costs O(1), and the heap holds at most
+// about twice the live timers. A slot's generation, part of the id, changes each time the slot is
+// reused, so a stale id never cancels a newer timer (slots are never given back for that reason: the
+// slab keeps its peak size, 24 bytes a timer). Equal deadlines fire in the order they were armed.
+
+/// Timers ordered by deadline, each with a payload; not thread-safe (the reactor's lock guards it).
+struct TimerHeap<Payload> {
+    private struct Entry {
+        let deadline: UInt64
+        /// Arming order, to keep equal deadlines first-in, first-out.
+        let sequence: UInt64
+        let slot: UInt32
+        let generation: UInt32
+
+        func precedes(_ other: Entry) -> Bool {
+            deadline != other.deadline ? deadline < other.deadline : sequence < other.sequence
+        }
+    }
+
+    private struct Slot {
+        var generation: UInt32 = 1  // never 0, so no id is 0
+        var payload: Payload?
+    }
+
+    private var heap: [Entry] = []
+    private var slots: [Slot] = []
+    private var freeSlots: [UInt32] = []
+    private var nextSequence: UInt64 = 0
+    /// Timers armed and neither fired nor cancelled.
+    private(set) var count = 0
+
+    var isEmpty: Bool { count == 0 }
+
+    /// Heap entries, stale ones included (tests check that they stay near `count`).
+    var storedEntries: Int { heap.count }
+
+    /// Arms a timer; returns its id (never 0) for `cancel`.
+    mutating func insert(deadline: UInt64, _ payload: Payload) -> UInt64 {
+        let slot: UInt32
+        if let free = freeSlots.popLast() {
+            slot = free
+        } else {
+            slot = UInt32(slots.count)
+            slots.append(Slot())
+        }
+        slots[Int(slot)].payload = payload
+        let generation = slots[Int(slot)].generation
+        heap.append(Entry(deadline: deadline, sequence: nextSequence, slot: slot, generation: generation))
+        nextSequence += 1
+        count += 1
+        siftUp(heap.count - 1)
+        return UInt64(generation) << 32 | UInt64(slot)
+    }
+
+    /// Cancels a timer that has neither fired nor been cancelled, and returns its payload; nil for any
+    /// other id.
+    @discardableResult
+    mutating func cancel(_ id: UInt64) -> Payload? {
+        let slot = Int(truncatingIfNeeded: id & 0xFFFF_FFFF)
+        let generation = UInt32(truncatingIfNeeded: id >> 32)
+        guard slot < slots.count, slots[slot].generation == generation, let payload = slots[slot].payload else { return nil }
+        release(slot)
+        if heap.count > 2 * count + 64 { rebuild() }
+        return payload
+    }
+
+    /// The earliest deadline of a live timer.
+    var nextDeadline: UInt64? {
+        mutating get {
+            dropStaleTop()
+            return heap.first?.deadline
+        }
+    }
+
+    /// Removes and returns the earliest timer if its deadline is at or before `now`.
+    mutating func popFirst(dueBy now: UInt64) -> Payload? {
+        dropStaleTop()
+        guard let first = heap.first, first.deadline <= now else { return nil }
+        removeTop()
+        let payload = slots[Int(first.slot)].payload
+        release(Int(first.slot))
+        return payload
+    }
+
+    /// Whether the entry's timer is still armed.
+    private func isLive(_ entry: Entry) -> Bool {
+        let slot = slots[Int(entry.slot)]
+        return slot.generation == entry.generation && slot.payload != nil
+    }
+
+    /// Frees a live timer's slot: its payload goes now, its heap entry later.
+    private mutating func release(_ slot: Int) {
+        slots[slot].payload = nil
+        slots[slot].generation = slots[slot].generation &+ 1 == 0 ? 1 : slots[slot].generation &+ 1
+        freeSlots.append(UInt32(slot))
+        count -= 1
+    }
+
+    private mutating func dropStaleTop() {
+        while let first = heap.first, !isLive(first) { removeTop() }
+    }
+
+    private mutating func removeTop() {
+        let last = heap.removeLast()
+        guard !heap.isEmpty else { return }
+        heap[0] = last
+        siftDown(0)
+    }
+
+    /// Drops every stale entry and restores the heap order (Floyd's bottom-up construction, O(n)).
+    private mutating func rebuild() {
+        let slots = self.slots
+        heap.removeAll { entry in slots[Int(entry.slot)].generation != entry.generation || slots[Int(entry.slot)].payload == nil }
+        for index in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(index) }
+    }
+
+    private mutating func siftUp(_ start: Int) {
+        var child = start
+        let entry = heap[child]
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard entry.precedes(heap[parent]) else { break }
+            heap[child] = heap[parent]
+            child = parent
+        }
+        heap[child] = entry
+    }
+
+    private mutating func siftDown(_ start: Int) {
+        var parent = start
+        let entry = heap[parent]
+        let count = heap.count
+        while true {
+            var child = 2 * parent + 1
+            guard child < count else { break }
+            if child + 1 < count, heap[child + 1].precedes(heap[child]) { child += 1 }
+            guard heap[child].precedes(entry) else { break }
+            heap[parent] = heap[child]
+            parent = child
+        }
+        heap[parent] = entry
+    }
+}
