@@ -545,9 +545,13 @@ protocol TimerTarget: AnyObject, Sendable {
     func timerFired(_ context: UInt64)
 }
 
-/// A timer target, held weakly.
+/// A timer target, held weakly (as a plain reference, 8 bytes, cast back when the timer fires).
 private struct WeakTimerTarget {
-    weak var target: (any TimerTarget)?
+    weak var object: AnyObject?
+
+    init(target: any TimerTarget) { object = target }
+
+    var target: (any TimerTarget)? { object as? any TimerTarget }
 }
 
 /// What a timer does: a closure, or a call to a target. (An enum the heap, generic over its payload,

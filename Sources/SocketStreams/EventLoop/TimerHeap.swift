@@ -7,33 +7,39 @@
 // is dropped at once if it is the top, else when it reaches the top, or when stale entries reach half
 // the live ones and the heap is rebuilt without them (O(n), once per n/2 cancellations). So cancelling
 // costs O(log n) at most, O(1) amortised for a timer that is not the earliest, and the heap holds at
-// most about one and a half times the live timers. A slot's generation, part of the id, changes each time the slot is
-// reused, so a stale id never cancels a newer timer (slots are never given back for that reason: the
-// slab keeps its peak size, 24 bytes a timer). Equal deadlines fire in the order they were armed.
+// most about one and a half times the live timers. Every timer gets a stamp, part of its id, which its
+// heap entry and its slot carry while it is live: a stale entry, or the id of a timer that has fired
+// or been cancelled (callers may still cancel it), no longer matches its slot, even once the slot is
+// in use again. Stamps also order equal deadlines first-in, first-out. Memory: 16 bytes an entry and
+// 24 a slot (slots are never given back; the slab keeps its peak size).
 
 /// Timers ordered by deadline, each with a payload; not thread-safe (the reactor's lock guards it).
 struct TimerHeap<Payload> {
     private struct Entry {
         let deadline: UInt64
-        /// Arming order, to keep equal deadlines first-in, first-out.
-        let sequence: UInt64
         let slot: UInt32
-        let generation: UInt32
+        /// The timer's stamp (see `nextStamp`): tells a live entry from a stale one, and keeps equal
+        /// deadlines first-in, first-out.
+        let stamp: UInt32
 
         func precedes(_ other: Entry) -> Bool {
-            deadline != other.deadline ? deadline < other.deadline : sequence < other.sequence
+            deadline != other.deadline ? deadline < other.deadline : Int32(bitPattern: stamp &- other.stamp) < 0
         }
     }
 
     private struct Slot {
         var payload: Payload?
-        var generation: UInt32 = 1  // never 0, so no id is 0 (after the payload: less padding)
+        /// The stamp of the timer in the slot; 0 while the slot is free.
+        var stamp: UInt32 = 0
     }
 
     private var heap: [Entry] = []
     private var slots: [Slot] = []
     private var freeSlots: [UInt32] = []
-    private var nextSequence: UInt64 = 0
+    /// Stamps in arming order, never 0 (so no id is 0), wrapping after 2^32 timers: an id is unique
+    /// among its reactor's last four billion timers, and equal deadlines are ordered right between
+    /// timers armed fewer than two billion apart.
+    private var nextStamp: UInt32 = 1
     /// Timers armed and neither fired nor cancelled.
     private(set) var count = 0
 
@@ -51,13 +57,13 @@ struct TimerHeap<Payload> {
             slot = UInt32(slots.count)
             slots.append(Slot())
         }
-        slots[Int(slot)].payload = payload
-        let generation = slots[Int(slot)].generation
-        heap.append(Entry(deadline: deadline, sequence: nextSequence, slot: slot, generation: generation))
-        nextSequence += 1
+        let stamp = nextStamp
+        nextStamp = nextStamp &+ 1 == 0 ? 1 : nextStamp &+ 1
+        slots[Int(slot)] = Slot(payload: payload, stamp: stamp)
+        heap.append(Entry(deadline: deadline, slot: slot, stamp: stamp))
         count += 1
         siftUp(heap.count - 1)
-        return UInt64(generation) << 32 | UInt64(slot)
+        return UInt64(stamp) << 32 | UInt64(slot)
     }
 
     /// Cancels a timer that has neither fired nor been cancelled, and returns its payload; nil for any
@@ -65,8 +71,8 @@ struct TimerHeap<Payload> {
     @discardableResult
     mutating func cancel(_ id: UInt64) -> Payload? {
         let slot = Int(truncatingIfNeeded: id & 0xFFFF_FFFF)
-        let generation = UInt32(truncatingIfNeeded: id >> 32)
-        guard slot < slots.count, slots[slot].generation == generation, let payload = slots[slot].payload else { return nil }
+        let stamp = UInt32(truncatingIfNeeded: id >> 32)
+        guard stamp != 0, slot < slots.count, slots[slot].stamp == stamp, let payload = slots[slot].payload else { return nil }
         release(slot)
         // The earliest timer is the one most often cancelled (a per-operation timeout, shorter than
         // the idle ones): its entry goes at once. Others wait for the top or for a rebuild.
@@ -95,14 +101,12 @@ struct TimerHeap<Payload> {
 
     /// Whether the entry's timer is still armed.
     private func isLive(_ entry: Entry) -> Bool {
-        let slot = slots[Int(entry.slot)]
-        return slot.generation == entry.generation && slot.payload != nil
+        slots[Int(entry.slot)].stamp == entry.stamp
     }
 
     /// Frees a live timer's slot: its payload goes now, its heap entry later.
     private mutating func release(_ slot: Int) {
-        slots[slot].payload = nil
-        slots[slot].generation = slots[slot].generation &+ 1 == 0 ? 1 : slots[slot].generation &+ 1
+        slots[slot] = Slot()
         freeSlots.append(UInt32(slot))
         count -= 1
     }
@@ -121,7 +125,7 @@ struct TimerHeap<Payload> {
     /// Drops every stale entry and restores the heap order (Floyd's bottom-up construction, O(n)).
     private mutating func rebuild() {
         let slots = self.slots
-        heap.removeAll { entry in slots[Int(entry.slot)].generation != entry.generation || slots[Int(entry.slot)].payload == nil }
+        heap.removeAll { entry in slots[Int(entry.slot)].stamp != entry.stamp }
         for index in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(index) }
     }
 

@@ -196,9 +196,12 @@ final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked 
     }
 
     private struct Timeout {
+        /// The operation's id (ids start at 1; 0 in `none`).
         let operation: UInt64
         var timer: UInt64
         let started: UInt64
+
+        static let none = Timeout(operation: 0, timer: 0, started: 0)
     }
 
     private struct State {
@@ -229,7 +232,6 @@ final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked 
         /// The pump running on the owner, and requests made meanwhile.
         var pump = SerialRunner()
 
-        var readTimeout: Timeout?
         var attached = false
         var canRead = false
         var canWrite = false
@@ -237,8 +239,6 @@ final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked 
         var readyReported = false
         var ended = false
         var endReported = false
-
-        var writeTimeout: Timeout?
         var closed = false
         var disconnectAfterReads = false
         var disconnectAfterWrites = false
@@ -249,11 +249,35 @@ final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked 
         var outputShut = false
         /// A pump is posted to the owner and has not run yet.
         var postPending = false
+        private var closingRequested = false
 
-        /// The id of the TLS marker whose handshake runs.
-        var securing: UInt64?
+        // Optionals stored without their extra tag byte (each would cost 7 bytes of padding).
+        private var readTimeoutStorage = Timeout.none
+        private var writeTimeoutStorage = Timeout.none
+        private var securingMarker: UInt64 = 0
+        private var closingError: Error?
+
+        var readTimeout: Timeout? {
+            get { readTimeoutStorage.operation == 0 ? nil : readTimeoutStorage }
+            set { readTimeoutStorage = newValue ?? .none }
+        }
+        var writeTimeout: Timeout? {
+            get { writeTimeoutStorage.operation == 0 ? nil : writeTimeoutStorage }
+            set { writeTimeoutStorage = newValue ?? .none }
+        }
+        /// The id of the TLS marker whose handshake runs (ids start at 1).
+        var securing: UInt64? {
+            get { securingMarker == 0 ? nil : securingMarker }
+            set { securingMarker = newValue ?? 0 }
+        }
         /// Set when the connection must close: the error, or nil for an orderly close.
-        var closing: Error??
+        var closing: Error?? {
+            get { closingRequested ? .some(closingError) : nil }
+            set {
+                closingRequested = newValue != nil
+                closingError = newValue ?? nil
+            }
+        }
     }
 
     private let state = Guarded(State())
