@@ -512,7 +512,7 @@ final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked 
         }
         while let work = round {
             apply(work.timers)
-            if let settings = work.startTLS, self.input?.setProperty(settings, forKey: .tlsSettingsKey) != true {
+            if let settings = work.startTLS?.settings, self.input?.setProperty(settings, forKey: .tlsSettingsKey) != true {
                 state.withLock { state in
                     if state.closing == nil { state.closing = .some(StreamOperationError.tlsSettingsRefused) }
                 }
@@ -535,7 +535,8 @@ final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked 
     private struct Round {
         var events: [OperationEvent] = []
         var timers: [TimerChange] = []
-        var startTLS: TLSSettings?
+        /// Boxed: a round is moved and copied several times a pump, and TLS settings are large.
+        var startTLS: TLSStart?
         var closeStreams = false
         /// The round left work for another (a close it decided on).
         var again = false
@@ -551,7 +552,7 @@ final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked 
 
     /// One round of work, under the lock.
     private func step(
-        _ state: inout State, _ events: inout [OperationEvent], _ startTLS: inout TLSSettings?, _ closeStreams: inout Bool,
+        _ state: inout State, _ events: inout [OperationEvent], _ startTLS: inout TLSStart?, _ closeStreams: inout Bool,
         _ again: inout Bool
     ) {
         guard !state.closed else { return }
@@ -592,7 +593,7 @@ final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked 
                 state.securing = marker
                 state.canRead = false
                 state.canWrite = false
-                startTLS = settings
+                startTLS = TLSStart(settings: settings)
             }
         }
         if state.ended, !state.endReported {
@@ -723,35 +724,41 @@ final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked 
         return signalled
     }
 
-    /// Whether the buffer now completes `operation` (checked without consuming).
+    /// Whether the buffer now completes `operation` (checked without consuming, and without copying
+    /// the state: a copy retained and released every reference in it, on every read).
     private static func satisfiable(_ state: State, _ operation: ReadOperation) -> Bool {
-        var copy = state
-        var operation = operation
-        return complete(&copy, &operation) != nil
+        completion(state, operation).count != nil
     }
 
     /// Takes the bytes that complete `operation` from the buffer, or returns nil if it cannot complete yet.
     private static func complete(_ state: inout State, _ operation: inout ReadOperation) -> [UInt8]? {
+        let (count, searched) = completion(state, operation)
+        operation.searched = searched
+        return count.map { take(&state, count: $0) }
+    }
+
+    /// How many buffered bytes complete `operation` (nil: not enough yet), and how far a delimiter
+    /// read has searched (so each byte is searched once).
+    private static func completion(_ state: State, _ operation: ReadOperation) -> (count: Int?, searched: Int) {
         switch operation.request {
         case .length(let count):
-            return state.bufferCount >= count ? take(&state, count: count) : nil
+            return (state.bufferCount >= count ? count : nil, operation.searched)
         case .available(let maxLength):
-            guard state.bufferCount > 0 else { return nil }
-            return take(&state, count: maxLength > 0 ? min(maxLength, state.bufferCount) : state.bufferCount)
+            guard state.bufferCount > 0 else { return (nil, operation.searched) }
+            return (maxLength > 0 ? min(maxLength, state.bufferCount) : state.bufferCount, operation.searched)
         case .delimiter(let delimiter, let maxLength):
-            guard !delimiter.isEmpty else { return take(&state, count: 0) }
+            guard !delimiter.isEmpty else { return (0, operation.searched) }
             let limit = maxLength > 0 ? min(maxLength, state.bufferCount) : state.bufferCount
             var index = max(0, operation.searched - delimiter.count + 1)
             while index + delimiter.count <= limit {
                 if state.buffer[state.bufferStart + index] == delimiter[0],
                     state.buffer[(state.bufferStart + index)..<(state.bufferStart + index + delimiter.count)].elementsEqual(delimiter)
                 {
-                    return take(&state, count: index + delimiter.count)
+                    return (index + delimiter.count, operation.searched)
                 }
                 index += 1
             }
-            operation.searched = limit
-            return nil
+            return (nil, limit)
         }
     }
 
@@ -886,6 +893,12 @@ final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked 
         }
         requestPump()
     }
+}
+
+/// A round's TLS handshake to start, held by reference.
+private final class TLSStart {
+    let settings: TLSSettings
+    init(settings: TLSSettings) { self.settings = settings }
 }
 
 /// A clock other than the system's, held by reference.
