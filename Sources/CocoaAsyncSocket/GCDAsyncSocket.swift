@@ -852,6 +852,7 @@ extension GCDAsyncSocket: OperationsHandler {
         case .read(let bytes, let id):
             state.withLock { state in
                 guard state.link?.operations === operations, let info = state.reads.removeValue(forKey: id) else { return }
+                if state.reads.isEmpty { state.reads = [:] }  // an idle socket keeps no table (issue 25)
                 let data: Data
                 if let buffer = info.buffer {
                     if buffer.length < info.offset + bytes.count { buffer.length = info.offset + bytes.count }
@@ -894,6 +895,7 @@ extension GCDAsyncSocket: OperationsHandler {
         case .wrote(let id):
             state.withLock { state in
                 guard state.link?.operations === operations, let tag = state.writes.removeValue(forKey: id) else { return }
+                if state.writes.isEmpty { state.writes = [:] }  // an idle socket keeps no table (issue 25)
                 Self.post(&state, self) { socket, delegate in delegate.socket(socket, didWriteDataWithTag: tag) }
             }
         case .wrotePartial(let count, let id):

@@ -135,11 +135,12 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
     struct State {
         weak var delegate: QueuedSocketDelegate?
         var host: String?
-        var port: Int?
+        var listener: StreamListener?
+        var port = 0
+        /// A pair is attached (connecting or connected).
+        var attached = false
         var connected = false
         var disconnected = false
-        var listener: StreamListener?
-        var input: InputStream?
         /// Made by a listening socket: `didConnectToHost` is not called for it.
         var accepted = false
     }
@@ -244,7 +245,7 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
     private func attach(_ input: InputStream, _ output: OutputStream, host: String, port: Int) throws {
         let refusal = state.withLock { state -> StreamOperationError? in
             if let refusal = state.refusal { return refusal }
-            state.input = input
+            state.attached = true
             state.host = host
             state.port = port
             return nil
@@ -406,7 +407,7 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
     public var connectedHost: String? { state.withLock { $0.connected || $0.accepted ? $0.host : nil } }
 
     /// The port the socket connected to, as given; for an accepted socket, the peer's port (`connectedPort`).
-    public var connectedPort: Int { state.withLock { $0.connected || $0.accepted ? $0.port ?? 0 : 0 } }
+    public var connectedPort: Int { state.withLock { $0.connected || $0.accepted ? $0.port : 0 } }
 
     // MARK: the engine's events (on the socket's run loop or queue)
 
@@ -416,7 +417,7 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
         case .ready:
             let (host, port) = state.withLock { state -> (String, Int) in
                 state.connected = true
-                return (state.host ?? "", state.port ?? 0)
+                return (state.host ?? "", state.port)
             }
             if !state.withLock({ $0.accepted }) {
                 delegate?.socket(self, didConnectToHost: host, port: port)

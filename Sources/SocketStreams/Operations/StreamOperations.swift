@@ -164,7 +164,7 @@ extension StreamOperationsClient {
     }
 }
 
-final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
+final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked Sendable {
     private struct ReadOperation {
         let id: UInt64
         let request: ReadRequest
@@ -189,15 +189,19 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
 
     private enum WriteItem {
         case write(WriteOperation)
-        case tls(UInt64, TLSSettings)
+        /// Boxed: TLS settings are large, and every queued write would take their size.
+        indirect case tls(UInt64, TLSSettings)
         /// The write-side half-close, once the writes before it are done.
         case shutdown(tag: Int)
     }
 
     private struct Timeout {
+        /// The operation's id (ids start at 1; 0 in `none`).
         let operation: UInt64
         var timer: UInt64
         let started: UInt64
+
+        static let none = Timeout(operation: 0, timer: 0, started: 0)
     }
 
     private struct State {
@@ -209,49 +213,71 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
             }
         }
 
+        // Fields in an order that leaves little padding (Swift lays them out as declared): every idle
+        // connection holds one of these.
         var reads = FIFO<ReadItem>()
         var writes = FIFO<WriteItem>()
         var buffer: [UInt8] = []
         var bufferStart = 0
         var bufferCount: Int { buffer.count - bufferStart }
 
-        var attached = false
         var input: InputStream?
         var output: OutputStream?
+        var finalError: Error?
+        /// An output error seen while no write was queued: the next write fails with it.
+        var outputError: Error?
+        var nextID: UInt64 = 1
+        /// Every byte read from the input so far (tests wait on it).
+        var totalRead = 0
+        /// The pump running on the owner, and requests made meanwhile.
+        var pump = SerialRunner()
+
+        var attached = false
         var canRead = false
         var canWrite = false
         var ready = false
         var readyReported = false
         var ended = false
         var endReported = false
-        /// The id of the TLS marker whose handshake runs.
-        var securing: UInt64?
-        /// Set when the connection must close: the error, or nil for an orderly close.
-        var closing: Error??
         var closed = false
-        var finalError: Error?
-        /// An output error seen while no write was queued: the next write fails with it.
-        var outputError: Error?
-
         var disconnectAfterReads = false
         var disconnectAfterWrites = false
-
         /// Set by a `disconnectAfter…`: reads, writes and TLS queued from then on are ignored, as
         /// GCDAsyncSocket's `kForbidReadsWrites` does.
         var forbidden = false
         /// A half-close is queued or done: writes queued from then on fail with EPIPE.
         var outputShut = false
-
-        /// The pump running on the owner, and requests made meanwhile.
-        var pump = SerialRunner()
         /// A pump is posted to the owner and has not run yet.
         var postPending = false
+        private var closingRequested = false
 
-        var nextID: UInt64 = 1
-        /// Every byte read from the input so far (tests wait on it).
-        var totalRead = 0
-        var readTimeout: Timeout?
-        var writeTimeout: Timeout?
+        // Optionals stored without their extra tag byte (each would cost 7 bytes of padding).
+        private var readTimeoutStorage = Timeout.none
+        private var writeTimeoutStorage = Timeout.none
+        private var securingMarker: UInt64 = 0
+        private var closingError: Error?
+
+        var readTimeout: Timeout? {
+            get { readTimeoutStorage.operation == 0 ? nil : readTimeoutStorage }
+            set { readTimeoutStorage = newValue ?? .none }
+        }
+        var writeTimeout: Timeout? {
+            get { writeTimeoutStorage.operation == 0 ? nil : writeTimeoutStorage }
+            set { writeTimeoutStorage = newValue ?? .none }
+        }
+        /// The id of the TLS marker whose handshake runs (ids start at 1).
+        var securing: UInt64? {
+            get { securingMarker == 0 ? nil : securingMarker }
+            set { securingMarker = newValue ?? 0 }
+        }
+        /// Set when the connection must close: the error, or nil for an orderly close.
+        var closing: Error?? {
+            get { closingRequested ? .some(closingError) : nil }
+            set {
+                closingRequested = newValue != nil
+                closingError = newValue ?? nil
+            }
+        }
     }
 
     private let state = Guarded(State())
@@ -262,10 +288,13 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     /// reports that where it is asked).
     let reactor: Reactor?
     /// The clock for timeouts (tests substitute a manual one).
-    var time: any TimeSource = SystemTime()
+    var time: any TimeSource {
+        get { customTime?.source ?? SystemTime() }
+        set { customTime = newValue is SystemTime ? nil : TimeSourceBox(source: newValue) }
+    }
+    /// A substituted clock, boxed: a reference costs every engine 8 bytes, an existential 40.
+    private var customTime: TimeSourceBox?
     weak var client: (any StreamOperationsClient)?
-    /// The read buffer for one call; used only by the pump, on the owner, under the lock.
-    @exclusivity(unchecked) private var scratch = [UInt8](repeating: 0, count: StreamOperations.readSize)
     /// The most one read takes.
     static let readSize = 64 * 1024
     /// Reads at least this large move into an empty buffer instead of being copied.
@@ -483,7 +512,7 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
         }
         while let work = round {
             apply(work.timers)
-            if let settings = work.startTLS, self.input?.setProperty(settings, forKey: .tlsSettingsKey) != true {
+            if let settings = work.startTLS?.settings, self.input?.setProperty(settings, forKey: .tlsSettingsKey) != true {
                 state.withLock { state in
                     if state.closing == nil { state.closing = .some(StreamOperationError.tlsSettingsRefused) }
                 }
@@ -506,7 +535,8 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     private struct Round {
         var events: [OperationEvent] = []
         var timers: [TimerChange] = []
-        var startTLS: TLSSettings?
+        /// Boxed: a round is moved and copied several times a pump, and TLS settings are large.
+        var startTLS: TLSStart?
         var closeStreams = false
         /// The round left work for another (a close it decided on).
         var again = false
@@ -522,7 +552,7 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
 
     /// One round of work, under the lock.
     private func step(
-        _ state: inout State, _ events: inout [OperationEvent], _ startTLS: inout TLSSettings?, _ closeStreams: inout Bool,
+        _ state: inout State, _ events: inout [OperationEvent], _ startTLS: inout TLSStart?, _ closeStreams: inout Bool,
         _ again: inout Bool
     ) {
         guard !state.closed else { return }
@@ -563,7 +593,7 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
                 state.securing = marker
                 state.canRead = false
                 state.canWrite = false
-                startTLS = settings
+                startTLS = TLSStart(settings: settings)
             }
         }
         if state.ended, !state.endReported {
@@ -657,20 +687,22 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
                 events.append(.readEnded(unread: Self.take(&state, count: state.bufferCount), tag: operation.tag))
                 continue
             }
-            guard let input = state.input, Self.useEvent(&state.canRead) else { return }
+            guard let input = state.input, let reactor, Self.useEvent(&state.canRead) else { return }
+            // The owner's read buffer, lent for this call: one per reactor, none per connection, so
+            // an idle connection holds no read buffer at all (issue 25: 64 KiB each).
+            var scratch = reactor.lendReadBuffer(size: Self.readSize)
             let count = input.read(&scratch, maxLength: scratch.count)
+            if count > 0, state.bufferCount == 0, count >= Self.handOver {
+                // A large read into an empty buffer becomes the buffer: no copy, and a read that
+                // takes it all hands the same array to the client. The owner makes a new one.
+                scratch.removeSubrange(count...)  // unique: shortens in place
+                state.buffer = scratch
+                state.bufferStart = 0
+            } else {
+                if count > 0 { state.buffer.append(contentsOf: scratch[..<count]) }
+                reactor.takeBackReadBuffer(scratch)
+            }
             if count > 0 {
-                if state.bufferCount == 0, count >= Self.handOver {
-                    // A large read into an empty buffer becomes the buffer: no copy, and a read that
-                    // takes it all hands the same array to the client.
-                    var chunk = scratch
-                    scratch = [UInt8](unsafeUninitializedCapacity: Self.readSize) { $1 = Self.readSize }
-                    chunk.removeSubrange(count...)  // unique now: shortens in place
-                    state.buffer = chunk
-                    state.bufferStart = 0
-                } else {
-                    state.buffer.append(contentsOf: scratch[..<count])
-                }
                 state.totalRead += count
                 if Self.satisfiable(state, operation) == false { events.append(.readPartial(count, tag: operation.tag)) }
             } else if count == 0 {
@@ -692,35 +724,41 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
         return signalled
     }
 
-    /// Whether the buffer now completes `operation` (checked without consuming).
+    /// Whether the buffer now completes `operation` (checked without consuming, and without copying
+    /// the state: a copy retained and released every reference in it, on every read).
     private static func satisfiable(_ state: State, _ operation: ReadOperation) -> Bool {
-        var copy = state
-        var operation = operation
-        return complete(&copy, &operation) != nil
+        completion(state, operation).count != nil
     }
 
     /// Takes the bytes that complete `operation` from the buffer, or returns nil if it cannot complete yet.
     private static func complete(_ state: inout State, _ operation: inout ReadOperation) -> [UInt8]? {
+        let (count, searched) = completion(state, operation)
+        operation.searched = searched
+        return count.map { take(&state, count: $0) }
+    }
+
+    /// How many buffered bytes complete `operation` (nil: not enough yet), and how far a delimiter
+    /// read has searched (so each byte is searched once).
+    private static func completion(_ state: State, _ operation: ReadOperation) -> (count: Int?, searched: Int) {
         switch operation.request {
         case .length(let count):
-            return state.bufferCount >= count ? take(&state, count: count) : nil
+            return (state.bufferCount >= count ? count : nil, operation.searched)
         case .available(let maxLength):
-            guard state.bufferCount > 0 else { return nil }
-            return take(&state, count: maxLength > 0 ? min(maxLength, state.bufferCount) : state.bufferCount)
+            guard state.bufferCount > 0 else { return (nil, operation.searched) }
+            return (maxLength > 0 ? min(maxLength, state.bufferCount) : state.bufferCount, operation.searched)
         case .delimiter(let delimiter, let maxLength):
-            guard !delimiter.isEmpty else { return take(&state, count: 0) }
+            guard !delimiter.isEmpty else { return (0, operation.searched) }
             let limit = maxLength > 0 ? min(maxLength, state.bufferCount) : state.bufferCount
             var index = max(0, operation.searched - delimiter.count + 1)
             while index + delimiter.count <= limit {
                 if state.buffer[state.bufferStart + index] == delimiter[0],
                     state.buffer[(state.bufferStart + index)..<(state.bufferStart + index + delimiter.count)].elementsEqual(delimiter)
                 {
-                    return take(&state, count: index + delimiter.count)
+                    return (index + delimiter.count, operation.searched)
                 }
                 index += 1
             }
-            operation.searched = limit
-            return nil
+            return (nil, limit)
         }
     }
 
@@ -732,7 +770,7 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
         let bytes = Array(state.buffer[state.bufferStart..<(state.bufferStart + count)])
         state.bufferStart += count
         if state.bufferStart == state.buffer.count {
-            state.buffer.removeAll(keepingCapacity: true)
+            state.buffer = []  // nothing in flight: an idle connection keeps no buffer
             state.bufferStart = 0
         } else if state.bufferStart >= 64 * 1024, state.bufferStart * 2 >= state.buffer.count {
             state.buffer.removeFirst(state.bufferStart)
@@ -802,15 +840,20 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     /// Schedules the timer of `operation`'s timeout (first, or extended) and records it.
     private func arm(_ direction: OperationDirection, operation: UInt64, after seconds: Double) {
         guard let reactor else { return }
-        let timer = time.schedule(after: seconds.saturatingNanoseconds, on: reactor) { [weak self] in
-            self?.timerFired(direction, operation: operation)
-        }
+        // A target and a number instead of a closure: no allocation per operation's timeout.
+        let context = operation << 1 | (direction == .write ? 1 : 0)
+        let timer = time.schedule(after: seconds.saturatingNanoseconds, on: reactor, target: self, context: context)
         state.withLock { state in
             if state[timeout: direction]?.operation == operation { state[timeout: direction]?.timer = timer }
         }
     }
 
     /// On the reactor's thread: asks the client whether to extend, then extends or fails.
+    /// A timeout's timer (see `arm`), on the reactor's thread.
+    func timerFired(_ context: UInt64) {
+        timerFired(context & 1 == 1 ? .write : .read, operation: context >> 1)
+    }
+
     private func timerFired(_ direction: OperationDirection, operation: UInt64) {
         let now = time.now()
         let question = state.withLock { state -> (tag: Int, elapsed: Double, done: Int)? in
@@ -852,36 +895,64 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     }
 }
 
-/// A first-in, first-out list whose front removal costs O(1): an array and a start index. (An array's
-/// `removeFirst` moves every element: queueing 16,384 writes of 64 KiB and completing them made
-/// GCDAsyncSocket-style uploads quadratic.) A removed element is released at once.
+/// A round's TLS handshake to start, held by reference.
+private final class TLSStart {
+    let settings: TLSSettings
+    init(settings: TLSSettings) { self.settings = settings }
+}
+
+/// A clock other than the system's, held by reference.
+private final class TimeSourceBox: Sendable {
+    let source: any TimeSource
+    init(source: any TimeSource) { self.source = source }
+}
+
+/// A first-in, first-out list whose front removal costs O(1): the first element inline, the rest in an
+/// array with a start index. (An array's `removeFirst` moves every element: queueing 16,384 writes of
+/// 64 KiB and completing them made GCDAsyncSocket-style uploads quadratic.) A removed element is released
+/// at once. The usual one operation at a time (the read an idle connection keeps pending, a ping-pong's
+/// write) allocates nothing, and an emptied list keeps no storage: an idle connection holds no array
+/// (issue 25).
 struct FIFO<Element> {
-    private var items: [Element?] = []
-    private var start = 0
+    private var head: Element?
+    /// Where the rest starts in `rest` (32 bits: it fits in the head's padding).
+    private var start: UInt32 = 0
+    private var rest: [Element?] = []
 
-    var isEmpty: Bool { start == items.count }
-    var count: Int { items.count - start }
-    var first: Element? { isEmpty ? nil : items[start] }
+    var isEmpty: Bool { head == nil }
+    var count: Int { head == nil ? 0 : 1 + rest.count - Int(start) }
+    var first: Element? { head }
 
-    mutating func append(_ element: Element) { items.append(element) }
+    mutating func append(_ element: Element) {
+        if head == nil { head = element } else { rest.append(element) }
+    }
 
     /// Replaces the first element (which must exist).
-    mutating func replaceFirst(_ element: Element) { items[start] = element }
+    mutating func replaceFirst(_ element: Element) { head = element }
 
     mutating func removeFirst() {
-        items[start] = nil
-        start += 1
-        if start == items.count {
-            items.removeAll(keepingCapacity: true)
+        let index = Int(start)
+        guard index < rest.count else {
+            head = nil
+            if !rest.isEmpty { rest = [] }
             start = 0
-        } else if start >= 1024, start * 2 >= items.count {
-            items.removeFirst(start)
+            return
+        }
+        head = rest[index].take()
+        if index + 1 == rest.count {
+            rest = []
             start = 0
+        } else if index + 1 >= 1024, (index + 1) * 2 >= rest.count {
+            rest.removeFirst(index + 1)
+            start = 0
+        } else {
+            start += 1
         }
     }
 
     mutating func removeAll() {
-        items.removeAll()
+        head = nil
+        rest = []
         start = 0
     }
 }
