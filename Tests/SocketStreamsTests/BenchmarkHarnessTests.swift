@@ -166,11 +166,41 @@ final class BenchmarkHarnessTests: XCTestCase {
         XCTAssertEqual(try? Data(contentsOf: recorded), recordedBefore, "Benchmarks/results/scale.json changed")
     }
 
+    /// `stream-bench scale --sources 3`: every face opens its connections from 127.0.0.1, .2 and .3 (the
+    /// library's LocalBinding; viaInterface: for GCDAsyncSocket; bind(2) for the baseline). A binding
+    /// that failed would fail the connection and the run; each sample and the report record the count.
+    func testScaleRunSpreadsConnectionsOverSourceAddresses() throws {
+        let binary = URL(fileURLWithPath: try builtExecutable("stream-bench"))
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("stream-bench-sources-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = ["scale", "--connections", "30", "--sources", "3", "--out", output.path]
+        let stderr = Pipe()
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = stderr
+        try process.run()
+        let log = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, log)
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: output.appendingPathComponent("scale.json"))) as? [String: Any]
+        XCTAssertEqual(json?["sources"] as? Int, 3)
+        let samples = try XCTUnwrap(json?["samples"] as? [[String: Any]], log)
+        XCTAssertEqual(
+            Set(samples.compactMap { $0["face"] as? String }), ["baseline", "pairs-thread", "pairs-queue", "queued", "async", "gcd"])
+        for sample in samples { XCTAssertEqual(sample["sources"] as? Int, 3, "\(sample)") }
+        let markdown = try String(contentsOf: output.appendingPathComponent("scale.md"), encoding: .utf8)
+        XCTAssertTrue(markdown.contains("127.0.0.1 … 127.0.0.3"), markdown)
+    }
+
     /// Bad arguments are a usage error (exit 2), never a crash: an N beyond what RLIMIT_NOFILE allows,
-    /// an unknown face.
+    /// an unknown face, a source count outside 1...254.
     func testScaleRunRejectsBadArguments() throws {
         let binary = URL(fileURLWithPath: try builtExecutable("stream-bench"))
-        for arguments in [["scale", "--connections", "100000000"], ["scale", "--faces", "nonsense"], ["scale", "--connections", "-3"]] {
+        for arguments in [
+            ["scale", "--connections", "100000000"], ["scale", "--faces", "nonsense"], ["scale", "--connections", "-3"],
+            ["scale", "--sources", "0"], ["scale", "--sources", "255"], ["scale", "--sources", "many"],
+        ] {
             let process = Process()
             process.executableURL = binary
             process.arguments = arguments

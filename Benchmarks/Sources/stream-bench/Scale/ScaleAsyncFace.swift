@@ -8,15 +8,18 @@ import SocketStreams
 final class ScaleAsyncFace: ScaleFace, @unchecked Sendable {
     private let port: UInt16
     private let group: UInt64
+    private let sources: ScaleSources
     private var connections: [AsyncConnection] = []
 
-    init(port: UInt16, group: UInt64) {
+    init(port: UInt16, group: UInt64, sources: ScaleSources) {
         self.port = port
         self.group = group
+        self.sources = sources
     }
 
     func open(count: Int) throws {
         let port = port
+        let sources = sources
         let header = Request.heldEcho(group: group).encoded + Scale.messages[0]
         connections = try runTask {
             try await withThrowingTaskGroup(of: (Int, AsyncConnection).self) { tasks in
@@ -29,6 +32,9 @@ final class ScaleAsyncFace: ScaleFace, @unchecked Sendable {
                         tasks.addTask {
                             let pair = createStreamPair(host: "127.0.0.1", port: Int(port))
                             _ = pair.output.setProperty(NSNumber(value: true), forKey: .tcpNoDelayKey)
+                            if let binding = sources.binding(index) {
+                                _ = pair.input.setProperty(binding as AnyObject, forKey: .localBindingKey)
+                            }
                             let connection = AsyncConnection(input: pair.input, output: pair.output)
                             try await connection.open()
                             try await connection.write(header)

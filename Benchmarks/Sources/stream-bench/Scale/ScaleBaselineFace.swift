@@ -9,12 +9,14 @@ import Glibc
 final class ScaleBaselineFace: ScaleFace {
     private let port: UInt16
     private let group: UInt64
+    private let sources: ScaleSources
     private var fds: [Int32] = []
     private let epollFD: Int32
 
-    init(port: UInt16, group: UInt64) {
+    init(port: UInt16, group: UInt64, sources: ScaleSources) {
         self.port = port
         self.group = group
+        self.sources = sources
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
     }
 
@@ -28,7 +30,7 @@ final class ScaleBaselineFace: ScaleFace {
         fds.reserveCapacity(count)
         let header = Request.heldEcho(group: group).encoded + Scale.messages[0]
         for i in 0..<count {
-            let fd = try Posix.connectToLoopback(port: port)
+            let fd = try Posix.connectToLoopback(port: port, from: sources.address(i))
             fds.append(fd)
             try Posix.sendAll(fd, header)
             try readEcho(fd, message: 0, connection: i)

@@ -29,6 +29,9 @@ struct ScaleSample: Codable {
     var roundTripCPUMicroseconds: Double
     /// Whether every read and write had a timeout armed.
     var timeoutsArmed: Bool
+    /// How many source addresses the connections came from (`--sources`; nil in runs made before it
+    /// existed: one, the kernel's choice).
+    var sources: Int?
 }
 
 struct ScaleReport: Codable {
@@ -37,6 +40,8 @@ struct ScaleReport: Codable {
     var descriptorLimit: Int
     var connections: [Int]
     var faces: [String]
+    /// `--sources` (nil in runs made before it existed: one).
+    var sources: Int?
     var samples: [ScaleSample]
     var failures: [String]
 }
@@ -53,6 +58,10 @@ enum ScaleCommand {
           --connections LIST  Comma-separated Ns (default: 1000, 5000, 10000, … below the most the
                               hard RLIMIT_NOFILE allows, and that most: the limit less 500).
           --faces LIST        baseline, pairs-thread, pairs-queue, queued, async, gcd; "all" (default).
+          --sources N         Spread the connections over the source addresses 127.0.0.1 … 127.0.0.N
+                              (1…254), each bound before its connect (LocalBinding; viaInterface: for
+                              GCDAsyncSocket; bind(2) for the baseline). Default 1: no bind, the
+                              kernel's choice, about 28,000 ephemeral ports for every connection.
           --cpus same|separate|none   As for the main run (default same: client and server on CPU 0).
           --out DIR           Where scale.md and scale.json go (default: a new directory under
                               .build/stream-bench of this package).
@@ -69,6 +78,7 @@ enum ScaleCommand {
         var sizes: [Int]?
         var faces = ScaleFaceKind.allCases
         var cpus = CPUPlacement.same
+        var sources = 1
         var outputDirectory: String?
         var record = false
         var timeout = 600.0
@@ -95,6 +105,11 @@ enum ScaleCommand {
                         }
                         return face
                     }
+                case "--sources":
+                    guard let count = Int(try value(argument)), (1...ScaleSources.most).contains(count) else {
+                        throw UsageError(description: "--sources needs a number from 1 to \(ScaleSources.most)")
+                    }
+                    sources = count
                 case "--cpus":
                     guard let placement = CPUPlacement(rawValue: try value(argument)) else {
                         throw UsageError(description: "--cpus must be same, separate or none")
@@ -136,7 +151,8 @@ enum ScaleCommand {
         let directory = outputDirectory ?? (record ? Options.recordedResultsDirectory() : Options.freshOutputDirectory())
         do {
             return try measureAll(
-                sizes: chosen, faces: faces, cpus: cpus, limit: limit, directory: directory, timeout: timeout)
+                sizes: chosen, faces: faces, cpus: cpus, sources: sources, limit: limit, directory: directory,
+                timeout: timeout)
         } catch {
             Posix.printError("stream-bench scale: \(error)")
             return 1
@@ -150,7 +166,8 @@ enum ScaleCommand {
     }
 
     private static func measureAll(
-        sizes: [Int], faces: [ScaleFaceKind], cpus: CPUPlacement, limit: Int, directory: String, timeout: Double
+        sizes: [Int], faces: [ScaleFaceKind], cpus: CPUPlacement, sources: Int, limit: Int, directory: String,
+        timeout: Double
     ) throws -> Int32 {
         let executable = try ChildProcess.currentExecutable()
         let server = try ChildProcess.spawn(
@@ -170,7 +187,7 @@ enum ScaleCommand {
             for face in faces {
                 let arguments = [
                     "scale-measure", "--face", face.rawValue, "--connections", "\(size)", "--port", "\(port)",
-                    "--cpu", "\(cpus.clientCPU)",
+                    "--cpu", "\(cpus.clientCPU)", "--sources", "\(sources)",
                 ]
                 do {
                     let child = try ChildProcess.spawn(executable, arguments, stdin: .devNull, stdout: .pipe, stderr: .pipe)
@@ -197,7 +214,7 @@ enum ScaleCommand {
         }
         let report = ScaleReport(
             date: ISO8601DateFormatter().string(from: Date()), machine: machine, descriptorLimit: limit, connections: sizes,
-            faces: faces.map(\.rawValue), samples: samples, failures: failures)
+            faces: faces.map(\.rawValue), sources: sources, samples: samples, failures: failures)
         let url = URL(fileURLWithPath: directory, isDirectory: true)
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         let markdown = ScaleMarkdown.render(report)
@@ -211,13 +228,15 @@ enum ScaleCommand {
     }
 }
 
-/// `stream-bench scale-measure --face F --connections N --port P [--cpu C]`: one face at one N.
+/// `stream-bench scale-measure --face F --connections N --port P [--cpu C] [--sources S]`: one face at
+/// one N.
 enum ScaleMeasureCommand {
     static func run(_ arguments: [String]) -> Int32 {
         var face: ScaleFaceKind?
         var connections: Int?
         var port: UInt16?
         var cpu = -1
+        var sources: Int? = 1
         var iterator = arguments.makeIterator()
         while let argument = iterator.next() {
             switch argument {
@@ -225,17 +244,19 @@ enum ScaleMeasureCommand {
             case "--connections": connections = iterator.next().flatMap { Int($0) }
             case "--port": port = iterator.next().flatMap { UInt16($0) }
             case "--cpu": cpu = iterator.next().flatMap { Int($0) } ?? -1
+            case "--sources": sources = iterator.next().flatMap { Int($0) }.flatMap { (1...ScaleSources.most).contains($0) ? $0 : nil }
             default:
                 Posix.printError("stream-bench scale-measure: unknown argument \(argument)")
                 return 2
             }
         }
-        guard let face, let connections, connections > 0, let port else {
-            Posix.printError("stream-bench scale-measure: needs --face, --connections and --port")
+        guard let face, let connections, connections > 0, let port, let sources else {
+            Posix.printError(
+                "stream-bench scale-measure: needs --face, --connections and --port (and --sources from 1 to \(ScaleSources.most))")
             return 2
         }
         do {
-            let sample = try measure(face, connections: connections, port: port, cpu: cpu)
+            let sample = try measure(face, connections: connections, port: port, cpu: cpu, sources: sources)
             let encoder = JSONEncoder()
             encoder.outputFormatting = .sortedKeys
             try FileHandle.standardOutput.write(contentsOf: try encoder.encode(sample) + Data("\n".utf8))
@@ -246,19 +267,19 @@ enum ScaleMeasureCommand {
         }
     }
 
-    static func measure(_ kind: ScaleFaceKind, connections: Int, port: UInt16, cpu: Int) throws -> ScaleSample {
+    static func measure(_ kind: ScaleFaceKind, connections: Int, port: UInt16, cpu: Int, sources: Int = 1) throws -> ScaleSample {
         let limit = Posix.raiseFileDescriptorLimit()
         if limit < connections + 32 { throw BenchError("RLIMIT_NOFILE is \(limit), too low for \(connections) connections") }
         if cpu >= 0 { try Posix.pinToCPU(cpu) }
         // A warm-up connection through every phase: lazy machinery (threads, reactors, queues) starts
         // outside the figures.
-        let warmUp = kind.makeFace(port: port, group: UInt64.random(in: 1...UInt64.max))
+        let warmUp = kind.makeFace(port: port, group: UInt64.random(in: 1...UInt64.max), sources: sources)
         try warmUp.open(count: 1)
         try warmUp.roundTrips()
         try warmUp.release()
         _ = try ProcessMemory.snapshot()
 
-        let face = kind.makeFace(port: port, group: UInt64.random(in: 1...UInt64.max))
+        let face = kind.makeFace(port: port, group: UInt64.random(in: 1...UInt64.max), sources: sources)
         let memoryBefore = try ProcessMemory.snapshot()
         let cpu0 = processCPUSeconds()
         let wall0 = Posix.monotonicNanoseconds()
@@ -280,7 +301,7 @@ enum ScaleMeasureCommand {
             anonBaselineBytes: memoryBefore.anonymousBytes,
             roundTripMicroseconds: Stopwatch.seconds(from: wall1, to: wall2) / n * 1e6,
             roundTripCPUMicroseconds: (cpu2 - cpu1) / n * 1e6,
-            timeoutsArmed: kind.armsTimeouts)
+            timeoutsArmed: kind.armsTimeouts, sources: sources)
     }
 
     /// User + system CPU of every thread of this process (`getrusage(RUSAGE_SELF)`), seconds.
@@ -295,6 +316,14 @@ enum ScaleMeasureCommand {
 /// The scale run's Markdown: every face at every N, then each face's growth from the smallest N to
 /// the largest against the targets.
 enum ScaleMarkdown {
+    /// Where the connections came from.
+    static func sourcesSentence(_ sources: Int) -> String {
+        sources > 1
+            ? "Sources: 127.0.0.1 … 127.0.0.\(sources), connection i bound to 127.0.0.(1 + i mod \(sources)) before its connect "
+                + "(`--sources \(sources)`)."
+            : "Sources: one, the kernel's choice (127.0.0.1, no bind)."
+    }
+
     static func render(_ report: ScaleReport) -> String {
         var lines = [
             "# stream-bench scale",
@@ -304,7 +333,8 @@ enum ScaleMarkdown {
                 + "round trip, at most \(maxConnectsInFlight) unanswered. Idle: RssAnon per idle connection above the process's own "
                 + "(VmRSS in brackets). Round trip: a 64-byte echo on every connection, one after another, per round trip. "
                 + "Timeouts: a write timeout of \(Int(Scale.writeTimeout)) s and a read pending with \(Int(Scale.readTimeout)) s "
-                + "on every idle connection (QueuedSocket, GCDAsyncSocket; the others have none to arm).",
+                + "on every idle connection (QueuedSocket, GCDAsyncSocket; the others have none to arm). "
+                + sourcesSentence(report.sources ?? 1),
             "",
             "| face | N | open µs CPU/conn | open µs wall/conn | idle B/conn | µs/RT | µs CPU/RT |",
             "|---|---:|---:|---:|---:|---:|---:|",

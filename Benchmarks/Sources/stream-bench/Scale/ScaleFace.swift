@@ -3,6 +3,7 @@
 // then a round trip on every connection in turn, then the server's release (FIN) of all of them.
 
 import Foundation
+import SocketStreams
 import Synchronization
 
 /// The programming interfaces the scale run compares; each measurement is one of them in its own process.
@@ -24,15 +25,39 @@ enum ScaleFaceKind: String, CaseIterable, Codable {
     /// `AsyncConnection` have no per-operation timeouts to arm).
     var armsTimeouts: Bool { self == .queued || self == .gcd }
 
-    func makeFace(port: UInt16, group: UInt64) -> any ScaleFace {
+    func makeFace(port: UInt16, group: UInt64, sources: Int = 1) -> any ScaleFace {
+        let from = ScaleSources(count: sources)
         switch self {
-        case .baseline: return ScaleBaselineFace(port: port, group: group)
-        case .pairsThread: return ScalePairsFace(port: port, group: group, home: .runLoop(RunLoop.socketStreams))
-        case .pairsQueue: return ScalePairsFace(port: port, group: group, home: .queue(ScaleQueues.pairs))
-        case .queued: return ScaleQueuedFace(port: port, group: group)
-        case .async: return ScaleAsyncFace(port: port, group: group)
-        case .gcd: return ScaleGCDFace(port: port, group: group)
+        case .baseline: return ScaleBaselineFace(port: port, group: group, sources: from)
+        case .pairsThread:
+            return ScalePairsFace(port: port, group: group, home: .runLoop(RunLoop.socketStreams), sources: from)
+        case .pairsQueue: return ScalePairsFace(port: port, group: group, home: .queue(ScaleQueues.pairs), sources: from)
+        case .queued: return ScaleQueuedFace(port: port, group: group, sources: from)
+        case .async: return ScaleAsyncFace(port: port, group: group, sources: from)
+        case .gcd: return ScaleGCDFace(port: port, group: group, sources: from)
         }
+    }
+}
+
+/// The source addresses the connections come from (`--sources N`): with one, the kernel picks the
+/// source as ever (127.0.0.1, no bind); with more, connection i is bound to 127.0.0.(1 + i mod N) with
+/// port 0 before it connects (the library's `LocalBinding`, GCDAsyncSocket's `viaInterface:`, a
+/// `bind(2)` for the baseline), so each address's ephemeral ports serve only its share.
+struct ScaleSources: Sendable {
+    /// How many addresses, 1...254.
+    let count: Int
+
+    /// The most `--sources` takes: 127.0.0.1 … 127.0.0.254.
+    static let most = 254
+
+    /// The numeric source of connection `index`, nil for the kernel's choice (one source).
+    func address(_ index: Int) -> String? {
+        count > 1 ? "127.0.0.\(1 + index % count)" : nil
+    }
+
+    /// The library's binding for connection `index`, nil for the kernel's choice.
+    func binding(_ index: Int) -> LocalBinding? {
+        address(index).flatMap { LocalBinding(address: $0) }
     }
 }
 

@@ -9,6 +9,7 @@ import Synchronization
 final class ScaleGCDFace: ScaleFace, GCDAsyncSocketDelegate, @unchecked Sendable {
     private let port: UInt16
     private let group: UInt64
+    private let sources: ScaleSources
     private let monitor = ScaleMonitor()
     private let queue = ScaleQueues.gcd
     /// Every socket, by tag. Filled by `open` before any round trip of the measured phase starts;
@@ -19,9 +20,10 @@ final class ScaleGCDFace: ScaleFace, GCDAsyncSocketDelegate, @unchecked Sendable
     private let releasing = Atomic<Bool>(false)
     private let messages = Scale.messages.map { Data($0) }
 
-    init(port: UInt16, group: UInt64) {
+    init(port: UInt16, group: UInt64, sources: ScaleSources) {
         self.port = port
         self.group = group
+        self.sources = sources
     }
 
     func open(count: Int) throws {
@@ -31,7 +33,11 @@ final class ScaleGCDFace: ScaleFace, GCDAsyncSocketDelegate, @unchecked Sendable
         try monitor.openPaced(count: count) { i in
             let socket = GCDAsyncSocket(delegate: self, delegateQueue: queue, socketQueue: queue)
             sockets.append(socket)
-            try socket.connect(toHost: "127.0.0.1", onPort: port)
+            if let source = sources.address(i) {
+                try socket.connect(toHost: "127.0.0.1", onPort: port, viaInterface: source, withTimeout: -1)
+            } else {
+                try socket.connect(toHost: "127.0.0.1", onPort: port)
+            }
             socket.write(header, withTimeout: Scale.writeTimeout, tag: i)
             socket.readData(toLength: UInt(Scale.messageSize), withTimeout: Scale.readTimeout, tag: i)
         }

@@ -10,6 +10,7 @@ final class ScalePairsFace: ScaleFace, @unchecked Sendable {
     let port: UInt16
     let group: UInt64
     let home: EventHome
+    let sources: ScaleSources
     let monitor = ScaleMonitor()
     /// Every connection's session (stream delegates are weak). Filled by `open` before any round trip
     /// of the measured phase starts; read then only where the events are delivered.
@@ -19,10 +20,11 @@ final class ScalePairsFace: ScaleFace, @unchecked Sendable {
     /// The read buffer, used only where the events are delivered.
     var scratch = [UInt8](repeating: 0, count: 256)
 
-    init(port: UInt16, group: UInt64, home: EventHome) {
+    init(port: UInt16, group: UInt64, home: EventHome, sources: ScaleSources) {
         self.port = port
         self.group = group
         self.home = home
+        self.sources = sources
     }
 
     func open(count: Int) throws {
@@ -86,6 +88,7 @@ final class ScalePairSession: NSObject, StreamDelegate, @unchecked Sendable {
         input = pair.input
         output = pair.output
         _ = output.setProperty(NSNumber(value: true), forKey: .tcpNoDelayKey)
+        if let binding = face.sources.binding(index) { _ = input.setProperty(binding as AnyObject, forKey: .localBindingKey) }
         super.init()
     }
 

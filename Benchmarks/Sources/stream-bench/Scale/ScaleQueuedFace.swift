@@ -9,6 +9,7 @@ import Synchronization
 final class ScaleQueuedFace: ScaleFace, QueuedSocketDelegate, @unchecked Sendable {
     private let port: UInt16
     private let group: UInt64
+    private let sources: ScaleSources
     private let monitor = ScaleMonitor()
     private let queue = ScaleQueues.queued
     /// Every socket, by tag. Filled by `open` before any round trip of the measured phase starts;
@@ -18,9 +19,10 @@ final class ScaleQueuedFace: ScaleFace, QueuedSocketDelegate, @unchecked Sendabl
     private var awaited: [Int] = []
     private let releasing = Atomic<Bool>(false)
 
-    init(port: UInt16, group: UInt64) {
+    init(port: UInt16, group: UInt64, sources: ScaleSources) {
         self.port = port
         self.group = group
+        self.sources = sources
     }
 
     func open(count: Int) throws {
@@ -30,7 +32,9 @@ final class ScaleQueuedFace: ScaleFace, QueuedSocketDelegate, @unchecked Sendabl
         try monitor.openPaced(count: count) { i in
             let socket = QueuedSocket(delegate: self, delegateQueue: queue)
             sockets.append(socket)
-            try socket.connect(toHost: "127.0.0.1", onPort: Int(port)) { _, output in
+            let binding = sources.binding(i)
+            try socket.connect(toHost: "127.0.0.1", onPort: Int(port)) { input, output in
+                if let binding { _ = input.setProperty(binding as AnyObject, forKey: .localBindingKey) }
                 _ = output.setProperty(NSNumber(value: true), forKey: .tcpNoDelayKey)
             }
             socket.write(header, timeout: Scale.writeTimeout, tag: i)

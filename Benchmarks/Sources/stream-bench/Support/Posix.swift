@@ -176,9 +176,26 @@ enum Posix {
         return address
     }
 
-    /// A blocking TCP connection to 127.0.0.1:`port` with TCP_NODELAY set.
-    static func connectToLoopback(port: UInt16) throws -> Int32 {
+    /// A blocking TCP connection to 127.0.0.1:`port` with TCP_NODELAY set, from `source` (a numeric
+    /// IPv4 address, bound with port 0 before the connect, as `LocalBinding` binds) when one is given.
+    static func connectToLoopback(port: UInt16, from source: String? = nil) throws -> Int32 {
         let fd = try makeTCPSocket()
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            guard inet_pton(AF_INET, source, &local.sin_addr) == 1 else {
+                close(fd)
+                throw BenchError("not a numeric IPv4 address: \(source)")
+            }
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            if bound != 0 {
+                let code = cssh_errno()
+                close(fd)
+                throw BenchError.syscall("bind(\(source))", errno: code)
+            }
+        }
         var address = loopbackAddress(port: port)
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
