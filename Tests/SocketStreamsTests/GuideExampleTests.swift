@@ -233,3 +233,49 @@ extension GuideExampleTests {
         XCTAssertEqual(checked, ratios.count, "the table and operations/latest.md have different workloads")
     }
 }
+
+extension GuideExampleTests {
+    /// Guides/Performance.md's scale table is the recorded scale run (Benchmarks/results/scale.md): for
+    /// each face, the bytes per idle connection at the smallest and largest N and their slope, the CPU
+    /// per round trip at both, and the CPU per open at 1,000, 10,000 and the largest N.
+    func testPerformanceGuideShowsTheRecordedScaleRun() throws {
+        func cells(_ line: Substring) -> [String] {
+            line.split(separator: "|", omittingEmptySubsequences: false).dropFirst().dropLast().map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }
+        }
+        let scale = try String(contentsOf: packageRoot.appendingPathComponent("Benchmarks/results/scale.md"), encoding: .utf8)
+        // face → N → (open CPU, idle bytes, CPU per round trip); face → slope.
+        var samples: [String: [String: (open: String, idle: String, roundTrip: String)]] = [:]
+        var slopes: [String: String] = [:]
+        for line in scale.split(separator: "\n") where line.hasPrefix("| ") {
+            let row = cells(line)
+            let face = row[0].replacingOccurrences(of: " (timeouts)", with: "")
+            if row.count == 7, Int(row[1]) != nil {
+                let idle = String(row[4].prefix { $0 != " " })
+                samples[face, default: [:]][row[1]] = (row[2], idle, row[6])
+            } else if row.count == 6, row[4] != "slope B/conn" {
+                slopes[face] = String(row[4].prefix { $0 != " " })
+            }
+        }
+        let sizes = try XCTUnwrap(samples["baseline"]?.keys.compactMap { Int($0) }.sorted())
+        let (smallest, largest) = (String(try XCTUnwrap(sizes.first)), String(try XCTUnwrap(sizes.last)))
+        let guide = try String(contentsOf: packageRoot.appendingPathComponent("Guides/Performance.md"), encoding: .utf8)
+        let table = try XCTUnwrap(guide.components(separatedBy: "\n\n").first { $0.hasPrefix("| Face | B per idle conn at 1,000 |") })
+        var checked = 0
+        for line in table.split(separator: "\n").dropFirst(2) {
+            let row = cells(line)
+            let face = row[0]
+            let at = try XCTUnwrap(samples[face], "no \(face) in scale.md")
+            let expected = [
+                at[smallest]?.idle, at[largest]?.idle, slopes[face], at[smallest]?.roundTrip, at[largest]?.roundTrip,
+                at[smallest]?.open, at["10000"]?.open, at[largest]?.open,
+            ].map { $0 ?? "?" }
+            XCTAssertEqual(Array(row.dropFirst()), expected, "Guides/Performance.md scale table, \(face)")
+            checked += 1
+        }
+        XCTAssertEqual(checked, samples.count, "the guide's scale table and scale.md have different faces")
+        let date = try XCTUnwrap(scale.range(of: #"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]+Z"#, options: .regularExpression))
+        XCTAssertTrue(guide.contains(scale[date]), "the guide names another scale run's date")
+    }
+}
