@@ -195,7 +195,7 @@ extension Connection {
     /// live, its output is not open or already shut, or the socket refused (the pair then fails).
     func shutdownOutput() -> Bool {
         lock.lock()
-        guard case .live = phase, let transport, options?.outputShutDown != true else {
+        guard lifecycle.isLive, let transport, options?.outputShutDown != true else {
             lock.unlock()
             return false
         }

@@ -33,9 +33,7 @@ extension Connection {
             tlsSettings = settings
             tlsLevel = level
             tlsDictionary = dictionary
-            stages.append(TLSHandshake(settings: settings, target: target))
-            startStagesOnLivePair()
-            return true
+            return queueStage(TLSHandshake(settings: settings, target: target))
         case .negotiating, .failed, .closed:
             return false
         }

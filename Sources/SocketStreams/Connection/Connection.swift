@@ -112,15 +112,7 @@ final class Connection: EventTarget, @unchecked Sendable {
         var deferredRelease: (transport: ActiveTransport?, socket: SocketHandle?)?
     }
 
-    enum Phase {
-        case idle
-        case connecting(Connector)
-        /// TCP is up; `stages` are running.
-        case negotiating
-        case live
-        case failed(NSError)
-        case closed
-    }
+    typealias Lifecycle = PairLifecycle<Connector, NSError>
 
     /// What the pair was created for: what stages and error messages name.
     let target: Endpoint
@@ -149,7 +141,7 @@ final class Connection: EventTarget, @unchecked Sendable {
     // Guarded by `lock`. `@exclusivity(unchecked)` on the fields every read, write and event touches:
     // the lock already serialises them, and Swift's dynamic checks cost 20% (callgrind, ping-pong
     // 20,000 round trips: delegate client 173.3M → 207.5M instructions, polling 43.1M → 53.1M).
-    @exclusivity(unchecked) var phase: Phase = .idle
+    @exclusivity(unchecked) var lifecycle = Lifecycle()
     /// The socket's owner, for properties and ShouldCloseNativeSocket. Nil until TCP is up.
     var socket: SocketHandle?
     /// What reads and writes go through: the socket, or layers over it. Nil until TCP is up.
@@ -252,18 +244,13 @@ final class Connection: EventTarget, @unchecked Sendable {
         if case .native = endpoint { closesNativeSocket = false } else { closesNativeSocket = true }
     }
 
-    var isNegotiating: Bool {
-        if case .negotiating = phase { return true }
-        return false
-    }
+    /// The lifecycle's state (idle, connecting, negotiating, live, failed, closed). Lock held.
+    var phase: Lifecycle.State { lifecycle.state }
+
+    var isNegotiating: Bool { lifecycle.isNegotiating }
 
     /// Connecting or negotiating: an open is in progress. Lock held.
-    var isOpening: Bool {
-        switch phase {
-        case .connecting, .negotiating: return true
-        default: return false
-        }
-    }
+    var isOpening: Bool { lifecycle.isOpening }
 
     // MARK: status and events
 
@@ -361,20 +348,18 @@ final class Connection: EventTarget, @unchecked Sendable {
         lock.lock()
         guard !halves[half.rawValue].gone, halves[half.rawValue].events.open() else { return lock.unlock() }
         var started: Connector?
-        switch phase {
-        case .idle:
+        switch lifecycle.handle(.open) {
+        case .start:
             started = start()
-        case .connecting:
-            break
-        case .negotiating:
+        case .completeOpen:
             signal(half, .openCompleted)
-        case .live:
+        case .completeOpenLive:
             signal(half, .openCompleted)
             if half == .output { halves[1].watchingSpace = true }
             rebuildRegistrations()
-        case .failed(let error):
+        case .reportFailure(let error):
             signal(half, .errorOccurred, error: error)
-        case .closed:
+        default:
             break
         }
         lock.unlock()
@@ -409,7 +394,7 @@ final class Connection: EventTarget, @unchecked Sendable {
         }
         let connector = Connector(
             connection: self, endpoint: firstHop ?? target, home: openHome!, time: time, resolve: resolve, local: options?.localBinding)
-        phase = .connecting(connector)
+        _ = lifecycle.handle(.dial(connector))
         return connector
     }
 
@@ -453,11 +438,11 @@ final class Connection: EventTarget, @unchecked Sendable {
         lock.withLock {
             guard let state = opening, state.deadlineTimer != nil, time.now() >= state.deadline else { return }
             state.deadlineTimer = nil
-            switch phase {
-            case .connecting(let connector):
+            switch lifecycle.handle(.deadlinePassed) {
+            case .timeOutConnect(let connector):
                 connector.cancel()
                 fail(.posix(ETIMEDOUT, .connect), from: nil)
-            case .negotiating:
+            case .timeOutHandshake:
                 fail(.posix(ETIMEDOUT, .handshake(stages.first?.name ?? "handshake")), from: nil)
             default:
                 break
@@ -492,7 +477,7 @@ final class Connection: EventTarget, @unchecked Sendable {
         openOnStreamThread = true
         ReactorRegistry.shared.retain(target)
         openHome = target
-        if case .connecting(let connector) = phase { connector.move(to: target) }
+        lifecycle.dial?.move(to: target)
         if let state = opening, let timer = state.deadlineTimer {
             time.cancel(timer, on: old)
             let now = time.now()
@@ -506,7 +491,7 @@ final class Connection: EventTarget, @unchecked Sendable {
     func connected(_ handle: SocketHandle, handover: EpollHandover?) {
         lock.lock()
         defer { lock.unlock() }
-        guard case .connecting = phase else {
+        guard case .adopt = lifecycle.handle(.connected) else {
             handover?.cancel()
             handle.release()  // closed or timed out meanwhile
             return
@@ -518,7 +503,7 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// The connector's failure.
     func connectFailed(_ failure: StreamFailure) {
         lock.withLock {
-            guard case .connecting = phase else { return }
+            guard case .fail = lifecycle.handle(.connectFailed) else { return }
             var failure = failure
             if let proxy, failure.operation == .connect { failure.operation = .connectToProxy(proxy.description) }
             fail(failure, from: nil)
@@ -542,10 +527,10 @@ final class Connection: EventTarget, @unchecked Sendable {
         for half in [Half.input, .output] where halves[half.rawValue].events.status == .opening {
             signal(half, .openCompleted)
         }
-        if stages.isEmpty {
-            goLive(writable: writable, handover: &handover)
-        } else {
-            beginNegotiation(handover: &handover)
+        switch lifecycle.handle(.tcpUp(stages: !stages.isEmpty)) {
+        case .goLive: goLive(writable: writable, handover: &handover)
+        case .negotiate: beginNegotiation(handover: &handover)
+        default: break
         }
     }
 
@@ -558,8 +543,8 @@ final class Connection: EventTarget, @unchecked Sendable {
         goLive(writable: writable, handover: &none)
     }
 
+    /// The lifecycle has moved to `live` already.
     private func goLive(writable: Bool, handover: inout EpollHandover?) {
-        phase = .live
         endOpen()
         if halves[1].events.status == .open {
             if writable {
@@ -582,25 +567,23 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// stay in the transport for it, and the deadline is `connectTimeoutKey` again. Returns false on
     /// a failed or closed pair.
     func addStage(_ stage: any HandshakeStage) -> Bool {
-        lock.withLock {
-            switch phase {
-            case .idle, .connecting, .negotiating:
-                stages.append(stage)
-                return true
-            case .live:
-                stages.append(stage)
-                startStagesOnLivePair()
-                return true
-            case .failed, .closed:
-                return false
-            }
-        }
+        lock.withLock { queueStage(stage) }
     }
 
-    /// Stages were added to a live pair: run them now. Lock held.
-    func startStagesOnLivePair() {
+    /// `addStage` with the lock held.
+    func queueStage(_ stage: any HandshakeStage) -> Bool {
         lock.assertHeld()
-        beginNegotiation()
+        switch lifecycle.handle(.stageAdded) {
+        case .queueStage:
+            stages.append(stage)
+            return true
+        case .negotiate:
+            stages.append(stage)
+            beginNegotiation()
+            return true
+        default:
+            return false
+        }
     }
 
     /// Enters `negotiating` and starts the first stage. Lock held.
@@ -610,8 +593,8 @@ final class Connection: EventTarget, @unchecked Sendable {
         beginNegotiation(handover: &none)
     }
 
+    /// The lifecycle has moved to `negotiating` already.
     private func beginNegotiation(handover: inout EpollHandover?) {
-        phase = .negotiating
         if openHome == nil {
             do {
                 try beginOpen()
@@ -655,7 +638,7 @@ final class Connection: EventTarget, @unchecked Sendable {
                 opening?.stages.removeFirst()
             }
         }
-        if isNegotiating { goLive(writable: false) }
+        if isNegotiating, case .goLive = lifecycle.handle(.stagesDone) { goLive(writable: false) }
     }
 
     private func waitForNegotiation(_ interest: Interest) {
@@ -674,13 +657,8 @@ final class Connection: EventTarget, @unchecked Sendable {
     }
 
     private func fail(_ error: NSError, from origin: Half?) {
-        var wasLive = false
-        switch phase {
-        case .live: wasLive = true
-        case .connecting(let connector): connector.cancel()
-        default: break
-        }
-        if case .closed = phase {} else { phase = .failed(error) }
+        guard case .failed(let wasLive, let connector) = lifecycle.handle(.fail(error)) else { return }
+        connector?.cancel()
         opening?.stages.removeAll()
         endOpen()
         for half in [Half.input, .output] {
@@ -732,8 +710,7 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// Both halves are gone: stop opening, leave every epoll set, give the fd back. Lock held.
     private func tearDown() {
         lock.assertHeld()
-        if case .connecting(let connector) = phase { connector.cancel() }
-        phase = .closed
+        if case .tearDown(let connector) = lifecycle.handle(.bothHalvesGone) { connector?.cancel() }
         opening?.stages.removeAll()
         endOpen()
         for registration in registrations { registration.leave() }
@@ -830,11 +807,7 @@ final class Connection: EventTarget, @unchecked Sendable {
         lock.withLock {
             guard !halves[half.rawValue].gone else { return }
             let failure = StreamErrors.error(for: .posix(error.code, .schedule), target: target)
-            switch phase {
-            case .idle: phase = .failed(failure)
-            case .failed, .closed: break
-            default: fail(failure, from: nil)
-            }
+            if case .fail = lifecycle.handle(.scheduleFailed(failure)) { fail(failure, from: nil) }
         }
     }
 
@@ -846,7 +819,7 @@ final class Connection: EventTarget, @unchecked Sendable {
             guard !halves[h].gone, !halves[h].reactors.contains(where: { $0 === reactor }) else { return false }
             halves[h].reactors.append(reactor)
             // Re-derive readiness on scheduling, as CFNetwork does the first time.
-            if halves[h].events.status == .open, case .live = phase {
+            if halves[h].events.status == .open, lifecycle.isLive {
                 if half == .input {
                     halves[h].suppressed = false
                 } else if !halves[h].events.awaitingClient {
