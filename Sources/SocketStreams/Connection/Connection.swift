@@ -84,20 +84,9 @@ final class Connection: EventTarget, @unchecked Sendable {
         var negotiationInterest: Interest = []
     }
 
-    /// Settings few pairs change: the proxy, the connect timeout, TLS, and the tests' seams.
+    /// What few pairs need: their settings, clients, a deferred error, and the tests' seams.
     final class Options {
-        var proxy: ProxyConfiguration?
-        /// The pair's target as the proxy is asked for it (worked out once, when the proxy is set).
-        var proxyTarget: ProxyTarget?
-        /// The proxy property as set (its key and value), for reading back.
-        var proxyProperty: (key: String, value: AnyObject)?
-        var connectTimeout: Double?
-        /// `localBindingKey`.
-        var localBinding: LocalBinding?
-        var tlsSettings: TLSSettings?
-        /// The security level and settings dictionary as set, for reading back.
-        var tlsLevel: String?
-        var tlsDictionary: AnyObject?
+        var settings = PairSettings()
         var time: any TimeSource = SystemTime()
         var resolve: ResolveFunction = Connection.systemResolve
         /// `CFReadStreamSetClient`/`CFWriteStreamSetClient` per half: while set, it gets the events.
@@ -167,49 +156,6 @@ final class Connection: EventTarget, @unchecked Sendable {
         let created = Options()
         options = created
         return created
-    }
-
-    /// What is dialled when it is not the target: the proxy.
-    var firstHop: Endpoint? {
-        options?.proxy.map { .host($0.host, port: $0.port) }
-    }
-
-    /// The proxy the open goes through, if any.
-    var proxy: ProxyConfiguration? {
-        get { options?.proxy }
-        set { someOptions.proxy = newValue }
-    }
-
-    var proxyTarget: ProxyTarget? {
-        get { options?.proxyTarget }
-        set { someOptions.proxyTarget = newValue }
-    }
-
-    var proxyProperty: (key: String, value: AnyObject)? {
-        get { options?.proxyProperty }
-        set { someOptions.proxyProperty = newValue }
-    }
-
-    /// `connectTimeoutKey`, in seconds.
-    var connectTimeout: Double? {
-        get { options?.connectTimeout }
-        set { someOptions.connectTimeout = newValue }
-    }
-
-    /// TLS to run after TCP (and a proxy), if any.
-    var tlsSettings: TLSSettings? {
-        get { options?.tlsSettings }
-        set { someOptions.tlsSettings = newValue }
-    }
-
-    var tlsLevel: String? {
-        get { options?.tlsLevel }
-        set { someOptions.tlsLevel = newValue }
-    }
-
-    var tlsDictionary: AnyObject? {
-        get { options?.tlsDictionary }
-        set { someOptions.tlsDictionary = newValue }
     }
 
     /// Time for the connector and the deadline; tests substitute a clock they advance.
@@ -393,7 +339,8 @@ final class Connection: EventTarget, @unchecked Sendable {
             return nil
         }
         let connector = Connector(
-            connection: self, endpoint: firstHop ?? target, home: openHome!, time: time, resolve: resolve, local: options?.localBinding)
+            connection: self, endpoint: options?.settings.firstHop ?? target, home: openHome!, time: time, resolve: resolve,
+            local: options?.settings.localBinding)
         _ = lifecycle.handle(.dial(connector))
         return connector
     }
@@ -421,7 +368,7 @@ final class Connection: EventTarget, @unchecked Sendable {
         }
         ReactorRegistry.shared.retain(home)
         openHome = home
-        if let timeout = connectTimeout, timeout > 0 {
+        if let timeout = options?.settings.connectTimeout, timeout > 0 {
             let nanoseconds = timeout.saturatingNanoseconds
             openState.deadline = time.now() &+ nanoseconds
             armDeadline(after: nanoseconds, on: home)
@@ -505,7 +452,7 @@ final class Connection: EventTarget, @unchecked Sendable {
         lock.withLock {
             guard case .fail = lifecycle.handle(.connectFailed) else { return }
             var failure = failure
-            if let proxy, failure.operation == .connect { failure.operation = .connectToProxy(proxy.description) }
+            if let proxy = options?.settings.proxy, failure.operation == .connect { failure.operation = .connectToProxy(proxy.description) }
             fail(failure, from: nil)
         }
     }
@@ -521,7 +468,7 @@ final class Connection: EventTarget, @unchecked Sendable {
         socket = handle
         transport = .socket(fd: handle.fd)
         // The stages are fixed now, not at open(): TLS may still be set while TCP connects.
-        let configured = configuredStages()
+        let configured = options?.settings.stages(for: target) ?? []
         if !configured.isEmpty { stages.insert(contentsOf: configured, at: 0) }
         if noDelay == true { try? Posix.setOption(handle.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: 1) }
         for half in [Half.input, .output] where halves[half.rawValue].events.status == .opening {

@@ -1,6 +1,9 @@
-import CSocketStreamsShims
+// The two key switches: `CFReadStreamCopyProperty`/`CFReadStreamSetProperty` (and the write
+// stream's, and Foundation's `property(forKey:)`/`setProperty(_:forKey:)`) for every key a socket
+// stream pair knows, mapped onto the connection's typed settings. Both streams of a pair share one
+// property set.
+
 import Foundation
-import Glibc
 
 extension Connection {
     /// `CFReadStreamCopyProperty` / `CFWriteStreamCopyProperty` for the keys socket streams know.
@@ -36,21 +39,21 @@ extension Connection {
                 if case .native = target, !closesNativeSocket { return NSNumber(value: false) }
                 return nil
             case Stream.PropertyKey.connectTimeoutKey.rawValue:
-                return connectTimeout.map { NSNumber(value: $0) }
+                return settings.connectTimeout.map { NSNumber(value: $0) }
             case Stream.PropertyKey.tcpNoDelayKey.rawValue:
                 return noDelay.map { NSNumber(value: $0) }
             case Stream.PropertyKey.localBindingKey.rawValue:
-                return options?.localBinding.map { $0 as AnyObject }
+                return settings.localBinding.map { $0 as AnyObject }
             case Stream.PropertyKey.shutdownOutputKey.rawValue:
-                return NSNumber(value: options?.outputShutDown ?? false)
+                return NSNumber(value: outputShutDown)
             case kCFStreamPropertySocketSecurityLevel:
                 return securityLevelProperty()
             case kCFStreamPropertySSLSettings:
-                return tlsDictionary
+                return settings.tlsAsSet[kCFStreamPropertySSLSettings as String]
             case kCFStreamPropertySSLPeerCertificates:
                 return peerCertificatesProperty()
             case Stream.PropertyKey.tlsSettingsKey.rawValue:
-                return tlsSettings.map { $0 as AnyObject }
+                return settings.tls.map { $0 as AnyObject }
             case Stream.PropertyKey.tlsConnectionInfoKey.rawValue:
                 return activeTLS?.info.map { $0 as AnyObject }
             case kCFStreamPropertySOCKSProxy, kCFStreamPropertyCONNECTProxy, Stream.PropertyKey.proxyConfigurationKey.rawValue:
@@ -71,27 +74,17 @@ extension Connection {
             switch key {
             case kCFStreamPropertyShouldCloseNativeSocket:
                 guard let flag = PropertyValue.bool(value) else { return false }
-                closesNativeSocket = flag
-                closesNativeSocketWasSet = true
-                socket?.closesOnRelease = flag
+                setClosesNativeSocket(flag)
             case Stream.PropertyKey.connectTimeoutKey.rawValue:
-                guard case .idle = phase, let seconds = PropertyValue.double(value), seconds >= 0 else { return false }
-                connectTimeout = seconds
+                guard let seconds = PropertyValue.double(value), seconds >= 0 else { return false }
+                return setConnectTimeout(seconds)
             case Stream.PropertyKey.localBindingKey.rawValue:
-                guard case .idle = phase, case .host = target else { return false }
-                if value == nil || value is NSNull {
-                    options?.localBinding = nil
-                } else {
-                    guard let binding = value as? LocalBinding else { return false }
-                    someOptions.localBinding = binding
-                }
+                if value == nil || value is NSNull { return setLocalBinding(nil) }
+                guard let binding = value as? LocalBinding else { return false }
+                return setLocalBinding(binding)
             case Stream.PropertyKey.tcpNoDelayKey.rawValue:
                 guard let flag = PropertyValue.bool(value) else { return false }
-                if case .unix = target { return false }
-                noDelay = flag
-                if let socket {
-                    try? Posix.setOption(socket.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: flag ? 1 : 0)
-                }
+                return setNoDelay(flag)
             case kCFStreamPropertySocketSecurityLevel:
                 return setSecurityLevel(value)
             case kCFStreamPropertySSLSettings:
@@ -109,58 +102,5 @@ extension Connection {
             }
             return true
         }
-    }
-}
-
-/// Reads property values in any of the boxings Swift code on Linux produces (NSNumber, CFBoolean, a
-/// bridged Swift number or Bool), and refuses values of another type (nil: setProperty returns false).
-///
-/// Booleans and numbers are kept apart as CFNetwork keeps them apart (it checks a Boolean with
-/// `CFGetTypeID(value) == CFBooleanGetTypeID()`, and a CFNumber is not a CFBoolean): a Boolean-valued
-/// key takes a Bool only (Swift `true`, `kCFBooleanTrue`, `NSNumber(value: true)`), never 0, 1 or
-/// another number, nor a string such as "true"; a number-valued key never takes a Bool. Only
-/// SystemConfiguration's flags, which are CFNumbers there, take a number (`flag`).
-enum PropertyValue {
-    /// A Boolean, for keys CFNetwork documents as CFBoolean.
-    static func bool(_ value: AnyObject?) -> Bool? {
-        guard let value, isBoolean(value) else { return nil }
-        return (value as? NSNumber)?.boolValue
-    }
-
-    /// A number that is not a Bool (`true` is not 1 s).
-    static func double(_ value: AnyObject?) -> Double? {
-        guard let number = value as? NSNumber, !isBoolean(number) else { return nil }
-        return number.doubleValue
-    }
-
-    /// An integral number that is not a Bool (1080, not 1080.5, `true` or "1080").
-    static func integer(_ value: Any) -> Int? {
-        guard !isBoolean(value) else { return nil }
-        if let number = value as? NSNumber { return Int(exactly: number.doubleValue) }
-        return value as? Int
-    }
-
-    /// SystemConfiguration's flags (`SOCKSEnable`, `ExcludeSimpleHostnames`): CFNumbers in its proxy
-    /// dictionaries, on when not 0, as CFNetwork reads them; a Bool is taken too. Not a string.
-    static func flag(_ value: Any) -> Bool? {
-        if let flag = bool(value as AnyObject) { return flag }
-        return integer(value).map { $0 != 0 }
-    }
-
-    /// Whether `value` is a Boolean rather than a number. On Linux every NSNumber casts to Bool (and
-    /// a Bool NSNumber to every number type), so a Bool is told by its type or its `objCType`, "c",
-    /// which a CFBoolean and a bridged Bool have and no other number does.
-    static func isBoolean(_ value: Any) -> Bool {
-        if type(of: value) == Bool.self { return true }
-        guard let number = value as? NSNumber else { return false }
-        return String(cString: number.objCType) == "c"
-    }
-}
-
-extension Connection {
-    /// The socket's own address (`getsockname(2)`); nil before it is connected and once it is closed.
-    /// Under the lock, so the fd cannot be closed (and its number reused) during the call.
-    var localAddress: SocketAddress? {
-        lock.withLock { socket.flatMap { try? Posix.localAddress($0.fd) } }
     }
 }
