@@ -126,4 +126,24 @@ final class PairLifecycleTests: XCTestCase {
         XCTAssertEqual("\(lifecycle.handle(.stagesDone))", "goLive")
         XCTAssertTrue(lifecycle.isLive)
     }
+
+    /// Guides/Architecture.md lists every state-changing move, generated here from the table.
+    func testTheGuideListsEveryMove() throws {
+        var moves: [String] = []
+        for state in Self.states {
+            for event in Self.events {
+                guard let next = Lifecycle.transition(state, event)?.next else { continue }
+                moves.append("\(Lifecycle.name(of: state)) + \(Self.eventName(event)) → \(Lifecycle.name(of: next))")
+            }
+        }
+        let guide = try String(contentsOf: packageRoot.appendingPathComponent("Guides/Architecture.md"), encoding: .utf8)
+        let block = try XCTUnwrap(guide.components(separatedBy: "<!-- lifecycle-moves -->\n```text\n").dropFirst().first)
+        let listed = block.components(separatedBy: "\n```")[0].split(separator: "\n").map(String.init)
+        XCTAssertEqual(listed, moves, "Guides/Architecture.md's lifecycle moves; the code's are:\n" + moves.joined(separator: "\n"))
+    }
+
+    static func eventName(_ event: Lifecycle.Event) -> String {
+        if case .tcpUp(let stages) = event { return stages ? "tcpUp (stages)" : "tcpUp (no stages)" }
+        return String(String(describing: event).prefix { $0 != "(" })
+    }
 }
