@@ -43,7 +43,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "stream-bench",
-            dependencies: ["SocketStreams", "CSocketStreamsShims", "COpenSSL"],
+            dependencies: ["SocketStreams", "CocoaAsyncSocket", "CSocketStreamsShims", "COpenSSL"],
             path: "Benchmarks/Sources/stream-bench"
         ),
         // The guides' example programs (Guides/Examples): compiled with the package, run by the tests.
@@ -130,7 +130,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "socketstreams-stress",
-            dependencies: ["StressScenarios"],
+            dependencies: ["StressScenarios", "SocketStreams"],
             path: "Tests/Stress/Runner"
         ),
         .testTarget(

@@ -69,14 +69,10 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         var nextID = 1
         var tlsQueued = false
         var isSecure = false
-        /// `startTLS` asked for manual trust: reads and writes queued after it wait in `held` until the
-        /// delegate accepts the peer.
-        var holding = false
-        var held: [HeldOperation] = []
     }
 
-    /// A read or write queued while the delegate decides on trust, by its engine id.
-    private enum HeldOperation {
+    /// A read or write for the engine, by its engine id.
+    private enum EngineOperation {
         case read(ReadRequest, timeout: Double, id: Int)
         case write([UInt8], timeout: Double, id: Int)
     }
@@ -87,8 +83,6 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         state.writes = [:]
         state.tlsQueued = false
         state.isSecure = false
-        state.holding = false
-        state.held = []
     }
 
     private let state = Guarded(State())
@@ -546,10 +540,6 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
             let id = state.nextID
             state.nextID += 1
             state.reads[id] = ReadInfo(tag: tag, buffer: buffer, offset: offset)
-            if state.holding {
-                state.held.append(.read(request, timeout: Self.engineTimeout(timeout), id: id))
-                return nil
-            }
             return (link.operations, id)
         }
         guard let (operations, id) = queued else { return }
@@ -557,7 +547,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     }
 
     /// Queues a read or write on the engine; one it refuses (closed meanwhile) is forgotten.
-    private func submit(_ operation: HeldOperation, to operations: PackageOperations) {
+    private func submit(_ operation: EngineOperation, to operations: PackageOperations) {
         switch operation {
         case .read(let request, let timeout, let id):
             if operations.enqueueRead(request, timeout: timeout, tag: id) != nil {
@@ -589,10 +579,6 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
             let id = state.nextID
             state.nextID += 1
             state.writes[id] = tag
-            if state.holding {
-                state.held.append(.write(bytes, timeout: Self.engineTimeout(timeout), id: id))
-                return nil
-            }
             return (link.operations, id)
         }
         guard let (operations, id) = queued else { return }
@@ -609,42 +595,37 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// and the other security options it removed) or a value of the wrong type disconnects with
     /// ``GCDAsyncSocketError/Code/otherError``.
     public func startTLS(_ tlsSettings: [String: NSObject]?) {
-        let parsed = Result { try GCDAsyncSocketTLS.parse(tlsSettings ?? [:]) }
+        var parsed = Result { try GCDAsyncSocketTLS.parse(tlsSettings ?? [:]) }
         let operations = state.withLock { state -> PackageOperations? in
             guard let link = state.link, !state.tlsQueued else { return nil }
             state.tlsQueued = true
-            if case .success(let parsed) = parsed, parsed.manualTrust { state.holding = true }
             return link.operations
         }
         guard let operations else { return }
+        if case .success(var settings) = parsed, settings.manualTrust {
+            // The library's trust evaluation (the TLS stage waits for it, so nothing queued after
+            // startTLS is read or written before the answer), asked through the delegate queue.
+            settings.settings.trustEvaluation = TLSTrustEvaluation { [weak self] trust, completion in
+                self?.askDelegate(trust, completion, for: operations)
+            }
+            parsed = .success(settings)
+        }
         switch parsed {
         case .success(let parsed): operations.enqueueTLS(parsed.settings)
         case .failure(let error): operations.close(error: error)
         }
     }
 
-    /// The delegate's answer on trust (its first call only).
-    private func trustDecided(_ accepted: Bool, by operations: PackageOperations, verdict: String) {
-        guard accepted else {
-            // errSSLPeerBadCert, as GCDAsyncSocket reports a rejection.
-            let current = state.withLock { $0.link?.operations === operations }
-            if current {
-                operations.close(
-                    error: NSError(
-                        domain: NSOSStatusErrorDomain, code: -9825,
-                        userInfo: [NSLocalizedDescriptionKey: "the delegate did not trust the peer (OpenSSL: \(verdict))"]))
-            }
-            return
+    /// Posts the trust question to the delegate (`socket:didReceiveTrust:completionHandler:`); with no
+    /// delegate to ask, disconnects as for a delegate that does not implement it.
+    private func askDelegate(_ trust: TLSPeerTrust, _ completion: @escaping @Sendable (Bool) -> Void, for operations: PackageOperations) {
+        let asked = state.withLock { state -> Bool in
+            guard state.link?.operations === operations else { return true }  // gone: the close answers
+            guard state.delegate != nil, state.delegateQueue != nil else { return false }
+            Self.post(&state, self) { socket, delegate in delegate.socket(socket, didReceive: trust, completionHandler: completion) }
+            return true
         }
-        let held = state.withLock { state -> [HeldOperation]? in
-            guard state.link?.operations === operations, state.holding else { return nil }
-            state.holding = false
-            state.isSecure = true
-            Self.post(&state, self) { socket, delegate in delegate.socketDidSecure(socket) }
-            defer { state.held = [] }
-            return state.held
-        }
-        for operation in held ?? [] { submit(operation, to: operations) }
+        if !asked { trustNotImplemented() }
     }
 
     /// Called by the default trust method: the delegate cannot decide, so the socket disconnects.
@@ -830,18 +811,6 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     }
 }
 
-/// True for the first caller only (a completion handler that counts once).
-private final class Once: Sendable {
-    private let taken = Guarded(false)
-
-    func first() -> Bool {
-        taken.withLock { taken in
-            defer { taken = true }
-            return !taken
-        }
-    }
-}
-
 /// A delegate call carried to the delegate queue: the delegate is used only there, where the
 /// application said it may be called.
 private struct DelegateCall: @unchecked Sendable {
@@ -874,12 +843,16 @@ extension GCDAsyncSocket: OperationsHandler {
                 } else {
                     let host = link.peer.flatMap(SocketAddresses.host) ?? ""
                     let port = link.peer.map(SocketAddresses.port) ?? 0
-                    Self.post(&state, self) { socket, delegate in delegate.socket(socket, didConnectToHost: host, port: port) }
+                    Self.post(&state, self) { socket, delegate in
+                        delegate.socket(socket, didConnectToHost: host, port: port)
+                        delegate.socket(socket, didConnectToHost: host, port: Int(port))
+                    }
                 }
             }
         case .read(let bytes, let id):
             state.withLock { state in
                 guard state.link?.operations === operations, let info = state.reads.removeValue(forKey: id) else { return }
+                if state.reads.isEmpty { state.reads = [:] }  // an idle socket keeps no table (issue 25)
                 let data: Data
                 if let buffer = info.buffer {
                     if buffer.length < info.offset + bytes.count { buffer.length = info.offset + bytes.count }
@@ -890,11 +863,15 @@ extension GCDAsyncSocket: OperationsHandler {
                 } else {
                     data = Data(bytes)
                 }
-                Self.post(&state, self) { socket, delegate in delegate.socket(socket, didRead: data, withTag: info.tag) }
+                Self.post(&state, self) { socket, delegate in
+                    delegate.socket(socket, didRead: data, withTag: info.tag)
+                    delegate.socket(socket, didRead: bytes, withTag: info.tag)
+                }
             }
         case .readPartial(let count, let id):
             post(from: operations) { [tag = state.withLock { $0.reads[id]?.tag ?? 0 }] socket, delegate in
                 delegate.socket(socket, didReadPartialDataOfLength: UInt(count), tag: tag)
+                delegate.socket(socket, didReadPartialDataOfLength: count, tag: tag)
             }
         case .readEnded(_, let id):
             let close = state.withLock { state -> Bool in
@@ -918,34 +895,21 @@ extension GCDAsyncSocket: OperationsHandler {
         case .wrote(let id):
             state.withLock { state in
                 guard state.link?.operations === operations, let tag = state.writes.removeValue(forKey: id) else { return }
+                if state.writes.isEmpty { state.writes = [:] }  // an idle socket keeps no table (issue 25)
                 Self.post(&state, self) { socket, delegate in delegate.socket(socket, didWriteDataWithTag: tag) }
             }
         case .wrotePartial(let count, let id):
             post(from: operations) { [tag = state.withLock { $0.writes[id] ?? 0 }] socket, delegate in
                 delegate.socket(socket, didWritePartialDataOfLength: UInt(count), tag: tag)
+                delegate.socket(socket, didWritePartialDataOfLength: count, tag: tag)
             }
         case .outputShutDown:
             break  // GCDAsyncSocket never half-closes: nothing queues a shutdown here
         case .secured:
             state.withLock { state in
-                guard let link = state.link, link.operations === operations else { return }
-                guard state.holding else {
-                    state.isSecure = true
-                    return Self.post(&state, self) { socket, delegate in delegate.socketDidSecure(socket) }
-                }
-                // Manual trust: the chain and OpenSSL's verdict to the delegate; what was queued after
-                // startTLS waits for its answer.
-                let info = link.input.property(forKey: .tlsConnectionInfoKey) as? TLSConnectionInfo
-                let trust = GCDAsyncSocketTrust(
-                    certificateChain: info?.peerCertificates ?? [], verifyResult: info?.verifyResult ?? -1,
-                    verifyResultDescription: info?.verifyResultDescription ?? "no peer certificate")
-                let once = Once()
-                Self.post(&state, self) { socket, delegate in
-                    delegate.socket(socket, didReceive: trust) { accepted in
-                        guard once.first() else { return }
-                        socket.trustDecided(accepted, by: operations, verdict: trust.verifyResultDescription)
-                    }
-                }
+                guard state.link?.operations === operations else { return }
+                state.isSecure = true
+                Self.post(&state, self) { socket, delegate in delegate.socketDidSecure(socket) }
             }
         case .closed(let error):
             let mapped = Self.map(error)
@@ -969,10 +933,18 @@ extension GCDAsyncSocket: OperationsHandler {
             let read = direction == .read
             let tag = (read ? state.reads[id]?.tag : state.writes[id]) ?? 0
             let call = DelegateCall(delegate) { [self] delegate in
-                let extra =
+                let done = max(0, bytesDone)
+                var extra =
                     read
-                    ? delegate.socket(self, shouldTimeoutReadWithTag: tag, elapsed: elapsed, bytesDone: UInt(max(0, bytesDone)))
-                    : delegate.socket(self, shouldTimeoutWriteWithTag: tag, elapsed: elapsed, bytesDone: UInt(max(0, bytesDone)))
+                    ? delegate.socket(self, shouldTimeoutReadWithTag: tag, elapsed: elapsed, bytesDone: UInt(done))
+                    : delegate.socket(self, shouldTimeoutWriteWithTag: tag, elapsed: elapsed, bytesDone: UInt(done))
+                if extra <= 0 {
+                    // A delegate written with QueuedSocketDelegate's Int length.
+                    extra =
+                        read
+                        ? delegate.socket(self, shouldTimeoutReadWithTag: tag, elapsed: elapsed, bytesDone: done)
+                        : delegate.socket(self, shouldTimeoutWriteWithTag: tag, elapsed: elapsed, bytesDone: done)
+                }
                 answer(extra)
             }
             queue.async { call.run() }

@@ -9,6 +9,13 @@ import Foundation
 /// time out now; for the trust question, disconnect with ``GCDAsyncSocketError/Code/otherError``; for
 /// the new socket queue, a private queue). Each call is made on the socket's delegate queue, posted
 /// there as its own block (`dispatch_async`), so a block posted to that queue earlier runs first.
+///
+/// A method written with ``QueuedSocketDelegate``'s types (`[UInt8]` data, `Int` ports and lengths) is
+/// not left uncalled: those spellings are requirements too, called right after GCDAsyncSocket's own
+/// (for the timeout questions, when GCDAsyncSocket's spelling returned 0). Swift only warns about a
+/// method that nearly matches a defaulted requirement when the conformance is declared in the same
+/// extension; declared on the class, as most delegates are, such a method would otherwise be silently
+/// ignored. The porting guide lists every signature.
 public protocol GCDAsyncSocketDelegate: AnyObject, SendableMetatype {
     /// The queue a socket accepted by `sock` runs on; nil for a private one
     /// (`newSocketQueueForConnectionFromAddress:onSocket:`). `address` is the peer's `sockaddr`.
@@ -46,6 +53,25 @@ public protocol GCDAsyncSocketDelegate: AnyObject, SendableMetatype {
     /// (`socket:didReceiveTrust:completionHandler:`). Linux has no `SecTrust`: ``SecTrust`` here is
     /// ``GCDAsyncSocketTrust``.
     func socket(_ sock: GCDAsyncSocket, didReceive trust: SecTrust, completionHandler: @escaping (Bool) -> Void)
+
+    // The QueuedSocketDelegate spellings, called too (see above).
+
+    /// `socket(_:didConnectToHost:port:)` with an `Int` port, as
+    /// ``QueuedSocketDelegate`` spells it: called right after it.
+    func socket(_ sock: GCDAsyncSocket, didConnectToHost host: String, port: Int)
+    /// `socket(_:didRead:withTag:)` with `[UInt8]`, as ``QueuedSocketDelegate`` spells
+    /// it: called right after it.
+    func socket(_ sock: GCDAsyncSocket, didRead data: [UInt8], withTag tag: Int)
+    /// `socket(_:didReadPartialDataOfLength:tag:)` with an `Int` length: called right after the `UInt` one.
+    func socket(_ sock: GCDAsyncSocket, didReadPartialDataOfLength partialLength: Int, tag: Int)
+    /// `socket(_:didWritePartialDataOfLength:tag:)` with an `Int` length: called right after the `UInt` one.
+    func socket(_ sock: GCDAsyncSocket, didWritePartialDataOfLength partialLength: Int, tag: Int)
+    /// `socket(_:shouldTimeoutReadWithTag:elapsed:bytesDone:)` with an `Int` length: asked when the
+    /// `UInt` one returns 0.
+    func socket(_ sock: GCDAsyncSocket, shouldTimeoutReadWithTag tag: Int, elapsed: TimeInterval, bytesDone length: Int) -> TimeInterval
+    /// `socket(_:shouldTimeoutWriteWithTag:elapsed:bytesDone:)` with an `Int` length: asked when the
+    /// `UInt` one returns 0.
+    func socket(_ sock: GCDAsyncSocket, shouldTimeoutWriteWithTag tag: Int, elapsed: TimeInterval, bytesDone length: Int) -> TimeInterval
 }
 
 extension GCDAsyncSocketDelegate {
@@ -84,6 +110,22 @@ extension GCDAsyncSocketDelegate {
     public func socket(_ sock: GCDAsyncSocket, didReceive trust: SecTrust, completionHandler: @escaping (Bool) -> Void) {
         sock.trustNotImplemented()
     }
+    /// Does nothing.
+    public func socket(_ sock: GCDAsyncSocket, didConnectToHost host: String, port: Int) {}
+    /// Does nothing.
+    public func socket(_ sock: GCDAsyncSocket, didRead data: [UInt8], withTag tag: Int) {}
+    /// Does nothing.
+    public func socket(_ sock: GCDAsyncSocket, didReadPartialDataOfLength partialLength: Int, tag: Int) {}
+    /// Does nothing.
+    public func socket(_ sock: GCDAsyncSocket, didWritePartialDataOfLength partialLength: Int, tag: Int) {}
+    /// Returns 0.
+    public func socket(_ sock: GCDAsyncSocket, shouldTimeoutReadWithTag tag: Int, elapsed: TimeInterval, bytesDone length: Int)
+        -> TimeInterval
+    { 0 }
+    /// Returns 0.
+    public func socket(_ sock: GCDAsyncSocket, shouldTimeoutWriteWithTag tag: Int, elapsed: TimeInterval, bytesDone length: Int)
+        -> TimeInterval
+    { 0 }
 }
 
 /// The Linux form of the `SecTrust` GCDAsyncSocket hands its delegate: the peer's certificate chain
@@ -92,23 +134,6 @@ extension GCDAsyncSocketDelegate {
 public typealias SecTrust = GCDAsyncSocketTrust
 
 /// The peer's certificates and OpenSSL's verdict on them, given to
-/// ``GCDAsyncSocketDelegate/socket(_:didReceive:completionHandler:)``.
-public final class GCDAsyncSocketTrust: Sendable {
-    /// The peer's certificates, DER, leaf first (`SecTrustCopyCertificateChain`).
-    public let certificateChain: [Data]
-    /// OpenSSL's verification result (`X509_V_OK`, 0, when the chain verified against the system roots
-    /// and, with `kCFStreamSSLPeerName`, the name matched); `SSL_get_verify_result`.
-    public let verifyResult: Int
-    /// OpenSSL's text for ``verifyResult`` (`X509_verify_cert_error_string`).
-    public let verifyResultDescription: String
-
-    /// A trust object holding `certificateChain` and the verification result.
-    public init(certificateChain: [Data], verifyResult: Int, verifyResultDescription: String) {
-        self.certificateChain = certificateChain
-        self.verifyResult = verifyResult
-        self.verifyResultDescription = verifyResultDescription
-    }
-
-    /// Whether OpenSSL's verification passed (`SecTrustEvaluateWithError` returning true).
-    public var isVerified: Bool { verifyResult == 0 }
-}
+/// ``GCDAsyncSocketDelegate/socket(_:didReceive:completionHandler:)``: the library's ``TLSPeerTrust``,
+/// which `QueuedSocket`, `AsyncConnection` and stream pairs get from a ``TLSTrustEvaluation``.
+public typealias GCDAsyncSocketTrust = TLSPeerTrust

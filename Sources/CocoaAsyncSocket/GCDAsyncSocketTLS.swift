@@ -137,11 +137,6 @@ enum GCDAsyncSocketTLS {
         if manualTrust, settings.role == .server {
             throw GCDAsyncSocketError(.otherError, message: "Manual trust validation is not supported for server sockets")
         }
-        if manualTrust {
-            // The handshake completes whatever the chain; OpenSSL's verdict goes to the delegate, which
-            // decides before anything is read or written over TLS.
-            settings.validatesCertificateChain = false
-        }
         return Parsed(settings: settings, manualTrust: manualTrust)
     }
 }

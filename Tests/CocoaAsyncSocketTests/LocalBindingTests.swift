@@ -79,8 +79,7 @@ final class LocalBindingTests: XCTestCase {
             pair.input.close()
             pair.output.close()
         }
-        let deadline = Date(timeIntervalSinceNow: 10)
-        while pair.output.streamStatus == .opening, Date() < deadline { usleep(1000) }
+        waitForOpen(pair.input)
         XCTAssertEqual(pair.output.streamStatus, .open)
         XCTAssertFalse(pair.input.setProperty(LocalBinding(address: "127.0.0.5") as AnyObject, forKey: .localBindingKey), "after open")
         let handle = try XCTUnwrap(pair.input.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketNativeHandle as String)) as? Data)

@@ -5,6 +5,7 @@ import XCTest
 
 final class LineClient: NSObject, GCDAsyncSocketDelegate {
     let socket = GCDAsyncSocket()
+    let finished = DispatchSemaphore(value: 0)
     var lines: [String] = []
 
     func start(host: String, port: UInt16) throws {
@@ -18,6 +19,10 @@ final class LineClient: NSObject, GCDAsyncSocketDelegate {
         lines.append(String(decoding: data, as: UTF8.self))
         sock.disconnectAfterWriting()
     }
+
+    func socketDidDisconnect(_ sock: GCDAsyncSocket, withError err: Error?) {
+        finished.signal()
+    }
 }
 
 final class GCDAsyncSocketReadmeExampleTests: XCTestCase {
@@ -26,8 +31,7 @@ final class GCDAsyncSocketReadmeExampleTests: XCTestCase {
         defer { peer.stop() }
         let client = LineClient()
         try client.start(host: "127.0.0.1", port: port)
-        let deadline = Date(timeIntervalSinceNow: 10)
-        while !client.socket.isDisconnected, Date() < deadline { usleep(1000) }
+        XCTAssertEqual(client.finished.wait(timeout: .now() + 10), .success, "no socketDidDisconnect")
         XCTAssertTrue(client.socket.isDisconnected)
         let lines = try XCTUnwrap(client.socket.delegateQueue).sync { client.lines }
         XCTAssertEqual(lines, ["PING\r\n"])

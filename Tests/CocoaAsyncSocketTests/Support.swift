@@ -330,3 +330,32 @@ struct TestCertificate {
         }
     }
 }
+
+// MARK: - waiting for a stream pair's open
+
+/// Signalled by the client callback when the open completes or fails.
+final class OpenSignal {
+    let semaphore = DispatchSemaphore(value: 0)
+}
+
+/// Waits until the stream's open completes or fails, told by a client callback on a dispatch queue
+/// (a C-compatible callback: the signal travels in the context's `info`).
+func waitForOpen(_ stream: CFReadStream, file: StaticString = #filePath, line: UInt = #line) {
+    let signal = OpenSignal()
+    var context = CFStreamClientContext(
+        version: 0, info: Unmanaged.passUnretained(signal).toOpaque(), retain: nil, release: nil, copyDescription: nil)
+    let events = CFStreamEventType.openCompleted.rawValue | CFStreamEventType.errorOccurred.rawValue
+    XCTAssertTrue(
+        CFReadStreamSetClient(
+            stream, events,
+            { _, _, info in Unmanaged<OpenSignal>.fromOpaque(info!).takeUnretainedValue().semaphore.signal() }, &context),
+        file: file, line: line)
+    CFReadStreamSetDispatchQueue(stream, DispatchQueue(label: "cf open"))
+    // The open may have completed before the client was set: then no event comes.
+    if CFReadStreamGetStatus(stream) == .opening {
+        XCTAssertEqual(signal.semaphore.wait(timeout: .now() + 10), .success, "the open did not end", file: file, line: line)
+    }
+    CFReadStreamSetClient(stream, 0, nil, nil)
+    CFReadStreamSetDispatchQueue(stream, nil)
+    withExtendedLifetime(signal) {}
+}

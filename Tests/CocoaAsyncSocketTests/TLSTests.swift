@@ -37,7 +37,8 @@ final class GCDAsyncSocketTLSTests: XCTestCase {
         recorder.trustDecision = { _ in false }
         let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
         try client.connect(toHost: "127.0.0.1", onPort: port)
-        client.startTLS([GCDAsyncSocketManuallyEvaluateTrust: NSNumber(value: true)])
+        // CoreFoundation's objects in the [String: NSObject] dictionary, as Darwin code writes them.
+        client.startTLS([GCDAsyncSocketManuallyEvaluateTrust: kCFBooleanTrue, kCFStreamSSLPeerName as String: kCFNull])
         client.write("secret\n".data(using: .utf8)!, withTimeout: 5, tag: 1)
         recorder.wait(for: "disconnect")
         XCTAssertEqual(recorder.events, ["connect 127.0.0.1 \(port)", "trust 18 1", "disconnect \(NSOSStatusErrorDomain) -9825"])

@@ -1,4 +1,5 @@
-// CFNetwork's error and service-type names that Darwin code uses beside the stream calls, with
+// CFNetwork's error names that Darwin code uses beside the stream calls (the service-type names are
+// property spellings: Properties/PropertyKeys.swift), with
 // Darwin's types and values (CFNetworkErrors.h, CFHost.h, CFSocketStream.h). The ones
 // swift-corelibs' CoreFoundation already declares (kCFStreamErrorDomainSSL, kCFStreamErrorDomainSOCKS,
 // kCFStreamErrorDomainPOSIX) are not repeated: two declarations would make both ambiguous.
@@ -74,27 +75,6 @@ public enum CFNetworkErrors: Int32, Sendable {
     /// `kCFStreamErrorHTTPSProxyFailureUnexpectedResponseToCONNECTMethod`.
     case cfStreamErrorHTTPSProxyFailureUnexpectedResponseToCONNECTMethod = 311
 }
-
-/// `kCFStreamNetworkServiceType` (`Stream.PropertyKey.networkServiceType`): the name, so Darwin code
-/// that sets it compiles. Linux has no service classes and socket streams do not support the property:
-/// `setProperty` returns false and it reads as nil (Guides/PortingFromApplePlatforms.md, "Not supported").
-nonisolated(unsafe) public let kCFStreamNetworkServiceType: CFString = "kCFStreamNetworkServiceType"
-/// `kCFStreamNetworkServiceTypeVoIP`.
-nonisolated(unsafe) public let kCFStreamNetworkServiceTypeVoIP: CFString = "kCFStreamNetworkServiceTypeVoIP"
-/// `kCFStreamNetworkServiceTypeVideo`.
-nonisolated(unsafe) public let kCFStreamNetworkServiceTypeVideo: CFString = "kCFStreamNetworkServiceTypeVideo"
-/// `kCFStreamNetworkServiceTypeBackground`.
-nonisolated(unsafe) public let kCFStreamNetworkServiceTypeBackground: CFString = "kCFStreamNetworkServiceTypeBackground"
-/// `kCFStreamNetworkServiceTypeVoice`.
-nonisolated(unsafe) public let kCFStreamNetworkServiceTypeVoice: CFString = "kCFStreamNetworkServiceTypeVoice"
-/// `kCFStreamNetworkServiceTypeResponsiveData`.
-nonisolated(unsafe) public let kCFStreamNetworkServiceTypeResponsiveData: CFString = "kCFStreamNetworkServiceTypeResponsiveData"
-/// `kCFStreamNetworkServiceTypeCallSignaling`.
-nonisolated(unsafe) public let kCFStreamNetworkServiceTypeCallSignaling: CFString = "kCFStreamNetworkServiceTypeCallSignaling"
-/// `kCFStreamNetworkServiceTypeAVStreaming`.
-nonisolated(unsafe) public let kCFStreamNetworkServiceTypeAVStreaming: CFString = "kCFStreamNetworkServiceTypeAVStreaming"
-/// `kCFStreamNetworkServiceTypeResponsiveAV`.
-nonisolated(unsafe) public let kCFStreamNetworkServiceTypeResponsiveAV: CFString = "kCFStreamNetworkServiceTypeResponsiveAV"
 
 /// `CFReadStreamGetBuffer`: socket streams have no internal buffer to lend, so this returns nil and
 /// sets `numBytesRead` to 0, as CFNetwork's socket streams do; read with `CFReadStreamRead`.

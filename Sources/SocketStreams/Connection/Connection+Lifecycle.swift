@@ -190,9 +190,10 @@ extension Connection {
         socket = handle
         transport = .socket(fd: handle.fd)
         // The stages are fixed now, not at open(): TLS may still be set while TCP connects.
-        let configured = options?.settings.stages(for: target) ?? []
+        let configured = options?.settings.stages(for: target, resume: { [weak self] in self?.resumeNegotiation() }) ?? []
         if !configured.isEmpty { stages.insert(contentsOf: configured, at: 0) }
         if noDelay == true { try? Posix.setOption(handle.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: 1) }
+        options?.settings.trafficClass?.apply(to: handle.fd)
         for half in [Half.input, .output] where halves[half].events.status == .opening {
             signal(half, .openCompleted)
         }
@@ -313,6 +314,24 @@ extension Connection {
     private func waitForNegotiation(_ interest: Interest) {
         opening?.negotiationInterest = interest
         syncInterest()
+    }
+
+    /// A stage that waited for something other than the socket (a TLS trust evaluation's answer)
+    /// can go on: runs the negotiation again on the open's home reactor. From any thread.
+    func resumeNegotiation() {
+        guard let home = lock.withLock({ isNegotiating ? openHome : nil }) else { return }
+        home.execute { [weak self] in
+            guard let self else { return }
+            let moved = lock.withLock { () -> Bool in
+                guard isNegotiating else { return false }
+                guard openHome === home else { return true }
+                advanceNegotiation()
+                syncInterest()
+                return false
+            }
+            // The open moved to the stream thread meanwhile: run it there.
+            if moved { resumeNegotiation() }
+        }
     }
 
     // MARK: failure, close, release

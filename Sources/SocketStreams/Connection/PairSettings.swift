@@ -15,6 +15,9 @@ struct PairSettings {
     /// In seconds; nil or 0: no limit.
     var connectTimeout: Double?
     var localBinding: LocalBinding?
+    /// What the socket's traffic is marked with, and the name it was set with (for reading back).
+    var trafficClass: TrafficClass?
+    var trafficClassAsSet: String?
     /// TLS to run after TCP (and a proxy), if any.
     var tls: TLSSettings?
     /// The values that set TLS and the proxy as the client gave them, by property name: kept with
@@ -27,13 +30,14 @@ struct PairSettings {
         proxy.map { .host($0.host, port: $0.port) }
     }
 
-    /// The stages the settings ask for at open: the proxy's, then TLS.
-    func stages(for target: Endpoint) -> [any HandshakeStage] {
+    /// The stages the settings ask for at open: the proxy's, then TLS. `resume` runs the stages again
+    /// when one waited for something other than the socket (a TLS trust evaluation's answer).
+    func stages(for target: Endpoint, resume: @escaping @Sendable () -> Void) -> [any HandshakeStage] {
         var stages: [any HandshakeStage] = []
         if let proxy, let proxyTarget {
             stages.append(ProxyHandshake(configuration: proxy, target: proxyTarget))
         }
-        if let tls { stages.append(TLSHandshake(settings: tls, target: target)) }
+        if let tls { stages.append(TLSHandshake(settings: tls, target: target, resume: resume)) }
         return stages
     }
 }
@@ -70,7 +74,7 @@ extension Connection {
             guard let tls else { return true }  // no TLS on a plain pair: nothing to do
             someOptions.settings.tls = tls
             someOptions.settings.tlsAsSet = asSet
-            return queueStage(TLSHandshake(settings: tls, target: target))
+            return queueStage(TLSHandshake(settings: tls, target: target, resume: { [weak self] in self?.resumeNegotiation() }))
         case .negotiating, .failed, .closed:
             return false
         }
@@ -119,6 +123,19 @@ extension Connection {
         if let socket {
             try? Posix.setOption(socket.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: flag ? 1 : 0)
         }
+        return true
+    }
+
+    /// The traffic class (nil: none), with the name it was set with; at once on a connected pair, else
+    /// when TCP is up. Refused on Unix-domain pairs. Lock held.
+    func setTrafficClass(_ trafficClass: TrafficClass?, asSet name: String?) -> Bool {
+        lock.assertHeld()
+        if case .unix = target { return false }
+        if trafficClass != nil || options != nil {
+            someOptions.settings.trafficClass = trafficClass
+            someOptions.settings.trafficClassAsSet = name
+        }
+        if let socket { (trafficClass ?? .standard).apply(to: socket.fd) }
         return true
     }
 

@@ -64,8 +64,8 @@ final class Reactor: @unchecked Sendable {
     // dynamic checks cost 18% (callgrind, delegate ping-pong 20,000 round trips: 173.3M → 204.4M
     // instructions).
     private let lock = ConditionLock.make()
-    @exclusivity(unchecked) private var handlers: [UInt64: any ReactorHandler] = [:]
-    private var nextToken: UInt64 = 16
+    /// Registered fds' handlers, by the index in their token (see `HandlerTable`).
+    @exclusivity(unchecked) private var handlers = HandlerTable()
     @exclusivity(unchecked) private var tasks: [@Sendable () -> Void] = []
     @exclusivity(unchecked) private var ready: [ReadyItem] = []
     @exclusivity(unchecked) private var wakePending = false
@@ -74,7 +74,13 @@ final class Reactor: @unchecked Sendable {
     /// The thread inside `perform` (its `pthread_self`), or 0. Written only by that thread, so the
     /// thread itself can test it without the lock.
     private let performing = Atomic<UInt>(0)
-    private var timers: [(deadline: UInt64, id: UInt64, fire: @Sendable () -> Void)] = []
+    /// Armed timers, earliest first (O(log n) to arm and fire, O(1) to cancel).
+    private var timers = TimerHeap<TimerAction>()
+    /// The deadline the timerfd (or a queue's pending block) is armed for; `.max` when none is. A
+    /// timer armed for later than this needs no new arming: what fires then re-arms for the earliest
+    /// remaining one. (A cancelled timer's arming is left in place, so a connection that arms and
+    /// cancels a timeout per operation costs no timerfd_settime, or dispatch timer, per operation.)
+    private var armedDeadline = UInt64.max
     private var source: CFRunLoopSource?
     private var queueSource: (any DispatchSourceRead)?
     /// The users `ReactorRegistry` counts (it alone uses this, `init`, `attach` and `detach`);
@@ -184,16 +190,11 @@ final class Reactor: @unchecked Sendable {
 
     /// Adds `fd` to the epoll set (`EPOLL_CTL_ADD`); returns the token for `modify`/`remove`.
     func add(fd: Int32, events: UInt32, handler: any ReactorHandler) throws(SystemError) -> UInt64 {
-        let token = lock.withLock { () -> UInt64 in
-            let token = nextToken
-            nextToken += 1
-            handlers[token] = handler
-            return token
-        }
+        let token = lock.withLock { handlers.insert(handler) }
         do {
             try Posix.epollControl(epollFD, EPOLL_CTL_ADD, fd, events: events, token: token)
         } catch {
-            _ = lock.withLock { handlers.removeValue(forKey: token) }
+            lock.withLock { handlers.remove(token) }
             throw error
         }
         return token
@@ -201,7 +202,7 @@ final class Reactor: @unchecked Sendable {
 
     /// Gives a registered fd's events to another handler (the fd stays in the epoll set).
     func replaceHandler(token: UInt64, with handler: any ReactorHandler) {
-        lock.withLock { handlers[token] = handler }
+        lock.withLock { handlers.replace(token, with: handler) }
     }
 
     /// Changes the events an fd is watched for (`EPOLL_CTL_MOD`).
@@ -212,7 +213,7 @@ final class Reactor: @unchecked Sendable {
     /// Removes an fd (`EPOLL_CTL_DEL`). Must happen before the fd is closed.
     func remove(fd: Int32, token: UInt64) {
         try? Posix.epollControl(epollFD, EPOLL_CTL_DEL, fd, events: 0, token: token)
-        _ = lock.withLock { handlers.removeValue(forKey: token) }
+        lock.withLock { handlers.remove(token) }
     }
 
     // MARK: work from other threads
@@ -277,25 +278,56 @@ final class Reactor: @unchecked Sendable {
         }
     }
 
+    // MARK: the read buffer
+
+    /// The operations engines' read buffer, lent to one read at a time on this reactor's thread: one
+    /// per reactor instead of one per connection (issue 25: 64 KiB per `QueuedSocket`, idle or not).
+    /// Touched only inside `perform`, which runs one at a time.
+    @exclusivity(unchecked) private var spareReadBuffer: [UInt8]?
+
+    /// A buffer of `size` bytes (contents undefined) for one read on the reactor's thread. Give it back
+    /// with `takeBackReadBuffer` unless it was kept (a large read handed over whole).
+    func lendReadBuffer(size: Int) -> [UInt8] {
+        assertOwner("a read buffer")
+        if let spare = spareReadBuffer {
+            spareReadBuffer = nil
+            if spare.count == size { return spare }
+        }
+        return [UInt8](unsafeUninitializedCapacity: size) { $1 = size }
+    }
+
+    /// Returns a buffer from `lendReadBuffer` for the next read.
+    func takeBackReadBuffer(_ buffer: [UInt8]) {
+        assertOwner("a read buffer")
+        spareReadBuffer = buffer
+    }
+
     // MARK: timers
 
     /// Runs `fire` on the reactor's thread once `nanoseconds` have passed. Returns an id for `cancelTimer`.
     @discardableResult
     func schedule(after nanoseconds: UInt64, _ fire: @escaping @Sendable () -> Void) -> UInt64 {
+        schedule(after: nanoseconds, .closure(fire))
+    }
+
+    /// Calls `target.timerFired(context)` on the reactor's thread once `nanoseconds` have passed, unless
+    /// the target is gone (held weakly). No closure: a timeout per operation allocates nothing.
+    func schedule(after nanoseconds: UInt64, target: any TimerTarget, context: UInt64) -> UInt64 {
+        schedule(after: nanoseconds, .target(WeakTimerTarget(target: target), context))
+    }
+
+    private func schedule(after nanoseconds: UInt64, _ action: TimerAction) -> UInt64 {
         let deadline = Posix.monotonicNanoseconds() + max(nanoseconds, 1)
         return lock.withLock { () -> UInt64 in
-            let id = nextToken
-            nextToken += 1
-            let index = timers.firstIndex { $0.deadline > deadline } ?? timers.endIndex
-            timers.insert((deadline, id, fire), at: index)
-            if index == 0 { armTimer(deadline) }
+            let id = timers.insert(deadline: deadline, action)
+            if deadline < armedDeadline { armTimer(deadline) }
             return id
         }
     }
 
-    /// Cancels a timer that has not fired yet.
+    /// Cancels a timer that has not fired yet (a no-op for one that has). Its closure is released now.
     func cancelTimer(_ id: UInt64) {
-        lock.withLock { timers.removeAll { $0.id == id } }
+        _ = lock.withLock { timers.cancel(id) }  // the closure is released outside the lock
     }
 
     // MARK: the run-loop callback
@@ -422,25 +454,27 @@ final class Reactor: @unchecked Sendable {
     private func fireTimers() {
         if timerFD >= 0 { Posix.drainCounter(timerFD) }
         let now = Posix.monotonicNanoseconds()
-        let due = lock.withLock { () -> [@Sendable () -> Void] in
-            let split = timers.firstIndex { $0.deadline > now } ?? timers.endIndex
-            let due = timers[..<split].map(\.fire)
-            timers.removeSubrange(..<split)
-            if let next = timers.first?.deadline {
+        let due = lock.withLock { () -> [TimerAction] in
+            var due: [TimerAction] = []
+            while let action = timers.popFirst(dueBy: now) { due.append(action) }
+            armedDeadline = .max
+            if let next = timers.nextDeadline {
                 armTimer(next)
             } else if timerFD >= 0 {
                 Posix.timerFDArm(timerFD, deadlineNanoseconds: 0)
             }
             return due
         }
-        for fire in due { fire() }
+        for action in due { action.run() }
     }
 
     /// Makes `fireTimers` run at `deadline` (monotonic nanoseconds): the timerfd of a run loop's
     /// reactor, or a block on the queue (capped at a day, and re-armed from there: Dispatch's time
     /// arithmetic must not overflow on absurd timeouts). A block that finds nothing due re-arms for
     /// the earliest remaining deadline; a cancelled timer's block finds nothing and does nothing.
+    /// Called with `lock` held.
     private func armTimer(_ deadline: UInt64) {
+        armedDeadline = deadline
         guard let queue else { return Posix.timerFDArm(timerFD, deadlineNanoseconds: deadline) }
         let now = Posix.monotonicNanoseconds()
         let delay = deadline > now ? min(deadline - now, 86_400 * 1_000_000_000) : 0
@@ -448,6 +482,90 @@ final class Reactor: @unchecked Sendable {
             guard let self else { return }
             queueTimerDue.store(true, ordering: .releasing)
             performOnQueue()
+        }
+    }
+}
+
+/// The handlers of a reactor's fds, in an array indexed by their tokens: a lookup per event is an
+/// index, not a hash, and the table costs 24 bytes a registration (a dictionary's buckets cost about
+/// twice that, with every connection holding one; issue 25). A token is a slot's index (from 16: the
+/// reactor's own tokens are below) and its generation, which changes each time the slot is freed, so an
+/// event fetched for an fd removed meanwhile finds nothing, even once the slot is in use again.
+private struct HandlerTable {
+    private struct Slot {
+        var handler: (any ReactorHandler)?
+        var generation: UInt32 = 1
+    }
+
+    private static let firstIndex: UInt64 = 16
+    private var slots: [Slot] = []
+    private var free: [UInt32] = []
+
+    /// Registers `handler`; returns its token.
+    mutating func insert(_ handler: any ReactorHandler) -> UInt64 {
+        let index: Int
+        if let reused = free.popLast() {
+            index = Int(reused)
+        } else {
+            index = slots.count
+            slots.append(Slot())
+        }
+        slots[index].handler = handler
+        return UInt64(slots[index].generation) << 32 | (UInt64(index) + Self.firstIndex)
+    }
+
+    /// The slot of a live token, or nil.
+    private func index(of token: UInt64) -> Int? {
+        let low = token & 0xFFFF_FFFF
+        guard low >= Self.firstIndex else { return nil }
+        let index = Int(low - Self.firstIndex)
+        guard index < slots.count, slots[index].generation == UInt32(truncatingIfNeeded: token >> 32), slots[index].handler != nil
+        else { return nil }
+        return index
+    }
+
+    subscript(token: UInt64) -> (any ReactorHandler)? {
+        index(of: token).flatMap { slots[$0].handler }
+    }
+
+    mutating func replace(_ token: UInt64, with handler: any ReactorHandler) {
+        if let index = index(of: token) { slots[index].handler = handler }
+    }
+
+    mutating func remove(_ token: UInt64) {
+        guard let index = index(of: token) else { return }
+        slots[index].handler = nil
+        slots[index].generation = slots[index].generation &+ 1 == 0 ? 1 : slots[index].generation &+ 1
+        free.append(UInt32(index))
+    }
+}
+
+/// Something a reactor's timer calls without a closure of its own (see `Reactor.schedule(after:target:context:)`).
+protocol TimerTarget: AnyObject, Sendable {
+    /// The timer armed with `context` is due; on the reactor's thread.
+    func timerFired(_ context: UInt64)
+}
+
+/// A timer target, held weakly (as a plain reference, 8 bytes, cast back when the timer fires).
+private struct WeakTimerTarget {
+    weak var object: AnyObject?
+
+    init(target: any TimerTarget) { object = target }
+
+    var target: (any TimerTarget)? { object as? any TimerTarget }
+}
+
+/// What a timer does: a closure, or a call to a target. (An enum the heap, generic over its payload,
+/// stores as it is: a bare function type would be stored through a reabstraction thunk, one more
+/// allocation per timer.)
+private enum TimerAction {
+    case closure(@Sendable () -> Void)
+    case target(WeakTimerTarget, UInt64)
+
+    func run() {
+        switch self {
+        case .closure(let fire): fire()
+        case .target(let weak, let context): weak.target?.timerFired(context)
         }
     }
 }

@@ -10,8 +10,19 @@ protocol TimeSource: Sendable {
     /// for `cancel`.
     func schedule(after nanoseconds: UInt64, on reactor: Reactor, _ fire: @escaping @Sendable () -> Void) -> UInt64
 
+    /// Calls `target.timerFired(context)` on `reactor`'s thread once `nanoseconds` have passed, unless
+    /// the target is gone by then (it is held weakly). Returns an id for `cancel`.
+    func schedule(after nanoseconds: UInt64, on reactor: Reactor, target: any TimerTarget, context: UInt64) -> UInt64
+
     /// Cancels a timer that has not fired yet (a no-op for one that has).
     func cancel(_ timer: UInt64, on reactor: Reactor)
+}
+
+extension TimeSource {
+    /// A closure that calls the target, for clocks with no cheaper way.
+    func schedule(after nanoseconds: UInt64, on reactor: Reactor, target: any TimerTarget, context: UInt64) -> UInt64 {
+        schedule(after: nanoseconds, on: reactor) { [weak target] in target?.timerFired(context) }
+    }
 }
 
 /// `CLOCK_MONOTONIC`, with timers on the reactor's timerfd.
@@ -20,6 +31,10 @@ struct SystemTime: TimeSource {
 
     func schedule(after nanoseconds: UInt64, on reactor: Reactor, _ fire: @escaping @Sendable () -> Void) -> UInt64 {
         reactor.schedule(after: nanoseconds, fire)
+    }
+
+    func schedule(after nanoseconds: UInt64, on reactor: Reactor, target: any TimerTarget, context: UInt64) -> UInt64 {
+        reactor.schedule(after: nanoseconds, target: target, context: context)
     }
 
     func cancel(_ timer: UInt64, on reactor: Reactor) {

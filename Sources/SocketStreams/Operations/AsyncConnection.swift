@@ -212,7 +212,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
                 state.operations[index].result = value
                 return nil
             }
-            state.operations.remove(at: index)
+            state.removeOperation(at: index)
             return (waiter, value)
         }
         if let (waiter, value) = resumption { waiter.resume(with: value) }
@@ -313,7 +313,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
                 for index in state.operations.indices.reversed() where state.operations[index].result == nil {
                     if let waiter = state.operations[index].waiter {
                         waiters.insert(waiter, at: 0)
-                        state.operations.remove(at: index)
+                        state.removeOperation(at: index)
                     } else {
                         state.operations[index].result = .failure(error)  // its caller is about to wait: it finds this
                     }
@@ -364,8 +364,18 @@ extension AsyncConnection.State {
     /// Removes and returns the result of `tag`, if it has one.
     fileprivate mutating func takeResult(_ tag: Int) -> Result<[UInt8]?, Error>? {
         guard let index = operations.firstIndex(where: { $0.tag == tag }), let result = operations[index].result else { return nil }
-        operations.remove(at: index)
+        removeOperation(at: index)
         return result
+    }
+
+    /// Removes one operation; the list keeps no storage once empty, so an idle connection holds none
+    /// (issue 25).
+    fileprivate mutating func removeOperation(at index: Int) {
+        if operations.count == 1 {
+            operations = []
+        } else {
+            operations.remove(at: index)
+        }
     }
 
     fileprivate mutating func setWaiter(_ waiter: AsyncConnection.Waiter, for tag: Int) {

@@ -52,7 +52,7 @@ extension QueuedSocket.State {
     /// connected or accepting connections").
     var refusal: StreamOperationError? {
         if disconnected { return .closed }
-        if input != nil || listener != nil { return .alreadyConnected }
+        if attached || listener != nil { return .alreadyConnected }
         return nil
     }
 }

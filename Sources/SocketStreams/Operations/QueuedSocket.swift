@@ -9,6 +9,12 @@ import Foundation
 /// cannot check against an actor, so a conformance that promised the main actor could be called off it.
 /// A `@MainActor` class uses the main queue (or main run loop) and `nonisolated` methods that enter the
 /// main actor with `MainActor.assumeIsolated`, which checks at run time that they are on it.
+///
+/// A method written with GCDAsyncSocket's Swift types (`Data`, a `UInt16` port, `UInt` lengths) is not
+/// left uncalled: those spellings are requirements too, called right after this protocol's own (for
+/// the timeout questions, when this protocol's spelling returned 0). Swift only warns about a method
+/// that nearly matches a defaulted requirement when the conformance is declared in the same extension;
+/// declared on the class, such a method would otherwise be silently ignored.
 public protocol QueuedSocketDelegate: AnyObject, SendableMetatype {
     /// The connection is up (TCP, and any proxy handshake or TLS set on the pair before it opened);
     /// queued operations start now (`socket:didConnectToHost:port:`).
@@ -35,6 +41,22 @@ public protocol QueuedSocketDelegate: AnyObject, SendableMetatype {
     /// The connection is closed: nil after ``QueuedSocket/disconnect()`` (or a disconnect after reading or
     /// writing), else the reason. Called once (`socketDidDisconnect:withError:`).
     func socketDidDisconnect(_ socket: QueuedSocket, withError error: Error?)
+
+    // GCDAsyncSocket's spellings, called too (see above).
+
+    /// `socket(_:didConnectToHost:port:)` with GCDAsyncSocket's `UInt16` port: called right after it.
+    func socket(_ socket: QueuedSocket, didConnectToHost host: String, port: UInt16)
+    /// `socket(_:didRead:withTag:)` with GCDAsyncSocket's `Data`: called right after it.
+    func socket(_ socket: QueuedSocket, didRead data: Data, withTag tag: Int)
+    /// `socket(_:didReadPartialDataOfLength:tag:)` with GCDAsyncSocket's `UInt`: called right after it.
+    func socket(_ socket: QueuedSocket, didReadPartialDataOfLength partialLength: UInt, tag: Int)
+    /// `socket(_:didWritePartialDataOfLength:tag:)` with GCDAsyncSocket's `UInt`: called right after it.
+    func socket(_ socket: QueuedSocket, didWritePartialDataOfLength partialLength: UInt, tag: Int)
+    /// `socket(_:shouldTimeoutReadWithTag:elapsed:bytesDone:)` with GCDAsyncSocket's `UInt` length:
+    /// asked when the `Int` one returns 0.
+    func socket(_ socket: QueuedSocket, shouldTimeoutReadWithTag tag: Int, elapsed: TimeInterval, bytesDone length: UInt) -> TimeInterval
+    /// The same for a write.
+    func socket(_ socket: QueuedSocket, shouldTimeoutWriteWithTag tag: Int, elapsed: TimeInterval, bytesDone length: UInt) -> TimeInterval
 }
 
 extension QueuedSocketDelegate {
@@ -62,6 +84,22 @@ extension QueuedSocketDelegate {
     public func socketDidSecure(_ socket: QueuedSocket) {}
     /// Does nothing.
     public func socketDidDisconnect(_ socket: QueuedSocket, withError error: Error?) {}
+    /// Does nothing.
+    public func socket(_ socket: QueuedSocket, didConnectToHost host: String, port: UInt16) {}
+    /// Does nothing.
+    public func socket(_ socket: QueuedSocket, didRead data: Data, withTag tag: Int) {}
+    /// Does nothing.
+    public func socket(_ socket: QueuedSocket, didReadPartialDataOfLength partialLength: UInt, tag: Int) {}
+    /// Does nothing.
+    public func socket(_ socket: QueuedSocket, didWritePartialDataOfLength partialLength: UInt, tag: Int) {}
+    /// Returns 0.
+    public func socket(_ socket: QueuedSocket, shouldTimeoutReadWithTag tag: Int, elapsed: TimeInterval, bytesDone length: UInt)
+        -> TimeInterval
+    { 0 }
+    /// Returns 0.
+    public func socket(_ socket: QueuedSocket, shouldTimeoutWriteWithTag tag: Int, elapsed: TimeInterval, bytesDone length: UInt)
+        -> TimeInterval
+    { 0 }
 }
 
 /// GCDAsyncSocket's programming model over a SocketStreams pair: say what to read and write up front
@@ -97,11 +135,12 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
     struct State {
         weak var delegate: QueuedSocketDelegate?
         var host: String?
-        var port: Int?
+        var listener: StreamListener?
+        var port = 0
+        /// A pair is attached (connecting or connected).
+        var attached = false
         var connected = false
         var disconnected = false
-        var listener: StreamListener?
-        var input: InputStream?
         /// Made by a listening socket: `didConnectToHost` is not called for it.
         var accepted = false
     }
@@ -206,7 +245,7 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
     private func attach(_ input: InputStream, _ output: OutputStream, host: String, port: Int) throws {
         let refusal = state.withLock { state -> StreamOperationError? in
             if let refusal = state.refusal { return refusal }
-            state.input = input
+            state.attached = true
             state.host = host
             state.port = port
             return nil
@@ -368,7 +407,7 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
     public var connectedHost: String? { state.withLock { $0.connected || $0.accepted ? $0.host : nil } }
 
     /// The port the socket connected to, as given; for an accepted socket, the peer's port (`connectedPort`).
-    public var connectedPort: Int { state.withLock { $0.connected || $0.accepted ? $0.port ?? 0 : 0 } }
+    public var connectedPort: Int { state.withLock { $0.connected || $0.accepted ? $0.port : 0 } }
 
     // MARK: the engine's events (on the socket's run loop or queue)
 
@@ -378,13 +417,18 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
         case .ready:
             let (host, port) = state.withLock { state -> (String, Int) in
                 state.connected = true
-                return (state.host ?? "", state.port ?? 0)
+                return (state.host ?? "", state.port)
             }
-            if !state.withLock({ $0.accepted }) { delegate?.socket(self, didConnectToHost: host, port: port) }
+            if !state.withLock({ $0.accepted }) {
+                delegate?.socket(self, didConnectToHost: host, port: port)
+                delegate?.socket(self, didConnectToHost: host, port: UInt16(truncatingIfNeeded: port))
+            }
         case .read(let bytes, let tag):
             delegate?.socket(self, didRead: bytes, withTag: tag)
+            delegate?.socket(self, didRead: Data(bytes), withTag: tag)
         case .readPartial(let count, let tag):
             delegate?.socket(self, didReadPartialDataOfLength: count, tag: tag)
+            delegate?.socket(self, didReadPartialDataOfLength: UInt(max(0, count)), tag: tag)
         case .readEnded(let unread, _):
             engine.close(error: StreamOperationError.closedByPeer(unread: unread))
         case .ended(let pending):
@@ -395,6 +439,7 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
             delegate?.socket(self, didWriteDataWithTag: tag)
         case .wrotePartial(let count, let tag):
             delegate?.socket(self, didWritePartialDataOfLength: count, tag: tag)
+            delegate?.socket(self, didWritePartialDataOfLength: UInt(max(0, count)), tag: tag)
         case .secured:
             delegate?.socketDidSecure(self)
         case .outputShutDown:
@@ -409,9 +454,14 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
         _ operations: StreamOperations, shouldTimeOut direction: OperationDirection, tag: Int, elapsed: Double, bytesDone: Int
     ) -> Double {
         guard let delegate else { return 0 }
+        let done = UInt(max(0, bytesDone))
         switch direction {
-        case .read: return delegate.socket(self, shouldTimeoutReadWithTag: tag, elapsed: elapsed, bytesDone: bytesDone)
-        case .write: return delegate.socket(self, shouldTimeoutWriteWithTag: tag, elapsed: elapsed, bytesDone: bytesDone)
+        case .read:
+            let extra = delegate.socket(self, shouldTimeoutReadWithTag: tag, elapsed: elapsed, bytesDone: bytesDone)
+            return extra > 0 ? extra : delegate.socket(self, shouldTimeoutReadWithTag: tag, elapsed: elapsed, bytesDone: done)
+        case .write:
+            let extra = delegate.socket(self, shouldTimeoutWriteWithTag: tag, elapsed: elapsed, bytesDone: bytesDone)
+            return extra > 0 ? extra : delegate.socket(self, shouldTimeoutWriteWithTag: tag, elapsed: elapsed, bytesDone: done)
         }
     }
 }

@@ -59,18 +59,23 @@ extension StreamOperations {
     }
 
     /// Schedules the timer of `operation`'s timeout (first, or extended) and records it.
-    private func arm(_ direction: OperationDirection, operation: UInt64, after seconds: Double) {
+    func arm(_ direction: OperationDirection, operation: UInt64, after seconds: Double) {
         guard let reactor else { return }
-        let timer = time.schedule(after: seconds.saturatingNanoseconds, on: reactor) { [weak self] in
-            self?.timerFired(direction, operation: operation)
-        }
+        // A target and a number instead of a closure: no allocation per operation's timeout.
+        let context = operation << 1 | (direction == .write ? 1 : 0)
+        let timer = time.schedule(after: seconds.saturatingNanoseconds, on: reactor, target: self, context: context)
         state.withLock { state in
             if state[timeout: direction]?.operation == operation { state[timeout: direction]?.timer = timer }
         }
     }
 
     /// On the reactor's thread: asks the client whether to extend, then extends or fails.
-    private func timerFired(_ direction: OperationDirection, operation: UInt64) {
+    /// A timeout's timer (see `arm`), on the reactor's thread.
+    func timerFired(_ context: UInt64) {
+        timerFired(context & 1 == 1 ? .write : .read, operation: context >> 1)
+    }
+
+    func timerFired(_ direction: OperationDirection, operation: UInt64) {
         let now = time.now()
         let question = state.withLock { state -> (tag: Int, elapsed: Double, done: Int)? in
             guard !state.closed, state.closing == nil, let timeout = state[timeout: direction], timeout.operation == operation
@@ -92,7 +97,7 @@ extension StreamOperations {
 
     /// The client's answer to a timeout (from any thread): re-arms for `extra` seconds, or fails the
     /// connection, unless the operation has completed or the connection closed meanwhile.
-    private func timeoutAnswered(_ direction: OperationDirection, operation: UInt64, tag: Int, extra: Double) {
+    func timeoutAnswered(_ direction: OperationDirection, operation: UInt64, tag: Int, extra: Double) {
         let current = state.withLock { state in
             !state.closed && state.closing == nil && state[timeout: direction]?.operation == operation
         }

@@ -1,7 +1,13 @@
-// The round's decisions on writes and reads: pure functions of the engine's state (under its lock),
-// which append the completions they decide on to the round's events.
+// The round's decisions on writes and reads: functions of the engine's state (under its lock), which
+// append the completions they decide on to the round's events.
 
 import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 
 extension StreamOperations {
     func writes(_ state: inout State, _ events: inout [OperationEvent]) {
@@ -83,20 +89,22 @@ extension StreamOperations {
                 events.append(.readEnded(unread: Self.take(&state, count: state.bufferCount), tag: operation.tag))
                 continue
             }
-            guard let input = state.input, Self.useEvent(&state.canRead) else { return }
+            guard let input = state.input, let reactor, Self.useEvent(&state.canRead) else { return }
+            // The owner's read buffer, lent for this call: one per reactor, none per connection, so
+            // an idle connection holds no read buffer at all (issue 25: 64 KiB each).
+            var scratch = reactor.lendReadBuffer(size: Self.readSize)
             let count = input.read(&scratch, maxLength: scratch.count)
+            if count > 0, state.bufferCount == 0, count >= Self.handOver {
+                // A large read into an empty buffer becomes the buffer: no copy, and a read that
+                // takes it all hands the same array to the client. The owner makes a new one.
+                scratch.removeSubrange(count...)  // unique: shortens in place
+                state.buffer = scratch
+                state.bufferStart = 0
+            } else {
+                if count > 0 { state.buffer.append(contentsOf: scratch[..<count]) }
+                reactor.takeBackReadBuffer(scratch)
+            }
             if count > 0 {
-                if state.bufferCount == 0, count >= Self.handOver {
-                    // A large read into an empty buffer becomes the buffer: no copy, and a read that
-                    // takes it all hands the same array to the client.
-                    var chunk = scratch
-                    scratch = [UInt8](unsafeUninitializedCapacity: Self.readSize) { $1 = Self.readSize }
-                    chunk.removeSubrange(count...)  // unique now: shortens in place
-                    state.buffer = chunk
-                    state.bufferStart = 0
-                } else {
-                    state.buffer.append(contentsOf: scratch[..<count])
-                }
                 state.totalRead += count
                 if Self.satisfiable(state, operation) == false { events.append(.readPartial(count, tag: operation.tag)) }
             } else if count == 0 {
@@ -118,35 +126,41 @@ extension StreamOperations {
         return signalled
     }
 
-    /// Whether the buffer now completes `operation` (checked without consuming).
+    /// Whether the buffer now completes `operation` (checked without consuming, and without copying
+    /// the state: a copy retained and released every reference in it, on every read).
     static func satisfiable(_ state: State, _ operation: ReadOperation) -> Bool {
-        var copy = state
-        var operation = operation
-        return complete(&copy, &operation) != nil
+        completion(state, operation).count != nil
     }
 
     /// Takes the bytes that complete `operation` from the buffer, or returns nil if it cannot complete yet.
     static func complete(_ state: inout State, _ operation: inout ReadOperation) -> [UInt8]? {
+        let (count, searched) = completion(state, operation)
+        operation.searched = searched
+        return count.map { take(&state, count: $0) }
+    }
+
+    /// How many buffered bytes complete `operation` (nil: not enough yet), and how far a delimiter
+    /// read has searched (so each byte is searched once).
+    static func completion(_ state: State, _ operation: ReadOperation) -> (count: Int?, searched: Int) {
         switch operation.request {
         case .length(let count):
-            return state.bufferCount >= count ? take(&state, count: count) : nil
+            return (state.bufferCount >= count ? count : nil, operation.searched)
         case .available(let maxLength):
-            guard state.bufferCount > 0 else { return nil }
-            return take(&state, count: maxLength > 0 ? min(maxLength, state.bufferCount) : state.bufferCount)
+            guard state.bufferCount > 0 else { return (nil, operation.searched) }
+            return (maxLength > 0 ? min(maxLength, state.bufferCount) : state.bufferCount, operation.searched)
         case .delimiter(let delimiter, let maxLength):
-            guard !delimiter.isEmpty else { return take(&state, count: 0) }
+            guard !delimiter.isEmpty else { return (0, operation.searched) }
             let limit = maxLength > 0 ? min(maxLength, state.bufferCount) : state.bufferCount
             var index = max(0, operation.searched - delimiter.count + 1)
             while index + delimiter.count <= limit {
                 if state.buffer[state.bufferStart + index] == delimiter[0],
                     state.buffer[(state.bufferStart + index)..<(state.bufferStart + index + delimiter.count)].elementsEqual(delimiter)
                 {
-                    return take(&state, count: index + delimiter.count)
+                    return (index + delimiter.count, operation.searched)
                 }
                 index += 1
             }
-            operation.searched = limit
-            return nil
+            return (nil, limit)
         }
     }
 
@@ -158,7 +172,7 @@ extension StreamOperations {
         let bytes = Array(state.buffer[state.bufferStart..<(state.bufferStart + count)])
         state.bufferStart += count
         if state.bufferStart == state.buffer.count {
-            state.buffer.removeAll(keepingCapacity: true)
+            state.buffer = []  // nothing in flight: an idle connection keeps no buffer
             state.bufferStart = 0
         } else if state.bufferStart >= 64 * 1024, state.bufferStart * 2 >= state.buffer.count {
             state.buffer.removeFirst(state.bufferStart)

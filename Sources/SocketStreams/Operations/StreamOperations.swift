@@ -30,7 +30,7 @@ import Foundation
 // Reads happen only while a read operation waits (the kernel's buffer is the backpressure); each
 // takes up to 64 KiB, and bytes beyond what the operation needs stay buffered for the next one.
 
-final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
+final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked Sendable {
     struct ReadOperation {
         let id: UInt64
         let request: ReadRequest
@@ -55,15 +55,19 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
 
     enum WriteItem {
         case write(WriteOperation)
-        case tls(UInt64, TLSSettings)
+        /// Boxed: TLS settings are large, and every queued write would take their size.
+        indirect case tls(UInt64, TLSSettings)
         /// The write-side half-close, once the writes before it are done.
         case shutdown(tag: Int)
     }
 
     struct Timeout {
+        /// The operation's id (ids start at 1; 0 in `none`).
         let operation: UInt64
         var timer: UInt64
         let started: UInt64
+
+        static let none = Timeout(operation: 0, timer: 0, started: 0)
     }
 
     struct State {
@@ -75,49 +79,71 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
             }
         }
 
+        // Fields in an order that leaves little padding (Swift lays them out as declared): every idle
+        // connection holds one of these.
         var reads = FIFO<ReadItem>()
         var writes = FIFO<WriteItem>()
         var buffer: [UInt8] = []
         var bufferStart = 0
         var bufferCount: Int { buffer.count - bufferStart }
 
-        var attached = false
         var input: InputStream?
         var output: OutputStream?
+        var finalError: Error?
+        /// An output error seen while no write was queued: the next write fails with it.
+        var outputError: Error?
+        var nextID: UInt64 = 1
+        /// Every byte read from the input so far (tests wait on it).
+        var totalRead = 0
+        /// The pump running on the owner, and requests made meanwhile.
+        var pump = SerialRunner()
+
+        var attached = false
         var canRead = false
         var canWrite = false
         var ready = false
         var readyReported = false
         var ended = false
         var endReported = false
-        /// The id of the TLS marker whose handshake runs.
-        var securing: UInt64?
-        /// Set when the connection must close: the error, or nil for an orderly close.
-        var closing: Error??
         var closed = false
-        var finalError: Error?
-        /// An output error seen while no write was queued: the next write fails with it.
-        var outputError: Error?
-
         var disconnectAfterReads = false
         var disconnectAfterWrites = false
-
         /// Set by a `disconnectAfter…`: reads, writes and TLS queued from then on are ignored, as
         /// GCDAsyncSocket's `kForbidReadsWrites` does.
         var forbidden = false
         /// A half-close is queued or done: writes queued from then on fail with EPIPE.
         var outputShut = false
-
-        /// The pump running on the owner, and requests made meanwhile.
-        var pump = SerialRunner()
         /// A pump is posted to the owner and has not run yet.
         var postPending = false
+        private var closingRequested = false
 
-        var nextID: UInt64 = 1
-        /// Every byte read from the input so far (tests wait on it).
-        var totalRead = 0
-        var readTimeout: Timeout?
-        var writeTimeout: Timeout?
+        // Optionals stored without their extra tag byte (each would cost 7 bytes of padding).
+        private var readTimeoutStorage = Timeout.none
+        private var writeTimeoutStorage = Timeout.none
+        private var securingMarker: UInt64 = 0
+        private var closingError: Error?
+
+        var readTimeout: Timeout? {
+            get { readTimeoutStorage.operation == 0 ? nil : readTimeoutStorage }
+            set { readTimeoutStorage = newValue ?? .none }
+        }
+        var writeTimeout: Timeout? {
+            get { writeTimeoutStorage.operation == 0 ? nil : writeTimeoutStorage }
+            set { writeTimeoutStorage = newValue ?? .none }
+        }
+        /// The id of the TLS marker whose handshake runs (ids start at 1).
+        var securing: UInt64? {
+            get { securingMarker == 0 ? nil : securingMarker }
+            set { securingMarker = newValue ?? 0 }
+        }
+        /// Set when the connection must close: the error, or nil for an orderly close.
+        var closing: Error?? {
+            get { closingRequested ? .some(closingError) : nil }
+            set {
+                closingRequested = newValue != nil
+                closingError = newValue ?? nil
+            }
+        }
     }
 
     let state = Guarded(State())
@@ -128,10 +154,13 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     /// reports that where it is asked).
     let reactor: Reactor?
     /// The clock for timeouts (tests substitute a manual one).
-    var time: any TimeSource = SystemTime()
+    var time: any TimeSource {
+        get { customTime?.source ?? SystemTime() }
+        set { customTime = newValue is SystemTime ? nil : TimeSourceBox(source: newValue) }
+    }
+    /// A substituted clock, boxed: a reference costs every engine 8 bytes, an existential 40.
+    private var customTime: TimeSourceBox?
     weak var client: (any StreamOperationsClient)?
-    /// The read buffer for one call; used only by the pump, on the owner, under the lock.
-    @exclusivity(unchecked) var scratch = [UInt8](repeating: 0, count: StreamOperations.readSize)
     /// The most one read takes.
     static let readSize = 64 * 1024
     /// Reads at least this large move into an empty buffer instead of being copied.
@@ -349,7 +378,7 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
         }
         while let work = round {
             apply(work.timers)
-            if let settings = work.startTLS, self.input?.setProperty(settings, forKey: .tlsSettingsKey) != true {
+            if let settings = work.startTLS?.settings, self.input?.setProperty(settings, forKey: .tlsSettingsKey) != true {
                 state.withLock { state in
                     if state.closing == nil { state.closing = .some(StreamOperationError.tlsSettingsRefused) }
                 }
@@ -372,52 +401,55 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
     private struct Round {
         var events: [OperationEvent] = []
         var timers: [TimerChange] = []
-        var startTLS: TLSSettings?
+        /// Boxed: a round is moved and copied several times a pump, and TLS settings are large.
+        var startTLS: TLSStart?
         var closeStreams = false
         /// The round left work for another (a close it decided on).
         var again = false
     }
 
-    /// One round of work, under the lock: the decisions are functions of `state`, and what they
-    /// decided to do outside the lock is the return value.
+    /// One round of work, under the lock.
     private func round(_ state: inout State) -> Round {
-        var work = step(&state)
+        var work = Round()
+        step(&state, &work.events, &work.startTLS, &work.closeStreams, &work.again)
         work.timers = updateTimers(&state)
         return work
     }
 
-    /// The round's decisions on reads, writes, TLS and closing (the timers aside).
-    private func step(_ state: inout State) -> Round {
-        var work = Round()
-        guard !state.closed else { return work }
+    /// One round of work, under the lock.
+    private func step(
+        _ state: inout State, _ events: inout [OperationEvent], _ startTLS: inout TLSStart?, _ closeStreams: inout Bool,
+        _ again: inout Bool
+    ) {
+        guard !state.closed else { return }
         if let reason = state.closing {
-            if reason == nil { flush(&state, &work.events) }
+            if reason == nil { flush(&state, &events) }
             state.closed = true
             state.finalError = reason
             state.reads.removeAll()
             state.writes.removeAll()
-            work.closeStreams = state.attached
-            work.events.append(.closed(reason))
-            return work
+            closeStreams = state.attached
+            events.append(.closed(reason))
+            return
         }
-        guard state.attached else { return work }
+        guard state.attached else { return }
         if state.ready, !state.readyReported {
             state.readyReported = true
-            work.events.append(.ready)
+            events.append(.ready)
         }
         if let marker = state.securing {
             // The first has-event after the TLS property was set comes once the handshake is done.
             guard state.canRead || state.canWrite,
                 state.output?.property(forKey: .tlsConnectionInfoKey) != nil || state.input?.property(forKey: .tlsConnectionInfoKey) != nil
-            else { return work }
+            else { return }
             state.securing = nil
             if case .tls(marker)? = state.reads.first { state.reads.removeFirst() }
             if case .tls(marker, _)? = state.writes.first { state.writes.removeFirst() }
-            work.events.append(.secured)
+            events.append(.secured)
         }
-        guard state.ready else { return work }
-        writes(&state, &work.events)
-        reads(&state, &work.events)
+        guard state.ready else { return }
+        writes(&state, &events)
+        reads(&state, &events)
         if state.closing == nil, state.securing == nil, case .tls(let marker)? = state.reads.first,
             case .tls(marker, let settings)? = state.writes.first
         {
@@ -427,20 +459,19 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
                 state.securing = marker
                 state.canRead = false
                 state.canWrite = false
-                work.startTLS = settings
+                startTLS = TLSStart(settings: settings)
             }
         }
         if state.ended, !state.endReported {
             state.endReported = true
-            work.events.append(.ended(pendingReads: state.reads.count))
+            events.append(.ended(pendingReads: state.reads.count))
         }
         let readsDone = !state.disconnectAfterReads || state.reads.isEmpty
         let writesDone = !state.disconnectAfterWrites || state.writes.isEmpty
         if state.closing == nil, state.disconnectAfterReads || state.disconnectAfterWrites, readsDone, writesDone {
             state.closing = .some(nil)
         }
-        if state.closing != nil { work.again = true }
-        return work
+        if state.closing != nil { again = true }
     }
 
     private func closePair() {
@@ -451,4 +482,16 @@ final class StreamOperations: NSObject, StreamDelegate, @unchecked Sendable {
             stream.close()
         }
     }
+}
+
+/// A round's TLS handshake to start, held by reference.
+final class TLSStart {
+    let settings: TLSSettings
+    init(settings: TLSSettings) { self.settings = settings }
+}
+
+/// A clock other than the system's, held by reference.
+final class TimeSourceBox: Sendable {
+    let source: any TimeSource
+    init(source: any TimeSource) { self.source = source }
 }

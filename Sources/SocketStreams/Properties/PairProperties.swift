@@ -42,6 +42,8 @@ extension Connection {
                 return settings.connectTimeout.map { NSNumber(value: $0) }
             case Stream.PropertyKey.tcpNoDelayKey.rawValue:
                 return noDelay.map { NSNumber(value: $0) }
+            case kCFStreamNetworkServiceType:
+                return settings.trafficClassAsSet.map { NSString(string: $0) }
             case Stream.PropertyKey.localBindingKey.rawValue:
                 return settings.localBinding.map { $0 as AnyObject }
             case Stream.PropertyKey.shutdownOutputKey.rawValue:
@@ -85,6 +87,10 @@ extension Connection {
             case Stream.PropertyKey.tcpNoDelayKey.rawValue:
                 guard let flag = PropertyValue.bool(value) else { return false }
                 return setNoDelay(flag)
+            case kCFStreamNetworkServiceType:
+                if value == nil || value is NSNull { return setTrafficClass(nil, asSet: nil) }
+                guard let known = NetworkServiceType(value) else { return false }
+                return setTrafficClass(known.trafficClass, asSet: known.name)
             case kCFStreamPropertySocketSecurityLevel:
                 return setSecurityLevel(value)
             case kCFStreamPropertySSLSettings:

@@ -141,6 +141,30 @@ extension Stream.PropertyKey {
     public static let proxyConfigurationKey = Stream.PropertyKey("SocketStreamsPropertyProxyConfiguration")
 }
 
+/// `kCFStreamNetworkServiceType` (`Stream.PropertyKey.networkServiceType`): the traffic class of a TCP
+/// pair, one of the `kCFStreamNetworkServiceType…` values below (or Foundation's
+/// `StreamNetworkServiceTypeValue`). Linux has no service classes: each value marks the socket's
+/// traffic with a DSCP (`IP_TOS`/`IPV6_TCLASS`) and a queueing priority (`SO_PRIORITY`)
+/// (Guides/PortingFromApplePlatforms.md has the table). Set before or after the open; nil clears it;
+/// reads back as set. A Unix-domain pair and an unknown value are refused (`setProperty` returns false).
+nonisolated(unsafe) public let kCFStreamNetworkServiceType: CFString = "kCFStreamNetworkServiceType"
+/// `kCFStreamNetworkServiceTypeVoIP`.
+nonisolated(unsafe) public let kCFStreamNetworkServiceTypeVoIP: CFString = "kCFStreamNetworkServiceTypeVoIP"
+/// `kCFStreamNetworkServiceTypeVideo`.
+nonisolated(unsafe) public let kCFStreamNetworkServiceTypeVideo: CFString = "kCFStreamNetworkServiceTypeVideo"
+/// `kCFStreamNetworkServiceTypeBackground`.
+nonisolated(unsafe) public let kCFStreamNetworkServiceTypeBackground: CFString = "kCFStreamNetworkServiceTypeBackground"
+/// `kCFStreamNetworkServiceTypeVoice`.
+nonisolated(unsafe) public let kCFStreamNetworkServiceTypeVoice: CFString = "kCFStreamNetworkServiceTypeVoice"
+/// `kCFStreamNetworkServiceTypeResponsiveData`.
+nonisolated(unsafe) public let kCFStreamNetworkServiceTypeResponsiveData: CFString = "kCFStreamNetworkServiceTypeResponsiveData"
+/// `kCFStreamNetworkServiceTypeCallSignaling`.
+nonisolated(unsafe) public let kCFStreamNetworkServiceTypeCallSignaling: CFString = "kCFStreamNetworkServiceTypeCallSignaling"
+/// `kCFStreamNetworkServiceTypeAVStreaming`.
+nonisolated(unsafe) public let kCFStreamNetworkServiceTypeAVStreaming: CFString = "kCFStreamNetworkServiceTypeAVStreaming"
+/// `kCFStreamNetworkServiceTypeResponsiveAV`.
+nonisolated(unsafe) public let kCFStreamNetworkServiceTypeResponsiveAV: CFString = "kCFStreamNetworkServiceTypeResponsiveAV"
+
 /// Lets the Properties layer `switch` over property and dictionary key names with the `kCF…`
 /// constants (`CFString`s) as patterns.
 func ~= (pattern: CFString, value: String) -> Bool { pattern.isEqual(to: value) }

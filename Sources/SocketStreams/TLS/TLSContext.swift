@@ -37,6 +37,7 @@ final class TLSContext: @unchecked Sendable {
             shaping.pinnedPublicKeySHA256 = []
             shaping.requiresCloseNotify = false
             shaping.refusedLevel = nil
+            shaping.trustEvaluation = nil
             self.settings = shaping
         }
     }

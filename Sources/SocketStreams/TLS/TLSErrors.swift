@@ -21,6 +21,7 @@ enum TLSStatus {
     static let certExpired = -9814  // errSSLCertExpired
     static let certNotYetValid = -9815  // errSSLCertNotYetValid
     static let closedNoNotify = -9816  // errSSLClosedNoNotify
+    static let peerBadCert = -9825  // errSSLPeerBadCert
     static let peerProtocolVersion = -9836  // errSSLPeerProtocolVersion
     static let hostNameMismatch = -9843  // errSSLHostNameMismatch
     static let badConfiguration = -9848  // errSSLBadConfiguration

@@ -7,6 +7,15 @@ final class TLSHandshake: HandshakeStage, @unchecked Sendable {
     let name = TLSHandshake.stageName
 
     let settings: TLSSettings
+    /// What OpenSSL is set up with: `settings` without the trust evaluation, which turns the chain
+    /// check off (its verdict still goes to the evaluation).
+    private let contextSettings: TLSSettings
+    /// Runs the stage again once the trust evaluation answered (the connection's `resumeNegotiation`).
+    private let resume: @Sendable () -> Void
+    /// The trust evaluation's answer, once it gave one.
+    private let decision = Guarded<Bool?>(nil)
+    /// Whether the evaluation has been asked.
+    private var asked = false
     /// The name SNI and verification use, nil for none.
     private let hostName: String?
     /// "host:port" for session resumption.
@@ -18,8 +27,13 @@ final class TLSHandshake: HandshakeStage, @unchecked Sendable {
     private var transport: TLSTransport?
 
     /// A handshake for a pair created for `target` (whose host is the default peer name).
-    init(settings: TLSSettings, target: Endpoint) {
+    init(settings: TLSSettings, target: Endpoint, resume: @escaping @Sendable () -> Void = {}) {
         self.settings = settings
+        var contextSettings = settings
+        contextSettings.trustEvaluation = nil
+        if settings.trustEvaluation != nil { contextSettings.validatesCertificateChain = false }
+        self.contextSettings = contextSettings
+        self.resume = resume
         var pairHost: String?
         var port = 0
         if case .host(let name, let number) = target {
@@ -32,7 +46,7 @@ final class TLSHandshake: HandshakeStage, @unchecked Sendable {
         case .none: hostName = nil
         }
         lacksPeerName =
-            settings.role == .client && settings.validatesCertificateChain && hostName == nil
+            settings.role == .client && contextSettings.validatesCertificateChain && hostName == nil
             && settings.peerName == .pairHost
         sessionKey = settings.resumesSessions && settings.role == .client ? hostName.map { "\($0):\(port)" } : nil
         peerLabel = hostName.map { port > 0 ? "\($0) port \(port)" : $0 } ?? target.label
@@ -55,9 +69,15 @@ final class TLSHandshake: HandshakeStage, @unchecked Sendable {
                         "\(level) is not offered: SSLv2 and SSLv3 are broken, TLS 1.2 is the oldest version supported",
                         .handshake(name)))
             }
+            if settings.trustEvaluation != nil, settings.role == .server {
+                return .failed(
+                    TLSErrors.failure(
+                        TLSStatus.badConfiguration, "a trust evaluation is for clients: a server's settings cannot have one",
+                        .handshake(name)))
+            }
             do {
                 transport = try TLSTransport(
-                    context: TLSContext.shared(for: settings), over: inner, settings: settings,
+                    context: TLSContext.shared(for: contextSettings), over: inner, settings: contextSettings,
                     hostName: hostName, sessionKey: sessionKey, peerLabel: peerLabel)
             } catch {
                 return .failed(TLSErrors.configuration(error))
@@ -79,7 +99,42 @@ final class TLSHandshake: HandshakeStage, @unchecked Sendable {
                             .handshake(name)))
                 }
             }
+            if let evaluation = settings.trustEvaluation {
+                return evaluate(with: evaluation, transport)
+            }
             return .done(transport)
+        }
+    }
+
+    /// The handshake is done and the application decides: asks once, waits (for nothing on the
+    /// socket) until it answers, then goes on or fails with errSSLPeerBadCert.
+    private func evaluate(with evaluation: TLSTrustEvaluation, _ transport: TLSTransport) -> HandshakeStep {
+        let info = transport.info
+        switch decision.withLock({ $0 }) {
+        case true?:
+            return .done(transport)
+        case false?:
+            return .failed(
+                TLSErrors.failure(
+                    TLSStatus.peerBadCert,
+                    "the trust evaluation rejected the certificate of \(peerLabel) (OpenSSL: \(info?.verifyResultDescription ?? "no certificate"))",
+                    .handshake(name), extra: [TLSErrors.verifyResultKey: info?.verifyResult ?? -1]))
+        case nil:
+            if !asked {
+                asked = true
+                let trust = TLSPeerTrust(
+                    certificateChain: info?.peerCertificates ?? [], verifyResult: info?.verifyResult ?? -1,
+                    verifyResultDescription: info?.verifyResultDescription ?? "no peer certificate")
+                evaluation.ask(trust) { [decision, resume] accepted in
+                    let first = decision.withLock { decision -> Bool in
+                        guard decision == nil else { return false }
+                        decision = accepted
+                        return true
+                    }
+                    if first { resume() }
+                }
+            }
+            return .wait([])
         }
     }
 }

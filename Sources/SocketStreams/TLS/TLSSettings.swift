@@ -87,6 +87,10 @@ public struct TLSSettings: Sendable, Hashable {
     /// match one of them, in addition to (or, with `validatesCertificateChain` false, instead of)
     /// chain verification.
     public var pinnedPublicKeySHA256: [Data] = []
+    /// Clients: trust decided by the application after the handshake, from the peer's chain and
+    /// OpenSSL's verdict (GCDAsyncSocket's `GCDAsyncSocketManuallyEvaluateTrust`); nil (the default)
+    /// lets the settings above decide. See ``TLSTrustEvaluation``.
+    public var trustEvaluation: TLSTrustEvaluation?
     /// Clients: offer a session from an earlier connection to the same host and port, so repeated
     /// connections can skip the full handshake.
     public var resumesSessions = false

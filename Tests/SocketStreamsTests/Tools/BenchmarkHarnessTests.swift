@@ -127,6 +127,61 @@ final class BenchmarkHarnessTests: XCTestCase {
     }
 
     /// The clients the harness implements for each workload (filehandle: download and ping-pong only).
+    /// `stream-bench scale` (issue 25) at two small Ns: exit status 0, both files in `--out`, a sample for
+    /// every face at every N with figures that make sense (the timeouts marked where the face arms
+    /// them), and nothing written to Benchmarks/results.
+    func testScaleRunMeasuresEveryFaceAtEveryN() throws {
+        let binary = URL(fileURLWithPath: try builtExecutable("stream-bench"))
+        let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let recorded = package.appendingPathComponent("Benchmarks/results/scale.json")
+        let recordedBefore = try? Data(contentsOf: recorded)
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("stream-bench-scale-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = ["scale", "--connections", "20,60", "--out", output.path]
+        let stderr = Pipe()
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = stderr
+        try process.run()
+        let log = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, log)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: output.appendingPathComponent("scale.md").path))
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: output.appendingPathComponent("scale.json"))) as? [String: Any]
+        let samples = try XCTUnwrap(json?["samples"] as? [[String: Any]], log)
+        let faces = ["baseline", "pairs-thread", "pairs-queue", "queued", "async", "gcd"]
+        for face in faces {
+            for connections in [20, 60] {
+                let sample = samples.first { $0["face"] as? String == face && $0["connections"] as? Int == connections }
+                XCTAssertNotNil(sample, "no sample for \(face) at \(connections)")
+                guard let sample else { continue }
+                for key in ["openCPUMicroseconds", "openWallMicroseconds", "roundTripMicroseconds"] {
+                    let value = sample[key] as? Double ?? -1
+                    XCTAssertTrue(value > 0 && value < 1e6, "\(face) \(connections) \(key): \(value)")
+                }
+                XCTAssertEqual(sample["timeoutsArmed"] as? Bool, face == "queued" || face == "gcd")
+            }
+        }
+        XCTAssertEqual(try? Data(contentsOf: recorded), recordedBefore, "Benchmarks/results/scale.json changed")
+    }
+
+    /// Bad arguments are a usage error (exit 2), never a crash: an N beyond what RLIMIT_NOFILE allows,
+    /// an unknown face.
+    func testScaleRunRejectsBadArguments() throws {
+        let binary = URL(fileURLWithPath: try builtExecutable("stream-bench"))
+        for arguments in [["scale", "--connections", "100000000"], ["scale", "--faces", "nonsense"], ["scale", "--connections", "-3"]] {
+            let process = Process()
+            process.executableURL = binary
+            process.arguments = arguments
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+            XCTAssertEqual(process.terminationStatus, 2, "\(arguments)")
+        }
+    }
+
     private static func supports(_ client: String, _ workload: String) -> Bool {
         client != "filehandle" || workload == "download" || workload == "pingpong"
     }

@@ -2,6 +2,7 @@
     import Glibc
 #endif
 import Foundation
+import SocketStreams
 import StressScenarios
 
 // socketstreams-stress: runs the stress scenarios (Tests/Stress/Scenarios) against the library, each
@@ -117,7 +118,7 @@ final class Child: Sendable {
     }
 
     let pid: pid_t
-    private let state = StressLocked(State())
+    private let state = Guarded(State())
     private let changed = DispatchSemaphore(value: 0)
 
     /// Starts `arguments[0]` with `arguments`, stdout on a pipe read here, stderr on `logPath`.

@@ -3,6 +3,7 @@
 #endif
 import Dispatch
 import Foundation
+import SocketStreams
 
 /// A reproducible random source (SplitMix64): each iteration's choices follow from the run's seed and
 /// the iteration's number, so a failing iteration's random points can be replayed (`--seed`).
@@ -31,7 +32,7 @@ public final class StressFlag: Sendable {
         var next = 0
     }
 
-    private let state = StressLocked(State())
+    private let state = Guarded(State())
 
     public init() {}
 
@@ -72,7 +73,7 @@ public final class StressCounter: Sendable {
         var waiters: [(target: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
-    private let state = StressLocked(State())
+    private let state = Guarded(State())
 
     public init() {}
 
@@ -115,7 +116,7 @@ public final class StressCounter: Sendable {
 
 /// The failures of one iteration, as messages.
 public final class StressFailures: Sendable {
-    private let messages = StressLocked<[String]>([])
+    private let messages = Guarded<[String]>([])
     public init() {}
     public func add(_ message: String) { messages.withLock { $0.append(message) } }
     public var all: [String] { messages.withLock { $0 } }
@@ -131,7 +132,7 @@ enum IterationOutcome: Sendable {
 /// Runs `body` in a task of its own and returns its outcome, or `.hung` if it has not finished
 /// within `seconds` (the task is then abandoned: a hang is reported, not waited for).
 func runWithDeadline(_ seconds: Double, _ body: @escaping @Sendable () async throws -> [String]) async -> IterationOutcome {
-    let once = StressLocked<CheckedContinuation<IterationOutcome, Never>?>(nil)
+    let once = Guarded<CheckedContinuation<IterationOutcome, Never>?>(nil)
     return await withCheckedContinuation { (continuation: CheckedContinuation<IterationOutcome, Never>) in
         once.withLock { $0 = continuation }
         let finish: @Sendable (IterationOutcome) -> Void = { outcome in
@@ -148,32 +149,5 @@ func runWithDeadline(_ seconds: Double, _ body: @escaping @Sendable () async thr
             }
         }
         DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { finish(.hung) }
-    }
-}
-
-/// State reachable only under its lock, on a `pthread_mutex_t` as the library's own `Guarded` is:
-/// the standard library's `Mutex` locks with futexes Thread Sanitizer cannot see, and the sanitizer runs
-/// (Scripts/sanitize) would report every access to its state as a race.
-public final class StressLocked<Value: Sendable>: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
-
-    public init(_ value: Value) {
-        self.value = value
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    /// Runs `body` with the value, under the lock.
-    public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body(&value)
     }
 }

@@ -4,19 +4,30 @@
 import COpenSSL
 import CSocketStreamsShims
 import Foundation
+import SocketStreams
 
 /// The stress scenarios' peer (Glibc, epoll through the package's C shim, OpenSSL): one thread, one `epoll` set, non-blocking sockets, able to hold
 /// thousands of connections at once. It listens on 127.0.0.1 (ephemeral ports), one port per mode and
 /// security: plain TCP, and TLS done here with OpenSSL directly (memory BIOs, so no write of this server
 /// can raise SIGPIPE), with an identity made at start (`TLSIdentity.makeSelfSignedPEM`).
 ///
-/// It is written against Glibc and OpenSSL only, not SocketStreams, so a fault it sees is the client's.
+/// It is written against Glibc and OpenSSL, not the library's networking (only its `Guarded` lock), so a
+/// fault it sees is the client's.
 /// Connection state lives on the server thread; other threads see counters and records through a lock.
 public final class PeerServer: Sendable {
+    /// How much echo reply may wait before the server stops reading: more than any scenario has in
+    /// flight on one connection (4 x 256 KiB). microsocks relays with blocking writes in one thread per
+    /// connection, favouring the client's side; a server that stopped reading at the first byte of
+    /// waiting reply could leave it blocked in a write to this server that never completes, and then
+    /// it never sees the client close (a relay that held both of its sockets for good after the client
+    /// had gone: once in a CI run, "1 connections still open at the peer"; reproduced with a Python
+    /// client and a blocking echo server through microsocks at 16 MB in flight, 2 of 4 tries).
+    static let echoWindow = 8 << 20
+
     /// What the server does with each connection of a port.
     public enum Mode: Int, Sendable, CaseIterable, CustomStringConvertible {
-        /// Sends back what it reads (it stops reading while its reply waits: the client's reading is
-        /// the backpressure).
+        /// Sends back what it reads; it stops reading once ``PeerServer/echoWindow`` bytes of reply wait
+        /// (the client's reading is the backpressure beyond that).
         case echo
         /// Writes continuously until the peer closes; reads and discards anything sent.
         case flood
@@ -54,7 +65,7 @@ public final class PeerServer: Sendable {
     /// The certificate (PEM) clients trust for the TLS ports: self-signed, for 127.0.0.1 and localhost.
     public let certificatePEM: Data
 
-    private let shared = StressLocked(Shared())
+    private let shared = Guarded(Shared())
     private let wakeWriter: Int32
     private let stopped = DispatchSemaphore(value: 0)
 
@@ -298,8 +309,10 @@ private final class ServerLoop {
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             if listener.mode == .flood {
-                // A small send buffer bounds what a thousand flooded connections hold in the kernel.
-                var size: Int32 = 32_768
+                // A bounded send buffer bounds what a thousand flooded connections hold in the kernel. At
+                // 32 KiB (two TLS records) each record waited for the client's delayed ACK: 40 ms an
+                // iteration of release-while-flowing over TLS; 128 KiB keeps it flowing.
+                var size: Int32 = 131_072
                 setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
             }
             var ssl: OpaquePointer?
@@ -309,6 +322,10 @@ private final class ServerLoop {
                 let output = BIO_new(BIO_s_mem())
                 SSL_set_bio(ssl, input, output)
                 SSL_set_accept_state(ssl)
+                // One ticket for an echo client (it reads): sent as the handshake ends, it acknowledges
+                // the client's Finished at once. With none, a client's first record waits behind its
+                // Finished for this side's delayed ACK (Nagle on the client: 40 ms an iteration).
+                if listener.mode == .echo { SSL_set_num_tickets(ssl, 1) }
             }
             let connection = PeerConnection(fd: fd, mode: listener.mode, ssl: ssl)
             connections[fd] = connection
@@ -354,28 +371,33 @@ private final class ServerLoop {
             }
         case .echo:
             while true {
-                while !connection.pending.isEmpty {
-                    let count = connection.pending.withUnsafeBufferPointer { writeApp(connection, $0) }
+                while connection.pendingStart < connection.pending.count {
+                    let count = connection.pending[connection.pendingStart...].withUnsafeBufferPointer { writeApp(connection, $0) }
                     if count < 0 { return finish(connection) }
                     if count == 0 { break }
-                    connection.pending.removeFirst(count)
+                    connection.pendingStart += count
                 }
-                if !connection.pending.isEmpty { break }
+                if connection.pendingStart == connection.pending.count || connection.pendingStart >= PeerServer.echoWindow {
+                    connection.pending.removeFirst(connection.pendingStart)
+                    connection.pendingStart = 0
+                }
+                if connection.pending.count >= PeerServer.echoWindow { break }
                 let count = readApp(connection)
                 if count < 0 { return finish(connection) }
                 if count == 0 { break }
-                connection.pending = Array(scratch[0..<count])
+                connection.pending += scratch[0..<count]
             }
         }
         watch(connection)
     }
 
     /// Waits for what the connection needs next: room to write (bytes waiting, or a flood), or bytes
-    /// to read (never while an echo reply waits, so a client that does not read slows its own sending).
+    /// to read (an echo connection stops once `echoWindow` bytes of reply wait).
     private func watch(_ connection: PeerConnection) {
         let wantsOutput =
-            !connection.cipherOut.isEmpty || !connection.pending.isEmpty || (connection.mode == .flood && connection.handshaken)
-        let wantsInput = connection.mode != .echo || connection.pending.isEmpty
+            !connection.cipherOut.isEmpty || connection.pendingStart < connection.pending.count
+            || (connection.mode == .flood && connection.handshaken)
+        let wantsInput = connection.mode != .echo || connection.pending.count - connection.pendingStart < PeerServer.echoWindow
         var events: UInt32 = 0
         if wantsInput { events |= cssh_epollin() }
         if wantsOutput { events |= cssh_epollout() }
@@ -522,7 +544,7 @@ private final class ServerLoop {
             SSL_CTX_free(context)
             return nil
         }
-        // No TLS 1.3 session tickets: a client that never reads (a `record` connection) would otherwise
+        // No TLS 1.3 session tickets by default (an echo connection takes one): a client that never reads (a `record` connection) would otherwise
         // close with them unread, which makes its kernel send RST, and the RST can discard bytes the
         // server had not read yet.
         SSL_CTX_set_num_tickets(context, 0)
@@ -538,8 +560,9 @@ private final class PeerConnection {
     var ssl: OpaquePointer?
     var handshaken: Bool
     var interest: UInt32 = 0
-    /// An echo reply not yet written.
+    /// An echo reply not yet written: `pending[pendingStart...]`.
     var pending: [UInt8] = []
+    var pendingStart = 0
     /// TLS records not yet sent.
     var cipherOut: [UInt8] = []
     var prefix: [UInt8] = []

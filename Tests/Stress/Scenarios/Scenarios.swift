@@ -20,7 +20,7 @@ public struct StressIteration: Sendable {
 /// What lasts across a scenario's iterations over one transport: the QueuedSocket probes, checked
 /// together at the end (a second `socketDidDisconnect`, or a callback after it, can come late).
 public final class StressRun: Sendable {
-    let probes = StressLocked<[QueuedProbe]>([])
+    let probes = Guarded<[QueuedProbe]>([])
     /// The number of connections the task-group scenario opens per iteration.
     public let groupSize: Int
 
@@ -313,8 +313,8 @@ extension StressScenario {
         let environment = iteration.environment
         let transport = iteration.transport
         let count = iteration.run.groupSize
-        let opened = StressLocked<[AsyncConnection]>([])
-        let openFailures = StressLocked<[String]>([])
+        let opened = Guarded<[AsyncConnection]>([])
+        let openFailures = Guarded<[String]>([])
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<count {
                 group.addTask {
@@ -333,7 +333,7 @@ extension StressScenario {
             iteration.fail("\(count - connections.count) of \(count) connections did not open, the first with \(first)")
         }
         struct Deadline: Error {}
-        let endings = StressLocked<[String: Int]>([:])
+        let endings = Guarded<[String: Int]>([:])
         let delay = UInt64.random(in: 1...30, using: &iteration.random) * 1_000_000
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -381,7 +381,7 @@ final class QueuedProbe: QueuedSocketDelegate, Sendable {
         var afterDisconnect: [String] = []
     }
 
-    let log = StressLocked(Log())
+    let log = Guarded(Log())
     let connected = StressFlag()
     let disconnected = StressFlag()
     let progress = StressCounter()

@@ -90,6 +90,45 @@ public final class StressEnvironment: Sendable {
         return AsyncConnection(input: pair.input, output: pair.output)
     }
 
+    /// What a leftover connection is waiting for, for a failure's message: every TCP socket in this
+    /// network namespace with its state and queues (/proc/net/tcp), and where each of microsocks'
+    /// threads is blocked (/proc/PID/task/TID/syscall: the call's number and arguments, and wchan).
+    public func diagnostics() -> String {
+        var lines = ["TCP sockets (/proc/net/tcp: local remote state tx_queue:rx_queue):"]
+        let states = [
+            "01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1", "05": "FIN_WAIT2", "06": "TIME_WAIT",
+            "07": "CLOSE", "08": "CLOSE_WAIT", "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING",
+        ]
+        let table = (try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)) ?? ""
+        for row in table.split(separator: "\n").dropFirst() {
+            let fields = row.split(separator: " ")
+            guard fields.count > 4 else { continue }
+            let state = states[String(fields[3])] ?? String(fields[3])
+            if state == "TIME_WAIT" || state == "LISTEN" { continue }
+            lines.append("  \(Self.endpoint(fields[1])) \(Self.endpoint(fields[2])) \(state) \(fields[4])")
+        }
+        if let pid = proxyProcess {
+            lines.append("microsocks (pid \(pid)) threads (syscall number and arguments, wchan):")
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+            for task in tasks.sorted() {
+                let call = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/syscall", encoding: .utf8)) ?? "?"
+                let wchan = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/wchan", encoding: .utf8)) ?? "?"
+                lines.append("  \(task): \(call.trimmingCharacters(in: .whitespacesAndNewlines)) (\(wchan))")
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// "0100007F:1F90" (/proc/net/tcp's little-endian IPv4 address and port) as "127.0.0.1:8080".
+    private static func endpoint(_ field: Substring) -> String {
+        let parts = field.split(separator: ":")
+        guard parts.count == 2, let address = UInt32(parts[0], radix: 16), let port = Int(parts[1], radix: 16) else {
+            return String(field)
+        }
+        let bytes = [address & 0xFF, address >> 8 & 0xFF, address >> 16 & 0xFF, address >> 24]
+        return bytes.map(String.init).joined(separator: ".") + ":\(port)"
+    }
+
     /// The open file descriptors of this process and what each is (/proc/self/fd).
     public static func openFileDescriptors() -> [Int: String] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []

@@ -10,6 +10,8 @@
 //                        of group id have arrived it sends 'G' to each, then echoes n bytes, then FIN
 //   'I' u64 id           idle: server answers '+' and holds the connection
 //   'R' u64 id           release: server sends FIN on every idle connection of group id, answers '+'
+//   'H' u64 id           held echo (scale): server echoes whatever arrives, for as long as the client likes,
+//                        until an 'R id' sends FIN on it (after anything still being echoed)
 //   'X' u64 n            reset: server sends n bytes, waits for one byte from the client (so everything
 //                        sent has been read), then closes with SO_LINGER {1, 0}: a RST, not a FIN (soak)
 
@@ -22,6 +24,7 @@ enum Request: Equatable {
     case groupEcho(group: UInt64, size: UInt32, bytes: UInt64)
     case idle(group: UInt64)
     case release(group: UInt64)
+    case heldEcho(group: UInt64)
     case reset(bytes: UInt64)
 
     static let downloadOpcode = UInt8(ascii: "D")
@@ -32,6 +35,7 @@ enum Request: Equatable {
     static let idleOpcode = UInt8(ascii: "I")
     static let releaseOpcode = UInt8(ascii: "R")
     static let resetOpcode = UInt8(ascii: "X")
+    static let heldEchoOpcode = UInt8(ascii: "H")
 
     /// The server's one-byte answer to `.connect`.
     static let connectReply = UInt8(ascii: "c")
@@ -65,6 +69,9 @@ enum Request: Equatable {
         case .release(let group):
             bytes.append(Self.releaseOpcode)
             bytes.appendBigEndian(group)
+        case .heldEcho(let group):
+            bytes.append(Self.heldEchoOpcode)
+            bytes.appendBigEndian(group)
         case .reset(let n):
             bytes.append(Self.resetOpcode)
             bytes.appendBigEndian(n)
@@ -75,7 +82,7 @@ enum Request: Equatable {
     /// The full header length for an opcode, or nil for an unknown opcode.
     static func headerLength(opcode: UInt8) -> Int? {
         switch opcode {
-        case downloadOpcode, uploadOpcode, echoOpcode, idleOpcode, releaseOpcode, resetOpcode: return 9
+        case downloadOpcode, uploadOpcode, echoOpcode, idleOpcode, releaseOpcode, resetOpcode, heldEchoOpcode: return 9
         case connectOpcode: return 1
         case groupEchoOpcode: return 21
         default: return nil
@@ -98,6 +105,7 @@ enum Request: Equatable {
         case idleOpcode: return .idle(group: reader.u64())
         case releaseOpcode: return .release(group: reader.u64())
         case resetOpcode: return .reset(bytes: reader.u64())
+        case heldEchoOpcode: return .heldEcho(group: reader.u64())
         default: return nil
         }
     }

@@ -275,6 +275,10 @@ final class BenchServer {
             connection.output.append(Request.ackReply)
             connection.state = .holdingIdle
             idleGroups[id, default: []].append(connection)
+        case .heldEcho(let id):
+            // Echoing with no end of its own: the release below ends it, after what is being echoed.
+            connection.state = .echoing(remaining: .max)
+            idleGroups[id, default: []].append(connection)
         case .release(let id):
             for member in idleGroups.removeValue(forKey: id) ?? [] where !member.isClosed {
                 member.state = .finishingAfterFlush

@@ -1,0 +1,72 @@
+// The scale run on `GCDAsyncSocket` (the CocoaAsyncSocket product): every socket's delegate and socket
+// queue is one serial queue (a private queue per socket would be an epoll set per socket, twice the
+// file descriptors), every write with a timeout and a read always pending with one.
+
+import CocoaAsyncSocket
+import Foundation
+import Synchronization
+
+final class ScaleGCDFace: ScaleFace, GCDAsyncSocketDelegate, @unchecked Sendable {
+    private let port: UInt16
+    private let group: UInt64
+    private let monitor = ScaleMonitor()
+    private let queue = ScaleQueues.gcd
+    /// Every socket, by tag. Filled by `open` before any round trip of the measured phase starts;
+    /// read then only on the queue.
+    private var sockets: [GCDAsyncSocket] = []
+    /// Which message each connection awaits; touched only on the queue (sized before any socket opens).
+    private var awaited: [Int] = []
+    private let releasing = Atomic<Bool>(false)
+    private let messages = Scale.messages.map { Data($0) }
+
+    init(port: UInt16, group: UInt64) {
+        self.port = port
+        self.group = group
+    }
+
+    func open(count: Int) throws {
+        sockets.reserveCapacity(count)
+        awaited = [Int](repeating: 0, count: count)
+        let header = Data(Request.heldEcho(group: group).encoded + Scale.messages[0])
+        try monitor.openPaced(count: count) { i in
+            let socket = GCDAsyncSocket(delegate: self, delegateQueue: queue, socketQueue: queue)
+            sockets.append(socket)
+            try socket.connect(toHost: "127.0.0.1", onPort: port)
+            socket.write(header, withTimeout: Scale.writeTimeout, tag: i)
+            socket.readData(toLength: UInt(Scale.messageSize), withTimeout: Scale.readTimeout, tag: i)
+        }
+    }
+
+    func roundTrips() throws {
+        queue.async { [self] in startRoundTrip(0) }
+        try monitor.wait(.roundTrips, reaches: sockets.count)
+    }
+
+    func release() throws {
+        releasing.store(true, ordering: .releasing)
+        try Scale.sendRelease(port: port, group: group)
+        try monitor.wait(.closed, reaches: sockets.count)
+        sockets = []
+    }
+
+    /// On the queue: the round trip of connection `index` (its read is pending already).
+    private func startRoundTrip(_ index: Int) {
+        guard index < sockets.count else { return }
+        awaited[index] = 1
+        sockets[index].write(messages[1], withTimeout: Scale.writeTimeout, tag: index)
+    }
+
+    func socket(_ sock: GCDAsyncSocket, didRead data: Data, withTag tag: Int) {
+        let message = awaited[tag]
+        if let problem = Scale.check(data, message: message, connection: tag) { return monitor.fail(problem) }
+        sock.readData(toLength: UInt(Scale.messageSize), withTimeout: Scale.readTimeout, tag: tag)  // idle, with a timeout
+        if message == 0 { return monitor.add(.idle) }
+        monitor.add(.roundTrips)
+        startRoundTrip(tag + 1)
+    }
+
+    func socketDidDisconnect(_ sock: GCDAsyncSocket, withError err: Error?) {
+        if releasing.load(ordering: .acquiring), err != nil { return monitor.add(.closed) }  // the peer's FIN
+        monitor.fail("GCDAsyncSocket disconnected: \(err.map { "\($0)" } ?? "no error")")
+    }
+}
