@@ -1,6 +1,7 @@
 // What a socket's traffic is marked with: a DSCP (`IP_TOS`, `IPV6_TCLASS`) and a queueing priority
 // (`SO_PRIORITY`). `kCFStreamNetworkServiceType`'s values map onto it (Properties/NetworkServiceType.swift).
 
+import CSocketStreamsShims
 import Foundation
 import Glibc
 
