@@ -133,6 +133,9 @@ let package = Package(
             dependencies: ["StressScenarios", "SocketStreams"],
             path: "Tests/Stress/Runner"
         ),
+        // A third-party peer (socat, openssl s_server, python's http.server...) as a child process, ready
+        // when its output says so: shared by the test targets.
+        .target(name: "TestPeers", path: "Tests/TestPeers"),
         .testTarget(
             name: "SocketStreamsTests",
             // The executables are listed so that `swift test` builds the binaries the end-to-end tests run.
@@ -141,7 +144,7 @@ let package = Package(
                 "getting-started-delegate", "getting-started-polling", "reading-and-writing", "handling-errors",
                 "accepting-connections", "polling-or-run-loop", "setting-up-streams", "secure-streams",
                 "going-through-proxies", "LongLivedChannel", "long-lived-channel", "queued-operations", "async-await",
-                "StressScenarios",
+                "StressScenarios", "TestPeers",
             ]
         ),
         // Swift 6 concurrency code written as a user writes it, against the public API only: no
@@ -159,7 +162,7 @@ let package = Package(
         // GCDAsyncSocket code as Apple-platform code writes it: `import CocoaAsyncSocket` only.
         .testTarget(
             name: "CocoaAsyncSocketTests",
-            dependencies: ["CocoaAsyncSocket"]
+            dependencies: ["CocoaAsyncSocket", "TestPeers"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -605,8 +605,10 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         if case .success(var settings) = parsed, settings.manualTrust {
             // The library's trust evaluation (the TLS stage waits for it, so nothing queued after
             // startTLS is read or written before the answer), asked through the delegate queue.
-            settings.settings.trustEvaluation = TLSTrustEvaluation { [weak self] trust, completion in
-                self?.askDelegate(trust, completion, for: operations)
+            settings.settings.trustEvaluation = TLSTrustEvaluation { [weak self, weak operations] trust, completion in
+                // Weak: the evaluation lives in the pair's settings, which the operations hold.
+                guard let self, let operations else { return }
+                askDelegate(trust, completion, for: operations)
             }
             parsed = .success(settings)
         }

@@ -1,4 +1,5 @@
 import CocoaAsyncSocket
+import TestPeers
 import XCTest
 
 #if canImport(Glibc)
@@ -62,7 +63,7 @@ final class CFSpelledClientTests: XCTestCase {
     func testSSLSettingsDictionariesWithCFNullAndCFBooleans() throws {
         let certificate = try TestCertificate()
         defer { certificate.remove() }
-        let (peer, port) = try PeerProcess.opensslReverse(certificate: certificate.certificate, key: certificate.key)
+        let (peer, port) = try Peer.opensslReverse(certificate: certificate.certificate, key: certificate.key)
         defer { peer.stop() }
         let objects: [NSObject: NSObject] = [
             kCFStreamSSLValidatesCertificateChain: kCFBooleanFalse,

@@ -1,4 +1,5 @@
 import CocoaAsyncSocket
+import TestPeers
 import XCTest
 
 #if canImport(Glibc)
@@ -64,7 +65,7 @@ final class GCDAsyncSocketTests: XCTestCase {
     }
 
     func testLineProtocolAgainstSocat() throws {
-        let (peer, port) = try PeerProcess.socatEcho()
+        let (peer, port) = try Peer.socatEcho()
         defer { peer.stop() }
         let recorder = Recorder()
         let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
@@ -88,7 +89,7 @@ final class GCDAsyncSocketTests: XCTestCase {
     }
 
     func testReadMaxedOut() throws {
-        let (peer, port) = try PeerProcess.socatEcho()
+        let (peer, port) = try Peer.socatEcho()
         defer { peer.stop() }
         let recorder = Recorder()
         let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
@@ -162,7 +163,7 @@ final class GCDAsyncSocketTests: XCTestCase {
     /// to that queue before the event happened.
     func testDelegateCallsNeverOvertakeEarlierBlocks() throws {
         for sameQueue in [false, true] {
-            let (peer, port) = try PeerProcess.socatEcho()
+            let (peer, port) = try Peer.socatEcho()
             defer { peer.stop() }
             let delegateQueue = DispatchQueue(label: "ordering")
             let recorder = Recorder()
@@ -187,7 +188,7 @@ final class GCDAsyncSocketTests: XCTestCase {
     }
 
     func testReconnectingAndChangingTheDelegateQueue() throws {
-        let (peer, port) = try PeerProcess.socatEcho()
+        let (peer, port) = try Peer.socatEcho()
         defer { peer.stop() }
         let recorder = Recorder()
         let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
@@ -279,7 +280,7 @@ final class GCDAsyncSocketTests: XCTestCase {
     }
 
     func testRefusedTLSOptionIsOtherError() throws {
-        let (peer, port) = try PeerProcess.socatEcho()
+        let (peer, port) = try Peer.socatEcho()
         defer { peer.stop() }
         let recorder = Recorder()
         let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)

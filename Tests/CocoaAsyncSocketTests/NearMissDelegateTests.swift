@@ -1,4 +1,5 @@
 import CocoaAsyncSocket
+import TestPeers
 import XCTest
 
 /// A delegate ported with the other protocol's Swift types (GCDAsyncSocket's `Data`, `UInt16` and
@@ -84,7 +85,7 @@ final class NearMissDelegateTests: XCTestCase {
     /// Connects to socat's echo, reads a line back (to a length first, so that a partial read is
     /// reported), then lets a read time out after one extension.
     private func runGCD(_ delegate: GCDAsyncSocketDelegate, _ log: Log, file: StaticString = #filePath, line: UInt = #line) throws {
-        let (peer, port) = try PeerProcess.socatEcho()
+        let (peer, port) = try Peer.socatEcho()
         defer { peer.stop() }
         let socket = GCDAsyncSocket(delegate: delegate, delegateQueue: DispatchQueue(label: "near-miss"))
         try socket.connect(toHost: "127.0.0.1", onPort: port)
@@ -159,7 +160,7 @@ final class NearMissDelegateTests: XCTestCase {
     }
 
     private func runQueued(_ delegate: QueuedSocketDelegate, _ log: Log, file: StaticString = #filePath, line: UInt = #line) throws {
-        let (peer, port) = try PeerProcess.socatEcho()
+        let (peer, port) = try Peer.socatEcho()
         defer { peer.stop() }
         let socket = QueuedSocket(delegate: delegate, delegateQueue: DispatchQueue(label: "near-miss"))
         try socket.connect(toHost: "127.0.0.1", onPort: Int(port))

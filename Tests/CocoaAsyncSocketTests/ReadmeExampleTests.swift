@@ -1,4 +1,5 @@
 import CocoaAsyncSocket
+import TestPeers
 import XCTest
 
 // The README's GCDAsyncSocket example, word for word, and a test that runs it against socat.
@@ -27,7 +28,7 @@ final class LineClient: NSObject, GCDAsyncSocketDelegate {
 
 final class GCDAsyncSocketReadmeExampleTests: XCTestCase {
     func testLineClientAgainstSocat() throws {
-        let (peer, port) = try PeerProcess.socatEcho()
+        let (peer, port) = try Peer.socatEcho()
         defer { peer.stop() }
         let client = LineClient()
         try client.start(host: "127.0.0.1", port: port)

@@ -1,4 +1,5 @@
 import CocoaAsyncSocket
+import TestPeers
 import XCTest
 
 #if canImport(Glibc)
@@ -140,81 +141,31 @@ final class Recorder: NSObject, GCDAsyncSocketDelegate, @unchecked Sendable {
     }
 }
 
-/// A real peer (socat, openssl s_server) as a child process on loopback, ready once it printed its
-/// readiness line.
-final class PeerProcess: @unchecked Sendable {
-    private let process = Process()
-    private let pipe = Pipe()
-    private let condition = NSCondition()
-    private var printed = ""
-
-    init(_ tool: String, _ arguments: [String]) throws {
-        let paths = (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map(String.init) + ["/usr/bin", "/bin"]
-        guard let path = paths.map({ $0 + "/" + tool }).first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-            throw NSError(domain: "PeerProcess", code: 1, userInfo: [NSLocalizedDescriptionKey: "\(tool) is not installed"])
-        }
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        process.arguments = ["--pdeathsig", "TERM", "--", path] + arguments
-        process.standardOutput = pipe
-        process.standardError = pipe
-        process.standardInput = FileHandle.nullDevice
-    }
-
-    deinit { stop() }
-
-    /// Everything the peer printed so far.
-    var output: String {
-        condition.lock()
-        defer { condition.unlock() }
-        return printed
-    }
-
-    /// Starts the peer and returns the first capture group of `pattern` once its output matches.
-    func start(readyPattern pattern: String) throws -> String {
-        let regex = try NSRegularExpression(pattern: pattern, options: [.anchorsMatchLines])
-        pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            guard let self else { return }
-            self.condition.lock()
-            if data.isEmpty { handle.readabilityHandler = nil } else { self.printed += String(decoding: data, as: UTF8.self) }
-            self.condition.broadcast()
-            self.condition.unlock()
-        }
-        try process.run()
-        let deadline = Date(timeIntervalSinceNow: 10)
-        condition.lock()
-        defer { condition.unlock() }
-        while true {
-            if let match = regex.firstMatch(in: printed, range: NSRange(printed.startIndex..., in: printed)),
-                let range = Range(match.range(at: 1), in: printed)
-            {
-                return String(printed[range])
-            }
-            if !process.isRunning || !condition.wait(until: deadline) {
-                throw NSError(domain: "PeerProcess", code: 2, userInfo: [NSLocalizedDescriptionKey: "peer not ready: \(printed)"])
-            }
-        }
-    }
-
-    func stop() {
-        guard process.processIdentifier > 0 else { return }
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-        pipe.fileHandleForReading.readabilityHandler = nil
-    }
-
+/// The peers these tests use (TestPeers' `Peer`: a child process on loopback, ready once it printed
+/// its readiness line).
+extension Peer {
     /// `openssl s_server -rev` (each line sent back reversed) presenting `certificate`/`key`.
-    static func opensslReverse(certificate: String, key: String) throws -> (PeerProcess, UInt16) {
-        let peer = try PeerProcess("openssl", ["s_server", "-accept", "127.0.0.1:0", "-cert", certificate, "-key", key, "-rev"])
+    static func opensslReverse(certificate: String, key: String) throws -> (Peer, UInt16) {
+        let openssl = try locate("openssl", hint: "apt-get install -y --no-install-recommends openssl")
+        let peer = Peer(
+            name: "openssl s_server -rev", executable: openssl,
+            arguments: ["s_server", "-accept", "127.0.0.1:0", "-cert", certificate, "-key", key, "-rev"])
         let port = try peer.start(readyPattern: #"^ACCEPT .*:(\d+)\s*$"#)
-        return (peer, UInt16(port)!)
+        return (peer, try Self.port(port, peer))
     }
 
     /// `socat TCP4-LISTEN:0,bind=127.0.0.1,reuseaddr,fork PIPE`: an echo server; returns its port.
-    static func socatEcho() throws -> (PeerProcess, UInt16) {
-        let peer = try PeerProcess("socat", ["-d", "-d", "TCP4-LISTEN:0,bind=127.0.0.1,reuseaddr,fork", "PIPE"])
+    static func socatEcho() throws -> (Peer, UInt16) {
+        let socat = try locate("socat", hint: "apt-get install -y --no-install-recommends socat")
+        let peer = Peer(
+            name: "socat echo", executable: socat, arguments: ["-d", "-d", "TCP4-LISTEN:0,bind=127.0.0.1,reuseaddr,fork", "PIPE"])
         let port = try peer.start(readyPattern: #"listening on AF=2 .*:(\d+)\s*$"#)
-        return (peer, UInt16(port)!)
+        return (peer, try Self.port(port, peer))
+    }
+
+    private static func port(_ text: String, _ peer: Peer) throws -> UInt16 {
+        guard let port = UInt16(text), port > 0 else { throw PeerError.notReady(peer.name, output: peer.printed) }
+        return port
     }
 }
 

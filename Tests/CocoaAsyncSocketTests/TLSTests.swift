@@ -1,4 +1,5 @@
 import CocoaAsyncSocket
+import TestPeers
 import XCTest
 
 /// startTLS as GCDAsyncSocket code does it: manual trust that pins the server's certificate, against
@@ -9,7 +10,7 @@ final class GCDAsyncSocketTLSTests: XCTestCase {
     func testManualTrustPinningTheServerCertificate() throws {
         let certificate = try TestCertificate()
         defer { certificate.remove() }
-        let (peer, port) = try PeerProcess.opensslReverse(certificate: certificate.certificate, key: certificate.key)
+        let (peer, port) = try Peer.opensslReverse(certificate: certificate.certificate, key: certificate.key)
         defer { peer.stop() }
         let recorder = Recorder()
         recorder.trustDecision = { trust in trust.certificateChain.first == certificate.der }
@@ -31,7 +32,7 @@ final class GCDAsyncSocketTLSTests: XCTestCase {
     func testRejectedTrustDisconnectsBeforeAnythingIsSent() throws {
         let certificate = try TestCertificate()
         defer { certificate.remove() }
-        let (peer, port) = try PeerProcess.opensslReverse(certificate: certificate.certificate, key: certificate.key)
+        let (peer, port) = try Peer.opensslReverse(certificate: certificate.certificate, key: certificate.key)
         defer { peer.stop() }
         let recorder = Recorder()
         recorder.trustDecision = { _ in false }
@@ -42,7 +43,7 @@ final class GCDAsyncSocketTLSTests: XCTestCase {
         client.write("secret\n".data(using: .utf8)!, withTimeout: 5, tag: 1)
         recorder.wait(for: "disconnect")
         XCTAssertEqual(recorder.events, ["connect 127.0.0.1 \(port)", "trust 18 1", "disconnect \(NSOSStatusErrorDomain) -9825"])
-        XCTAssertFalse(peer.output.contains("terces"), "a held write went out before the delegate decided")
+        XCTAssertFalse(peer.printed.contains("terces"), "a held write went out before the delegate decided")
     }
 
     func testServerWithPKCS12IdentityAndClientPinning() throws {

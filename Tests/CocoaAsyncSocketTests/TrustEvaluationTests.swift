@@ -1,4 +1,5 @@
 import CocoaAsyncSocket
+import TestPeers
 import XCTest
 
 /// Trust decided by the application on the library's own faces (``TLSSettings/trustEvaluation``):
@@ -51,8 +52,8 @@ final class TrustEvaluationTests: XCTestCase {
         }
     }
 
-    private func reversePeer(_ certificate: TestCertificate) throws -> (PeerProcess, Int) {
-        let (peer, port) = try PeerProcess.opensslReverse(certificate: certificate.certificate, key: certificate.key)
+    private func reversePeer(_ certificate: TestCertificate) throws -> (Peer, Int) {
+        let (peer, port) = try Peer.opensslReverse(certificate: certificate.certificate, key: certificate.key)
         return (peer, Int(port))
     }
 
@@ -125,7 +126,7 @@ final class TrustEvaluationTests: XCTestCase {
         XCTAssertEqual(error.code, -9825)
         XCTAssertEqual(error.userInfo["OpenSSLVerifyResult"] as? Int, 18, "\(error.userInfo)")
         XCTAssertEqual(pair.input.streamStatus, .error)
-        XCTAssertFalse(peer.output.contains("terces"), "application data went out before the answer")
+        XCTAssertFalse(peer.printed.contains("terces"), "application data went out before the answer")
     }
 
     func testAServerCannotHaveATrustEvaluation() throws {
@@ -180,7 +181,7 @@ final class TrustEvaluationTests: XCTestCase {
         socket.read(toData: Array("\n".utf8), timeout: 10)
         let trust = try XCTUnwrap(question.waitForQuestion())
         XCTAssertEqual(trust.certificateChain.first, certificate.der)
-        XCTAssertFalse(peer.output.contains("deueuq"), "a queued write went out before the answer")
+        XCTAssertFalse(peer.printed.contains("deueuq"), "a queued write went out before the answer")
         question.answer(true)
         let lines = delegate.log.wait(for: "read")
         XCTAssertEqual(lines, ["secure", "read deueuq\n"])
@@ -192,7 +193,7 @@ final class TrustEvaluationTests: XCTestCase {
         rejected.startTLS(Self.settings(TLSTrustEvaluation { trust, completion in completion(trust.certificateChain.first == Data([1])) }))
         rejected.write(Array("secret\n".utf8))
         XCTAssertEqual(rejecting.log.wait(for: "disconnect"), ["disconnect \(NSOSStatusErrorDomain) -9825"])
-        XCTAssertFalse(peer.output.contains("terces"), "a queued write went out before the answer")
+        XCTAssertFalse(peer.printed.contains("terces"), "a queued write went out before the answer")
     }
 
     // MARK: AsyncConnection

@@ -86,8 +86,8 @@ extension QueuedSocketDelegate {
     public func socketDidDisconnect(_ socket: QueuedSocket, withError error: Error?) {}
     /// Does nothing.
     public func socket(_ socket: QueuedSocket, didConnectToHost host: String, port: UInt16) {}
-    /// Does nothing.
-    public func socket(_ socket: QueuedSocket, didRead data: Data, withTag tag: Int) {}
+    /// Does nothing (and tells the socket, so that it stops making a `Data` of each read for it).
+    public func socket(_ socket: QueuedSocket, didRead data: Data, withTag tag: Int) { socket.delegateSkipsDataRead() }
     /// Does nothing.
     public func socket(_ socket: QueuedSocket, didReadPartialDataOfLength partialLength: UInt, tag: Int) {}
     /// Does nothing.
@@ -143,6 +143,9 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
         var disconnected = false
         /// Made by a listening socket: `didConnectToHost` is not called for it.
         var accepted = false
+        /// The delegate does not implement `didRead` with `Data` (its default said so on the first
+        /// read), so reads are not copied into a `Data` for it. Cleared when the delegate changes.
+        var skipsDataRead = false
     }
 
     private let context: Context
@@ -203,8 +206,16 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
     /// The delegate (held weakly), called on the socket's run loop or queue.
     public var delegate: QueuedSocketDelegate? {
         get { state.withLock { $0.delegate } }
-        set { state.withLock { $0.delegate = newValue } }
+        set {
+            state.withLock {
+                $0.delegate = newValue
+                $0.skipsDataRead = false
+            }
+        }
     }
+
+    /// The default `socket(_:didRead: Data, withTag:)` ran: the delegate does not implement it.
+    func delegateSkipsDataRead() { state.withLock { $0.skipsDataRead = true } }
 
     // MARK: connecting
 
@@ -425,7 +436,7 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
             }
         case .read(let bytes, let tag):
             delegate?.socket(self, didRead: bytes, withTag: tag)
-            delegate?.socket(self, didRead: Data(bytes), withTag: tag)
+            if let delegate, !state.withLock({ $0.skipsDataRead }) { delegate.socket(self, didRead: Data(bytes), withTag: tag) }
         case .readPartial(let count, let tag):
             delegate?.socket(self, didReadPartialDataOfLength: count, tag: tag)
             delegate?.socket(self, didReadPartialDataOfLength: UInt(max(0, count)), tag: tag)

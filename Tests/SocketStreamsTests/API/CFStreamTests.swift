@@ -5,6 +5,7 @@ import Dispatch
 import Foundation
 @testable import SocketStreams
 import XCTest
+import TestPeers
 
 /// CoreFoundation's spelling, written the way Apple's CFNetwork Programming Guide teaches it ("Working
 /// with Read Streams", "Working with Write Streams", "Preventing Blocking When Working with Streams"),

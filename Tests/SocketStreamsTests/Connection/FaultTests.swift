@@ -4,6 +4,7 @@
 import Foundation
 @testable import SocketStreams
 import XCTest
+import TestPeers
 
 /// Faults on real loopback sockets, each with its defined outcome: a connect timeout against a
 /// blackhole, resets during connect and in mid-transfer, a peer that stops reading, one-byte reads,

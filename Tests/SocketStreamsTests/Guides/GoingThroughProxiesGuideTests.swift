@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import TestPeers
 
 /// Guides/GoingThroughProxies.md: the going-through-proxies example through real proxies (Support/ProxyPeers.swift,
 /// each kept to loopback targets): danted for SOCKS5 and SOCKS4, microsocks with a username and password for

@@ -1,6 +1,7 @@
 import Foundation
 import SocketStreams
 import XCTest
+import TestPeers
 
 // The README's examples. Every Swift block in it is marked with the file that compiles and runs it:
 // an example program in Guides/Examples (built with the package, run here) or a test below, which

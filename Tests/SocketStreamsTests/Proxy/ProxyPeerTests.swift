@@ -3,6 +3,7 @@
 #endif
 import Foundation
 import XCTest
+import TestPeers
 
 /// The proxy peers themselves (Support/ProxyPeers.swift), checked with curl before the library is
 /// tested against them: each one carries a request to a python http.server on loopback, and each

@@ -4,6 +4,7 @@
 import Foundation
 @testable import SocketStreams
 import XCTest
+import TestPeers
 
 /// Pairs through real proxies (Support/ProxyPeers.swift): danted (SOCKS4, SOCKS5), ssh -D (SOCKS4a,
 /// SOCKS5 with names and IPv6), microsocks (SOCKS5 username/password), tinyproxy (HTTP CONNECT with

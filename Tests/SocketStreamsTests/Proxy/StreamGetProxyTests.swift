@@ -5,6 +5,7 @@ import Foundation
 import SocketStreams
 import StreamGetCore
 import XCTest
+import TestPeers
 
 /// `stream-get` through real proxies with curl's options and environment. The target is python's
 /// http.server, whose log names the address each request came from: 127.0.0.2 for danted, microsocks

@@ -2,6 +2,7 @@
     import Glibc
 #endif
 import Foundation
+import TestPeers
 
 /// What a finished command printed.
 struct CommandResult {

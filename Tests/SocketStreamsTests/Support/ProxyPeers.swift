@@ -2,6 +2,7 @@
     import Glibc
 #endif
 import Foundation
+import TestPeers
 
 /// Proxy servers for the proxy tests, each a real third-party program run as a child process:
 /// danted (SOCKS4, SOCKS5), microsocks (SOCKS5 with or without username/password), `ssh -D` against

@@ -1,4 +1,5 @@
 import Foundation
+import TestPeers
 
 /// A scripted HTTP/1.1 server in python3 on 127.0.0.1 (an ephemeral port) for `stream-get`'s transfer tests. It keeps
 /// connections alive, counts the connections it accepted, logs each request line (`REQUEST METHOD TARGET`), and

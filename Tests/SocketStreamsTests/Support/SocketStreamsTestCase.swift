@@ -4,6 +4,7 @@
 import Foundation
 import SocketStreams
 import XCTest
+import TestPeers
 
 /// Base class: peers and resources registered here are torn down after every test, in
 /// reverse order, whether the test passed, failed or threw.

@@ -3,6 +3,7 @@
 #endif
 import Foundation
 import XCTest
+import TestPeers
 
 /// Checks of the test harness itself (peers, raw sockets, run-loop helpers), independent of
 /// the library: if one of these fails, the library tests' verdicts cannot be trusted.

@@ -4,6 +4,7 @@
 import Foundation
 @testable import SocketStreams
 import XCTest
+import TestPeers
 
 /// The certificate-verification corpus (Scripts/make-tls-corpus.py, made at test time with Python's
 /// `cryptography`): every case is a real handshake against `openssl s_server` serving its chain,

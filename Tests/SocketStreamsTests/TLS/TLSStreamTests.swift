@@ -4,6 +4,7 @@
 import Foundation
 @testable import SocketStreams
 import XCTest
+import TestPeers
 
 /// TLS pairs as streams: how they end, what survives an error, volume, concurrency, and leaks.
 final class TLSStreamTests: SocketStreamsTestCase {

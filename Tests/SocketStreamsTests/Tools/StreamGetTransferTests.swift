@@ -6,6 +6,7 @@ import HTTPParsing
 import SocketStreams
 @testable import StreamGetCore
 import XCTest
+import TestPeers
 
 /// `stream-get`'s curl-style transfer options without the network: ports, Locations, options, request headers, `-w`.
 final class StreamGetTransferOptionTests: XCTestCase {
