@@ -291,6 +291,36 @@ final class GCDAsyncSocketTests: XCTestCase {
         XCTAssertEqual(error?.code, .otherError)
         XCTAssertEqual(error?.message, "Security option unavailable - kCFStreamSSLAllowsAnyRoot")
     }
+
+    /// `perform` runs its block on the socket queue: inline when called there (for any of the sockets
+    /// sharing that queue, which a `sync` would deadlock on), else by a `sync` from another thread. The
+    /// queue is marked with one key for every socket (issue 25: a key per socket made opening the n-th
+    /// socket on a shared queue cost O(n)).
+    func testPerformRunsOnTheSocketQueueFromAnywhere() {
+        let shared = DispatchQueue(label: "shared socket queue")
+        let first = GCDAsyncSocket(delegate: nil, delegateQueue: queue, socketQueue: shared)
+        let second = GCDAsyncSocket(delegate: nil, delegateQueue: queue, socketQueue: shared)
+        let own = GCDAsyncSocket(delegate: nil, delegateQueue: queue, socketQueue: DispatchQueue(label: "own socket queue"))
+        let ran = Trail()
+        first.perform { ran.append("from a test thread") }
+        XCTAssertEqual(ran.values, ["from a test thread"])
+        shared.sync {
+            // On the shared queue: both sockets' blocks run inline (a sync here would deadlock).
+            first.perform { ran.append("first, inline") }
+            second.perform { ran.append("second, inline") }
+            // Another socket's queue is not this one: its block goes there, and comes back.
+            own.perform { ran.append("own, from the shared queue") }
+        }
+        XCTAssertEqual(ran.values, ["from a test thread", "first, inline", "second, inline", "own, from the shared queue"])
+    }
+}
+
+/// Strings appended from any thread, in order.
+final class Trail: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: [String] = []
+    var values: [String] { lock.withLock { stored } }
+    func append(_ value: String) { lock.withLock { stored.append(value) } }
 }
 
 /// A value shared between the test and the delegate queue.
