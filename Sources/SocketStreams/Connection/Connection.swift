@@ -2,7 +2,8 @@
 // lifecycle, and the bookkeeping that turns socket readiness into CFNetwork's stream events.
 //
 // Its four jobs, a room each:
-// 1. The halves and their events (this file): per-half state, `signal` and `deliverEvents`.
+// 1. The halves and their events (this file, its state types in PairState.swift): per-half state,
+//    `signal` and `deliverEvents`.
 // 2. Carrying out the pair's lifecycle (Connection+Lifecycle.swift, with its typed settings in
 //    PairSettings.swift): the open, the handshake stages, failure and teardown. The legal moves are
 //    `PairLifecycle`'s table (idle, connecting, negotiating, live, failed, closed); this class only
