@@ -154,6 +154,11 @@ let package = Package(
             name: "SocketStreamsConcurrencyTests",
             dependencies: ["SocketStreams"]
         ),
+        // The HTTP/1.1 response parser on its own: it depends on nothing else.
+        .testTarget(
+            name: "HTTPParsingTests",
+            dependencies: ["HTTPParsing"]
+        ),
         // GCDAsyncSocket code as Apple-platform code writes it: `import CocoaAsyncSocket` only.
         .testTarget(
             name: "CocoaAsyncSocketTests",

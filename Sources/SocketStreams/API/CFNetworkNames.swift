@@ -1,4 +1,5 @@
-// CFNetwork's error and service-type names that Darwin code uses beside the stream calls, with
+// CFNetwork's error names that Darwin code uses beside the stream calls (the service-type names are
+// property spellings: Properties/PropertyKeys.swift), with
 // Darwin's types and values (CFNetworkErrors.h, CFHost.h, CFSocketStream.h). The ones
 // swift-corelibs' CoreFoundation already declares (kCFStreamErrorDomainSSL, kCFStreamErrorDomainSOCKS,
 // kCFStreamErrorDomainPOSIX) are not repeated: two declarations would make both ambiguous.
@@ -74,30 +75,6 @@ public enum CFNetworkErrors: Int32, Sendable {
     /// `kCFStreamErrorHTTPSProxyFailureUnexpectedResponseToCONNECTMethod`.
     case cfStreamErrorHTTPSProxyFailureUnexpectedResponseToCONNECTMethod = 311
 }
-
-/// `kCFStreamNetworkServiceType` (`Stream.PropertyKey.networkServiceType`): the traffic class of a TCP
-/// pair, one of the `kCFStreamNetworkServiceType…` values below (or Foundation's
-/// `StreamNetworkServiceTypeValue`). Linux has no service classes: each value marks the socket's
-/// traffic with a DSCP (`IP_TOS`/`IPV6_TCLASS`) and a queueing priority (`SO_PRIORITY`)
-/// (Guides/PortingFromApplePlatforms.md has the table). Set before or after the open; nil clears it;
-/// reads back as set. A Unix-domain pair and an unknown value are refused (`setProperty` returns false).
-nonisolated(unsafe) public let kCFStreamNetworkServiceType: CFString = "kCFStreamNetworkServiceType"
-/// `kCFStreamNetworkServiceTypeVoIP`.
-nonisolated(unsafe) public let kCFStreamNetworkServiceTypeVoIP: CFString = "kCFStreamNetworkServiceTypeVoIP"
-/// `kCFStreamNetworkServiceTypeVideo`.
-nonisolated(unsafe) public let kCFStreamNetworkServiceTypeVideo: CFString = "kCFStreamNetworkServiceTypeVideo"
-/// `kCFStreamNetworkServiceTypeBackground`.
-nonisolated(unsafe) public let kCFStreamNetworkServiceTypeBackground: CFString = "kCFStreamNetworkServiceTypeBackground"
-/// `kCFStreamNetworkServiceTypeVoice`.
-nonisolated(unsafe) public let kCFStreamNetworkServiceTypeVoice: CFString = "kCFStreamNetworkServiceTypeVoice"
-/// `kCFStreamNetworkServiceTypeResponsiveData`.
-nonisolated(unsafe) public let kCFStreamNetworkServiceTypeResponsiveData: CFString = "kCFStreamNetworkServiceTypeResponsiveData"
-/// `kCFStreamNetworkServiceTypeCallSignaling`.
-nonisolated(unsafe) public let kCFStreamNetworkServiceTypeCallSignaling: CFString = "kCFStreamNetworkServiceTypeCallSignaling"
-/// `kCFStreamNetworkServiceTypeAVStreaming`.
-nonisolated(unsafe) public let kCFStreamNetworkServiceTypeAVStreaming: CFString = "kCFStreamNetworkServiceTypeAVStreaming"
-/// `kCFStreamNetworkServiceTypeResponsiveAV`.
-nonisolated(unsafe) public let kCFStreamNetworkServiceTypeResponsiveAV: CFString = "kCFStreamNetworkServiceTypeResponsiveAV"
 
 /// `CFReadStreamGetBuffer`: socket streams have no internal buffer to lend, so this returns nil and
 /// sets `numBytesRead` to 0, as CFNetwork's socket streams do; read with `CFReadStreamRead`.

@@ -21,8 +21,6 @@ import Foundation
 public typealias CFReadStream = InputStream
 /// `CFWriteStream`: the `OutputStream` (see `CFReadStream`).
 public typealias CFWriteStream = OutputStream
-/// `CFString`: `NSString` here, so a `String` or `NSString` converts with `as CFString`.
-public typealias CFString = NSString
 /// `CFError`: the `NSError` a stream's `streamError` holds (`CFErrorGetCode`, `CFErrorGetDomain` work on it).
 public typealias CFError = NSError
 /// `CFErrorDomain`.
@@ -326,8 +324,3 @@ private func runLoopModeName(_ mode: CFRunLoopMode?) -> String {
     }
     return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
-
-/// Lets the library `switch` over property and dictionary key names with the `kCF…` constants
-/// (`CFString`s) as patterns.
-func ~= (pattern: CFString, value: String) -> Bool { pattern.isEqual(to: value) }
-func ~= (pattern: CFString, value: String?) -> Bool { value.map { pattern.isEqual(to: $0) } ?? false }

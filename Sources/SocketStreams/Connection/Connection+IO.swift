@@ -14,14 +14,13 @@ extension Connection {
     @inline(__always)
     private func gate(_ half: Half) -> Int? {
         lock.assertHeld()
-        let h = half.rawValue
-        if halves[h].events.status == .opening || isNegotiating {
+        if halves[half].events.status == .opening || isNegotiating {
             moveOpenToStreamThread()
-            while halves[h].events.status == .opening || isNegotiating && halves[h].events.status == .open {
+            while halves[half].events.status == .opening || isNegotiating && halves[half].events.status == .open {
                 lock.wait()
             }
         }
-        switch halves[h].events.status {
+        switch halves[half].events.status {
         case .open, .reading, .writing:
             guard transport != nil else { return -1 }
             transfersInFlight.add(1, ordering: .sequentiallyConsistent)
@@ -51,7 +50,7 @@ extension Connection {
     private func block(for interest: Interest, on fd: Int32, _ half: Half) -> Bool {
         while true {
             if wait(for: interest, on: fd, timeout: Self.blockingSlice) { return true }
-            if lock.withLock({ halves[half.rawValue].gone }) { return false }
+            if lock.withLock({ halves[half].gone }) { return false }
         }
     }
 
@@ -71,9 +70,9 @@ extension Connection {
             return result
         }
         let transport = self.transport.unsafelyUnwrapped
-        let resume = halves[0].suppressed
-        halves[0].events.clientTransferred(.hasBytesAvailable)
-        halves[0].suppressed = false
+        let resume = halves[.input].suppressed
+        halves[.input].events.clientTransferred(.hasBytesAvailable)
+        halves[.input].suppressed = false
         if resume { syncInterest() }
         lock.unlock()
         let result = maxLength > 0 ? read(buffer, maxLength: maxLength, through: transport) : 0
@@ -91,7 +90,7 @@ extension Connection {
                 // Bytes the transport still holds are readable though the fd may not be: say so now.
                 if transport.hasBufferedInput {
                     lock.withLock {
-                        if halves[0].events.status == .open, !isNegotiating { signal(.input, .hasBytesAvailable) }
+                        if halves[.input].events.status == .open, !isNegotiating { signal(.input, .hasBytesAvailable) }
                     }
                 }
                 return count
@@ -110,7 +109,7 @@ extension Connection {
                 return -1
             case .wouldBlock:
                 let failed = lock.withLock { () -> Bool in
-                    if halves[0].gone { return true }
+                    if halves[.input].gone { return true }
                     guard let deferred = options?.deferredInputError else { return false }
                     signal(.input, .errorOccurred, error: deferred)
                     syncInterest()
@@ -129,8 +128,8 @@ extension Connection {
             return result
         }
         let transport = self.transport.unsafelyUnwrapped
-        halves[1].events.clientTransferred(.hasSpaceAvailable)
-        halves[1].spaceConfirmed = false
+        halves[.output].events.clientTransferred(.hasSpaceAvailable)
+        halves[.output].spaceConfirmed = false
         lock.unlock()
         let result = maxLength > 0 ? write(buffer, maxLength: maxLength, through: transport) : 0
         endTransfer()
@@ -147,7 +146,7 @@ extension Connection {
                 // Only a scheduled stream has anyone to tell.
                 lock.lock()
                 defer { lock.unlock() }
-                guard halves[1].events.status == .open, !halves[1].reactors.isEmpty, !isNegotiating else {
+                guard halves[.output].events.status == .open, !halves[.output].reactors.isEmpty, !isNegotiating else {
                     // Unscheduled: nobody would send bytes the transport still holds (a TLS record's
                     // tail) once this returns, so send them now, as a blocking write would.
                     if transport.hasPendingOutput {
@@ -163,11 +162,11 @@ extension Connection {
                     // No other transfer passed its gate meanwhile (it would have cleared the flag, or
                     // could write after this poll): what the poll saw still holds.
                     if case .socket = transport, transfersInFlight.load(ordering: .sequentiallyConsistent) == 1 {
-                        halves[1].spaceConfirmed = true
+                        halves[.output].spaceConfirmed = true
                     }
                     signal(.output, .hasSpaceAvailable)
-                } else if !halves[1].watchingSpace {
-                    halves[1].watchingSpace = true
+                } else if !halves[.output].watchingSpace {
+                    halves[.output].watchingSpace = true
                     syncInterest()
                 }
                 return count
@@ -195,19 +194,19 @@ extension Connection {
     /// live, its output is not open or already shut, or the socket refused (the pair then fails).
     func shutdownOutput() -> Bool {
         lock.lock()
-        guard case .live = phase, let transport, options?.outputShutDown != true else {
+        guard lifecycle.isLive, let transport, options?.outputShutDown != true else {
             lock.unlock()
             return false
         }
-        switch halves[1].events.status {
+        switch halves[.output].events.status {
         case .open, .writing: break
         default:
             lock.unlock()
             return false
         }
         someOptions.outputShutDown = true
-        halves[1].watchingSpace = false
-        halves[1].spaceConfirmed = false
+        halves[.output].watchingSpace = false
+        halves[.output].spaceConfirmed = false
         syncInterest()
         transfersInFlight.add(1, ordering: .sequentiallyConsistent)  // the fd stays ours until endTransfer
         lock.unlock()
@@ -234,7 +233,7 @@ extension Connection {
     /// confirm is cleared, and the stream goes back to watching for bytes.
     var hasBytesAvailable: Bool {
         lock.withLock {
-            if halves[0].events.status == .opening || isNegotiating { moveOpenToStreamThread() }
+            if halves[.input].events.status == .opening || isNegotiating { moveOpenToStreamThread() }
             return confirmBytesAvailable()
         }
     }
@@ -243,16 +242,16 @@ extension Connection {
     /// stream watches for bytes again. Lock held.
     func confirmBytesAvailable() -> Bool {
         lock.assertHeld()
-        guard halves[0].events.status == .open, !isNegotiating, let transport else { return false }
+        guard halves[.input].events.status == .open, !isNegotiating, let transport else { return false }
         if options?.deferredInputError != nil || transport.hasBufferedInput { return true }
         // The socket is readable; a layered transport says whether that makes a read return (TLS:
         // not for a session ticket alone).
         let interest = transport.readInterest
         if wait(for: interest, on: transport.fd, timeout: 0), transport.ready(interest).contains(.readable) { return true }
-        if halves[0].events.awaitingClient {
-            halves[0].events.clientTransferred(.hasBytesAvailable)
-            if halves[0].suppressed {
-                halves[0].suppressed = false
+        if halves[.input].events.awaitingClient {
+            halves[.input].events.clientTransferred(.hasBytesAvailable)
+            if halves[.input].suppressed {
+                halves[.input].suppressed = false
                 syncInterest()
             }
         }
@@ -264,7 +263,7 @@ extension Connection {
     /// stream watches for space again.
     var hasSpaceAvailable: Bool {
         lock.withLock {
-            if halves[1].events.status == .opening || isNegotiating { moveOpenToStreamThread() }
+            if halves[.output].events.status == .opening || isNegotiating { moveOpenToStreamThread() }
             return confirmSpaceAvailable()
         }
     }
@@ -273,18 +272,18 @@ extension Connection {
     /// stream watches for space again. Lock held.
     func confirmSpaceAvailable() -> Bool {
         lock.assertHeld()
-        guard halves[1].events.status == .open, !isNegotiating, let transport else { return false }
-        if halves[1].spaceConfirmed { return true }
+        guard halves[.output].events.status == .open, !isNegotiating, let transport else { return false }
+        if halves[.output].spaceConfirmed { return true }
         if !transport.hasPendingOutput, wait(for: transport.writeInterest, on: transport.fd, timeout: 0) {
             if case .socket = transport, transfersInFlight.load(ordering: .sequentiallyConsistent) == 0 {
-                halves[1].spaceConfirmed = true
+                halves[.output].spaceConfirmed = true
             }
             return true
         }
-        if halves[1].events.awaitingClient {
-            halves[1].events.clientTransferred(.hasSpaceAvailable)
-            if !halves[1].reactors.isEmpty, !halves[1].watchingSpace {
-                halves[1].watchingSpace = true
+        if halves[.output].events.awaitingClient {
+            halves[.output].events.clientTransferred(.hasSpaceAvailable)
+            if !halves[.output].reactors.isEmpty, !halves[.output].watchingSpace {
+                halves[.output].watchingSpace = true
                 syncInterest()
             }
         }

@@ -1,24 +1,10 @@
 import Foundation
 import Glibc
 
-/// Builds the `NSError`s that CFNetwork reports for socket streams (the shapes of
-/// `_CFErrorCreateWithStreamError`), with descriptions that name the endpoint. This is the edge
-/// where a typed `StreamFailure` becomes a stream's `streamError`.
-enum StreamErrors {
-    /// `kCFErrorDomainCFNetwork`.
-    static let cfNetworkDomain = "kCFErrorDomainCFNetwork"
-    /// The userInfo key holding the original `CFStreamError.error`.
-    static let streamErrorCodeKey = "_kCFStreamErrorCodeKey"
-    /// The userInfo key holding the original `CFStreamError.domain`.
-    static let streamErrorDomainKey = "_kCFStreamErrorDomainKey"
-    /// `kCFGetAddrInfoFailureKey`: the raw getaddrinfo() code.
-    static let getAddrInfoFailureKey = "kCFGetAddrInfoFailureKey"
-
-    /// `kCFStreamErrorDomainPOSIX`.
-    static let posixStreamDomain = 1
-    /// `kCFStreamErrorDomainNetDB`.
-    static let netDBStreamDomain = 12
-
+/// Where a typed `StreamFailure` becomes a stream's `streamError`: the `NSError`s CFNetwork reports for
+/// socket streams (the shapes of `_CFErrorCreateWithStreamError`), with descriptions that name the
+/// endpoint. The names they use are declared below every layer (System/ErrorNames.swift).
+extension StreamErrors {
     /// The `streamError` for `failure`; `target` is named when the failure names no endpoint.
     static func error(for failure: StreamFailure, target: Endpoint) -> NSError {
         let endpoint = failure.endpoint ?? target
@@ -65,16 +51,5 @@ enum StreamErrors {
         case .proxyReply: return "The proxy refused \(endpoint.label)"
         case .connectToProxy(let proxy): return "Could not connect to \(proxy)"
         }
-    }
-
-    /// A POSIX error (`NSPOSIXErrorDomain`, code = errno), e.g. ECONNREFUSED from connect.
-    static func posix(_ code: Int32, _ what: String) -> NSError {
-        NSError(
-            domain: NSPOSIXErrorDomain, code: Int(code),
-            userInfo: [
-                streamErrorCodeKey: Int(code),
-                streamErrorDomainKey: posixStreamDomain,
-                NSLocalizedDescriptionKey: "\(what): \(Posix.errorString(code))",
-            ])
     }
 }

@@ -83,8 +83,9 @@ final class Reactor: @unchecked Sendable {
     private var armedDeadline = UInt64.max
     private var source: CFRunLoopSource?
     private var queueSource: (any DispatchSourceRead)?
-    /// Guarded by the registry's lock.
-    fileprivate var useCount = 0
+    /// The users `ReactorRegistry` counts (it alone uses this, `init`, `attach` and `detach`);
+    /// guarded by the registry's lock.
+    var useCount = 0
 
     // Touched only inside `perform`, on the run loop's thread.
     private let eventCapacity: Int32 = 256
@@ -96,7 +97,7 @@ final class Reactor: @unchecked Sendable {
     /// delegate's read or write raises): no lock, no wake-up, delivered before `perform` returns.
     @exclusivity(unchecked) private var localReady: [ReadyItem] = []
 
-    fileprivate init(runLoop: CFRunLoop?, mode: String, queue: DispatchQueue? = nil) throws(SystemError) {
+    init(runLoop: CFRunLoop?, mode: String, queue: DispatchQueue? = nil) throws(SystemError) {
         self.runLoop = runLoop
         self.mode = mode
         self.queue = queue
@@ -134,7 +135,7 @@ final class Reactor: @unchecked Sendable {
 
     /// Creates the run-loop source and adds it to the run loop in `mode`; for a queue, the dispatch
     /// source on the epoll fd.
-    fileprivate func attach() throws(SystemError) {
+    func attach() throws(SystemError) {
         if let queue {
             let watcher = DispatchSource.makeReadSource(fileDescriptor: epollFD, queue: queue)
             watcher.setEventHandler { [self] in performOnQueue() }  // the reactor lives until the source is cancelled
@@ -170,7 +171,7 @@ final class Reactor: @unchecked Sendable {
     /// Removes the source from its run loop; CoreFoundation then drops its reference to us. A queue's
     /// dispatch source is cancelled; its cancel handler, the last holder of the reactor, runs once
     /// libdispatch no longer watches the epoll fd.
-    fileprivate func detach() {
+    func detach() {
         let (detached, watcher) = lock.withLock { () -> (CFRunLoopSource?, (any DispatchSourceRead)?) in
             defer {
                 source = nil
@@ -576,166 +577,4 @@ private func makeCFString(_ string: String) -> CFRunLoopMode {
     if string == RunLoop.Mode.common.rawValue { return kCFRunLoopCommonModes }
     if string == RunLoop.Mode.default.rawValue { return kCFRunLoopDefaultMode }
     return CFStringCreateWithCString(nil, string, CFStringBuiltInEncodings.UTF8.rawValue)
-}
-
-/// Finds or creates the reactor for a (run loop, mode) and counts its users.
-///
-/// A reactor whose last user leaves stays attached in a small cache of idle reactors, so a run
-/// loop that opens connection after connection does not create and destroy its run-loop source,
-/// epoll set and eventfd each time. The cache is bounded: reactors of threads that have gone away
-/// are detached once newer ones push them out.
-final class ReactorRegistry: @unchecked Sendable {
-    static let shared = ReactorRegistry()
-
-    /// How many unused reactors stay attached.
-    static let idleCapacity = 8
-
-    private struct Key: Hashable {
-        let runLoop: ObjectIdentifier
-        let mode: String
-    }
-
-    private struct State {
-        var reactors: [Key: Reactor] = [:]
-        /// Reactors with no users, oldest first.
-        var idle: [Reactor] = []
-    }
-
-    private let state = Guarded(State())
-
-    /// The reactor for `cfRunLoop` in `mode`, created and attached on first use. Balance with
-    /// `release`. Fails (EMFILE, ENFILE, ENOMEM) when the epoll set, eventfd or timerfd of a new
-    /// reactor cannot be created.
-    func acquire(cfRunLoop: CFRunLoop, mode: String) throws(SystemError) -> Reactor {
-        try acquire(Key(runLoop: ObjectIdentifier(cfRunLoop), mode: mode)) { () throws(SystemError) in
-            try Reactor(runLoop: cfRunLoop, mode: mode)
-        }
-    }
-
-    /// The reactor for a dispatch queue (one per queue, however many streams use it).
-    func acquire(queue: DispatchQueue) throws(SystemError) -> Reactor {
-        try acquire(Key(runLoop: ObjectIdentifier(queue), mode: Self.queueMode)) { () throws(SystemError) in
-            try Reactor(runLoop: nil, mode: Self.queueMode, queue: queue)
-        }
-    }
-
-    /// The mode name a queue's reactor is keyed with.
-    private static let queueMode = "SocketStreams.DispatchQueue"
-
-    private func acquire(_ key: Key, create: () throws(SystemError) -> Reactor) throws(SystemError) -> Reactor {
-        let existing = state.withLock { state -> Reactor? in
-            guard let existing = state.reactors[key] else { return nil }
-            if existing.useCount == 0 { state.idle.removeAll { $0 === existing } }
-            existing.useCount += 1
-            return existing
-        }
-        if let existing { return existing }
-        let reactor = try create()
-        try reactor.attach()
-        // Another thread may have created one meanwhile: keep the first, drop ours.
-        let (kept, spare) = state.withLock { state -> (Reactor, Reactor?) in
-            if let first = state.reactors[key] {
-                if first.useCount == 0 { state.idle.removeAll { $0 === first } }
-                first.useCount += 1
-                return (first, reactor)
-            }
-            reactor.useCount = 1
-            state.reactors[key] = reactor
-            return (reactor, nil)
-        }
-        spare?.detach()
-        return kept
-    }
-
-    /// The reactor of a (run loop, mode), if one exists, without counting a use.
-    func existing(cfRunLoop: CFRunLoop, mode: String) -> Reactor? {
-        state.withLock { $0.reactors[Key(runLoop: ObjectIdentifier(cfRunLoop), mode: mode)] }
-    }
-
-    /// One more use of a reactor the caller already holds a use of.
-    func retain(_ reactor: Reactor) {
-        state.withLock { _ in reactor.useCount += 1 }
-    }
-
-    /// Drops one use. An unused reactor goes to the idle cache; the oldest idle one beyond its
-    /// capacity is detached from its run loop.
-    func release(_ reactor: Reactor) {
-        let evicted = state.withLock { state -> Reactor? in
-            reactor.useCount -= 1
-            guard reactor.useCount == 0 else { return nil }
-            state.idle.append(reactor)
-            guard state.idle.count > Self.idleCapacity else { return nil }
-            let oldest = state.idle.removeFirst()
-            let identity = oldest.queue.map { ObjectIdentifier($0) } ?? oldest.runLoop.map { ObjectIdentifier($0) }
-            if let identity { state.reactors.removeValue(forKey: Key(runLoop: identity, mode: oldest.mode)) }
-            return oldest
-        }
-        evicted?.detach()
-    }
-}
-
-/// The CFRunLoop behind a Foundation RunLoop, or nil when it cannot be known from this thread.
-///
-/// `RunLoop.getCFRunLoop()` is internal on Linux. The current and main run loops and the stream
-/// thread's are known directly; any other is read from the RunLoop's stored `_cfRunLoopStorage` by
-/// reflection. Should a Foundation release rename that field, this returns nil and callers use
-/// `onCFRunLoop(of:mode:_:)`'s fallback instead of trapping.
-func cfRunLoop(of runLoop: RunLoop) -> CFRunLoop? {
-    if runLoop === RunLoop.current { return CFRunLoopGetCurrent() }
-    if runLoop === RunLoop.main { return CFRunLoopGetMain() }
-    if let ours = StreamThread.knownRunLoop, runLoop === ours.runLoop { return ours.cfRunLoop }
-    return RunLoopDirectory.shared.cfRunLoop(of: runLoop)
-}
-
-/// Runs `body` with `runLoop`'s CFRunLoop: at once when it is known, else (the fallback) from a
-/// one-shot timer on `runLoop` in `mode`, whose callback runs on that run loop's own thread, where
-/// `CFRunLoopGetCurrent()` names it. The fallback runs `body` only once that run loop runs in
-/// `mode`, which is also the first moment a stream scheduled there could get an event.
-func onCFRunLoop(of runLoop: RunLoop, mode: RunLoop.Mode, _ body: @escaping @Sendable (CFRunLoop) -> Void) {
-    if let known = cfRunLoop(of: runLoop) { return body(known) }
-    let timer = Timer(fire: Date(), interval: 0, repeats: false) { _ in
-        let current = CFRunLoopGetCurrent()!
-        RunLoopDirectory.shared.learn(RunLoop.current, current)
-        body(current)
-    }
-    runLoop.add(timer, forMode: mode)
-}
-
-/// CFRunLoops of run loops other than the current and main ones: found by reflection (~20k
-/// instructions, so kept for the last few run loops) or learnt on their own thread. Entries hold
-/// their RunLoop, so an address cannot be reused by another run loop while cached.
-final class RunLoopDirectory: Sendable {
-    /// A run loop and its CFRunLoop. Both are thread-safe objects that Swift does not mark Sendable.
-    private struct Entry: @unchecked Sendable {
-        let runLoop: RunLoop
-        let cf: CFRunLoop
-    }
-
-    static let shared = RunLoopDirectory()
-    private let entries = Guarded<[Entry]>([])
-    /// Tests turn reflection off to exercise the fallback.
-    let reflectionEnabled = Atomic<Bool>(true)
-
-    func cfRunLoop(of runLoop: RunLoop) -> CFRunLoop? {
-        if let hit = entries.withLock({ entries in entries.first { $0.runLoop === runLoop } }) { return hit.cf }
-        guard reflectionEnabled.load(ordering: .relaxed) else { return nil }
-        for child in Mirror(reflecting: runLoop).children where child.label == "_cfRunLoopStorage" {
-            if let value = child.value as AnyObject? {
-                // A CF object with no Swift class to check against: reinterpret the reference.
-                let cf = Unmanaged<CFRunLoop>.fromOpaque(Unmanaged.passUnretained(value).toOpaque()).takeUnretainedValue()
-                learn(runLoop, cf)
-                return cf
-            }
-        }
-        return nil
-    }
-
-    func learn(_ runLoop: RunLoop, _ cf: CFRunLoop) {
-        let entry = Entry(runLoop: runLoop, cf: cf)
-        entries.withLock { entries in
-            guard !entries.contains(where: { $0.runLoop === entry.runLoop }) else { return }
-            entries.insert(entry, at: 0)
-            if entries.count > 8 { entries.removeLast() }
-        }
-    }
 }

@@ -27,6 +27,40 @@ class SocketStreamsTestCase: XCTestCase {
     // MARK: peers
 
     /// A fresh directory, removed after the test.
+    /// Runs this test binary's `test` ("Target.Class/testName") in a child process with
+    /// `SOCKETSTREAMS_TEST_SCENARIO` set to `scenario` (``childScenario`` there), for what must happen in
+    /// a process where nothing has run yet (the process-wide stream thread, a low fd limit); checks that
+    /// the child exited normally, within 60 s, with its one test passed.
+    func runInChild(_ test: String, scenario: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+        child.arguments = [test]
+        child.environment = ProcessInfo.processInfo.environment.merging(["SOCKETSTREAMS_TEST_SCENARIO": scenario]) { $1 }
+        let logURL = try makeTemporaryDirectory().appendingPathComponent("child.log")
+        _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        let log = try FileHandle(forWritingTo: logURL)
+        child.standardOutput = log
+        child.standardError = log
+        let exited = Signal()
+        child.terminationHandler = { _ in exited.raise() }
+        try child.run()
+        let finished = exited.wait(timeout: 60)
+        if !finished {
+            kill(child.processIdentifier, SIGKILL)
+            _ = exited.wait(timeout: 10)
+        }
+        try log.close()
+        let output = (try? String(contentsOf: logURL, encoding: .utf8)) ?? ""
+        XCTAssertTrue(finished, "the child hung:\n\(output)", file: file, line: line)
+        XCTAssertEqual(child.terminationReason, .exit, "the child crashed:\n\(output)", file: file, line: line)
+        XCTAssertEqual(child.terminationStatus, 0, output, file: file, line: line)
+        XCTAssertTrue(output.contains("Executed 1 test, with 0 failures"), output, file: file, line: line)
+    }
+
+    /// The scenario a child process started by ``runInChild(_:scenario:file:line:)`` runs, or nil in the
+    /// parent.
+    static var childScenario: String? { ProcessInfo.processInfo.environment["SOCKETSTREAMS_TEST_SCENARIO"] }
+
     func makeTemporaryDirectory() throws -> URL {
         let url = URL(fileURLWithPath: "/tmp/ssT-\(UUID().uuidString.prefix(8))", isDirectory: true)
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)

@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 
 /// `kCFStreamNetworkServiceType` (`Stream.PropertyKey.networkServiceType`) on Linux: Darwin's service
 /// classes mapped onto what Linux marks a socket's traffic with, the DSCP in the IP header (`IP_TOS`,
@@ -19,8 +18,8 @@ import Glibc
 /// puts back DSCP 0 and priority 0. Reads back as the value set.
 struct NetworkServiceType: Equatable {
     let name: String
-    let dscp: Int32
-    let priority: Int32
+    /// What the socket's traffic is marked with.
+    let trafficClass: TrafficClass
 
     static let all: [NetworkServiceType] = [
         NetworkServiceType(name: kCFStreamNetworkServiceTypeVoIP as String, dscp: 46, priority: 6),
@@ -32,9 +31,6 @@ struct NetworkServiceType: Equatable {
         NetworkServiceType(name: kCFStreamNetworkServiceTypeResponsiveData as String, dscp: 18, priority: 0),
         NetworkServiceType(name: kCFStreamNetworkServiceTypeBackground as String, dscp: 8, priority: 1),
     ]
-
-    /// No service class: what a socket has unless one is set.
-    static let standard = NetworkServiceType(name: "", dscp: 0, priority: 0)
 
     /// One of the `kCFStreamNetworkServiceType…` values, as a `CFString`, `String` or Foundation's
     /// `StreamNetworkServiceTypeValue`; nil for anything else.
@@ -51,23 +47,6 @@ struct NetworkServiceType: Equatable {
 
     private init(name: String, dscp: Int32, priority: Int32) {
         self.name = name
-        self.dscp = dscp
-        self.priority = priority
-    }
-
-    /// Marks `fd`'s traffic. The TOS or traffic class first: on Linux setting `IP_TOS` also sets the
-    /// priority, which `SO_PRIORITY` then fixes. Errors are ignored, as CFNetwork ignores a socket
-    /// option the platform refuses (a Unix-domain socket never gets here).
-    func apply(to fd: Int32) {
-        var domain: Int32 = 0
-        var length = socklen_t(MemoryLayout<Int32>.size)
-        guard getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &length) == 0 else { return }
-        let tos = dscp << 2
-        if domain == AF_INET6 {
-            try? Posix.setOption(fd, level: Int32(IPPROTO_IPV6), name: IPV6_TCLASS, value: tos)
-        }
-        // Also for an IPv6 socket, whose IPv4-mapped traffic uses it.
-        try? Posix.setOption(fd, level: Int32(IPPROTO_IP), name: IP_TOS, value: tos)
-        try? Posix.setOption(fd, level: SOL_SOCKET, name: SO_PRIORITY, value: priority)
+        self.trafficClass = TrafficClass(dscp: dscp, priority: priority)
     }
 }

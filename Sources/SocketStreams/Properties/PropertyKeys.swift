@@ -1,3 +1,7 @@
+// Every property name a socket stream pair answers to: CFNetwork's `kCFStream…` constants and
+// SocketStreams' own `Stream.PropertyKey`s. The Properties layer is the only one that knows these
+// spellings; below it, the pair is set with typed values (`Connection.setTLS`, `setProxy`, …).
+
 import Foundation
 
 /// `kCFStreamPropertySocketNativeHandle`: `Data` holding the socket's `Int32` fd. Read-only.
@@ -98,3 +102,70 @@ nonisolated(unsafe) public let kCFStreamPropertySSLPeerTrust: CFString = "kCFStr
 /// `kCFStreamPropertySSLContext`: Darwin's SecureTransport `SSLContextRef`. Not on Linux: reads as nil,
 /// and setting it returns false.
 nonisolated(unsafe) public let kCFStreamPropertySSLContext: CFString = "kCFStreamPropertySSLContext"
+
+/// `kCFStreamPropertySOCKSProxy` (`Stream.PropertyKey.socksProxyConfigurationKey`): a dictionary with the
+/// keys below (or `StreamSOCKSProxyConfiguration` keys). Set before `open()` (afterwards `setProperty`
+/// returns false); reads back as it was set, password included, as CFNetwork does.
+nonisolated(unsafe) public let kCFStreamPropertySOCKSProxy: CFString = "kCFStreamPropertySOCKSProxy"
+/// `kCFStreamPropertySOCKSProxyHost`: the proxy's host (Darwin's raw key `SOCKSProxy`; Foundation on
+/// Linux spells it `NSStreamSOCKSProxyKey`; both are accepted).
+nonisolated(unsafe) public let kCFStreamPropertySOCKSProxyHost: CFString = "SOCKSProxy"
+/// `kCFStreamPropertySOCKSProxyPort`: the proxy's port, a number; 1080 when absent (Darwin `SOCKSPort`,
+/// Linux `NSStreamSOCKSPortKey`).
+nonisolated(unsafe) public let kCFStreamPropertySOCKSProxyPort: CFString = "SOCKSPort"
+/// `kCFStreamPropertySOCKSVersion`: `kCFStreamSocketSOCKSVersion4` or `…5` (the default).
+nonisolated(unsafe) public let kCFStreamPropertySOCKSVersion: CFString = "kCFStreamPropertySOCKSVersion"
+/// `kCFStreamSocketSOCKSVersion4`: SOCKS4, and SOCKS4a for host-name targets.
+nonisolated(unsafe) public let kCFStreamSocketSOCKSVersion4: CFString = "kCFStreamSocketSOCKSVersion4"
+/// `kCFStreamSocketSOCKSVersion5`: SOCKS5.
+nonisolated(unsafe) public let kCFStreamSocketSOCKSVersion5: CFString = "kCFStreamSocketSOCKSVersion5"
+/// `kCFStreamPropertySOCKSUser`: SOCKS5 username (≤ 255 bytes) or SOCKS4 USERID.
+nonisolated(unsafe) public let kCFStreamPropertySOCKSUser: CFString = "kCFStreamPropertySOCKSUser"
+/// `kCFStreamPropertySOCKSPassword`: SOCKS5 password (≤ 255 bytes).
+nonisolated(unsafe) public let kCFStreamPropertySOCKSPassword: CFString = "kCFStreamPropertySOCKSPassword"
+
+/// `kCFStreamPropertyCONNECTProxy` (CFNetwork SPI): an HTTP CONNECT proxy as a dictionary with the keys
+/// below. Set before `open()`; reads back as it was set.
+nonisolated(unsafe) public let kCFStreamPropertyCONNECTProxy: CFString = "kCFStreamPropertyCONNECTProxy"
+/// `kCFStreamPropertyCONNECTProxyHost`: the HTTP proxy's host.
+nonisolated(unsafe) public let kCFStreamPropertyCONNECTProxyHost: CFString = "kCFStreamPropertyCONNECTProxyHost"
+/// `kCFStreamPropertyCONNECTProxyPort`: the HTTP proxy's port, a number.
+nonisolated(unsafe) public let kCFStreamPropertyCONNECTProxyPort: CFString = "kCFStreamPropertyCONNECTProxyPort"
+/// `kCFStreamPropertyCONNECTAdditionalHeaders`: a `[String: String]` of header fields sent with the
+/// CONNECT request (a `Proxy-Authorization` among them authenticates).
+nonisolated(unsafe) public let kCFStreamPropertyCONNECTAdditionalHeaders: CFString = "kCFStreamPropertyCONNECTAdditionalHeaders"
+
+extension Stream.PropertyKey {
+    /// SocketStreams' own: the proxy as a typed `ProxyConfiguration` (any kind, HTTP CONNECT included),
+    /// or nil for none. Set before `open()`. Reads back the proxy in use, however it was set.
+    public static let proxyConfigurationKey = Stream.PropertyKey("SocketStreamsPropertyProxyConfiguration")
+}
+
+/// `kCFStreamNetworkServiceType` (`Stream.PropertyKey.networkServiceType`): the traffic class of a TCP
+/// pair, one of the `kCFStreamNetworkServiceType…` values below (or Foundation's
+/// `StreamNetworkServiceTypeValue`). Linux has no service classes: each value marks the socket's
+/// traffic with a DSCP (`IP_TOS`/`IPV6_TCLASS`) and a queueing priority (`SO_PRIORITY`)
+/// (Guides/PortingFromApplePlatforms.md has the table). Set before or after the open; nil clears it;
+/// reads back as set. A Unix-domain pair and an unknown value are refused (`setProperty` returns false).
+nonisolated(unsafe) public let kCFStreamNetworkServiceType: CFString = "kCFStreamNetworkServiceType"
+/// `kCFStreamNetworkServiceTypeVoIP`.
+nonisolated(unsafe) public let kCFStreamNetworkServiceTypeVoIP: CFString = "kCFStreamNetworkServiceTypeVoIP"
+/// `kCFStreamNetworkServiceTypeVideo`.
+nonisolated(unsafe) public let kCFStreamNetworkServiceTypeVideo: CFString = "kCFStreamNetworkServiceTypeVideo"
+/// `kCFStreamNetworkServiceTypeBackground`.
+nonisolated(unsafe) public let kCFStreamNetworkServiceTypeBackground: CFString = "kCFStreamNetworkServiceTypeBackground"
+/// `kCFStreamNetworkServiceTypeVoice`.
+nonisolated(unsafe) public let kCFStreamNetworkServiceTypeVoice: CFString = "kCFStreamNetworkServiceTypeVoice"
+/// `kCFStreamNetworkServiceTypeResponsiveData`.
+nonisolated(unsafe) public let kCFStreamNetworkServiceTypeResponsiveData: CFString = "kCFStreamNetworkServiceTypeResponsiveData"
+/// `kCFStreamNetworkServiceTypeCallSignaling`.
+nonisolated(unsafe) public let kCFStreamNetworkServiceTypeCallSignaling: CFString = "kCFStreamNetworkServiceTypeCallSignaling"
+/// `kCFStreamNetworkServiceTypeAVStreaming`.
+nonisolated(unsafe) public let kCFStreamNetworkServiceTypeAVStreaming: CFString = "kCFStreamNetworkServiceTypeAVStreaming"
+/// `kCFStreamNetworkServiceTypeResponsiveAV`.
+nonisolated(unsafe) public let kCFStreamNetworkServiceTypeResponsiveAV: CFString = "kCFStreamNetworkServiceTypeResponsiveAV"
+
+/// Lets the Properties layer `switch` over property and dictionary key names with the `kCF…`
+/// constants (`CFString`s) as patterns.
+func ~= (pattern: CFString, value: String) -> Bool { pattern.isEqual(to: value) }
+func ~= (pattern: CFString, value: String?) -> Bool { value.map { pattern.isEqual(to: $0) } ?? false }

@@ -9,35 +9,7 @@ import XCTest
 /// finding 8). The thread is process-wide and starts once, so each scenario runs in a child process
 /// of this test binary where nothing has started it yet.
 final class StreamThreadStartTests: SocketStreamsTestCase {
-    /// Runs this test binary's `test` in a child process with `SOCKETSTREAMS_TEST_SCENARIO` set to
-    /// `scenario`, and checks that it exited normally with its one test passed.
-    private func runInChild(_ test: String, scenario: String, file: StaticString = #filePath, line: UInt = #line) throws {
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-        child.arguments = ["SocketStreamsTests.StreamThreadStartTests/\(test)"]
-        child.environment = ProcessInfo.processInfo.environment.merging(["SOCKETSTREAMS_TEST_SCENARIO": scenario]) { $1 }
-        let logURL = try makeTemporaryDirectory().appendingPathComponent("child.log")
-        _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
-        let log = try FileHandle(forWritingTo: logURL)
-        child.standardOutput = log
-        child.standardError = log
-        let exited = Signal()
-        child.terminationHandler = { _ in exited.raise() }
-        try child.run()
-        let finished = exited.wait(timeout: 60)
-        if !finished {
-            kill(child.processIdentifier, SIGKILL)
-            _ = exited.wait(timeout: 10)
-        }
-        try log.close()
-        let output = (try? String(contentsOf: logURL, encoding: .utf8)) ?? ""
-        XCTAssertTrue(finished, "the child hung:\n\(output)", file: file, line: line)
-        XCTAssertEqual(child.terminationReason, .exit, "the child crashed:\n\(output)", file: file, line: line)
-        XCTAssertEqual(child.terminationStatus, 0, output, file: file, line: line)
-        XCTAssertTrue(output.contains("Executed 1 test, with 0 failures"), output, file: file, line: line)
-    }
-
-    private var scenario: String? { ProcessInfo.processInfo.environment["SOCKETSTREAMS_TEST_SCENARIO"] }
+    private var scenario: String? { Self.childScenario }
 
     /// With no fd free before anything started the thread: `RunLoop.startSocketStreams()` throws
     /// EMFILE, an `AsyncConnection`'s open throws it, and `RunLoop.socketStreams` (which cannot throw)
@@ -47,7 +19,9 @@ final class StreamThreadStartTests: SocketStreamsTestCase {
     /// halts if that run loop needs a new fd while none is free (it cannot report failing to make one).
     func testOutOfDescriptorsBeforeTheThreadStartsThrowsOrWaits() throws {
         guard scenario == "stream-thread-never-started" else {
-            return try runInChild("testOutOfDescriptorsBeforeTheThreadStartsThrowsOrWaits", scenario: "stream-thread-never-started")
+            return try runInChild(
+                "SocketStreamsTests.StreamThreadStartTests/testOutOfDescriptorsBeforeTheThreadStartsThrowsOrWaits",
+                scenario: "stream-thread-never-started")
         }
         XCTAssertNil(StreamThread.thread, "something started the thread already")
         let restore = tightenDescriptorLimit()
@@ -98,7 +72,9 @@ final class StreamThreadStartTests: SocketStreamsTestCase {
     /// pair scheduled there, which needs fds for its reactor, fails with EMFILE instead of trapping.
     func testTheFirstPairReservesTheThreadsDescriptors() throws {
         guard scenario == "stream-thread-prepared" else {
-            return try runInChild("testTheFirstPairReservesTheThreadsDescriptors", scenario: "stream-thread-prepared")
+            return try runInChild(
+                "SocketStreamsTests.StreamThreadStartTests/testTheFirstPairReservesTheThreadsDescriptors",
+                scenario: "stream-thread-prepared")
         }
         XCTAssertNil(StreamThread.thread, "something started the thread already")
         let pair = makePair(port: 9)

@@ -1,93 +1,58 @@
-// TLS as properties: kCFStreamPropertySocketSecurityLevel, kCFStreamPropertySSLSettings and our typed
-// TLSSettings all land in one TLSSettings value. Set before TCP is up (before open, or while connecting),
-// TLS runs after the proxy stage (if any), before the stream is live; set on a live plain pair, it starts in place (STARTTLS). Once a
-// TLS handshake has started, the settings cannot change (setProperty returns false), as CFNetwork
-// refuses once its context is past idle.
+// TLS as properties: kCFStreamPropertySocketSecurityLevel, kCFStreamPropertySSLSettings and the typed
+// TLSSettings all land in one TLSSettings value (`Connection.setTLS`), with the property as set kept
+// beside it for reading back. Set before TCP is up (before open, or while connecting), TLS runs after
+// the proxy stage (if any), before the stream is live; set on a live plain pair, it starts in place
+// (STARTTLS). Once a TLS handshake has started, the settings cannot change (setProperty returns
+// false), as CFNetwork refuses once its context is past idle.
 
 import Foundation
 
 extension Connection {
-    /// The TLS transport in use, once its handshake is done. Lock held.
-    var activeTLS: TLSTransport? {
-        if case .layered(let layered)? = transport { return layered as? TLSTransport }
-        return nil
-    }
-
-    /// Whether a TLS handshake has been queued or started, or TLS is up. Lock held.
-    private var tlsStarted: Bool {
-        activeTLS != nil || stages.contains { $0 is TLSHandshake }
-    }
-
-    /// Applies new TLS settings (nil: none). Lock held. Returns setProperty's answer.
-    func setTLS(_ settings: TLSSettings?, level: String?, dictionary: AnyObject?) -> Bool {
-        lock.assertHeld()
-        switch phase {
-        case .idle, .connecting:
-            tlsSettings = settings
-            tlsLevel = level
-            tlsDictionary = dictionary
-            return true
-        case .live:
-            guard !tlsStarted else { return false }
-            guard let settings else { return true }  // no TLS on a plain pair: nothing to do
-            tlsSettings = settings
-            tlsLevel = level
-            tlsDictionary = dictionary
-            stages.append(TLSHandshake(settings: settings, target: target, resume: { [weak self] in self?.resumeNegotiation() }))
-            startStagesOnLivePair()
-            return true
-        case .negotiating, .failed, .closed:
-            return false
-        }
-    }
-
-    /// The stages the configuration asks for at open: the proxy's, then TLS. Lock held.
-    func configuredStages() -> [any HandshakeStage] {
-        lock.assertHeld()
-        var stages: [any HandshakeStage] = []
-        if let proxy, let proxyTarget {
-            stages.append(ProxyHandshake(configuration: proxy, target: proxyTarget))
-        }
-        if let tlsSettings {
-            stages.append(TLSHandshake(settings: tlsSettings, target: target, resume: { [weak self] in self?.resumeNegotiation() }))
-        }
-        return stages
-    }
-
-    // MARK: property values
-
     /// `kCFStreamPropertySocketSecurityLevel`: what was set, or after the handshake what was
     /// negotiated (`kCFStreamSocketSecurityLevelTLSv1` for any TLS version: CFNetwork has no level
-    /// names for 1.2 and 1.3; `tlsConnectionInfoKey` tells the exact version).
+    /// names for 1.2 and 1.3; `tlsConnectionInfoKey` tells the exact version). Lock held.
     func securityLevelProperty() -> AnyObject? {
         if activeTLS != nil { return kCFStreamSocketSecurityLevelTLSv1 }
-        return tlsLevel.map { NSString(string: $0) }
+        return settings.tlsAsSet[kCFStreamPropertySocketSecurityLevel as String]
     }
 
+    /// Lock held, as for every setter below.
     func setSecurityLevel(_ value: AnyObject?) -> Bool {
         guard let level = SecurityLevel(value) else { return false }
-        guard level != .none else { return setTLS(nil, level: kCFStreamSocketSecurityLevelNone as String, dictionary: nil) }
-        var settings = tlsSettings ?? TLSSettings()
-        level.apply(to: &settings)
-        return setTLS(settings, level: level.rawValue, dictionary: tlsDictionary)
+        guard level != .none else { return setTLS(nil, asSet: TLSAsSet.level(kCFStreamSocketSecurityLevelNone as String)) }
+        var tls = settings.tls ?? TLSSettings()
+        level.apply(to: &tls)
+        var asSet = settings.tlsAsSet
+        asSet[kCFStreamPropertySocketSecurityLevel as String] = NSString(string: level.rawValue)
+        return setTLS(tls, asSet: asSet)
     }
 
     func setSSLSettings(_ value: AnyObject?) -> Bool {
-        guard let value, !(value is NSNull) else { return setTLS(nil, level: nil, dictionary: nil) }
+        guard let value, !(value is NSNull) else { return setTLS(nil, asSet: [:]) }
         guard let dictionary = SSLSettingsDictionary.parse(value) else { return false }
-        return setTLS(dictionary.settings, level: dictionary.level.rawValue, dictionary: value)
+        var asSet = TLSAsSet.level(dictionary.level.rawValue)
+        asSet[kCFStreamPropertySSLSettings as String] = value
+        return setTLS(dictionary.settings, asSet: asSet)
     }
 
     func setTypedTLSSettings(_ value: AnyObject?) -> Bool {
-        guard let value else { return setTLS(nil, level: nil, dictionary: nil) }
-        guard let settings = value as? TLSSettings else { return false }
-        return setTLS(settings, level: kCFStreamSocketSecurityLevelNegotiatedSSL as String, dictionary: nil)
+        guard let value else { return setTLS(nil, asSet: [:]) }
+        guard let tls = value as? TLSSettings else { return false }
+        return setTLS(tls, asSet: TLSAsSet.level(kCFStreamSocketSecurityLevelNegotiatedSSL as String))
     }
 
-    /// `kCFStreamPropertySSLPeerCertificates`: the peer's certificates, DER, leaf first.
+    /// `kCFStreamPropertySSLPeerCertificates`: the peer's certificates, DER, leaf first. Lock held.
     func peerCertificatesProperty() -> AnyObject? {
         guard let info = activeTLS?.info else { return nil }
         return info.peerCertificates.map { NSData(data: $0) } as NSArray
+    }
+}
+
+/// The TLS properties as set, for reading back.
+enum TLSAsSet {
+    /// Only a security level.
+    static func level(_ level: String) -> [String: AnyObject] {
+        [kCFStreamPropertySocketSecurityLevel as String: NSString(string: level)]
     }
 }
 

@@ -31,32 +31,11 @@ final class ScheduleExhaustionTests: SocketStreamsTestCase {
     /// stream thread is process-wide, so this runs in a child process where nothing has started it.
     func testStreamThreadStartFailsCleanlyWhenDescriptorsRunOut() throws {
         let scenario = "stream-thread-out-of-fds"
-        if ProcessInfo.processInfo.environment["SOCKETSTREAMS_TEST_SCENARIO"] == scenario {
+        if Self.childScenario == scenario {
             return try streamThreadOutOfDescriptorsScenario()
         }
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-        child.arguments = ["SocketStreamsTests.ScheduleExhaustionTests/testStreamThreadStartFailsCleanlyWhenDescriptorsRunOut"]
-        child.environment = ProcessInfo.processInfo.environment.merging(["SOCKETSTREAMS_TEST_SCENARIO": scenario]) { $1 }
-        let logURL = try makeTemporaryDirectory().appendingPathComponent("child.log")
-        _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
-        let log = try FileHandle(forWritingTo: logURL)
-        child.standardOutput = log
-        child.standardError = log
-        let exited = Signal()
-        child.terminationHandler = { _ in exited.raise() }
-        try child.run()
-        let finished = exited.wait(timeout: 60)
-        if !finished {
-            kill(child.processIdentifier, SIGKILL)
-            _ = exited.wait(timeout: 10)
-        }
-        try log.close()
-        let output = (try? String(contentsOf: logURL, encoding: .utf8)) ?? ""
-        XCTAssertTrue(finished, "the child hung:\n\(output)")
-        XCTAssertEqual(child.terminationReason, .exit, "the child crashed:\n\(output)")
-        XCTAssertEqual(child.terminationStatus, 0, output)
-        XCTAssertTrue(output.contains("Executed 1 test, with 0 failures"), output)
+        try runInChild(
+            "SocketStreamsTests.ScheduleExhaustionTests/testStreamThreadStartFailsCleanlyWhenDescriptorsRunOut", scenario: scenario)
     }
 
     /// The reproduction: under `ulimit -n 256`, 1,000 delegate pairs opened on this thread's

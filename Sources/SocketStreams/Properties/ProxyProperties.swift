@@ -1,101 +1,40 @@
 // Proxies as properties: CFNetwork's kCFStreamPropertySOCKSProxy dictionary, the CONNECT SPI
-// dictionary and our typed ProxyConfiguration all land in one ProxyConfiguration. Set before open only
-// (CFNetwork refuses once the stream is opening), on pairs created for a host and port. Everything the
-// proxy will be sent is checked here, so a bad value is `false` from setProperty, not a request with a
-// header injected or a name cut short.
+// dictionary and the typed ProxyConfiguration all land in one ProxyConfiguration
+// (`Connection.setProxy`), with the property as set kept beside it for reading back. Set before open
+// only (CFNetwork refuses once the stream is opening), on pairs created for a host and port. What the
+// proxy will be sent is checked before it is accepted (`ProxyValidation`), so a bad value is `false`
+// from setProperty, not a request with a header injected or a name cut short.
 
 import Foundation
-import HTTPParsing
 
 extension Connection {
-    /// Applies a proxy (nil: none) and remembers the property as set. Lock held.
-    func setProxy(_ configuration: ProxyConfiguration?, property: (key: String, value: AnyObject)?) -> Bool {
-        lock.assertHeld()
-        guard case .idle = phase, let proxyTarget = ProxyTarget(target) else { return false }
-        if let configuration {
-            guard ProxyValidation.accepts(configuration, target: proxyTarget) else { return false }
-        }
-        proxy = configuration
-        self.proxyTarget = configuration == nil ? nil : proxyTarget
-        proxyProperty = configuration == nil ? nil : property
-        return true
-    }
-
-    /// `kCFStreamPropertySOCKSProxy`, `kCFStreamPropertyCONNECTProxy`, `proxyConfigurationKey`: what was set.
+    /// `kCFStreamPropertySOCKSProxy`, `kCFStreamPropertyCONNECTProxy`, `proxyConfigurationKey`: what
+    /// was set. Lock held, as for every setter below.
     func proxyPropertyValue(forKey key: String) -> AnyObject? {
-        if key == Stream.PropertyKey.proxyConfigurationKey.rawValue { return proxy.map { $0 as AnyObject } }
-        guard let stored = proxyProperty, stored.key == key else { return nil }
-        return stored.value
+        if key == Stream.PropertyKey.proxyConfigurationKey.rawValue { return settings.proxy.map { $0 as AnyObject } }
+        return settings.proxyAsSet[key]
     }
 
     func setSOCKSProxy(_ value: AnyObject?) -> Bool {
-        guard let value, !(value is NSNull) else { return setProxy(nil, property: nil) }
+        guard let value, !(value is NSNull) else { return setProxy(nil, asSet: [:]) }
         switch ProxyDictionary.socks(value, target: target) {
         case .invalid: return false
-        case .disabled: return setProxy(nil, property: nil)
+        case .disabled: return setProxy(nil, asSet: [:])
         case .proxy(let configuration):
-            return setProxy(configuration, property: (kCFStreamPropertySOCKSProxy as String, value))
+            return setProxy(configuration, asSet: [kCFStreamPropertySOCKSProxy as String: value])
         }
     }
 
     func setCONNECTProxy(_ value: AnyObject?) -> Bool {
-        guard let value, !(value is NSNull) else { return setProxy(nil, property: nil) }
+        guard let value, !(value is NSNull) else { return setProxy(nil, asSet: [:]) }
         guard let configuration = ProxyDictionary.connect(value) else { return false }
-        return setProxy(configuration, property: (kCFStreamPropertyCONNECTProxy as String, value))
+        return setProxy(configuration, asSet: [kCFStreamPropertyCONNECTProxy as String: value])
     }
 
     func setTypedProxy(_ value: AnyObject?) -> Bool {
-        guard let value, !(value is NSNull) else { return setProxy(nil, property: nil) }
+        guard let value, !(value is NSNull) else { return setProxy(nil, asSet: [:]) }
         guard let configuration = value as? ProxyConfiguration else { return false }
-        return setProxy(configuration, property: nil)
-    }
-}
-
-extension ProxyTarget {
-    /// The pair's target as a proxy is asked for it; nil for Unix paths, native sockets and a port
-    /// outside 0...65535 (never masked: such a pair fails at open, see `PortNumber`).
-    init?(_ endpoint: Endpoint) {
-        guard case .host(let name, let port) = endpoint, let port16 = UInt16(exactly: port) else { return nil }
-        let bare = name.hasPrefix("[") && name.hasSuffix("]") ? String(name.dropFirst().dropLast()) : name
-        if let numeric = SocketAddress(numericHost: bare, port: Int(port16)) {
-            let bytes = numeric.addressBytes
-            self.init(address: bytes.count == 4 ? .ipv4(bytes) : .ipv6(bytes), port: port16, host: bare)
-        } else {
-            self.init(address: .name(name), port: port16, host: name)
-        }
-    }
-}
-
-/// What a proxy configuration must satisfy before anything is sent.
-enum ProxyValidation {
-    static func accepts(_ configuration: ProxyConfiguration, target proxyTarget: ProxyTarget) -> Bool {
-        guard !configuration.host.isEmpty, isPrintable(configuration.host), PortNumber.isDialable(configuration.port)
-        else { return false }
-        let user = Array((configuration.username ?? "").utf8)
-        let password = Array((configuration.password ?? "").utf8)
-        if case .name(let name) = proxyTarget.address, !HTTPSyntax.isHostName(name) { return false }
-        switch configuration.kind {
-        case .socks4:
-            // No IPv6 in SOCKS4; the USERID is NUL-terminated.
-            if case .ipv6 = proxyTarget.address { return false }
-            return !user.contains(0) && user.count <= 512 && configuration.additionalHeaders.isEmpty
-        case .socks5:
-            // RFC 1928/1929: one length byte each for the name, the username and the password.
-            if case .name(let name) = proxyTarget.address, name.utf8.count > 255 { return false }
-            return user.count <= 255 && password.count <= 255 && configuration.additionalHeaders.isEmpty
-        case .httpConnect:
-            // Basic credentials cannot hold a colon in the user-id (RFC 7617); no field may break the head.
-            guard !user.contains(UInt8(ascii: ":")), isFieldValue(user), isFieldValue(password) else { return false }
-            return configuration.additionalHeaders.allSatisfy { HTTPSyntax.isToken($0.name) && isFieldValue(Array($0.value.utf8)) }
-        }
-    }
-
-    private static func isPrintable(_ text: String) -> Bool {
-        text.utf8.allSatisfy { $0 > 0x20 && $0 != 0x7F }
-    }
-
-    private static func isFieldValue(_ bytes: [UInt8]) -> Bool {
-        bytes.allSatisfy { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }
+        return setProxy(configuration, asSet: [:])
     }
 }
 

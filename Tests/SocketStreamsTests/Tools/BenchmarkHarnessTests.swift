@@ -18,7 +18,7 @@ final class BenchmarkHarnessTests: XCTestCase {
     /// GuideExampleTests failed).
     func testRunWithoutOutLeavesTheRecordedResultsAlone() throws {
         let binary = URL(fileURLWithPath: try builtExecutable("stream-bench"))
-        let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let package = packageRoot
         let recorded = package.appendingPathComponent("Benchmarks/results")
         let names = ["latest.md", "latest.json", "ratios.svg"]
         let before = try names.map { try Data(contentsOf: recorded.appendingPathComponent($0)) }

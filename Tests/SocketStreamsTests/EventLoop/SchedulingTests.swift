@@ -64,7 +64,11 @@ final class SchedulingTests: SocketStreamsTestCase {
         // Unscheduling from here finds the same run loop.
         for stream in [pair.input as Stream, pair.output as Stream] { stream.remove(from: worker.runLoop, forMode: .default) }
         XCTAssertTrue(
-            worker.sync { pair.input.connection.lock.withLock { (0..<2).allSatisfy { pair.input.connection.halves[$0].reactors.isEmpty } } }
+            worker.sync {
+                pair.input.connection.lock.withLock {
+                    [Half.input, .output].allSatisfy { pair.input.connection.halves[$0].reactors.isEmpty }
+                }
+            }
                 ?? false,
             "still scheduled after remove(from:forMode:)", file: file, line: line)
         worker.sync {

@@ -1,0 +1,428 @@
+// Carrying out the pair's lifecycle (PairLifecycle): the open (home, deadline, connector, TCP up),
+// the handshake stages, failure, close and teardown. Every move of the lifecycle is made here, under
+// the lock, and each action it returns is done here.
+
+import CSocketStreamsShims
+import CoreFoundation
+import Dispatch
+import Foundation
+import Glibc
+import Synchronization
+
+extension Connection {
+    // MARK: open
+
+    func open(_ half: Half) {
+        lock.lock()
+        guard !halves[half].gone, halves[half].events.open() else { return lock.unlock() }
+        var started: Connector?
+        switch lifecycle.handle(.open) {
+        case .start:
+            started = start()
+        case .completeOpen:
+            signal(half, .openCompleted)
+        case .completeOpenLive:
+            signal(half, .openCompleted)
+            if half == .output { halves[.output].watchingSpace = true }
+            rebuildRegistrations()
+        case .reportFailure(let error):
+            signal(half, .errorOccurred, error: error)
+        default:
+            break
+        }
+        lock.unlock()
+        started?.start()  // may complete the open at once, so not under the lock
+    }
+
+    /// The first `open()` of either half starts the shared work. Lock held. Returns the connector to
+    /// start once the lock is released.
+    private func start() -> Connector? {
+        lock.assertHeld()
+        if case .native(let fd, _) = target {
+            let handle = SocketHandle(fd: fd, closesOnRelease: closesNativeSocket, lent: true)
+            do {
+                try Posix.setNonBlocking(fd)
+                tcpUp(handle, writable: false)
+            } catch {
+                handle.release()
+                fail(.posix(error.code, .adopt), from: nil)
+            }
+            return nil
+        }
+        if case .host(_, let port) = target, !PortNumber.isValid(port) {
+            // Never masked to 16 bits and dialled: EINVAL, whose message names the port (PortNumber).
+            fail(.posix(EINVAL, .connect), from: nil)
+            return nil
+        }
+        do {
+            try beginOpen()
+        } catch {
+            fail(.posix(error.code, .connect), from: nil)
+            return nil
+        }
+        let connector = Connector(
+            connection: self, endpoint: options?.settings.firstHop ?? target, home: openHome!, time: time, resolve: resolve,
+            local: options?.settings.localBinding)
+        _ = lifecycle.handle(.dial(connector))
+        return connector
+    }
+
+    /// Picks the open's home and arms its deadline. Lock held.
+    private func beginOpen() throws(SystemError) {
+        lock.assertHeld()
+        // The open's waits run where the pair's events will be delivered, when that is one place.
+        // Unscheduled, or scheduled in several places (any of which may be the one that runs), they
+        // run on the stream thread, which always runs.
+        var single: Reactor?
+        var places = 0
+        for half in [Half.input, .output] where !halves[half].gone {
+            for reactor in halves[half].reactors where reactor !== single {
+                single = reactor
+                places += 1
+            }
+        }
+        let home: Reactor
+        if places == 1, !openOnStreamThread, let single {
+            home = single
+        } else {
+            home = try StreamThread.reactor()
+            openOnStreamThread = true
+        }
+        ReactorRegistry.shared.retain(home)
+        openHome = home
+        if let timeout = options?.settings.connectTimeout, timeout > 0 {
+            let nanoseconds = timeout.saturatingNanoseconds
+            openState.deadline = time.now() &+ nanoseconds
+            armDeadline(after: nanoseconds, on: home)
+        }
+    }
+
+    private func armDeadline(after nanoseconds: UInt64, on reactor: Reactor) {
+        opening?.deadlineTimer = time.schedule(after: nanoseconds, on: reactor) { [weak self] in self?.deadlinePassed() }
+    }
+
+    /// The open deadline passed (`connectTimeoutKey`): the connect or the handshake in progress fails
+    /// with ETIMEDOUT.
+    private func deadlinePassed() {
+        lock.withLock {
+            guard let state = opening, state.deadlineTimer != nil, time.now() >= state.deadline else { return }
+            state.deadlineTimer = nil
+            switch lifecycle.handle(.deadlinePassed) {
+            case .timeOutConnect(let connector):
+                connector.cancel()
+                fail(.posix(ETIMEDOUT, .connect), from: nil)
+            case .timeOutHandshake:
+                fail(.posix(ETIMEDOUT, .handshake(stages.first?.name ?? "handshake")), from: nil)
+            default:
+                break
+            }
+        }
+    }
+
+    /// The open is over (live, failed or closed): its deadline and home go, and with no stage left
+    /// to run, the whole open state. Lock held.
+    private func endOpen() {
+        lock.assertHeld()
+        if let state = opening {
+            if let home = openHome, let timer = state.deadlineTimer { time.cancel(timer, on: home) }
+            state.deadlineTimer = nil
+            if state.stages.isEmpty { opening = nil }
+        }
+        if let home = openHome {
+            openHome = nil
+            ReactorRegistry.shared.release(home)
+        }
+    }
+
+    /// Before a call waits for (or polls) an open in progress: make sure the open does not depend on
+    /// some client run loop being run. Lock held.
+    func moveOpenToStreamThread() {
+        lock.assertHeld()
+        guard isOpening, let old = openHome else { return }
+        guard let target = try? StreamThread.reactor(), target !== old else {
+            openOnStreamThread = true
+            return
+        }
+        openOnStreamThread = true
+        ReactorRegistry.shared.retain(target)
+        openHome = target
+        lifecycle.dial?.move(to: target)
+        if let state = opening, let timer = state.deadlineTimer {
+            time.cancel(timer, on: old)
+            let now = time.now()
+            armDeadline(after: state.deadline > now ? state.deadline - now : 1, on: target)
+        }
+        if isNegotiating { rebuildRegistrations() }
+        ReactorRegistry.shared.release(old)
+    }
+
+    /// The connector's success: TCP is up on `handle`.
+    func connected(_ handle: SocketHandle, handover: EpollHandover?) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard case .adopt = lifecycle.handle(.connected) else {
+            handover?.cancel()
+            handle.release()  // closed or timed out meanwhile
+            return
+        }
+        handle.closesOnRelease = closesNativeSocket
+        tcpUp(handle, writable: true, handover: handover)
+    }
+
+    /// The connector's failure.
+    func connectFailed(_ failure: StreamFailure) {
+        lock.withLock {
+            guard case .fail = lifecycle.handle(.connectFailed) else { return }
+            var failure = failure
+            if let proxy = options?.settings.proxy, failure.operation == .connect { failure.operation = .connectToProxy(proxy.description) }
+            fail(failure, from: nil)
+        }
+    }
+
+    /// TCP is up: every half that was opened completes, then the stages run, or the pair goes live.
+    /// `writable`: the socket just reported writable (a completed connect). Lock held.
+    private func tcpUp(_ handle: SocketHandle, writable: Bool, handover: EpollHandover? = nil) {
+        lock.assertHeld()
+        // The connector's epoll registration, if it left one: the first registration on its reactor
+        // takes it over; if none does (a failure, or no stream scheduled there), it is removed.
+        var handover = handover
+        defer { handover?.cancel() }
+        socket = handle
+        transport = .socket(fd: handle.fd)
+        // The stages are fixed now, not at open(): TLS may still be set while TCP connects.
+        let configured = options?.settings.stages(for: target, resume: { [weak self] in self?.resumeNegotiation() }) ?? []
+        if !configured.isEmpty { stages.insert(contentsOf: configured, at: 0) }
+        if noDelay == true { try? Posix.setOption(handle.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: 1) }
+        options?.settings.trafficClass?.apply(to: handle.fd)
+        for half in [Half.input, .output] where halves[half].events.status == .opening {
+            signal(half, .openCompleted)
+        }
+        switch lifecycle.handle(.tcpUp(stages: !stages.isEmpty)) {
+        case .goLive: goLive(writable: writable, handover: &handover)
+        case .negotiate: beginNegotiation(handover: &handover)
+        default: break
+        }
+    }
+
+    /// The last stage is done (or there were none): has-events flow. With `writable`, as after a
+    /// completed connect, `hasSpaceAvailable` follows `openCompleted` at once, as CFNetwork's connect
+    /// callback does; otherwise epoll reports it. Lock held.
+    private func goLive(writable: Bool) {
+        lock.assertHeld()
+        var none: EpollHandover?
+        goLive(writable: writable, handover: &none)
+    }
+
+    /// The lifecycle has moved to `live` already.
+    private func goLive(writable: Bool, handover: inout EpollHandover?) {
+        endOpen()
+        if halves[.output].events.status == .open {
+            if writable {
+                signal(.output, .hasSpaceAvailable)
+            } else {
+                halves[.output].watchingSpace = true
+            }
+        }
+        if halves[.input].events.status == .open, transport?.hasBufferedInput == true {
+            signal(.input, .hasBytesAvailable)
+        }
+        rebuildRegistrations(handover: &handover)
+        lock.broadcast()
+    }
+
+    // MARK: handshake stages
+
+    /// Adds a stage to run before the stream is (again) live. Before the open it waits its turn; on a
+    /// live pair it starts now (STARTTLS): has-events stop until it is done, bytes already received
+    /// stay in the transport for it, and the deadline is `connectTimeoutKey` again. Returns false on
+    /// a failed or closed pair.
+    func addStage(_ stage: any HandshakeStage) -> Bool {
+        lock.withLock { queueStage(stage) }
+    }
+
+    /// `addStage` with the lock held.
+    func queueStage(_ stage: any HandshakeStage) -> Bool {
+        lock.assertHeld()
+        switch lifecycle.handle(.stageAdded) {
+        case .queueStage:
+            stages.append(stage)
+            return true
+        case .negotiate:
+            stages.append(stage)
+            beginNegotiation()
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// Enters `negotiating` and starts the first stage. Lock held.
+    private func beginNegotiation() {
+        lock.assertHeld()
+        var none: EpollHandover?
+        beginNegotiation(handover: &none)
+    }
+
+    /// The lifecycle has moved to `negotiating` already.
+    private func beginNegotiation(handover: inout EpollHandover?) {
+        if openHome == nil {
+            do {
+                try beginOpen()
+            } catch {
+                return fail(.posix(error.code, .handshake(stages.first?.name ?? "handshake")), from: nil)
+            }
+        }
+        for half in [Half.input, .output] {
+            halves[half].events.withdraw(half == .input ? .hasBytesAvailable : .hasSpaceAvailable)
+        }
+        halves[.input].suppressed = false
+        halves[.output].watchingSpace = false
+        halves[.output].spaceConfirmed = false
+        openState.negotiationInterest = []
+        rebuildRegistrations(handover: &handover)
+        advanceNegotiation()
+    }
+
+    /// Runs the current stage as far as it goes: first a flush of output the transport still holds,
+    /// then the stage itself; a finished stage hands its transport to the next. Lock held.
+    func advanceNegotiation() {
+        lock.assertHeld()
+        while isNegotiating, let current = transport, let stage = stages.first {
+            if current.hasPendingOutput {
+                switch current.flush() {
+                case .wouldBlock:
+                    return waitForNegotiation(current.writeInterest)
+                case .failed(let failure):
+                    return fail(failure, from: nil)
+                case .processed, .end:
+                    continue
+                }
+            }
+            switch stage.advance(over: current.base) {
+            case .wait(let interest):
+                return waitForNegotiation(interest)
+            case .failed(let failure):
+                return fail(failure, from: nil)
+            case .done(let next):
+                transport = ActiveTransport(next)
+                opening?.stages.removeFirst()
+            }
+        }
+        if isNegotiating, case .goLive = lifecycle.handle(.stagesDone) { goLive(writable: false) }
+    }
+
+    private func waitForNegotiation(_ interest: Interest) {
+        opening?.negotiationInterest = interest
+        syncInterest()
+    }
+
+    /// A stage that waited for something other than the socket (a TLS trust evaluation's answer)
+    /// can go on: runs the negotiation again on the open's home reactor. From any thread.
+    func resumeNegotiation() {
+        guard let home = lock.withLock({ isNegotiating ? openHome : nil }) else { return }
+        home.execute { [weak self] in
+            guard let self else { return }
+            let moved = lock.withLock { () -> Bool in
+                guard isNegotiating else { return false }
+                guard openHome === home else { return true }
+                advanceNegotiation()
+                syncInterest()
+                return false
+            }
+            // The open moved to the stream thread meanwhile: run it there.
+            if moved { resumeNegotiation() }
+        }
+    }
+
+    // MARK: failure, close, release
+
+    /// A connection-level failure: connect, a stage, read or write. It goes to both opened halves; the
+    /// input half of a live pair keeps reading what arrived before it unless the failure came from
+    /// reading. Lock held.
+    func fail(_ failure: StreamFailure, from origin: Half?) {
+        lock.assertHeld()
+        fail(StreamErrors.error(for: failure, target: target), from: origin)
+    }
+
+    func fail(_ error: NSError, from origin: Half?) {
+        guard case .failed(let wasLive, let connector) = lifecycle.handle(.fail(error)) else { return }
+        connector?.cancel()
+        opening?.stages.removeAll()
+        endOpen()
+        for half in [Half.input, .output] {
+            let status = halves[half].events.status
+            guard status != .notOpen, status != .closed, status != .error else { continue }
+            if half == .input, origin != .input, wasLive, status == .open, let transport,
+                transport.hasBufferedInput || Posix.bytesAvailable(transport.fd) > 0
+            {
+                someOptions.deferredInputError = error
+                continue
+            }
+            signal(half, .errorOccurred, error: error)
+        }
+        syncInterest()
+        lock.broadcast()
+    }
+
+    func close(_ half: Half) {
+        let released = lock.withLock { () -> SmallList<Reactor> in
+            guard !halves[half].gone, halves[half].events.close() else { return [] }
+            return letGo(half)
+        }
+        for reactor in released { ReactorRegistry.shared.release(reactor) }
+    }
+
+    /// A stream was deinitialised.
+    func streamReleased(_ half: Half) {
+        let released = lock.withLock { halves[half].gone ? [] : letGo(half) }
+        for reactor in released { ReactorRegistry.shared.release(reactor) }
+    }
+
+    /// The half stops holding the connection; when both have, the socket goes. Lock held.
+    /// Returns the reactors to release once the lock is dropped.
+    private func letGo(_ half: Half) -> SmallList<Reactor> {
+        lock.assertHeld()
+        halves[half].gone = true
+        let reactors = halves[half].reactors
+        halves[half].reactors = []
+        if halves[.input].gone && halves[.output].gone {
+            tearDown()
+        } else {
+            rebuildRegistrations()
+        }
+        lock.broadcast()
+        return reactors
+    }
+
+    /// Both halves are gone: stop opening, leave every epoll set, give the fd back. Lock held.
+    private func tearDown() {
+        lock.assertHeld()
+        if case .tearDown(let connector) = lifecycle.handle(.bothHalvesGone) { connector?.cancel() }
+        opening?.stages.removeAll()
+        endOpen()
+        for registration in registrations { registration.leave() }
+        registrations = []
+        let release = (transport: transport, socket: socket)
+        transport = nil
+        socket = nil
+        // Flag first, then count (both sequentially consistent); `endTransfer` lowers the count, then
+        // reads the flag. So either this sees no transfer left, or the last one out sees the flag
+        // (and takes the lock, so it finds what is stored here).
+        releaseDeferred.store(true, ordering: .sequentiallyConsistent)
+        if transfersInFlight.load(ordering: .sequentiallyConsistent) == 0 {
+            release.transport?.close()
+            release.socket?.release()
+        } else {
+            someOptions.deferredRelease = release
+        }
+    }
+
+    /// Closes what `tearDown` deferred, once no transfer is in flight. Lock held.
+    func releaseIfIdle() {
+        lock.assertHeld()
+        guard transfersInFlight.load(ordering: .sequentiallyConsistent) == 0, let deferred = options?.deferredRelease else { return }
+        options?.deferredRelease = nil
+        deferred.transport?.close()
+        deferred.socket?.release()
+    }
+}

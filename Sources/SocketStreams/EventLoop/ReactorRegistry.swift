@@ -1,0 +1,105 @@
+// Who shares a reactor: one per (run loop, mode) and one per dispatch queue, counted by their users,
+// with a small cache of idle run-loop reactors (moved out of Reactor.swift).
+
+import CoreFoundation
+import CSocketStreamsShims
+import Dispatch
+import Foundation
+import Glibc
+import Synchronization
+
+/// Finds or creates the reactor for a (run loop, mode) and counts its users.
+///
+/// A reactor whose last user leaves stays attached in a small cache of idle reactors, so a run
+/// loop that opens connection after connection does not create and destroy its run-loop source,
+/// epoll set and eventfd each time. The cache is bounded: reactors of threads that have gone away
+/// are detached once newer ones push them out.
+final class ReactorRegistry: @unchecked Sendable {
+    static let shared = ReactorRegistry()
+
+    /// How many unused reactors stay attached.
+    static let idleCapacity = 8
+
+    private struct Key: Hashable {
+        let runLoop: ObjectIdentifier
+        let mode: String
+    }
+
+    private struct State {
+        var reactors: [Key: Reactor] = [:]
+        /// Reactors with no users, oldest first.
+        var idle: [Reactor] = []
+    }
+
+    private let state = Guarded(State())
+
+    /// The reactor for `cfRunLoop` in `mode`, created and attached on first use. Balance with
+    /// `release`. Fails (EMFILE, ENFILE, ENOMEM) when the epoll set, eventfd or timerfd of a new
+    /// reactor cannot be created.
+    func acquire(cfRunLoop: CFRunLoop, mode: String) throws(SystemError) -> Reactor {
+        try acquire(Key(runLoop: ObjectIdentifier(cfRunLoop), mode: mode)) { () throws(SystemError) in
+            try Reactor(runLoop: cfRunLoop, mode: mode)
+        }
+    }
+
+    /// The reactor for a dispatch queue (one per queue, however many streams use it).
+    func acquire(queue: DispatchQueue) throws(SystemError) -> Reactor {
+        try acquire(Key(runLoop: ObjectIdentifier(queue), mode: Self.queueMode)) { () throws(SystemError) in
+            try Reactor(runLoop: nil, mode: Self.queueMode, queue: queue)
+        }
+    }
+
+    /// The mode name a queue's reactor is keyed with.
+    private static let queueMode = "SocketStreams.DispatchQueue"
+
+    private func acquire(_ key: Key, create: () throws(SystemError) -> Reactor) throws(SystemError) -> Reactor {
+        let existing = state.withLock { state -> Reactor? in
+            guard let existing = state.reactors[key] else { return nil }
+            if existing.useCount == 0 { state.idle.removeAll { $0 === existing } }
+            existing.useCount += 1
+            return existing
+        }
+        if let existing { return existing }
+        let reactor = try create()
+        try reactor.attach()
+        // Another thread may have created one meanwhile: keep the first, drop ours.
+        let (kept, spare) = state.withLock { state -> (Reactor, Reactor?) in
+            if let first = state.reactors[key] {
+                if first.useCount == 0 { state.idle.removeAll { $0 === first } }
+                first.useCount += 1
+                return (first, reactor)
+            }
+            reactor.useCount = 1
+            state.reactors[key] = reactor
+            return (reactor, nil)
+        }
+        spare?.detach()
+        return kept
+    }
+
+    /// The reactor of a (run loop, mode), if one exists, without counting a use.
+    func existing(cfRunLoop: CFRunLoop, mode: String) -> Reactor? {
+        state.withLock { $0.reactors[Key(runLoop: ObjectIdentifier(cfRunLoop), mode: mode)] }
+    }
+
+    /// One more use of a reactor the caller already holds a use of.
+    func retain(_ reactor: Reactor) {
+        state.withLock { _ in reactor.useCount += 1 }
+    }
+
+    /// Drops one use. An unused reactor goes to the idle cache; the oldest idle one beyond its
+    /// capacity is detached from its run loop.
+    func release(_ reactor: Reactor) {
+        let evicted = state.withLock { state -> Reactor? in
+            reactor.useCount -= 1
+            guard reactor.useCount == 0 else { return nil }
+            state.idle.append(reactor)
+            guard state.idle.count > Self.idleCapacity else { return nil }
+            let oldest = state.idle.removeFirst()
+            let identity = oldest.queue.map { ObjectIdentifier($0) } ?? oldest.runLoop.map { ObjectIdentifier($0) }
+            if let identity { state.reactors.removeValue(forKey: Key(runLoop: identity, mode: oldest.mode)) }
+            return oldest
+        }
+        evicted?.detach()
+    }
+}
