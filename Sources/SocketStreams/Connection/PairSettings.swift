@@ -30,14 +30,15 @@ struct PairSettings {
         proxy.map { .host($0.host, port: $0.port) }
     }
 
-    /// The stages the settings ask for at open: the proxy's, then TLS. `resume` runs the stages again
-    /// when one waited for something other than the socket (a TLS trust evaluation's answer).
-    func stages(for target: Endpoint, resume: @escaping @Sendable () -> Void) -> [any HandshakeStage] {
+    /// The stages the settings ask for at open: the proxy's, then TLS. `resume` gives, for the TLS
+    /// settings, what runs the stages again when one waited for something other than the socket (a
+    /// trust evaluation's answer); see `Connection.resumer(for:)`.
+    func stages(for target: Endpoint, resume: (TLSSettings) -> @Sendable () -> Void) -> [any HandshakeStage] {
         var stages: [any HandshakeStage] = []
         if let proxy, let proxyTarget {
             stages.append(ProxyHandshake(configuration: proxy, target: proxyTarget))
         }
-        if let tls { stages.append(TLSHandshake(settings: tls, target: target, resume: resume)) }
+        if let tls { stages.append(TLSHandshake(settings: tls, target: target, resume: resume(tls))) }
         return stages
     }
 }
@@ -74,7 +75,7 @@ extension Connection {
             guard let tls else { return true }  // no TLS on a plain pair: nothing to do
             someOptions.settings.tls = tls
             someOptions.settings.tlsAsSet = asSet
-            return queueStage(TLSHandshake(settings: tls, target: target, resume: { [weak self] in self?.resumeNegotiation() }))
+            return queueStage(TLSHandshake(settings: tls, target: target, resume: resumer(for: tls)))
         case .negotiating, .failed, .closed:
             return false
         }
