@@ -316,9 +316,19 @@ final class Reactor: @unchecked Sendable {
         schedule(after: nanoseconds, .target(WeakTimerTarget(target: target), context))
     }
 
+    /// Runs `fire` on the reactor's thread at `deadline` (`Posix.monotonicNanoseconds()`), at once if it
+    /// has passed. Timers due together fire in deadline order, equal deadlines in the order armed.
+    @discardableResult
+    func schedule(at deadline: UInt64, _ fire: @escaping @Sendable () -> Void) -> UInt64 {
+        schedule(at: deadline, .closure(fire))
+    }
+
     private func schedule(after nanoseconds: UInt64, _ action: TimerAction) -> UInt64 {
-        let deadline = Posix.monotonicNanoseconds() + max(nanoseconds, 1)
-        return lock.withLock { () -> UInt64 in
+        schedule(at: Posix.monotonicNanoseconds() + max(nanoseconds, 1), action)
+    }
+
+    private func schedule(at deadline: UInt64, _ action: TimerAction) -> UInt64 {
+        lock.withLock { () -> UInt64 in
             let id = timers.insert(deadline: deadline, action)
             if deadline < armedDeadline { armTimer(deadline) }
             return id

@@ -134,10 +134,13 @@ final class TimerHeapTests: XCTestCase {
         defer { ReactorRegistry.shared.release(reactor) }
         let fired = Locked<[Int]>([])
         var ids: [Int: UInt64] = [:]
+        // Absolute deadlines: arming 200 timers takes milliseconds under a sanitizer, and relative ones
+        // armed later would then fall due later than their delay says (seen under TSan).
+        let base = Posix.monotonicNanoseconds()
         for index in 0..<200 {
             // Deadlines 2 to 41 ms, in a scrambled order, several equal.
             let milliseconds = UInt64(2 + (index * 37) % 40)
-            ids[index] = reactor.schedule(after: milliseconds * 1_000_000) { fired.mutate { $0.append(index) } }
+            ids[index] = reactor.schedule(at: base + milliseconds * 1_000_000) { fired.mutate { $0.append(index) } }
         }
         let cancelled = Set((0..<200).filter { $0 % 3 == 0 })
         for index in cancelled { reactor.cancelTimer(ids[index]!) }
@@ -161,9 +164,10 @@ final class TimerHeapTests: XCTestCase {
         let expectedCount = Locked(0)
         queue.sync {
             var ids: [Int: UInt64] = [:]
+            let base = Posix.monotonicNanoseconds()  // absolute deadlines, as above
             for index in 0..<200 {
                 let milliseconds = UInt64(2 + (index * 37) % 40)
-                ids[index] = reactor.schedule(after: milliseconds * 1_000_000) {
+                ids[index] = reactor.schedule(at: base + milliseconds * 1_000_000) {
                     let count = fired.mutate { list -> Int in
                         list.append(index)
                         return list.count
