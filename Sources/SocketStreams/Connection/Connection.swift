@@ -9,7 +9,9 @@
 //    `PairLifecycle`'s table (idle, connecting, negotiating, live, failed, closed); this class only
 //    does the actions it returns.
 // 3. Where it listens (Connection+Scheduling.swift, Connection+Interest.swift): run loops and queues
-//    as reactors, and the fd's epoll interest on each.
+//    as reactors, and what each half wants epoll to report. The reactors and the fd's registrations
+//    on them are a `PairPlaces` value (PairPlaces.swift, Registration.swift) the connection owns and
+//    calls under its lock: it keeps the epoll sets in line with what the connection says it wants.
 // 4. Transfers (Connection+IO.swift): read, write, has-bytes, has-space, half-close.
 // What it does not do: know CFNetwork's property names (the Properties layer maps them onto the
 // typed setters), or parse any dictionary.

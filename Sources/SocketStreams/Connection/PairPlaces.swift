@@ -79,7 +79,8 @@ struct PairPlaces {
     }
 
     /// Brings every registration's epoll events in line with `wanted`. Cheap: no allocation, and a
-    /// syscall only where the wanted events changed. Connection lock held.
+    /// syscall only where the wanted events changed. Called with the connection's lock held, which
+    /// every `Registration.update` asserts.
     @inline(__always)
     func sync(_ wanted: Wanted) {
         for registration in registrations {
@@ -97,7 +98,8 @@ struct PairPlaces {
 
     /// Makes one registration of `fd` per reactor some half is scheduled on, and `home` (the open's,
     /// while a stage runs), each calling `connection`, a new one on `handover`'s reactor taking it
-    /// over (and setting it to nil); then syncs their events. Connection lock held.
+    /// over (and setting it to nil); then syncs their events. Called with the connection's lock held
+    /// (`Registration.update` asserts it).
     mutating func rebuild(fd: Int32, home: Reactor?, for connection: Connection, handover: inout EpollHandover?, wanted: Wanted) {
         // The usual case, everything on (at most) one and the same reactor, allocates nothing.
         let single = input.first ?? output.first ?? home
@@ -124,7 +126,8 @@ struct PairPlaces {
         sync(wanted)
     }
 
-    /// Every registration leaves its epoll set for good (the pair is torn down). Connection lock held.
+    /// Every registration leaves its epoll set for good (the pair is torn down). Called with the
+    /// connection's lock held (`Registration.update` asserts it).
     mutating func leaveAll() {
         for registration in registrations { registration.leave() }
         registrations = []
