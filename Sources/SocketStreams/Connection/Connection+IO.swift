@@ -146,7 +146,7 @@ extension Connection {
                 // Only a scheduled stream has anyone to tell.
                 lock.lock()
                 defer { lock.unlock() }
-                guard halves[.output].events.status == .open, !places[.output].isEmpty, !isNegotiating else {
+                guard halves[.output].events.status == .open, !halves[.output].reactors.isEmpty, !isNegotiating else {
                     // Unscheduled: nobody would send bytes the transport still holds (a TLS record's
                     // tail) once this returns, so send them now, as a blocking write would.
                     if transport.hasPendingOutput {
@@ -282,7 +282,7 @@ extension Connection {
         }
         if halves[.output].events.awaitingClient {
             halves[.output].events.clientTransferred(.hasSpaceAvailable)
-            if !places[.output].isEmpty, !halves[.output].watchingSpace {
+            if !halves[.output].reactors.isEmpty, !halves[.output].watchingSpace {
                 halves[.output].watchingSpace = true
                 syncInterest()
             }

@@ -1,6 +1,6 @@
-// Epoll interest: what each half wants the pair's fd watched for (its `PairPlaces` keeps the
-// registrations on each reactor in line with it), and readiness from those reactors turned into
-// has-events.
+// Epoll interest: what the pair's fd is watched for on each reactor it is scheduled on (or the
+// open's home while a stage runs), kept in its `PairRegistrations`, and readiness from those
+// reactors turned into has-events.
 
 import CSocketStreamsShims
 import CoreFoundation
@@ -12,33 +12,36 @@ import Synchronization
 extension Connection {
     // MARK: epoll interest
 
-    /// What each half wants epoll to report, on the reactors it is scheduled on; while a stage
-    /// runs, only what the stage waits for, on the open's home. Lock held.
-    @inline(__always)
-    private func wanted() -> PairPlaces.Wanted {
+    /// The epoll events this connection wants from `reactor`: the running stage's on the open's home,
+    /// else from the halves scheduled there. Lock held.
+    private func wantedEvents(on reactor: Reactor) -> UInt32 {
+        lock.assertHeld()
         // Not the phase: after a failure the input half may still be open, draining what arrived first.
         let reading: Interest
         let writing: Interest
         switch transport {
-        case .none: return PairPlaces.Wanted()
+        case .none: return 0
         case .socket?: (reading, writing) = (.readable, .writable)
         case .layered(let layered)?: (reading, writing) = (layered.readInterest, layered.writeInterest)
         }
-        var wanted = PairPlaces.Wanted()
-        if isNegotiating {
-            wanted.negotiation = (openHome, PairPlaces.epollEvents(opening?.negotiationInterest ?? []))
-            return wanted
+        if isNegotiating { return reactor === openHome ? PairRegistrations.epollEvents(opening?.negotiationInterest ?? []) : 0 }
+        var events: UInt32 = 0
+        if halves[.input].events.status == .open, !halves[.input].suppressed, halves[.input].reactors.contains(where: { $0 === reactor }) {
+            events |= PairRegistrations.epollEvents(reading)
         }
-        if halves[.input].events.status == .open, !halves[.input].suppressed { wanted.input = PairPlaces.epollEvents(reading) }
-        if halves[.output].events.status == .open, halves[.output].watchingSpace { wanted.output = PairPlaces.epollEvents(writing) }
-        return wanted
+        if halves[.output].events.status == .open, halves[.output].watchingSpace,
+            halves[.output].reactors.contains(where: { $0 === reactor })
+        {
+            events |= PairRegistrations.epollEvents(writing)
+        }
+        return events
     }
 
     /// Brings every registration's epoll events in line with what the halves want. Lock held.
     /// Cheap: no allocation, and a syscall only where the wanted events changed.
     func syncInterest() {
         lock.assertHeld()
-        places.sync(wanted())
+        registrations.sync { wantedEvents(on: $0) }
     }
 
     /// Makes one registration per reactor that some half is scheduled on, and the open's home while
@@ -55,8 +58,9 @@ extension Connection {
     func rebuildRegistrations(handover: inout EpollHandover?) {
         lock.assertHeld()
         guard let fd = socket?.fd else { return }
-        let wanted = wanted()
-        places.rebuild(fd: fd, home: isNegotiating ? openHome : nil, for: self, handover: &handover, wanted: wanted)
+        registrations.rebuild(
+            fd: fd, input: halves[.input].reactors, output: halves[.output].reactors, home: isNegotiating ? openHome : nil,
+            for: self, handover: &handover, wanted: { wantedEvents(on: $0) })
     }
 
     /// Readiness from one reactor's epoll set, on that reactor's thread.
@@ -77,7 +81,7 @@ extension Connection {
         case .socket?: ready = reported
         case .layered(let layered)?: ready = layered.ready(reported)
         }
-        if ready.contains(.readable), halves[.input].events.status == .open, places.contains(.input, reactor) {
+        if ready.contains(.readable), halves[.input].events.status == .open, halves[.input].reactors.contains(where: { $0 === reactor }) {
             if halves[.input].events.awaitingClient {
                 halves[.input].suppressed = true
             } else {
@@ -85,7 +89,7 @@ extension Connection {
             }
         }
         if ready.contains(.writable), halves[.output].events.status == .open, halves[.output].watchingSpace,
-            places.contains(.output, reactor)
+            halves[.output].reactors.contains(where: { $0 === reactor })
         {
             if halves[.output].events.awaitingClient {
                 // Signalled and not yet written: stop watching until a write (nothing spins).

@@ -73,8 +73,16 @@ extension Connection {
         // The open's waits run where the pair's events will be delivered, when that is one place.
         // Unscheduled, or scheduled in several places (any of which may be the one that runs), they
         // run on the stream thread, which always runs.
+        var single: Reactor?
+        var places = 0
+        for half in [Half.input, .output] where !halves[half].gone {
+            for reactor in halves[half].reactors where reactor !== single {
+                single = reactor
+                places += 1
+            }
+        }
         let home: Reactor
-        if !openOnStreamThread, let single = places.singlePlace(where: { !halves[$0].gone }) {
+        if places == 1, !openOnStreamThread, let single {
             home = single
         } else {
             home = try StreamThread.reactor()
@@ -375,7 +383,8 @@ extension Connection {
     private func letGo(_ half: Half) -> SmallList<Reactor> {
         lock.assertHeld()
         halves[half].gone = true
-        let reactors = places.removeAll(half)
+        let reactors = halves[half].reactors
+        halves[half].reactors = []
         if halves[.input].gone && halves[.output].gone {
             tearDown()
         } else {
@@ -391,7 +400,7 @@ extension Connection {
         if case .tearDown(let connector) = lifecycle.handle(.bothHalvesGone) { connector?.cancel() }
         opening?.stages.removeAll()
         endOpen()
-        places.leaveAll()
+        registrations.leaveAll()
         let release = (transport: transport, socket: socket)
         transport = nil
         socket = nil

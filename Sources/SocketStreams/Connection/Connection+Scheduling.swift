@@ -48,7 +48,8 @@ extension Connection {
     func setDispatchQueue(_ queue: DispatchQueue?, for half: Half) {
         let left = lock.withLock { () -> SmallList<Reactor> in
             guard !halves[half].gone else { return [] }
-            let left = places.removeAll(half)
+            let left = halves[half].reactors
+            halves[half].reactors = []
             if let home = openHome, left.contains(where: { $0 === home }) { moveOpenToStreamThread() }
             rebuildRegistrations()
             return left
@@ -66,7 +67,7 @@ extension Connection {
 
     /// `CFReadStreamCopyDispatchQueue`.
     func dispatchQueue(of half: Half) -> DispatchQueue? {
-        lock.withLock { places[half].lazy.compactMap(\.queue).first }
+        lock.withLock { halves[half].reactors.lazy.compactMap(\.queue).first }
     }
 
     /// Out of fds for the run-loop source or the queue's epoll set: the half cannot hear anything
@@ -83,7 +84,8 @@ extension Connection {
     private func attach(_ half: Half, to reactor: Reactor, wasPending: Bool = false) {
         let kept = lock.withLock { () -> Bool in
             if wasPending { halves[half].schedulesPending -= 1 }
-            guard !halves[half].gone, places.add(reactor, to: half) else { return false }
+            guard !halves[half].gone, !halves[half].reactors.contains(where: { $0 === reactor }) else { return false }
+            halves[half].reactors.append(reactor)
             // Re-derive readiness on scheduling, as CFNetwork does the first time.
             if halves[half].events.status == .open, lifecycle.isLive {
                 if half == .input {
@@ -115,7 +117,8 @@ extension Connection {
 
     private func unschedule(_ half: Half, from runLoop: CFRunLoop, mode: String) {
         let removed = lock.withLock { () -> Reactor? in
-            guard let reactor = places.remove(half, runLoop: runLoop, mode: mode) else { return nil }
+            guard let reactor = halves[half].reactors.remove(where: { $0.runLoop === runLoop && $0.mode == mode })
+            else { return nil }
             if reactor === openHome { moveOpenToStreamThread() }  // nor on a run loop the stream has just left
             rebuildRegistrations()
             return reactor

@@ -9,9 +9,9 @@
 //    `PairLifecycle`'s table (idle, connecting, negotiating, live, failed, closed); this class only
 //    does the actions it returns.
 // 3. Where it listens (Connection+Scheduling.swift, Connection+Interest.swift): run loops and queues
-//    as reactors, and what each half wants epoll to report. The reactors and the fd's registrations
-//    on them are a `PairPlaces` value (PairPlaces.swift, Registration.swift) the connection owns and
-//    calls under its lock: it keeps the epoll sets in line with what the connection says it wants.
+//    as reactors, and what each half wants epoll to report on them. The fd's registrations are a
+//    `PairRegistrations` value (PairRegistrations.swift, Registration.swift) the connection owns and
+//    calls under its lock; it keeps every epoll set in line with what the connection wants.
 // 4. Transfers (Connection+IO.swift): read, write, has-bytes, has-space, half-close.
 // What it does not do: know CFNetwork's property names (the Properties layer maps them onto the
 // typed setters), or parse any dictionary.
@@ -54,9 +54,8 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// What the pair was created for: what stages and error messages name.
     let target: Endpoint
     // The one-byte fields follow `target` (25 bytes) and fill its padding, and what few pairs need
-    // lives in `options`: idle pairs in stream-bench measure every malloc chunk. With `places` inline
-    // (each half's reactors moved here from `HalfState`) the object is a 224-byte chunk and the
-    // halves a 48-byte one (malloc_usable_size; were 192 and 80: the pair's total is unchanged).
+    // lives in `options`: the object is 168 bytes, a 176-byte malloc chunk (was 240; idle pairs in
+    // stream-bench measure every such chunk).
     /// Set when `tearDown` left the transport and socket for the last transfer in flight to close:
     /// an fd number is never given back while a thread may still poll or read it.
     let releaseDeferred = Atomic<Bool>(false)
@@ -92,8 +91,8 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// The streams, for delegate callouts (weak: the client owns them).
     weak var inputStream: Stream?
     weak var outputStream: Stream?
-    /// Where it listens: each half's reactors and the fd's registrations on them.
-    @exclusivity(unchecked) var places = PairPlaces()
+    /// The fd's registration on each reactor it listens on.
+    @exclusivity(unchecked) var registrations = PairRegistrations()
     /// Where the open's waits run, with a registry use held; nil when no open is in progress.
     var openHome: Reactor?
     /// The open's deadline and stages, when it has any.
@@ -164,11 +163,11 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// and asks the half's reactors to deliver it. Lock held.
     func signal(_ half: Half, _ event: Stream.Event, error: NSError? = nil) {
         lock.assertHeld()
-        let listening = places.isScheduled(half) || halves[half].schedulesPending > 0
-        guard halves[half].events.signal(event, scheduled: listening) else { return }
+        let scheduled = !halves[half].reactors.isEmpty
+        guard halves[half].events.signal(event, scheduled: scheduled || halves[half].schedulesPending > 0) else { return }
         if event == .errorOccurred { halves[half].error = error }
-        guard places.isScheduled(half) else { return }
-        for reactor in places[half] { reactor.markReady(ReadyItem(target: self, slot: half.rawValue)) }
+        guard scheduled else { return }
+        for reactor in halves[half].reactors { reactor.markReady(ReadyItem(target: self, slot: half.rawValue)) }
     }
 
     /// Delivers a half's pending events to its delegate, lowest bit first, one callout each, on the
@@ -179,7 +178,7 @@ final class Connection: EventTarget, @unchecked Sendable {
         var entry: SerialRunner.Entry?
         while true {
             lock.lock()
-            guard halves[half].events.hasPending, places.contains(half, reactor) else { break }
+            guard halves[half].events.hasPending, halves[half].reactors.contains(where: { $0 === reactor }) else { break }
             if entry == nil {
                 // The pair may deliver on several threads (its halves on two queues or run loops, or
                 // one half scheduled on two run loops): never two callouts at once for one pair, not
@@ -197,7 +196,7 @@ final class Connection: EventTarget, @unchecked Sendable {
             // was: the event is delivered only if the socket still confirms it, so that the delegate's
             // read (or write) never blocks inside its callout. One it does not confirm is cleared, and
             // the stream watches again.
-            if places[half].count > 1,
+            if halves[half].reactors.count > 1,
                 event.rawValue & (StreamEventState.hasBytesAvailable | StreamEventState.hasSpaceAvailable) != 0,
                 !(slot == 0 ? confirmBytesAvailable() : confirmSpaceAvailable())
             {
@@ -218,7 +217,7 @@ final class Connection: EventTarget, @unchecked Sendable {
         if entry == .run {
             let waiting = callouts.leave()
             for other in 0..<2 where waiting & (1 << other) != 0 {
-                for reactor in places[Half(slot: other)] { reactor.markReady(ReadyItem(target: self, slot: other)) }
+                for reactor in halves[Half(slot: other)].reactors { reactor.markReady(ReadyItem(target: self, slot: other)) }
             }
         }
         lock.unlock()

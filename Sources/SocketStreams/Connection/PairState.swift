@@ -9,7 +9,9 @@ typealias ResolveFunction = @Sendable (_ host: String, _ port: Int, _ family: In
 
 /// One half's state in its connection (guarded by the connection's lock).
 struct HalfState {
-    // The reference first, then the bytes. (Its reactors are in the connection's `PairPlaces`.)
+    // References first, then the bytes: 32 bytes a half.
+    /// The reactors (run loop + mode) this half is scheduled on.
+    var reactors: SmallList<Reactor> = []
     var error: NSError?
     /// Status, pending events, and whether the one-shot has-event awaits the client.
     var events = StreamEventState()

@@ -44,7 +44,7 @@ final class MisuseTests: SocketStreamsTestCase {
         XCTAssertFalse(pair.output.hasSpaceAvailable)
         XCTAssertEqual(SocketHandle.openCount, handlesBefore, "a socket was made before open()")
         XCTAssertEqual(
-            pair.input.connection.lock.withLock { [Half.input, .output].map { pair.input.connection.places[$0].count } }, [1, 1],
+            pair.input.connection.lock.withLock { [Half.input, .output].map { pair.input.connection.halves[$0].reactors.count } }, [1, 1],
             "scheduling twice and removing once must leave each stream scheduled once")
 
         let recorder = DelegateRecorder(sending: "after an early close")
@@ -110,7 +110,7 @@ final class MisuseTests: SocketStreamsTestCase {
         XCTAssertFalse(pair.input.hasBytesAvailable)
         XCTAssertFalse(pair.output.hasSpaceAvailable)
         XCTAssertEqual(
-            pair.input.connection.lock.withLock { [Half.input, .output].map { pair.input.connection.places[$0].count } }, [0, 0],
+            pair.input.connection.lock.withLock { [Half.input, .output].map { pair.input.connection.halves[$0].reactors.count } }, [0, 0],
             "a closed stream was scheduled")
         XCTAssertTrue(
             runUntil(timeout: shortTimeout) { SocketHandle.openCount == handlesBefore },

@@ -66,7 +66,7 @@ final class SchedulingTests: SocketStreamsTestCase {
         XCTAssertTrue(
             worker.sync {
                 pair.input.connection.lock.withLock {
-                    [Half.input, .output].allSatisfy { pair.input.connection.places[$0].isEmpty }
+                    [Half.input, .output].allSatisfy { pair.input.connection.halves[$0].reactors.isEmpty }
                 }
             }
                 ?? false,
