@@ -1,5 +1,6 @@
 // Epoll interest: what the pair's fd is watched for on each reactor it is scheduled on (or the
-// open's home while a stage runs), and readiness from those reactors turned into has-events.
+// open's home while a stage runs), kept in its `PairRegistrations`, and readiness from those
+// reactors turned into has-events.
 
 import CSocketStreamsShims
 import CoreFoundation
@@ -10,11 +11,6 @@ import Synchronization
 
 extension Connection {
     // MARK: epoll interest
-
-    @inline(__always)
-    private static func epollEvents(_ interest: Interest) -> UInt32 {
-        (interest.contains(.readable) ? cssh_epollin() | cssh_epollrdhup() : 0) | (interest.contains(.writable) ? cssh_epollout() : 0)
-    }
 
     /// The epoll events this connection wants from `reactor`: the running stage's on the open's home,
     /// else from the halves scheduled there. Lock held.
@@ -28,15 +24,15 @@ extension Connection {
         case .socket?: (reading, writing) = (.readable, .writable)
         case .layered(let layered)?: (reading, writing) = (layered.readInterest, layered.writeInterest)
         }
-        if isNegotiating { return reactor === openHome ? Self.epollEvents(opening?.negotiationInterest ?? []) : 0 }
+        if isNegotiating { return reactor === openHome ? PairRegistrations.epollEvents(opening?.negotiationInterest ?? []) : 0 }
         var events: UInt32 = 0
         if halves[.input].events.status == .open, !halves[.input].suppressed, halves[.input].reactors.contains(where: { $0 === reactor }) {
-            events |= Self.epollEvents(reading)
+            events |= PairRegistrations.epollEvents(reading)
         }
         if halves[.output].events.status == .open, halves[.output].watchingSpace,
             halves[.output].reactors.contains(where: { $0 === reactor })
         {
-            events |= Self.epollEvents(writing)
+            events |= PairRegistrations.epollEvents(writing)
         }
         return events
     }
@@ -45,7 +41,7 @@ extension Connection {
     /// Cheap: no allocation, and a syscall only where the wanted events changed.
     func syncInterest() {
         lock.assertHeld()
-        for registration in registrations { registration.update(wantedEvents(on: registration.reactor)) }
+        registrations.sync { wantedEvents(on: $0) }
     }
 
     /// Makes one registration per reactor that some half is scheduled on, and the open's home while
@@ -58,45 +54,13 @@ extension Connection {
     }
 
     /// As `rebuildRegistrations()`, a new registration on `handover`'s reactor taking it over (and
-    /// setting it to nil).
+    /// setting it to nil). Lock held.
     func rebuildRegistrations(handover: inout EpollHandover?) {
+        lock.assertHeld()
         guard let fd = socket?.fd else { return }
-        let home = isNegotiating ? openHome : nil
-        // The usual case, everything on (at most) one and the same reactor, allocates nothing.
-        let single = halves[.input].reactors.first ?? halves[.output].reactors.first ?? home
-        if let single, halves[.input].reactors.count <= 1, halves[.output].reactors.count <= 1,
-            halves[.input].reactors.first.map({ $0 === single }) ?? true, halves[.output].reactors.first.map({ $0 === single }) ?? true,
-            home.map({ $0 === single }) ?? true
-        {
-            if registrations.count == 1, registrations.first!.reactor === single { return syncInterest() }
-            for registration in registrations { registration.leave() }
-            registrations = [makeRegistration(on: single, fd: fd, handover: &handover)]
-            return syncInterest()
-        }
-        var reactors: [Reactor] = []
-        for half in [Half.input, .output] {
-            for reactor in halves[half].reactors where !reactors.contains(where: { $0 === reactor }) { reactors.append(reactor) }
-        }
-        if let home, !reactors.contains(where: { $0 === home }) { reactors.append(home) }
-        registrations.removeAll { registration in
-            if reactors.contains(where: { $0 === registration.reactor }) { return false }
-            registration.leave()
-            return true
-        }
-        for reactor in reactors where !registrations.contains(where: { $0.reactor === reactor }) {
-            registrations.append(makeRegistration(on: reactor, fd: fd, handover: &handover))
-        }
-        syncInterest()
-    }
-
-    /// A registration of the socket on `reactor`, taking over the connector's if it was made there.
-    private func makeRegistration(on reactor: Reactor, fd: Int32, handover: inout EpollHandover?) -> Registration {
-        let registration = Registration(connection: self, reactor: reactor, fd: fd)
-        if let taken = handover, taken.reactor === reactor, taken.fd == fd {
-            registration.takeOver(taken)
-            handover = nil
-        }
-        return registration
+        registrations.rebuild(
+            fd: fd, input: halves[.input].reactors, output: halves[.output].reactors, home: isNegotiating ? openHome : nil,
+            for: self, handover: &handover, wanted: { wantedEvents(on: $0) })
     }
 
     /// Readiness from one reactor's epoll set, on that reactor's thread.

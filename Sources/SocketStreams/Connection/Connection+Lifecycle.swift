@@ -409,8 +409,7 @@ extension Connection {
         if case .tearDown(let connector) = lifecycle.handle(.bothHalvesGone) { connector?.cancel() }
         opening?.stages.removeAll()
         endOpen()
-        for registration in registrations { registration.leave() }
-        registrations = []
+        registrations.leaveAll()
         let release = (transport: transport, socket: socket)
         transport = nil
         socket = nil

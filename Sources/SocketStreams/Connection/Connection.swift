@@ -9,7 +9,9 @@
 //    `PairLifecycle`'s table (idle, connecting, negotiating, live, failed, closed); this class only
 //    does the actions it returns.
 // 3. Where it listens (Connection+Scheduling.swift, Connection+Interest.swift): run loops and queues
-//    as reactors, and the fd's epoll interest on each.
+//    as reactors, and what each half wants epoll to report on them. The fd's registrations are a
+//    `PairRegistrations` value (PairRegistrations.swift, Registration.swift) the connection owns and
+//    calls under its lock; it keeps every epoll set in line with what the connection wants.
 // 4. Transfers (Connection+IO.swift): read, write, has-bytes, has-space, half-close.
 // What it does not do: know CFNetwork's property names (the Properties layer maps them onto the
 // typed setters), or parse any dictionary.
@@ -89,7 +91,8 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// The streams, for delegate callouts (weak: the client owns them).
     weak var inputStream: Stream?
     weak var outputStream: Stream?
-    @exclusivity(unchecked) var registrations: SmallList<Registration> = []
+    /// The fd's registration on each reactor it listens on.
+    @exclusivity(unchecked) var registrations = PairRegistrations()
     /// Where the open's waits run, with a registry use held; nil when no open is in progress.
     var openHome: Reactor?
     /// The open's deadline and stages, when it has any.
