@@ -133,8 +133,8 @@ let package = Package(
             dependencies: ["StressScenarios", "SocketStreams"],
             path: "Tests/Stress/Runner"
         ),
-        // A third-party peer (socat, openssl s_server, python's http.server...) as a child process, ready
-        // when its output says so: shared by the test targets.
+        // What the test targets share: a third-party peer (socat, openssl s_server, python's http.server...)
+        // as a child process, ready when its output says so; swiftc -typecheck of a snippet.
         .target(name: "TestPeers", path: "Tests/TestPeers"),
         .testTarget(
             name: "SocketStreamsTests",
@@ -152,7 +152,7 @@ let package = Package(
         // (UserConcurrencyTests checks its own sources for them).
         .testTarget(
             name: "SocketStreamsConcurrencyTests",
-            dependencies: ["SocketStreams"]
+            dependencies: ["SocketStreams", "TestPeers"]
         ),
         // The HTTP/1.1 response parser on its own: it depends on nothing else.
         .testTarget(

@@ -230,7 +230,7 @@ final class NearMissDelegateTests: XCTestCase {
                 }
 
                 """
-            let result = try typecheck(source, warningsAsErrors: true)
+            let result = try Typecheck.run(source, warningsAsErrors: true)
             XCTAssertEqual(result.status, 0, "\(proto): \(result.output)")
         }
         let other = """
@@ -241,37 +241,9 @@ final class NearMissDelegateTests: XCTestCase {
             }
 
             """
-        let warned = try typecheck(other, warningsAsErrors: false)
+        let warned = try Typecheck.run(other, warningsAsErrors: false)
         XCTAssertEqual(warned.status, 0, warned.output)
         XCTAssertTrue(warned.output.contains("nearly matches defaulted requirement"), warned.output)
-    }
-
-    /// Type-checks `source` in the Swift 6 language mode against the modules this test was built with.
-    private func typecheck(_ source: String, warningsAsErrors: Bool) throws -> (status: Int32, output: String) {
-        let build = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-        let bundle = build.pathExtension == "xctest" ? build.deletingLastPathComponent() : build
-        let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("near-miss-\(UUID().uuidString).swift")
-        try source.write(to: file, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: file) }
-        let swiftc =
-            ProcessInfo.processInfo.environment["PATH", default: ""].split(separator: ":")
-            .map { "\($0)/swiftc" }.first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/opt/swift/usr/bin/swiftc"
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: swiftc)
-        process.arguments =
-            [
-                "-typecheck", "-swift-version", "6", "-I", bundle.appendingPathComponent("Modules").path,
-                "-Xcc", "-fmodule-map-file=\(package.path)/Sources/COpenSSL/module.modulemap",
-                "-Xcc", "-fmodule-map-file=\(bundle.path)/CSocketStreamsShims.build/module.modulemap", file.path,
-            ] + (warningsAsErrors ? ["-warnings-as-errors"] : [])
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
     }
 }
 

@@ -7,6 +7,7 @@
 import Foundation
 import SocketStreams
 import Synchronization
+import TestPeers
 import XCTest
 
 /// A line protocol client held by an actor: its callers never see the connection.
@@ -234,7 +235,7 @@ final class UserConcurrencyTests: XCTestCase {
     /// above, `nonisolated` entry points on a `@MainActor` class, compiles.
     func testActorIsolatedDelegateConformanceDoesNotCompile() throws {
         let isolated = "import SocketStreams\n@MainActor final class C: @MainActor QueuedSocketDelegate {}\n"
-        let refused = try typecheck(isolated)
+        let refused = try Typecheck.run(isolated)
         XCTAssertNotEqual(refused.status, 0)
         XCTAssertTrue(refused.output.contains("SendableMetatype"), refused.output)
         let nonisolated = """
@@ -245,35 +246,7 @@ final class UserConcurrencyTests: XCTestCase {
             }
 
             """
-        let accepted = try typecheck(nonisolated)
+        let accepted = try Typecheck.run(nonisolated)
         XCTAssertEqual(accepted.status, 0, accepted.output)
-    }
-
-    /// Type-checks `source` in the Swift 6 language mode against the SocketStreams module this test
-    /// was built with.
-    private func typecheck(_ source: String) throws -> (status: Int32, output: String) {
-        let build = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-        let bundle = build.pathExtension == "xctest" ? build.deletingLastPathComponent() : build
-        let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("typecheck-\(UUID().uuidString).swift")
-        try source.write(to: file, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: file) }
-        let swiftc =
-            ProcessInfo.processInfo.environment["PATH", default: ""].split(separator: ":")
-            .map { "\($0)/swiftc" }.first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/opt/swift/usr/bin/swiftc"
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: swiftc)
-        process.arguments = [
-            "-typecheck", "-swift-version", "6", "-I", bundle.appendingPathComponent("Modules").path,
-            "-Xcc", "-fmodule-map-file=\(package.path)/Sources/COpenSSL/module.modulemap",
-            "-Xcc", "-fmodule-map-file=\(bundle.path)/CSocketStreamsShims.build/module.modulemap", file.path,
-        ]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
     }
 }
