@@ -316,6 +316,7 @@ final class GCDAsyncSocketTests: XCTestCase {
 }
 
 /// Strings appended from any thread, in order.
+// @unchecked Sendable: `stored` is reached only under `lock`.
 final class Trail: @unchecked Sendable {
     private let lock = NSLock()
     private var stored: [String] = []
@@ -324,6 +325,7 @@ final class Trail: @unchecked Sendable {
 }
 
 /// A value shared between the test and the delegate queue.
+// @unchecked Sendable: `stored` is reached only under `lock`.
 final class Marker: @unchecked Sendable {
     private let lock = NSLock()
     private var stored = 0

@@ -10,6 +10,7 @@ import XCTest
 /// methods were never called.
 final class NearMissDelegateTests: XCTestCase {
     /// What a ported delegate was told, in order, with waits.
+    // @unchecked Sendable: every field is reached only under `condition`.
     final class Log: @unchecked Sendable {
         private let condition = NSCondition()
         private var lines: [String] = []

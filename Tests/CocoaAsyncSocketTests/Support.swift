@@ -9,6 +9,7 @@ import XCTest
 /// Everything a delegate was told, in order, as text ("connect 127.0.0.1", "read 1 hello", …), with
 /// waits. Written as an Apple-platform GCDAsyncSocket delegate is: an NSObject subclass with the
 /// protocol's Swift signatures.
+// @unchecked Sendable: every field is reached only under `condition`.
 final class Recorder: NSObject, GCDAsyncSocketDelegate, @unchecked Sendable {
     private let condition = NSCondition()
     private var log: [String] = []
@@ -171,6 +172,7 @@ extension Peer {
 
 /// A plain POSIX listener on 127.0.0.1 whose connections are read to their end on a thread each: the
 /// byte counts arrive in `finished`, in the order the connections end.
+// @unchecked Sendable: `counts` and `stopped` are reached only under `condition`; `fd` and `port` are constants.
 final class CountingListener: @unchecked Sendable {
     let fd: Int32
     let port: UInt16

@@ -8,6 +8,7 @@ import XCTest
 /// through, and nothing sent or received before the answer.
 final class TrustEvaluationTests: XCTestCase {
     /// A question held until the test answers it.
+    // @unchecked Sendable: every field is reached only under `condition`.
     final class HeldQuestion: @unchecked Sendable {
         private let condition = NSCondition()
         private var trusts: [TLSPeerTrust] = []
@@ -154,7 +155,7 @@ final class TrustEvaluationTests: XCTestCase {
 
     // MARK: QueuedSocket
 
-    final class QueuedDelegate: QueuedSocketDelegate, @unchecked Sendable {
+    final class QueuedDelegate: QueuedSocketDelegate, Sendable {
         let log = NearMissDelegateTests.Log()
         func socketDidSecure(_ socket: QueuedSocket) { log.add("secure") }
         func socket(_ socket: QueuedSocket, didRead data: [UInt8], withTag tag: Int) {

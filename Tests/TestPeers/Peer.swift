@@ -11,6 +11,8 @@ import Foundation
 /// readiness pattern (for example "Serving HTTP on ... port N"); the first capture group is
 /// returned. `stop()` terminates it and waits for it to exit; it is idempotent and also runs
 /// from deinit, and tests register it as a cleanup so a failing test never leaves a peer behind.
+// @unchecked Sendable: `output` and `exited` are reached only under `condition`; the `Process` is
+// configured in init and then only started and signalled (Foundation locks its own state).
 public final class Peer: @unchecked Sendable {
     public enum PeerError: Error, CustomStringConvertible {
         case notInstalled(String, hint: String)

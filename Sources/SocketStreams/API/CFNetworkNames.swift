@@ -6,6 +6,8 @@
 
 import Foundation
 
+// The `kCF…` constants below are `nonisolated(unsafe)` only because corelibs' NSString (our
+// `CFString`) is not `Sendable`: each is a `let` bound once to a literal nothing mutates.
 /// `kCFErrorDomainCFNetwork`: the `NSError` domain of name-resolution and proxy failures
 /// (codes in ``CFNetworkErrors``).
 nonisolated(unsafe) public let kCFErrorDomainCFNetwork: CFString = "kCFErrorDomainCFNetwork"

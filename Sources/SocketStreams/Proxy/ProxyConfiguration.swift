@@ -108,6 +108,8 @@ public struct ProxyConfiguration: Sendable, Equatable, CustomStringConvertible {
     public static let errorHTTPResponseHeadKey = "SocketStreamsProxyHTTPResponseHead"
 }
 
+// The `kCF…` constants below are `nonisolated(unsafe)` only because corelibs' NSString (our
+// `CFString`) is not `Sendable`: each is a `let` bound once to a literal nothing mutates.
 /// `kCFSOCKSStatusCodeKey`: userInfo key of a SOCKS failure, the status the proxy replied with (a String,
 /// as CFNetwork gives it).
 nonisolated(unsafe) public let kCFSOCKSStatusCodeKey: CFString = "kCFSOCKSStatusCodeKey"

@@ -7,6 +7,10 @@ import Glibc
 /// race, which would hide the real ones. The state and the mutex share one allocation (the mutex in
 /// the tail of a `ManagedBuffer`, whose address never moves): a separate `pthread_mutex_t` cost every
 /// `QueuedSocket`, idle or not, two more allocations of 40 bytes (issue 25). Copies share the state.
+///
+/// `@unchecked Sendable`: the mutex owns the state, and `withLock` is the only way to it, so any thread
+/// may hold a copy. `State` need not be `Sendable`; `body` must not let references to it escape the
+/// lock. `package` only: users never see it.
 package struct Guarded<State>: @unchecked Sendable {
     private let storage: GuardedStorage<State>
 

@@ -5,6 +5,8 @@
 import Foundation
 import SocketStreams
 
+// @unchecked Sendable: `connections` is written by `open` and read by the later phases, one after
+// another on the benchmark thread (each phase waits for the one before).
 final class ScaleAsyncFace: ScaleFace, @unchecked Sendable {
     private let port: UInt16
     private let group: UInt64

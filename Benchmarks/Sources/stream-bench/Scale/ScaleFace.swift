@@ -112,6 +112,7 @@ enum Scale {
 
 /// Progress of one face's connections, counted on whatever thread delivers their events; the
 /// benchmark thread waits for a count to reach a target (woken only then, or on a failure).
+// @unchecked Sendable: the counts are reached only under `lock`.
 final class ScaleMonitor: @unchecked Sendable {
     enum Counter: Int {
         /// Connections open, their first round trip done, idle.

@@ -6,6 +6,7 @@ import CocoaAsyncSocket
 import Foundation
 import Synchronization
 
+// @unchecked Sendable: each field says its owner (the delegate queue after `open`); `releasing` is atomic.
 final class ScaleGCDFace: ScaleFace, GCDAsyncSocketDelegate, @unchecked Sendable {
     private let port: UInt16
     private let group: UInt64

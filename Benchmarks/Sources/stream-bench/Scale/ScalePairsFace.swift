@@ -6,6 +6,8 @@ import Foundation
 import SocketStreams
 import Synchronization
 
+// @unchecked Sendable: each field says its owner (filled by `open` before the measured phase, then
+// reached only where the events are delivered); `releasing` is atomic.
 final class ScalePairsFace: ScaleFace, @unchecked Sendable {
     let port: UInt16
     let group: UInt64
@@ -69,6 +71,8 @@ final class ScalePairsFace: ScaleFace, @unchecked Sendable {
 }
 
 /// One connection of the pairs faces: the delegate of both of its streams.
+// @unchecked Sendable: its state is reached only where its streams' events are delivered (the stream
+// thread or the face's queue), after `open` set it up.
 final class ScalePairSession: NSObject, StreamDelegate, @unchecked Sendable {
     private unowned let face: ScalePairsFace
     private let index: Int
