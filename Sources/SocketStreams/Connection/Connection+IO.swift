@@ -147,6 +147,7 @@ extension Connection {
                 lock.lock()
                 defer { lock.unlock() }
                 guard halves[.output].events.status == .open, !halves[.output].reactors.isEmpty, !isNegotiating else {
+                    _ = halves[.output].sendSpace.take(count)  // the bound stays a bound for a later schedule
                     // Unscheduled: nobody would send bytes the transport still holds (a TLS record's
                     // tail) once this returns, so send them now, as a blocking write would.
                     if transport.hasPendingOutput {
@@ -158,19 +159,28 @@ extension Connection {
                     }
                     return count
                 }
-                if count == maxLength && !transport.hasPendingOutput && wait(for: transport.writeInterest, on: transport.fd, timeout: 0) {
+                // Whether it still takes bytes: a plain TCP socket answers from its send-space bound
+                // (SendSpace.swift: no system call while the bound lasts), anything else polls.
+                if count == maxLength && !transport.hasPendingOutput && spaceRemains(afterSending: count, through: transport) {
                     // No other transfer passed its gate meanwhile (it would have cleared the flag, or
-                    // could write after this poll): what the poll saw still holds.
+                    // could write after this check): what the check saw still holds.
                     if case .socket = transport, transfersInFlight.load(ordering: .sequentiallyConsistent) == 1 {
                         halves[.output].spaceConfirmed = true
                     }
                     signal(.output, .hasSpaceAvailable)
-                } else if !halves[.output].watchingSpace {
-                    halves[.output].watchingSpace = true
-                    syncInterest()
+                } else {
+                    if count < maxLength { sendSpaceRanOut() }
+                    if !halves[.output].watchingSpace {
+                        halves[.output].watchingSpace = true
+                        syncInterest()
+                    }
                 }
                 return count
             case .wouldBlock:
+                #if DEBUG
+                    SendSpace.sendsRefused.add(1, ordering: .relaxed)
+                #endif
+                lock.withLock { sendSpaceRanOut() }
                 if !block(for: transport.writeInterest, on: transport.fd, .output) { return -1 }
             case .failed(let failure):
                 lock.withLock { failWrite(failure) }

@@ -9,26 +9,53 @@ typealias ResolveFunction = @Sendable (_ host: String, _ port: Int, _ family: In
 
 /// One half's state in its connection (guarded by the connection's lock).
 struct HalfState {
-    // References first, then the bytes: 32 bytes a half.
+    // References first, then the bytes: 32 bytes a half (`HalfStateLayoutTests`).
     /// The reactors (run loop + mode) this half is scheduled on.
     var reactors: SmallList<Reactor> = []
     var error: NSError?
     /// Status, pending events, and whether the one-shot has-event awaits the client.
     var events = StreamEventState()
     /// Closed or deinitialised: the half no longer holds the socket open.
-    var gone = false
+    var gone: Bool {
+        get { flags & Self.goneFlag != 0 }
+        set { set(Self.goneFlag, newValue) }
+    }
     /// Input: readiness came again while `hasBytesAvailable` awaited the client; stop watching until `read`.
-    var suppressed = false
+    var suppressed: Bool {
+        get { flags & Self.suppressedFlag != 0 }
+        set { set(Self.suppressedFlag, newValue) }
+    }
     /// Output: epoll watches the fd for writability (from a write that left it unwritable until
     /// epoll reports it writable while `hasSpaceAvailable` still awaits the client).
-    var watchingSpace = false
-    /// Output, plain socket: a poll found the socket writable and nothing has been written since,
-    /// so `hasSpaceAvailable` can answer without asking the kernel again. Only writes take space
-    /// away; every write clears it on its way in.
-    var spaceConfirmed = false
+    var watchingSpace: Bool {
+        get { flags & Self.watchingSpaceFlag != 0 }
+        set { set(Self.watchingSpaceFlag, newValue) }
+    }
+    /// Output, plain socket: the kernel (a poll, or the send-space bound) said the socket takes
+    /// bytes and nothing has been written since, so `hasSpaceAvailable` can answer without asking
+    /// the kernel again. Only writes take space away; every write clears it on its way in.
+    var spaceConfirmed: Bool {
+        get { flags & Self.spaceConfirmedFlag != 0 }
+        set { set(Self.spaceConfirmedFlag, newValue) }
+    }
+    /// The four flags above, a bit each (one byte, so `sendSpace` fits in the 32 bytes).
+    private var flags: UInt8 = 0
     /// Schedules waiting for their run loop's CFRunLoop (`onCFRunLoop`'s fallback): events are
     /// kept for them meanwhile, as for a scheduled half.
     var schedulesPending: UInt8 = 0
+    /// Output, plain TCP socket: a lower bound of the send buffer's free space, so the re-signal after
+    /// a write needs no poll (SendSpace.swift).
+    var sendSpace = SendSpace.unchecked
+
+    private static let goneFlag: UInt8 = 1
+    private static let suppressedFlag: UInt8 = 2
+    private static let watchingSpaceFlag: UInt8 = 4
+    private static let spaceConfirmedFlag: UInt8 = 8
+
+    @inline(__always)
+    private mutating func set(_ flag: UInt8, _ on: Bool) {
+        flags = on ? flags | flag : flags & ~flag
+    }
 }
 
 /// What only an open with a deadline or stages needs: allocated when a stage is added or a

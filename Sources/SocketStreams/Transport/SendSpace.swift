@@ -1,0 +1,178 @@
+// The write side's re-signal without a poll(2) per write. CFNetwork signals `hasSpaceAvailable` again
+// after a write while the socket still takes bytes; asking the kernel after every write (a
+// zero-timeout poll) cost one system call a ping-pong round trip and one per 64 KiB of upload
+// (Benchmarks/results/syscalls.md). For a plain TCP socket the output half keeps instead a lower
+// bound of how far the socket is from turning unwritable (`SendSpace`): measured exactly by one
+// `getsockopt(SO_MEMINFO)`, lowered after each write by the most that write can have cost, and
+// measured again only once it runs out. While it lasts, a poll would have said POLLOUT.
+//
+// What the kernel says (include/net/sock.h, `__sk_stream_is_writeable`, which `tcp_poll` reports as
+// POLLOUT): writable while the free space, `sk_sndbuf - sk_wmem_queued`, is at least half the queued
+// memory. And what a send needs (net/ipv4/tcp.c, `tcp_sendmsg_locked`, `__sk_stream_memory_free`):
+// bytes go into the queue's last unsent skb while it has room, and a new skb is started while
+// `sk_wmem_queued < sk_sndbuf`; otherwise a non-blocking send fails with EAGAIN. So a writable
+// socket always takes at least one byte. The bound is that margin, `free - queued / 2` (with the
+// larger of `sk_wmem_queued` and `sk_wmem_alloc` as queued): a send that adds `c` to the queue takes
+// `1.5 c` off it. What one send can add: its bytes, plus each new skb's head (`truesize`: 1,664
+// bytes measured on x86-64 Linux 6.18; bounded here by `headTruesize`, 2 KiB). Heads per send: the
+// skbs it starts (one per `size_goal` of bytes, at least one MSS, normally up to 64 KiB with GSO,
+// and one more for the first) and those the stack splits off later while sending (TSO autosizing
+// keeps at least two MSS an skb; SACK processing). The charge is two heads a send plus two bytes a
+// byte: sound while every skb carries at least 1 KiB, that is every path with an MSS of 536 or more
+// and a peer window of at least two MSS (`SendSpaceTests` checks it against the kernel with a 4 KiB
+// peer window too). Bytes leaving the queue (acknowledged) only widen the true margin.
+//
+// What it cannot see, named: the kernel shrinking `sk_sndbuf` or refusing memory under global TCP
+// memory pressure (`tcp_mem`; `sk_stream_moderate_sndbuf`, `sk_wmem_schedule`), where a send may
+// fail with EAGAIN though the bound (or a poll, which does not check that either) says writable; and a
+// client lowering SO_SNDBUF or setting TCP_NOTSENT_LOWAT on an adopted socket's fd after the pair
+// first measured it. Either way the write blocks in poll(2) until the socket takes bytes, as a write
+// always could; nothing is lost.
+//
+// Not modelled, so answered by today's poll: layered transports (TLS holds a record's tail and
+// writes records, not the client's bytes), Unix-domain sockets (they count `sk_wmem_alloc`, and
+// their skbs' page rounding makes the head bound differ), sockets that are not TCP, and a
+// `tcp_notsent_lowat` sysctl set below its default (unlimited).
+
+import Foundation
+import Glibc
+import Synchronization
+
+/// A lower bound of how many KiB a TCP socket's send queue can grow before it stops being writable
+/// (POLLOUT), or why the socket has none. Two bytes, so a half's state stays 32 bytes.
+struct SendSpace: Equatable {
+    private(set) var kib: UInt16
+
+    /// Not known to be above zero: measure before trusting.
+    static let exhausted = SendSpace(kib: 0)
+    /// What kind of socket this is has not been looked at yet (every pair starts here).
+    static let unchecked = SendSpace(kib: 0xFFFE)
+    /// Not a socket the bound models: ask the kernel with poll(2) after each write.
+    static let pollOnly = SendSpace(kib: 0xFFFF)
+    /// The largest bound kept (64 MiB less 3 KiB; `tcp_wmem`'s maximum is 4 MiB by default).
+    static let maximumKiB = 0xFFFD
+
+    /// The most one skb head adds to `sk_wmem_queued` (measured 1,664 bytes; see the file's header).
+    static let headTruesize = 2048
+
+    /// Whether this is a bound (possibly zero) rather than a mark.
+    var isBound: Bool { kib <= Self.maximumKiB }
+
+    /// The most a send of `count` bytes can add to the socket's queued memory: the bytes, two skb
+    /// heads, and two bytes a byte for the heads of the skbs it fills and those split off later.
+    @inline(__always)
+    static func charge(_ count: Int) -> Int { 3 &* count &+ 2 &* headTruesize }
+
+    /// Takes a send of `count` bytes off the bound: its charge once as space used, half again as
+    /// the larger queue the margin is measured against. True if the socket is still surely writable
+    /// (≥ 1 KiB of margin); if not, the bound drops to zero, and the socket must be measured. A mark
+    /// stays as it is (false).
+    @inline(__always)
+    mutating func take(_ count: Int) -> Bool {
+        guard kib <= Self.maximumKiB else { return false }
+        let charge = Self.charge(count)
+        let left = Int(kib) &- ((charge &+ charge >> 1 &+ 1023) >> 10)
+        guard left > 0 else {
+            kib = 0
+            return false
+        }
+        kib = UInt16(truncatingIfNeeded: left)
+        return true
+    }
+
+    /// The bound from one `getsockopt(SO_MEMINFO)`: `sk_sndbuf` less what is queued (the larger of
+    /// `sk_wmem_queued` and `sk_wmem_alloc`) less half of `sk_wmem_queued`, and whether the socket
+    /// is writable as `tcp_poll` says POLLOUT (that margin is not negative, and some space is free).
+    /// Nil if the call fails.
+    static func measure(_ fd: Int32) -> (space: SendSpace, writable: Bool)? {
+        // `SK_MEMINFO_*` (linux/sock_diag.h): WMEM_ALLOC 2, SNDBUF 3, WMEM_QUEUED 5, of 9.
+        var info: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var length = socklen_t(MemoryLayout.size(ofValue: info))
+        guard getsockopt(fd, SOL_SOCKET, SO_MEMINFO, &info, &length) == 0, length >= 6 * 4 else { return nil }
+        let queued = Int(info.5)
+        let free = Int(info.3) - max(queued, Int(info.2))
+        let margin = free - queued >> 1
+        guard free > 0, margin >= 0 else { return (.exhausted, false) }
+        return (SendSpace(kib: UInt16(min(margin >> 10, maximumKiB))), true)
+    }
+
+    /// Whether an adopted socket is one the bound models: TCP (`SO_PROTOCOL`), with no
+    /// `TCP_NOTSENT_LOWAT` of its own. Two system calls, once a pair.
+    static func models(_ fd: Int32) -> Bool {
+        var value: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &value, &length) == 0, value == Int32(IPPROTO_TCP) else { return false }
+        length = socklen_t(MemoryLayout<Int32>.size)
+        return getsockopt(fd, Int32(IPPROTO_TCP), TCP_NOTSENT_LOWAT, &value, &length) == 0 && value == 0
+    }
+
+    /// Whether `net.ipv4.tcp_notsent_lowat` is at its default, unlimited (UINT32_MAX), in this
+    /// process's network namespace: read once. Otherwise unsent bytes can stop a send before the
+    /// buffer is full, which the bound does not model, and every pair polls.
+    static let lowWaterMarkUnlimited: Bool = {
+        guard let file = fopen("/proc/sys/net/ipv4/tcp_notsent_lowat", "r") else { return false }
+        defer { fclose(file) }
+        var line = [CChar](repeating: 0, count: 32)
+        let text = line.withUnsafeMutableBufferPointer { buffer -> String? in
+            guard fgets(buffer.baseAddress!, Int32(buffer.count), file) != nil else { return nil }
+            return String(cString: buffer.baseAddress!)
+        }
+        let value = text.flatMap { UInt64($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 0
+        return value >= UInt64(UInt32.max)
+    }()
+
+    #if DEBUG
+        /// Sends by `write` that found the socket full (EAGAIN), in debug builds: `SendSpaceTests`
+        /// writes only on `hasSpaceAvailable` and requires it to stay put over thousands of writes.
+        static let sendsRefused = Atomic<Int>(0)
+    #endif
+}
+
+extension Connection {
+    /// After a send that took every byte of `count`: whether the socket surely takes more now, so
+    /// `hasSpaceAvailable` can be signalled at once. A plain TCP socket answers from its bound (no
+    /// system call while it lasts, one `getsockopt` when it runs out); anything else polls. Lock held.
+    @inline(__always)
+    func spaceRemains(afterSending count: Int, through transport: ActiveTransport) -> Bool {
+        lock.assertHeld()
+        guard case .socket(let fd) = transport else { return Self.pollWritable(transport.fd, transport.writeInterest) }
+        if halves[.output].sendSpace.take(count) { return true }
+        return measureSendSpace(fd)
+    }
+
+    /// Measures the socket's send space after the bound ran out (or before its first use). Lock held.
+    private func measureSendSpace(_ fd: Int32) -> Bool {
+        var space = halves[.output].sendSpace
+        if space == .unchecked {
+            let modelled: Bool
+            switch target {
+            case .host: modelled = SendSpace.lowWaterMarkUnlimited
+            case .unix: modelled = false
+            case .native: modelled = SendSpace.lowWaterMarkUnlimited && SendSpace.models(fd)
+            }
+            space = modelled ? .exhausted : .pollOnly
+            halves[.output].sendSpace = space
+        }
+        guard space.isBound, let measured = SendSpace.measure(fd) else {
+            halves[.output].sendSpace = .pollOnly
+            return Self.pollWritable(fd, .writable)
+        }
+        halves[.output].sendSpace = measured.space
+        return measured.writable
+    }
+
+    /// A send took fewer bytes than offered: whatever the bound said is spent. Lock held.
+    @inline(__always)
+    func sendSpaceRanOut() {
+        lock.assertHeld()
+        if halves[.output].sendSpace.isBound { halves[.output].sendSpace = .exhausted }
+    }
+
+    /// A zero-timeout `poll(2)` for `interest`.
+    private static func pollWritable(_ fd: Int32, _ interest: Interest) -> Bool {
+        var events: Int16 = 0
+        if interest.contains(.readable) { events |= Int16(POLLIN) }
+        if interest.contains(.writable) { events |= Int16(POLLOUT) }
+        return ((try? Posix.poll(fd, events: events, timeout: 0)) ?? 0) != 0
+    }
+}

@@ -1,0 +1,237 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+import Foundation
+@testable import SocketStreams
+import XCTest
+
+/// The send-space bound that replaced the poll after each write (SendSpace.swift): it never claims
+/// more free space than the kernel has, a write right after `hasSpaceAvailable` never finds the
+/// socket full, and `hasSpaceAvailable` still comes again while the socket takes bytes.
+final class SendSpaceTests: SocketStreamsTestCase {
+    /// Write sizes that cross the bound's edge at every offset: a byte, a small message, an MSS, a
+    /// record, the benchmark's chunk.
+    private let sizes = [1, 64, 1000, 1448, 4096, 16 * 1024, 65536, 7, 300]
+
+    func testHalfStateStaysThirtyTwoBytes() {
+        XCTAssertLessThanOrEqual(MemoryLayout<HalfState>.size, 32)
+        var half = HalfState()
+        half.watchingSpace = true
+        half.spaceConfirmed = true
+        XCTAssertFalse(half.gone)
+        XCTAssertFalse(half.suppressed)
+        half.watchingSpace = false
+        XCTAssertTrue(half.spaceConfirmed)
+        XCTAssertEqual(half.sendSpace, .unchecked)
+    }
+
+    func testTakingRunsTheBoundDownAndLeavesMarksAlone() throws {
+        var marked = SendSpace.pollOnly
+        XCTAssertFalse(marked.take(1))
+        XCTAssertEqual(marked, .pollOnly)
+        var unchecked = SendSpace.unchecked
+        XCTAssertFalse(unchecked.take(1))
+        XCTAssertEqual(unchecked, .unchecked)
+        var exhausted = SendSpace.exhausted
+        XCTAssertFalse(exhausted.take(1))
+        XCTAssertEqual(exhausted, .exhausted)
+        // The charge: three bytes a byte and two skb heads; the margin loses one and a half charges.
+        XCTAssertEqual(SendSpace.charge(64), 64 * 3 + 2 * SendSpace.headTruesize)
+        XCTAssertNil(SendSpace.measure(-1), "no bound from a bad fd")
+    }
+
+    func testAFreshSocketMeasuresWritableAndEachSendTakesItsChargeAndAHalf() throws {
+        let (client, server) = try RawSocket.connectedTCPPair()
+        defer {
+            close(client)
+            close(server)
+        }
+        var measured = try XCTUnwrap(SendSpace.measure(client))
+        XCTAssertTrue(measured.writable)
+        let before = Int(measured.space.kib)
+        XCTAssertGreaterThan(before, 8, "an idle socket's whole send buffer is free")
+        XCTAssertTrue(measured.space.take(64))
+        // 1.5 × (3 × 64 + 2 × 2,048) = 6,432 bytes: 7 KiB, rounded up.
+        XCTAssertEqual(Int(measured.space.kib), before - 7)
+    }
+
+    /// A real socket whose peer stops reading, with a small send buffer: after every send the bound
+    /// took, the kernel's own margin (free space less half the queued memory: POLLOUT while it is
+    /// not negative) is at least the bound, so a poll would have said writable, and
+    /// no send the bound (or a measurement) allowed returns EAGAIN. The peer reads a little between
+    /// rounds so the socket is measured again many times.
+    func testTheBoundNeverExceedsTheKernelsFreeSpace() throws {
+        for (sendBuffer, peerReceiveBuffer): (Int32, Int32) in [(4096, 0), (16384, 0), (0, 0), (8192, 4096)] {
+            try checkBound(sendBuffer: sendBuffer, peerReceiveBuffer: peerReceiveBuffer)
+        }
+    }
+
+    private func checkBound(sendBuffer: Int32, peerReceiveBuffer: Int32) throws {
+        let (client, server) = try RawSocket.connectedTCPPair()
+        defer {
+            close(client)
+            close(server)
+        }
+        if sendBuffer > 0 { try setOption(client, SO_SNDBUF, sendBuffer) }
+        if peerReceiveBuffer > 0 { try setOption(server, SO_RCVBUF, peerReceiveBuffer) }
+        let buffer = [UInt8](repeating: 0x33, count: 65536)
+        var sends = 0
+        var measurements = 0
+        var refused = 0
+        let started = Date()
+        // A tiny peer window makes the kernel wait in zero-window probes: fewer rounds there.
+        let rounds = peerReceiveBuffer > 0 ? 8 : 40
+        for round in 0..<rounds {
+            // Fill: send while the bound or a fresh measurement says there is space.
+            var measured = try XCTUnwrap(SendSpace.measure(client))
+            measurements += 1
+            var space = measured.space
+            while measured.writable {
+                let count = sizes[(sends + round) % sizes.count]
+                let sent = buffer.withUnsafeBytes { send(client, $0.baseAddress!, count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
+                if sent < 0 {
+                    XCTAssertTrue(errno == EAGAIN || errno == EWOULDBLOCK, "send: errno \(errno)")
+                    refused += 1
+                    break
+                }
+                sends += 1
+                if sent == count, space.take(sent) {
+                    let margin = try kernelMargin(client)
+                    XCTAssertGreaterThanOrEqual(
+                        margin, Int(space.kib) * 1024,
+                        "bound \(space.kib) KiB but the kernel's margin is \(margin) bytes (sndbuf \(sendBuffer), send \(sends))")
+                    continue
+                }
+                measured = try XCTUnwrap(SendSpace.measure(client))
+                measurements += 1
+                space = measured.space
+            }
+            // The peer takes some bytes; the socket drains a little.
+            _ = try RawSocket.readSome(server, max: 24 * 1024, timeout: shortTimeout)
+        }
+        print(
+            "sndbuf \(sendBuffer) peer rcvbuf \(peerReceiveBuffer): \(sends) sends, \(measurements) measured, \(Date().timeIntervalSince(started)) s"
+        )
+        XCTAssertEqual(refused, 0, "a send the bound or a measurement allowed found the socket full")
+        XCTAssertGreaterThan(sends, rounds, "sndbuf \(sendBuffer)")
+        XCTAssertGreaterThan(measurements, rounds, "sndbuf \(sendBuffer)")
+    }
+
+    /// How far the socket is from POLLOUT turning off, from SO_MEMINFO: `sk_sndbuf` less the larger
+    /// of `sk_wmem_queued` and `sk_wmem_alloc`, less half of `sk_wmem_queued`.
+    private func kernelMargin(_ fd: Int32) throws -> Int {
+        var info = [UInt32](repeating: 0, count: 9)
+        var length = socklen_t(info.count * 4)
+        guard getsockopt(fd, SOL_SOCKET, SO_MEMINFO, &info, &length) == 0 else {
+            throw SystemCallError(call: "getsockopt(SO_MEMINFO)", code: errno)
+        }
+        return Int(info[3]) - max(Int(info[5]), Int(info[2])) - Int(info[5]) / 2
+    }
+
+    private func setOption(_ fd: Int32, _ name: Int32, _ value: Int32) throws {
+        var value = value
+        guard setsockopt(fd, SOL_SOCKET, name, &value, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
+            throw SystemCallError(call: "setsockopt", code: errno)
+        }
+    }
+
+    /// A delegate writes on every `hasSpaceAvailable` (sizes that cross the bound's edge) over an
+    /// adopted TCP socket with a 4 KiB send buffer (8 KiB as the kernel doubles it) whose peer reads
+    /// 1,000 bytes at a time: thousands of writes land right after the event, and none finds the
+    /// socket full (the debug build counts every EAGAIN `write` meets).
+    func testWritesAfterHasSpaceAvailableNeverFindTheSocketFull() throws {
+        let (client, server) = try RawSocket.connectedTCPPair()
+        defer { close(server) }
+        try setOption(client, SO_SNDBUF, 4096)
+        let pair = createStreamPair(nativeSocket: client)
+        closeAfterTest(pair)
+        XCTAssertTrue(pair.input.setProperty(true as NSNumber, forKey: CFKey.shouldCloseNativeSocket))
+        try writeThroughSlowPeer(pair, peer: server, total: 4 << 20)
+    }
+
+    /// The same over a pair the library connected (`createStreamPair(host:port:)`), whose send
+    /// buffer autotunes.
+    func testWritesAfterHasSpaceAvailableNeverFindTheSocketFullOnAHostPair() throws {
+        let listener = try RawSocket.listener(family: .v4, backlog: 1)
+        defer { close(listener) }
+        let pair = makePair(port: RawSocket.boundPort(listener))
+        pair.input.open()
+        let connected = Signal()
+        let peer = Locked<Int32>(-1)
+        let acceptor = Thread {
+            peer.value = (try? RawSocket.accept(listener, timeout: 10)) ?? -1
+            connected.raise()
+        }
+        acceptor.start()
+        XCTAssertTrue(connected.wait(timeout: 10))
+        let server = peer.value
+        XCTAssertGreaterThanOrEqual(server, 0)
+        defer { close(server) }
+        try writeThroughSlowPeer(pair, peer: server, total: 8 << 20)
+    }
+
+    private func writeThroughSlowPeer(_ pair: StreamPair, peer server: Int32, total: Int) throws {
+        let refusedBefore = SendSpace.sendsRefused.load(ordering: .relaxed)
+        // Mostly small writes, so that thousands of them cross the bound's edge.
+        let writer = SizedWriter(sizes: sizes.filter { $0 < 65536 }, total: total)
+        pair.output.delegate = writer
+        pair.output.schedule(in: .current, forMode: .default)
+        pair.output.open()
+        let received = Locked(0)
+        let finished = Signal()
+        let reader = Thread {
+            while received.value < total, let data = try? RawSocket.readSome(server, max: 1000, timeout: 10), !data.isEmpty {
+                received.value += data.count
+            }
+            finished.raise()
+        }
+        reader.start()
+        XCTAssertTrue(runUntil(timeout: 60) { writer.bytes >= total || writer.failure != nil }, "wrote \(writer.bytes) of \(total)")
+        XCTAssertTrue(finished.wait(timeout: 30))
+        XCTAssertNil(writer.failure)
+        XCTAssertEqual(received.value, writer.bytes)
+        XCTAssertGreaterThan(writer.writes, 1000)
+        XCTAssertEqual(
+            SendSpace.sendsRefused.load(ordering: .relaxed) - refusedBefore, 0,
+            "a write right after hasSpaceAvailable found the socket full (of \(writer.writes))")
+        XCTAssertLessThan(writer.slowestWrite, 1, "a write in a hasSpaceAvailable callout blocked")
+        print("\(writer.writes) writes after hasSpaceAvailable, \(writer.bytes) bytes")
+    }
+}
+
+/// Writes the next of `sizes` on every `hasSpaceAvailable` until `total` bytes went.
+private final class SizedWriter: NSObject, StreamDelegate {
+    let sizes: [Int]
+    let total: Int
+    private let buffer = [UInt8](repeating: 0x44, count: 65536)
+    private(set) var writes = 0
+    private(set) var bytes = 0
+    private(set) var failure: String?
+    private(set) var slowestWrite: TimeInterval = 0
+
+    init(sizes: [Int], total: Int) {
+        self.sizes = sizes
+        self.total = total
+    }
+
+    func stream(_ stream: Stream, handle event: Stream.Event) {
+        switch event {
+        case .hasSpaceAvailable:
+            guard bytes < total, let output = stream as? OutputStream else { return }
+            let count = min(sizes[writes % sizes.count], total - bytes)
+            let start = Date()
+            let written = buffer.withUnsafeBufferPointer { output.write($0.baseAddress!, maxLength: count) }
+            slowestWrite = max(slowestWrite, Date().timeIntervalSince(start))
+            guard written > 0 else {
+                failure = "write returned \(written)"
+                return
+            }
+            writes += 1
+            bytes += written
+        case .errorOccurred:
+            failure = String(describing: stream.streamError)
+        default:
+            break
+        }
+    }
+}
