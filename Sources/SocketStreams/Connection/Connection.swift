@@ -34,8 +34,11 @@
 // bit first, from `deliverEvents`. Readiness is semi-level-triggered: `hasBytesAvailable` is signalled
 // while the transport is readable, but once signalled it is not signalled again until `read` is
 // called (the fd leaves the epoll set meanwhile, so nothing spins). `hasSpaceAvailable` is signalled
-// after a write that moved data if the fd is still writable, otherwise when epoll says it became
-// writable. A transport holding bytes the kernel does not show keeps `hasBytesAvailable` coming.
+// after a write that took every byte if the fd is still writable, otherwise when epoll says it became
+// writable; on a plain TCP socket "still writable" comes from the output half's send-space bound
+// (SendSpace.swift: one getsockopt when it runs out instead of a poll after every write), on anything
+// else from a zero-timeout poll. A transport holding bytes the kernel does not show keeps
+// `hasBytesAvailable` coming.
 //
 // Locking: `lock` guards everything below it. Delegate callouts and blocking waits happen without it;
 // stages run under it. Lock order: connection lock, then the connector's, a reactor's or the reactor

@@ -34,7 +34,7 @@
 // their skbs' page rounding makes the head bound differ), sockets that are not TCP, and a
 // `tcp_notsent_lowat` sysctl set below its default (unlimited).
 
-import Foundation
+import CSocketStreamsShims
 import Glibc
 import Synchronization
 
@@ -110,15 +110,23 @@ struct SendSpace: Equatable {
     /// process's network namespace: read once. Otherwise unsent bytes can stop a send before the
     /// buffer is full, which the bound does not model, and every pair polls.
     static let lowWaterMarkUnlimited: Bool = {
-        guard let file = fopen("/proc/sys/net/ipv4/tcp_notsent_lowat", "r") else { return false }
-        defer { fclose(file) }
-        var line = [CChar](repeating: 0, count: 32)
-        let text = line.withUnsafeMutableBufferPointer { buffer -> String? in
-            guard fgets(buffer.baseAddress!, Int32(buffer.count), file) != nil else { return nil }
-            return String(cString: buffer.baseAddress!)
+        // Digits by hand, not through Foundation: this runs in every process that writes.
+        let fd = open("/proc/sys/net/ipv4/tcp_notsent_lowat", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var bytes: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        let count = withUnsafeMutableBytes(of: &bytes) { Glibc.read(fd, $0.baseAddress, $0.count) }
+        guard count > 0 else { return false }
+        var value: UInt64 = 0
+        var digits = 0
+        withUnsafeBytes(of: bytes) { text in
+            for byte in text.prefix(count) {
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 19 else { break }
+                value = value * 10 + UInt64(byte - UInt8(ascii: "0"))
+                digits += 1
+            }
         }
-        let value = text.flatMap { UInt64($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 0
-        return value >= UInt64(UInt32.max)
+        return digits > 0 && value >= UInt64(UInt32.max)
     }()
 
     #if DEBUG

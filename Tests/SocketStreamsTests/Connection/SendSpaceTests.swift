@@ -170,7 +170,18 @@ final class SendSpaceTests: SocketStreamsTestCase {
         try writeThroughSlowPeer(pair, peer: server, total: 8 << 20)
     }
 
-    private func writeThroughSlowPeer(_ pair: StreamPair, peer server: Int32, total: Int) throws {
+    /// The same over a Unix-domain socket, which the bound does not model: the poll answers, and
+    /// the re-signal still comes.
+    func testAUnixDomainPairKeepsThePoll() throws {
+        let (client, server) = try RawSocket.socketPair()
+        defer { close(server) }
+        let pair = createStreamPair(nativeSocket: client)
+        closeAfterTest(pair)
+        XCTAssertTrue(pair.input.setProperty(true as NSNumber, forKey: CFKey.shouldCloseNativeSocket))
+        try writeThroughSlowPeer(pair, peer: server, total: 4 << 20, modelled: false)
+    }
+
+    private func writeThroughSlowPeer(_ pair: StreamPair, peer server: Int32, total: Int, modelled: Bool = true) throws {
         let refusedBefore = SendSpace.sendsRefused.load(ordering: .relaxed)
         // Mostly small writes, so that thousands of them cross the bound's edge.
         let writer = SizedWriter(sizes: sizes.filter { $0 < 65536 }, total: total)
@@ -195,6 +206,14 @@ final class SendSpaceTests: SocketStreamsTestCase {
             SendSpace.sendsRefused.load(ordering: .relaxed) - refusedBefore, 0,
             "a write right after hasSpaceAvailable found the socket full (of \(writer.writes))")
         XCTAssertLessThan(writer.slowestWrite, 1, "a write in a hasSpaceAvailable callout blocked")
+        // The re-signals came from the bound, not from the poll it replaced.
+        XCTAssertTrue(SendSpace.lowWaterMarkUnlimited)
+        let space = pair.output.connection.lock.withLock { pair.output.connection.halves[.output].sendSpace }
+        if modelled {
+            XCTAssertTrue(space.isBound, "the socket was not modelled: \(space)")
+        } else {
+            XCTAssertEqual(space, .pollOnly)
+        }
         print("\(writer.writes) writes after hasSpaceAvailable, \(writer.bytes) bytes")
     }
 }
