@@ -1,4 +1,5 @@
 import Foundation
+import SocketStreamsTestSupport
 import XCTest
 
 /// The layer order of `Sources/SocketStreams`, held by a test rather than by module boundaries: a
