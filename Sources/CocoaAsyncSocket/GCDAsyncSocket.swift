@@ -825,13 +825,14 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     static func map(_ error: Error?) -> Error? {
         guard let error else { return nil }
         guard let failure = error as? StreamOperationError else { return error }
-        switch failure {
+        switch failure.code {
         case .readTimedOut: return GCDAsyncSocketError(.readTimeoutError)
         case .writeTimedOut: return GCDAsyncSocketError(.writeTimeoutError)
         case .readMaxedOut: return GCDAsyncSocketError(.readMaxedOutError)
         case .closedByPeer, .closed: return GCDAsyncSocketError(.closedError)
         case .alreadyConnected: return GCDAsyncSocketError(.badConfigError, message: failure.errorDescription)
-        case .bytesBeforeTLS, .tlsSettingsRefused: return GCDAsyncSocketError(.otherError, message: failure.errorDescription)
+        // bytesBeforeTLS, tlsSettingsRefused, and any code added later: GCDAsyncSocket's catch-all.
+        default: return GCDAsyncSocketError(.otherError, message: failure.errorDescription)
         }
     }
 }
