@@ -136,15 +136,41 @@ let package = Package(
         // What the test targets share: a third-party peer (socat, openssl s_server, python's http.server...)
         // as a child process, ready when its output says so; swiftc -typecheck of a snippet.
         .target(name: "TestPeers", path: "Tests/TestPeers"),
+        // What SocketStreamsTests, StreamGetCoreTests and GuideTests share (`package` access): the
+        // `SocketStreamsTestCase` base class and its cleanups, the peers they start, raw sockets and servers,
+        // the delegate recorder, the test certificates, running a built executable.
+        .target(
+            name: "SocketStreamsTestSupport",
+            dependencies: ["SocketStreams", "TestPeers"],
+            path: "Tests/SocketStreamsTestSupport"
+        ),
+        // The library's own tests, in folders that match its layers.
         .testTarget(
             name: "SocketStreamsTests",
             // The executables are listed so that `swift test` builds the binaries the end-to-end tests run.
             dependencies: [
                 "SocketStreams", "CSocketStreamsShims", "HTTPParsing", "StreamGetCore", "stream-get", "stream-bench",
-                "getting-started-delegate", "getting-started-polling", "reading-and-writing", "handling-errors",
-                "accepting-connections", "polling-or-run-loop", "setting-up-streams", "secure-streams",
+                "StressScenarios",
+                "TestPeers", "SocketStreamsTestSupport",
+            ]
+        ),
+        // `stream-get` and StreamGetCore: URL and option parsing, the built-in page, transfers against real
+        // servers and through proxies, TLS.
+        .testTarget(
+            name: "StreamGetCoreTests",
+            dependencies: [
+                "StreamGetCore", "SocketStreams", "HTTPParsing", "stream-get", "TestPeers", "SocketStreamsTestSupport",
+            ]
+        ),
+        // The guides' example programs run as a reader runs them, the README's and the guides' Swift blocks
+        // found word for word, and the long-lived channel's parts.
+        .testTarget(
+            name: "GuideTests",
+            dependencies: [
+                "SocketStreams", "getting-started-delegate", "getting-started-polling", "reading-and-writing",
+                "handling-errors", "accepting-connections", "polling-or-run-loop", "setting-up-streams", "secure-streams",
                 "going-through-proxies", "LongLivedChannel", "long-lived-channel", "queued-operations", "async-await",
-                "StressScenarios", "TestPeers",
+                "TestPeers", "SocketStreamsTestSupport",
             ]
         ),
         // Swift 6 concurrency code written as a user writes it, against the public API only: no

@@ -42,6 +42,15 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         var peer: Data?
         var local: Data?
         var readClosedReported = false
+        /// A trust question the TLS stage asked before the engine's `ready` reached the socket: held
+        /// until `didConnectToHost` is posted, so the delegate hears of the connection first.
+        var heldTrust: HeldTrust?
+    }
+
+    /// The TLS stage's trust question and how to answer it.
+    private struct HeldTrust {
+        let trust: TLSPeerTrust
+        let completion: @Sendable (Bool) -> Void
     }
 
     /// A queued read: its tag and the caller's buffer.
@@ -625,12 +634,23 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// delegate to ask, disconnects as for a delegate that does not implement it.
     private func askDelegate(_ trust: TLSPeerTrust, _ completion: @escaping @Sendable (Bool) -> Void, for operations: PackageOperations) {
         let asked = state.withLock { state -> Bool in
-            guard state.link?.operations === operations else { return true }  // gone: the close answers
+            guard var link = state.link, link.operations === operations else { return true }  // gone: the close answers
             guard state.delegate != nil, state.delegateQueue != nil else { return false }
-            Self.post(&state, self) { socket, delegate in delegate.socket(socket, didReceive: trust, completionHandler: completion) }
+            guard link.connected || link.accepted else {
+                // The stage runs on the engine's thread and can ask before this socket has handled
+                // `ready`: GCDAsyncSocket says the socket connected before it asks about trust.
+                link.heldTrust = HeldTrust(trust: trust, completion: completion)
+                state.link = link
+                return true
+            }
+            Self.postTrust(&state, self, HeldTrust(trust: trust, completion: completion))
             return true
         }
         if !asked { trustNotImplemented() }
+    }
+
+    private static func postTrust(_ state: inout State, _ socket: GCDAsyncSocket, _ held: HeldTrust) {
+        post(&state, socket) { socket, delegate in delegate.socket(socket, didReceive: held.trust, completionHandler: held.completion) }
     }
 
     /// Called by the default trust method: the delegate cannot decide, so the socket disconnects.
@@ -805,13 +825,14 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     static func map(_ error: Error?) -> Error? {
         guard let error else { return nil }
         guard let failure = error as? StreamOperationError else { return error }
-        switch failure {
+        switch failure.code {
         case .readTimedOut: return GCDAsyncSocketError(.readTimeoutError)
         case .writeTimedOut: return GCDAsyncSocketError(.writeTimeoutError)
         case .readMaxedOut: return GCDAsyncSocketError(.readMaxedOutError)
         case .closedByPeer, .closed: return GCDAsyncSocketError(.closedError)
         case .alreadyConnected: return GCDAsyncSocketError(.badConfigError, message: failure.errorDescription)
-        case .bytesBeforeTLS, .tlsSettingsRefused: return GCDAsyncSocketError(.otherError, message: failure.errorDescription)
+        // bytesBeforeTLS, tlsSettingsRefused, and any code added later: GCDAsyncSocket's catch-all.
+        default: return GCDAsyncSocketError(.otherError, message: failure.errorDescription)
         }
     }
 }
@@ -852,6 +873,10 @@ extension GCDAsyncSocket: OperationsHandler {
                         delegate.socket(socket, didConnectToHost: host, port: port)
                         delegate.socket(socket, didConnectToHost: host, port: Int(port))
                     }
+                }
+                if let held = link.heldTrust {
+                    state.link?.heldTrust = nil
+                    Self.postTrust(&state, self, held)
                 }
             }
         case .read(let bytes, let id):

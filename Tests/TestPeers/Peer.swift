@@ -4,8 +4,8 @@
 import Foundation
 
 /// A real third-party peer (python http.server, socat, openssl s_server...) run as a child process on
-/// loopback: shared by the test targets (SocketStreamsTests, CocoaAsyncSocketTests), each of which adds
-/// the peers it uses in an extension.
+/// loopback: shared by the test targets (SocketStreamsTestSupport for SocketStreamsTests, StreamGetCoreTests
+/// and GuideTests; CocoaAsyncSocketTests), each of which adds the peers it uses in an extension.
 ///
 /// `start(readyPattern:)` launches it and waits, with a deadline, until its output matches the
 /// readiness pattern (for example "Serving HTTP on ... port N"); the first capture group is

@@ -2,6 +2,7 @@
     import Glibc
 #endif
 import Dispatch
+import SocketStreamsTestSupport
 import Foundation
 @testable import SocketStreams
 import XCTest

@@ -2,6 +2,7 @@
     import Glibc
 #endif
 import Foundation
+import SocketStreamsTestSupport
 import SocketStreams
 import XCTest
 

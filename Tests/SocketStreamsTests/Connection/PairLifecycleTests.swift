@@ -1,4 +1,5 @@
 @testable import SocketStreams
+import SocketStreamsTestSupport
 import XCTest
 
 /// The pair's lifecycle as a table: every state against every event, legal or not, with the state

@@ -1,4 +1,5 @@
 import Foundation
+import SocketStreamsTestSupport
 import SocketStreams
 import XCTest
 

@@ -2,6 +2,7 @@
     import Glibc
 #endif
 import CSocketStreamsShims
+import SocketStreamsTestSupport
 import CoreFoundation
 import Foundation
 @testable import SocketStreams

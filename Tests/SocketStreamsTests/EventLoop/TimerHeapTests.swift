@@ -1,4 +1,5 @@
 import CoreFoundation
+import SocketStreamsTestSupport
 import Dispatch
 import Foundation
 @testable import SocketStreams

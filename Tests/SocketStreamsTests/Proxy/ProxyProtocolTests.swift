@@ -1,4 +1,5 @@
 @testable import SocketStreams
+import SocketStreamsTestSupport
 import XCTest
 
 /// Unit tests of the proxy client codecs (`ProxyClientHandshake`): the exact bytes of every request, every
@@ -363,18 +364,5 @@ final class ProxyProtocolTests: XCTestCase {
         XCTAssertNil(ProxyTarget(.host("example.com", port: 65536 + 443)), "a port is never masked to 16 bits")
         XCTAssertNil(ProxyTarget(.unix(path: "/tmp/x")))
         XCTAssertNil(ProxyTarget(.native(fd: 3)))
-    }
-}
-
-/// A small deterministic generator, so a failing round can be replayed.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -2,6 +2,7 @@
     import Glibc
 #endif
 import Foundation
+import SocketStreamsTestSupport
 @testable import SocketStreams
 
 /// A handshake stage for tests, shaped like a proxy handshake: it sends `HELLO\n`, then reads one

@@ -1,4 +1,5 @@
 import Foundation
+import SocketStreamsTestSupport
 @testable import SocketStreams
 import XCTest
 

@@ -2,6 +2,7 @@
     import Glibc
 #endif
 import Foundation
+import SocketStreamsTestSupport
 @testable import SocketStreams
 import XCTest
 import TestPeers
@@ -194,7 +195,7 @@ final class TLSCorpusTests: SocketStreamsTestCase {
 
     func testCorpusThroughStreamGet() throws {
         let corpus = try self.corpus
-        let executable = try StreamGetTests.streamGetExecutable().path
+        let executable = try streamGetExecutable().path
         let cases = corpus.cases.filter(\.streamGet)
         XCTAssertGreaterThanOrEqual(cases.count, 40)
         var rows: [(Case, String)] = []

@@ -2,6 +2,7 @@
     import Glibc
 #endif
 import Foundation
+import SocketStreamsTestSupport
 @testable import SocketStreams
 import StreamGetCore
 import XCTest
@@ -10,7 +11,7 @@ import XCTest
 /// `stream-get`'s `--resolve`, `--connect-to` and `--crlfile`.
 final class TLSVerificationSettingsTests: SocketStreamsTestCase {
     private func runStreamGet(_ arguments: [String]) throws -> CommandResult {
-        try runCommand(try StreamGetTests.streamGetExecutable().path, ["--timeout", "30"] + arguments, timeout: 60)
+        try runCommand(try streamGetExecutable().path, ["--timeout", "30"] + arguments, timeout: 60)
     }
 
     /// The error of a handshake with `settings` against s_server on the test PKI's server certificate.

@@ -6,6 +6,7 @@
 // "baseline,filehandle" while the library is a stub.
 
 import Foundation
+import SocketStreamsTestSupport
 import XCTest
 
 final class BenchmarkHarnessTests: XCTestCase {

@@ -72,7 +72,7 @@ struct StreamsQueuedClient: BenchmarkClient {
 
         override func socketDidDisconnect(_ socket: QueuedSocket, withError error: Error?) {
             // The server's FIN ends the download: the pending read ends with nothing unread.
-            if case .closedByPeer(let unread)? = error as? StreamOperationError, unread.isEmpty, received == expected {
+            if let failure = error as? StreamOperationError, failure.code == .closedByPeer, failure.unread.isEmpty, received == expected {
                 done = true
                 return
             }

@@ -72,7 +72,9 @@ final class ScaleQueuedFace: ScaleFace, QueuedSocketDelegate, @unchecked Sendabl
     }
 
     func socketDidDisconnect(_ socket: QueuedSocket, withError error: Error?) {
-        if releasing.load(ordering: .acquiring), case .closedByPeer(let unread)? = error as? StreamOperationError, unread.isEmpty {
+        if releasing.load(ordering: .acquiring), let failure = error as? StreamOperationError, failure.code == .closedByPeer,
+            failure.unread.isEmpty
+        {
             return monitor.add(.closed)
         }
         monitor.fail("QueuedSocket disconnected: \(error.map { "\($0)" } ?? "no error")")

@@ -8,7 +8,7 @@ import TestPeers
 extension Peer {
 
     /// `python3 -u -m http.server 0 --bind ADDR --directory DIR`; returns the peer and its port.
-    static func httpServer(family: IPFamily, directory: URL) throws -> (peer: Peer, port: Int) {
+    package static func httpServer(family: IPFamily, directory: URL) throws -> (peer: Peer, port: Int) {
         let python = try locate("python3", hint: "needs Python 3 for http.server")
         let peer = Peer(
             name: "http.server[\(family.loopback)]", executable: python,
@@ -21,7 +21,7 @@ extension Peer {
     }
 
     /// `socat -d -d TCP4-LISTEN:0,bind=127.0.0.1,reuseaddr,fork PIPE` (or TCP6 on [::1]): an echo server.
-    static func socatEcho(family: IPFamily) throws -> (peer: Peer, port: Int) {
+    package static func socatEcho(family: IPFamily) throws -> (peer: Peer, port: Int) {
         let socat = try locate("socat", hint: "apt-get install -y --no-install-recommends socat")
         let address =
             family == .v4
@@ -36,7 +36,7 @@ extension Peer {
     }
 
     /// `socat -d -d UNIX-LISTEN:PATH,fork PIPE`: a Unix-domain echo server.
-    static func socatUnixEcho(path: String) throws -> Peer {
+    package static func socatUnixEcho(path: String) throws -> Peer {
         let socat = try locate("socat", hint: "apt-get install -y --no-install-recommends socat")
         let peer = Peer(
             name: "socat unix echo", executable: socat,
@@ -47,7 +47,7 @@ extension Peer {
 
     /// `openssl s_server -accept 127.0.0.1:0 ARGUMENTS` (e.g. `-www`, `-cert`, `-key`, `-tls1_3`):
     /// a TLS server from OpenSSL itself; returns the peer and its port.
-    static func opensslServer(_ arguments: [String], family: IPFamily = .v4) throws -> (peer: Peer, port: Int) {
+    package static func opensslServer(_ arguments: [String], family: IPFamily = .v4) throws -> (peer: Peer, port: Int) {
         let openssl = try locate("openssl", hint: "apt-get install -y --no-install-recommends openssl")
         let accept = family == .v4 ? "127.0.0.1:0" : "[::1]:0"
         let peer = Peer(name: "openssl s_server", executable: openssl, arguments: ["s_server", "-accept", accept] + arguments)
@@ -58,7 +58,7 @@ extension Peer {
     /// stunnel4 in the foreground, terminating TLS on 127.0.0.1:`port` with `certificate`/`key` and
     /// forwarding the plaintext to 127.0.0.1:`target` (and nowhere else). stunnel cannot report an
     /// ephemeral port, so the caller picks a free one; readiness is its "Configuration successful" line.
-    static func stunnel(port: Int, target: Int, certificate: String, key: String, directory: URL) throws -> Peer {
+    package static func stunnel(port: Int, target: Int, certificate: String, key: String, directory: URL) throws -> Peer {
         let stunnel = try locate("stunnel4", hint: "apt-get install -y --no-install-recommends stunnel4")
         let configuration = directory.appendingPathComponent("stunnel.conf")
         try Data(

@@ -11,9 +11,9 @@ import TestPeers
 /// - `/cut`: a Content-Length of 100000 and 50000 bytes, then the close; `/empty`: the close without a byte;
 /// - `/garbage`: a response that is not HTTP; a `CONNECT`: `200` and then the same service on the tunnel.
 /// With a certificate it serves all of this over TLS.
-final class ScriptedHTTPPeer {
+package final class ScriptedHTTPPeer {
     /// The python program.
-    static let script = #"""
+    package static let script = #"""
         import socket, sys, threading, urllib.parse
         accepts = 0
         lock = threading.Lock()
@@ -122,13 +122,13 @@ final class ScriptedHTTPPeer {
         """#
 
     /// The running peer.
-    let peer: Peer
+    package let peer: Peer
     /// Its port.
-    let port: Int
+    package let port: Int
 
     /// Writes the script into `directory` and starts it, waiting for its `READY port` line. With `tls` (certificate
     /// chain and key files) it serves HTTPS: python's `ssl` module (OpenSSL) terminates TLS on each connection.
-    init(directory: URL, tls: (chain: String, key: String)? = nil) throws {
+    package init(directory: URL, tls: (chain: String, key: String)? = nil) throws {
         let file = directory.appendingPathComponent("scripted_http_peer.py")
         try Data(Self.script.utf8).write(to: file)
         let python = try Peer.locate("python3", hint: "needs Python 3")
@@ -142,16 +142,16 @@ final class ScriptedHTTPPeer {
     }
 
     /// The request lines logged so far (`METHOD TARGET`), in order.
-    var requests: [String] {
+    package var requests: [String] {
         peer.printed.split(separator: "\n").filter { $0.hasPrefix("REQUEST ") }.map { String($0.dropFirst(8)) }
     }
 
     /// The connections accepted so far.
-    var accepts: Int { peer.printed.split(separator: "\n").filter { $0.hasPrefix("ACCEPT ") }.count }
+    package var accepts: Int { peer.printed.split(separator: "\n").filter { $0.hasPrefix("ACCEPT ") }.count }
 
     /// Whether it serves HTTPS.
-    var secure: Bool { peer.name.hasSuffix("(TLS)") }
+    package var secure: Bool { peer.name.hasSuffix("(TLS)") }
 
     /// `http://127.0.0.1:PORT` + `path` (`https://localhost:PORT`, the certificate's name, over TLS).
-    func url(_ path: String) -> String { secure ? "https://localhost:\(port)\(path)" : "http://127.0.0.1:\(port)\(path)" }
+    package func url(_ path: String) -> String { secure ? "https://localhost:\(port)\(path)" : "http://127.0.0.1:\(port)\(path)" }
 }

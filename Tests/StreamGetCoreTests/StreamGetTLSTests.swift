@@ -2,6 +2,7 @@
     import Glibc
 #endif
 import Foundation
+import SocketStreamsTestSupport
 import SocketStreams
 import StreamGetCore
 import XCTest
@@ -9,7 +10,7 @@ import XCTest
 /// `stream-get https://…` with curl's TLS options, against our TLS listener with the test PKI.
 final class StreamGetTLSTests: SocketStreamsTestCase {
     private func runStreamGet(_ arguments: [String]) throws -> CommandResult {
-        try runCommand(try StreamGetTests.streamGetExecutable().path, ["--timeout", "30"] + arguments, timeout: 60)
+        try runCommand(try streamGetExecutable().path, ["--timeout", "30"] + arguments, timeout: 60)
     }
 
     private func startTLSPageServer(_ mutate: (inout TLSSettings) -> Void = { _ in }) throws -> BuiltInPageServer {

@@ -1,4 +1,5 @@
 import Foundation
+import SocketStreamsTestSupport
 import XCTest
 
 /// Guides/SecuringStreamsWithTLS.md and its example program, `secure-streams`.

@@ -6,30 +6,30 @@
 import Foundation
 
 /// The two loopback address families the suite uses.
-enum IPFamily: String, CaseIterable, Sendable {
+package enum IPFamily: String, CaseIterable, Sendable {
     case v4, v6
 
     /// The loopback literal for this family ("127.0.0.1" or "::1").
-    var loopback: String { self == .v4 ? "127.0.0.1" : "::1" }
-    var domain: Int32 { self == .v4 ? AF_INET : AF_INET6 }
+    package var loopback: String { self == .v4 ? "127.0.0.1" : "::1" }
+    package var domain: Int32 { self == .v4 ? AF_INET : AF_INET6 }
 }
 
 /// A failed system call.
-struct SystemCallError: Error, CustomStringConvertible {
-    let call: String
-    let code: Int32
-    var description: String { "\(call) failed: errno \(code) (\(String(cString: strerror(code))))" }
+package struct SystemCallError: Error, CustomStringConvertible {
+    package let call: String
+    package let code: Int32
+    package var description: String { "\(call) failed: errno \(code) (\(String(cString: strerror(code))))" }
 }
 
 /// Identity of an open file (device + inode). Used to tell "the fd is still ours" from
 /// "the number was closed and reused by something else".
-struct FileIdentity: Equatable, Sendable {
-    let device: UInt64
-    let inode: UInt64
+package struct FileIdentity: Equatable, Sendable {
+    package let device: UInt64
+    package let inode: UInt64
 }
 
-enum RawSocket {
-    static let streamType = Int32(SOCK_STREAM.rawValue)
+package enum RawSocket {
+    package static let streamType = Int32(SOCK_STREAM.rawValue)
 
     // MARK: creating sockets
 
@@ -37,7 +37,7 @@ enum RawSocket {
     /// - Parameters:
     ///   - port: 0 picks an ephemeral port.
     ///   - backlog: passed to listen(2) unchanged.
-    static func listener(family: IPFamily, port: Int = 0, backlog: Int32 = 128) throws -> Int32 {
+    package static func listener(family: IPFamily, port: Int = 0, backlog: Int32 = 128) throws -> Int32 {
         let fd = socket(family.domain, streamType, 0)
         guard fd >= 0 else { throw SystemCallError(call: "socket", code: errno) }
         var one: Int32 = 1
@@ -66,7 +66,7 @@ enum RawSocket {
     }
 
     /// A blocking TCP connection to the family's loopback address.
-    static func connectTo(family: IPFamily, port: Int) throws -> Int32 {
+    package static func connectTo(family: IPFamily, port: Int) throws -> Int32 {
         let fd = socket(family.domain, streamType, 0)
         guard fd >= 0 else { throw SystemCallError(call: "socket", code: errno) }
         let result = withSocketAddress(family: family, port: port) { connect(fd, $0, $1) }
@@ -80,14 +80,14 @@ enum RawSocket {
 
     /// A bound, listening Unix-domain socket at `path` (closing it leaves the socket file behind,
     /// as a listener that dies without unlinking does).
-    static func unixListener(path: String, backlog: Int32 = 1) throws -> Int32 {
+    package static func unixListener(path: String, backlog: Int32 = 1) throws -> Int32 {
         let fd = socket(AF_UNIX, streamType, 0)
         guard fd >= 0 else { throw SystemCallError(call: "socket", code: errno) }
         return try bindAndListen(fd, backlog: backlog) { withUnixAddress(path) { bind(fd, $0, $1) } }
     }
 
     /// A blocking connection to the Unix-domain socket at `path`.
-    static func connectTo(unixPath path: String) throws -> Int32 {
+    package static func connectTo(unixPath path: String) throws -> Int32 {
         let fd = socket(AF_UNIX, streamType, 0)
         guard fd >= 0 else { throw SystemCallError(call: "socket", code: errno) }
         guard withUnixAddress(path, { connect(fd, $0, $1) }) == 0 else {
@@ -99,7 +99,7 @@ enum RawSocket {
     }
 
     /// accept(2) that waits at most `timeout` seconds. Returns nil on timeout.
-    static func accept(_ listener: Int32, timeout: TimeInterval) throws -> Int32? {
+    package static func accept(_ listener: Int32, timeout: TimeInterval) throws -> Int32? {
         guard try waitReadable(listener, timeout: timeout) else { return nil }
         let fd = Glibc.accept(listener, nil, nil)
         guard fd >= 0 else { throw SystemCallError(call: "accept", code: errno) }
@@ -107,7 +107,7 @@ enum RawSocket {
     }
 
     /// An AF_UNIX stream socketpair.
-    static func socketPair() throws -> (Int32, Int32) {
+    package static func socketPair() throws -> (Int32, Int32) {
         var fds: [Int32] = [-1, -1]
         guard socketpair(AF_UNIX, streamType, 0, &fds) == 0 else {
             throw SystemCallError(call: "socketpair", code: errno)
@@ -116,7 +116,7 @@ enum RawSocket {
     }
 
     /// Two ends of an established loopback TCP connection (the temporary listener is closed).
-    static func connectedTCPPair(family: IPFamily = .v4) throws -> (client: Int32, server: Int32) {
+    package static func connectedTCPPair(family: IPFamily = .v4) throws -> (client: Int32, server: Int32) {
         let listenFD = try listener(family: family, backlog: 1)
         defer { close(listenFD) }
         let client = try connectTo(family: family, port: boundPort(listenFD))
@@ -130,7 +130,7 @@ enum RawSocket {
     /// A port on which nothing listens right now (bound, read back, released).
     /// Connecting to it is refused unless another process grabs it in between, which the
     /// ephemeral range makes very unlikely within one test.
-    static func unusedPort(family: IPFamily = .v4) throws -> Int {
+    package static func unusedPort(family: IPFamily = .v4) throws -> Int {
         let fd = socket(family.domain, streamType, 0)
         guard fd >= 0 else { throw SystemCallError(call: "socket", code: errno) }
         defer { close(fd) }
@@ -142,7 +142,7 @@ enum RawSocket {
     // MARK: addresses
 
     /// Calls `body` with a sockaddr for the family's loopback address and `port`.
-    static func withSocketAddress<R>(
+    package static func withSocketAddress<R>(
         family: IPFamily, port: Int,
         _ body: (UnsafePointer<sockaddr>, socklen_t) -> R
     ) -> R {
@@ -171,7 +171,7 @@ enum RawSocket {
     }
 
     /// Calls `body` with a `sockaddr_un` for `path`.
-    static func withUnixAddress<R>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+    package static func withUnixAddress<R>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
         var addr = sockaddr_un()
         addr.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
@@ -185,17 +185,17 @@ enum RawSocket {
     }
 
     /// The local port of a bound socket (getsockname).
-    static func boundPort(_ fd: Int32) -> Int {
+    package static func boundPort(_ fd: Int32) -> Int {
         portOf(fd, peer: false)
     }
 
     /// The remote port of a connected socket (getpeername), 0 if unknown.
-    static func peerPort(_ fd: Int32) -> Int {
+    package static func peerPort(_ fd: Int32) -> Int {
         portOf(fd, peer: true)
     }
 
     /// The numeric address and port of a socket's peer (getpeername) or its own (getsockname).
-    static func address(_ fd: Int32, peer: Bool) -> (host: String, port: Int) {
+    package static func address(_ fd: Int32, peer: Bool) -> (host: String, port: Int) {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let result = withUnsafeMutablePointer(to: &storage) {
@@ -240,11 +240,11 @@ enum RawSocket {
     // MARK: I/O
 
     /// poll(2) for readability (or hang-up / error) for at most `timeout` seconds.
-    static func waitReadable(_ fd: Int32, timeout: TimeInterval) throws -> Bool {
+    package static func waitReadable(_ fd: Int32, timeout: TimeInterval) throws -> Bool {
         try waitFor(fd, events: Int16(POLLIN), timeout: timeout)
     }
 
-    static func waitWritable(_ fd: Int32, timeout: TimeInterval) throws -> Bool {
+    package static func waitWritable(_ fd: Int32, timeout: TimeInterval) throws -> Bool {
         try waitFor(fd, events: Int16(POLLOUT), timeout: timeout)
     }
 
@@ -261,7 +261,7 @@ enum RawSocket {
     }
 
     /// Writes all of `data` (blocking socket). Throws on error.
-    static func writeAll(_ fd: Int32, _ data: Data) throws {
+    package static func writeAll(_ fd: Int32, _ data: Data) throws {
         var offset = 0
         while offset < data.count {
             let written = data.withUnsafeBytes { raw in
@@ -277,7 +277,7 @@ enum RawSocket {
 
     /// One recv(2) of at most `max` bytes, waiting at most `timeout` for data.
     /// Returns nil on timeout, empty Data at EOF. Throws on error.
-    static func readSome(_ fd: Int32, max: Int = 65536, timeout: TimeInterval) throws -> Data? {
+    package static func readSome(_ fd: Int32, max: Int = 65536, timeout: TimeInterval) throws -> Data? {
         guard try waitReadable(fd, timeout: timeout) else { return nil }
         var buffer = [UInt8](repeating: 0, count: max)
         while true {
@@ -291,7 +291,7 @@ enum RawSocket {
     }
 
     /// Reads until `count` bytes arrived, EOF, or the deadline. Returns what was read.
-    static func readExactly(_ fd: Int32, count: Int, timeout: TimeInterval) throws -> Data {
+    package static func readExactly(_ fd: Int32, count: Int, timeout: TimeInterval) throws -> Data {
         let deadline = Date(timeIntervalSinceNow: timeout)
         var result = Data()
         while result.count < count {
@@ -306,7 +306,7 @@ enum RawSocket {
     }
 
     /// Reads until EOF or the deadline. `sawEOF` tells which one ended it.
-    static func readToEOF(_ fd: Int32, timeout: TimeInterval) throws -> (data: Data, sawEOF: Bool) {
+    package static func readToEOF(_ fd: Int32, timeout: TimeInterval) throws -> (data: Data, sawEOF: Bool) {
         let deadline = Date(timeIntervalSinceNow: timeout)
         var result = Data()
         while true {
@@ -320,14 +320,14 @@ enum RawSocket {
     }
 
     /// SO_LINGER {1, 0}: the next close(2) sends RST instead of FIN.
-    static func setResetOnClose(_ fd: Int32) throws {
+    package static func setResetOnClose(_ fd: Int32) throws {
         var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
         guard setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size)) == 0 else {
             throw SystemCallError(call: "setsockopt(SO_LINGER)", code: errno)
         }
     }
 
-    static func intOption(_ fd: Int32, level: Int32, name: Int32) -> Int32? {
+    package static func intOption(_ fd: Int32, level: Int32, name: Int32) -> Int32? {
         var value: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
         guard getsockopt(fd, level, name, &value, &length) == 0 else { return nil }
@@ -337,27 +337,27 @@ enum RawSocket {
     // MARK: file descriptors
 
     /// Device and inode of an open fd, nil if the fd is not open.
-    static func identity(of fd: Int32) -> FileIdentity? {
+    package static func identity(of fd: Int32) -> FileIdentity? {
         var info = stat()
         guard fstat(fd, &info) == 0 else { return nil }
         return FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
     }
 
     /// True if `fd` is open and still refers to the same file as `identity`.
-    static func isOpen(_ fd: Int32, sameAs identity: FileIdentity) -> Bool {
+    package static func isOpen(_ fd: Int32, sameAs identity: FileIdentity) -> Bool {
         self.identity(of: fd) == identity
     }
 
     /// Number of entries in /proc/self/fd (includes the directory handle used to list it,
     /// which is the same on every call, so differences are exact).
-    static func openDescriptorCount() -> Int {
+    package static func openDescriptorCount() -> Int {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
     }
 
     /// Raises the soft RLIMIT_NOFILE to at least `wanted` (capped at the hard limit).
     /// Returns the soft limit now in force.
     @discardableResult
-    static func raiseOpenFileLimit(to wanted: UInt64) -> UInt64 {
+    package static func raiseOpenFileLimit(to wanted: UInt64) -> UInt64 {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
         if UInt64(limit.rlim_cur) < wanted {
@@ -369,7 +369,7 @@ enum RawSocket {
     }
 
     /// The current glibc getaddrinfo result code for `host` (0 on success).
-    static func getaddrinfoCode(host: String) -> Int32 {
+    package static func getaddrinfoCode(host: String) -> Int32 {
         var hints = addrinfo()
         hints.ai_socktype = streamType
         var result: UnsafeMutablePointer<addrinfo>?
@@ -383,13 +383,13 @@ enum RawSocket {
 /// one connection. Every further connect attempt to it hangs in SYN-SENT (the kernel drops the
 /// SYN), which is how the suite produces connect timeouts and unreachable addresses without
 /// a firewall.
-final class BacklogFullListener {
-    let family: IPFamily
-    let port: Int
+package final class BacklogFullListener {
+    package let family: IPFamily
+    package let port: Int
     private let listenFD: Int32
     private let fillerFD: Int32
 
-    init(family: IPFamily, port: Int = 0) throws {
+    package init(family: IPFamily, port: Int = 0) throws {
         self.family = family
         listenFD = try RawSocket.listener(family: family, port: port, backlog: 0)
         self.port = RawSocket.boundPort(listenFD)
@@ -409,7 +409,7 @@ final class BacklogFullListener {
 
 /// Lowers RLIMIT_NOFILE so that no new fd fits (the soft limit becomes the lowest free fd number),
 /// for tests of running out of descriptors. Returns the function that restores the old limit.
-func tightenDescriptorLimit() -> () -> Void {
+package func tightenDescriptorLimit() -> () -> Void {
     var saved = rlimit()
     guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &saved) == 0 else { return {} }
     let lowest = open("/dev/null", O_RDONLY)

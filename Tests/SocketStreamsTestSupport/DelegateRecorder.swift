@@ -2,15 +2,15 @@ import Foundation
 import SocketStreams
 
 /// The two streams of a pair.
-typealias StreamPair = (input: SocketInputStream, output: SocketOutputStream)
+package typealias StreamPair = (input: SocketInputStream, output: SocketOutputStream)
 
 /// Which stream of the pair an entry is about.
-enum StreamRole: String, Sendable {
+package enum StreamRole: String, Sendable {
     case input, output, unknown
 }
 
 /// One thing the recorder saw or did, in order.
-enum RecordedEntry: Equatable, CustomStringConvertible {
+package enum RecordedEntry: Equatable, CustomStringConvertible {
     /// A delegate callback.
     case event(StreamRole, Stream.Event)
     /// The recorder's own `read` on the input stream, with its return value.
@@ -20,7 +20,7 @@ enum RecordedEntry: Equatable, CustomStringConvertible {
     /// The recorder (or the test, through `close(_:)`) closed that stream.
     case closed(StreamRole)
 
-    var description: String {
+    package var description: String {
         switch self {
         case let .event(role, event): return "\(role).\(event.name)"
         case let .read(n): return "read(\(n))"
@@ -31,7 +31,7 @@ enum RecordedEntry: Equatable, CustomStringConvertible {
 }
 
 extension Stream.Event {
-    var name: String {
+    package var name: String {
         switch self {
         case .openCompleted: return "openCompleted"
         case .hasBytesAvailable: return "hasBytesAvailable"
@@ -44,7 +44,7 @@ extension Stream.Event {
 }
 
 extension Stream.Status {
-    var name: String {
+    package var name: String {
         switch self {
         case .notOpen: return "notOpen"
         case .opening: return "opening"
@@ -60,38 +60,38 @@ extension Stream.Status {
 }
 
 /// An immutable copy of what a recorder has seen, safe to inspect on any thread.
-struct RecorderSnapshot {
-    var entries: [RecordedEntry] = []
+package struct RecorderSnapshot {
+    package var entries: [RecordedEntry] = []
     /// The thread each delegate callback ran on, parallel to the `.event` entries.
-    var eventThreads: [Thread] = []
+    package var eventThreads: [Thread] = []
     /// Bytes the recorder read from the input stream.
-    var received = Data()
+    package var received = Data()
     /// Bytes of `outgoing` the recorder has written so far.
-    var bytesWritten = 0
+    package var bytesWritten = 0
     /// `streamError` captured when each stream got `errorOccurred`.
-    var errors: [StreamRole: NSError] = [:]
+    package var errors: [StreamRole: NSError] = [:]
 
-    func events(_ role: StreamRole) -> [Stream.Event] {
+    package func events(_ role: StreamRole) -> [Stream.Event] {
         entries.compactMap { entry in
             if case let .event(r, event) = entry, r == role { return event }
             return nil
         }
     }
 
-    func count(_ event: Stream.Event, on role: StreamRole) -> Int {
+    package func count(_ event: Stream.Event, on role: StreamRole) -> Int {
         events(role).filter { $0 == event }.count
     }
 
-    func has(_ event: Stream.Event, on role: StreamRole) -> Bool {
+    package func has(_ event: Stream.Event, on role: StreamRole) -> Bool {
         count(event, on: role) > 0
     }
 
     /// Index in `entries` of the first entry matching `predicate`.
-    func firstIndex(where predicate: (RecordedEntry) -> Bool) -> Int? {
+    package func firstIndex(where predicate: (RecordedEntry) -> Bool) -> Int? {
         entries.firstIndex(where: predicate)
     }
 
-    var receivedString: String { String(decoding: received, as: UTF8.self) }
+    package var receivedString: String { String(decoding: received, as: UTF8.self) }
 }
 
 /// A `StreamDelegate` that records every callback (which stream, which event, on which thread)
@@ -103,18 +103,18 @@ struct RecorderSnapshot {
 /// - `endEncountered`: `close()` then `remove(from:forMode:)`, as the guide does;
 /// - `errorOccurred`: the stream's error is captured; closing is optional.
 /// Thread-safe: callbacks may run on any run-loop thread while the test inspects `snapshot`.
-final class DelegateRecorder: NSObject, StreamDelegate, @unchecked Sendable {
+package final class DelegateRecorder: NSObject, StreamDelegate, @unchecked Sendable {
     // Behaviour switches (set before the streams are opened).
-    var readsOnHasBytes = true
-    var readChunk = 1024
-    var writeChunk = 1024
-    var closesOutputAfterWriting = false
-    var closesOnEnd = true
-    var closesOnError = false
+    package var readsOnHasBytes = true
+    package var readChunk = 1024
+    package var writeChunk = 1024
+    package var closesOutputAfterWriting = false
+    package var closesOnEnd = true
+    package var closesOnError = false
     /// The mode the pair is scheduled in (used by remove(from:forMode:) on end).
-    var mode: RunLoop.Mode = .default
+    package var mode: RunLoop.Mode = .default
     /// Extra behaviour, run after recording and the default action, on the delegate's thread.
-    var onEvent: ((Stream, Stream.Event) -> Void)?
+    package var onEvent: ((Stream, Stream.Event) -> Void)?
 
     private let condition = NSCondition()
     private var state = RecorderSnapshot()
@@ -126,23 +126,23 @@ final class DelegateRecorder: NSObject, StreamDelegate, @unchecked Sendable {
     private var input: InputStream?
     private var output: OutputStream?
 
-    init(outgoing: Data = Data()) {
+    package init(outgoing: Data = Data()) {
         self.outgoing = outgoing
         super.init()
     }
 
-    convenience init(sending text: String) {
+    package convenience init(sending text: String) {
         self.init(outgoing: Data(text.utf8))
     }
 
     // MARK: wiring
 
     /// Remembers which stream is which (without retaining them).
-    func attach(_ pair: StreamPair) {
+    package func attach(_ pair: StreamPair) {
         attach(input: pair.input, output: pair.output)
     }
 
-    func attach(input: InputStream?, output: OutputStream?) {
+    package func attach(input: InputStream?, output: OutputStream?) {
         condition.lock()
         inputID = input.map(ObjectIdentifier.init)
         outputID = output.map(ObjectIdentifier.init)
@@ -153,7 +153,7 @@ final class DelegateRecorder: NSObject, StreamDelegate, @unchecked Sendable {
 
     /// The Apple-guide set-up: delegate on both, schedule both, open both.
     /// Must run on `runLoop`'s thread when that is not the library's own run loop.
-    func start(_ pair: StreamPair, on runLoop: RunLoop = .current, mode: RunLoop.Mode = .default) {
+    package func start(_ pair: StreamPair, on runLoop: RunLoop = .current, mode: RunLoop.Mode = .default) {
         attach(pair)
         self.mode = mode
         for stream in [pair.input as Stream, pair.output as Stream] {
@@ -164,7 +164,7 @@ final class DelegateRecorder: NSObject, StreamDelegate, @unchecked Sendable {
         pair.output.open()
     }
 
-    func role(of stream: Stream) -> StreamRole {
+    package func role(of stream: Stream) -> StreamRole {
         let id = ObjectIdentifier(stream)
         condition.lock()
         defer { condition.unlock() }
@@ -175,19 +175,19 @@ final class DelegateRecorder: NSObject, StreamDelegate, @unchecked Sendable {
 
     // MARK: inspecting
 
-    var snapshot: RecorderSnapshot {
+    package var snapshot: RecorderSnapshot {
         condition.lock()
         defer { condition.unlock() }
         return state
     }
 
-    func has(_ event: Stream.Event, on role: StreamRole) -> Bool { snapshot.has(event, on: role) }
-    func count(_ event: Stream.Event, on role: StreamRole) -> Int { snapshot.count(event, on: role) }
-    var received: Data { snapshot.received }
+    package func has(_ event: Stream.Event, on role: StreamRole) -> Bool { snapshot.has(event, on: role) }
+    package func count(_ event: Stream.Event, on role: StreamRole) -> Int { snapshot.count(event, on: role) }
+    package var received: Data { snapshot.received }
 
     /// Blocks the calling thread (not a run loop) until `predicate` holds for the recorded
     /// state or `timeout` passes. For streams scheduled on another thread's run loop.
-    func wait(timeout: TimeInterval, until predicate: (RecorderSnapshot) -> Bool) -> Bool {
+    package func wait(timeout: TimeInterval, until predicate: (RecorderSnapshot) -> Bool) -> Bool {
         let deadline = Date(timeIntervalSinceNow: timeout)
         condition.lock()
         defer { condition.unlock() }
@@ -198,12 +198,12 @@ final class DelegateRecorder: NSObject, StreamDelegate, @unchecked Sendable {
     }
 
     /// The entries as one line, for failure messages.
-    var trace: String { snapshot.entries.map(\.description).joined(separator: ", ") }
+    package var trace: String { snapshot.entries.map(\.description).joined(separator: ", ") }
 
     // MARK: acting (call on the delegate's run-loop thread)
 
     /// Queues `data` for the output stream; writes at once if a `hasSpaceAvailable` is unused.
-    func send(_ data: Data) {
+    package func send(_ data: Data) {
         condition.lock()
         outgoing.append(data)
         let writeNow = spaceAvailable
@@ -213,17 +213,17 @@ final class DelegateRecorder: NSObject, StreamDelegate, @unchecked Sendable {
         if writeNow, let stream { writeNext(to: stream) }
     }
 
-    func send(_ text: String) { send(Data(text.utf8)) }
+    package func send(_ text: String) { send(Data(text.utf8)) }
 
     /// Closes `stream` and records that it did, so tests can check nothing arrives afterwards.
-    func close(_ stream: Stream) {
+    package func close(_ stream: Stream) {
         stream.close()
         record(.closed(role(of: stream)))
     }
 
     // MARK: StreamDelegate
 
-    func stream(_ aStream: Stream, handle eventCode: Stream.Event) {
+    package func stream(_ aStream: Stream, handle eventCode: Stream.Event) {
         let role = role(of: aStream)
         condition.lock()
         state.entries.append(.event(role, eventCode))

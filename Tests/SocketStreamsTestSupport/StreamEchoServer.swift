@@ -3,12 +3,12 @@ import SocketStreams
 
 /// A `StreamListener` running on a run-loop thread of its own, with a handler for each
 /// accepted (unopened) pair. The handler runs on that thread.
-final class ListenerHost: @unchecked Sendable {
-    let listener: StreamListener
-    let loop: RunLoopThread
-    let port: Int
+package final class ListenerHost: @unchecked Sendable {
+    package let listener: StreamListener
+    package let loop: RunLoopThread
+    package let port: Int
 
-    init(
+    package init(
         _ listener: StreamListener, name: String = "ListenerHost",
         onAccept: @escaping (StreamPair) -> Void
     ) {
@@ -25,7 +25,7 @@ final class ListenerHost: @unchecked Sendable {
 
     deinit { stop() }
 
-    func stop() {
+    package func stop() {
         let listener = self.listener  // no capture of self: stop() also runs from deinit
         loop.sync { listener.close() }
         loop.stop()
@@ -34,29 +34,29 @@ final class ListenerHost: @unchecked Sendable {
 
 /// An echo server made of the library's own accept side: every accepted pair is opened on the
 /// server's run-loop thread and echoes whatever it reads, closing both streams at end/error.
-final class StreamEchoServer: @unchecked Sendable {
+package final class StreamEchoServer: @unchecked Sendable {
     private var host: ListenerHost!
     private let lock = NSLock()
     private var connections: [ObjectIdentifier: EchoConnection] = [:]
     private var acceptedTotal = 0
     private var finishedTotal = 0
 
-    var port: Int { host.port }
+    package var port: Int { host.port }
 
     /// TLS settings given to every accepted pair before it is opened (nil: plain).
     private let tls: TLSSettings?
 
     /// Listens on TCP (`host` nil = all interfaces); with `tls`, every connection is a TLS server.
-    convenience init(host: String?, backlog: Int32 = 128, tls: TLSSettings? = nil) throws {
+    package convenience init(host: String?, backlog: Int32 = 128, tls: TLSSettings? = nil) throws {
         try self.init(listener: StreamListener(host: host, port: 0, backlog: backlog), tls: tls)
     }
 
     /// Listens on a Unix-domain socket path.
-    convenience init(unixSocketPath: String) throws {
+    package convenience init(unixSocketPath: String) throws {
         try self.init(listener: StreamListener(unixSocketPath: unixSocketPath))
     }
 
-    init(listener: StreamListener, tls: TLSSettings? = nil) throws {
+    package init(listener: StreamListener, tls: TLSSettings? = nil) throws {
         self.tls = tls
         host = ListenerHost(listener, name: "StreamEchoServer") { [unowned self] pair in
             self.accept(pair)
@@ -65,24 +65,24 @@ final class StreamEchoServer: @unchecked Sendable {
 
     deinit { host?.stop() }
 
-    var acceptedCount: Int {
+    package var acceptedCount: Int {
         lock.lock()
         defer { lock.unlock() }
         return acceptedTotal
     }
-    var finishedCount: Int {
+    package var finishedCount: Int {
         lock.lock()
         defer { lock.unlock() }
         return finishedTotal
     }
-    var openConnections: Int {
+    package var openConnections: Int {
         lock.lock()
         defer { lock.unlock() }
         return connections.count
     }
 
     /// Stops accepting and closes every connection still open.
-    func stop() {
+    package func stop() {
         host.loop.sync {
             self.host.listener.close()
             self.lock.lock()
@@ -119,13 +119,13 @@ private final class EchoConnection: NSObject, StreamDelegate {
     private var canWrite = false
     private var finished = false
 
-    init(pair: StreamPair, onFinish: @escaping (EchoConnection) -> Void) {
+    package init(pair: StreamPair, onFinish: @escaping (EchoConnection) -> Void) {
         input = pair.input
         output = pair.output
         self.onFinish = onFinish
     }
 
-    func start() {
+    package func start() {
         for stream in [input as Stream, output as Stream] {
             stream.delegate = self
             stream.schedule(in: .current, forMode: .default)
@@ -134,7 +134,7 @@ private final class EchoConnection: NSObject, StreamDelegate {
         output.open()
     }
 
-    func finish() {
+    package func finish() {
         guard !finished else { return }
         finished = true
         input.close()
@@ -144,7 +144,7 @@ private final class EchoConnection: NSObject, StreamDelegate {
         onFinish(self)
     }
 
-    func stream(_ aStream: Stream, handle eventCode: Stream.Event) {
+    package func stream(_ aStream: Stream, handle eventCode: Stream.Event) {
         switch eventCode {
         case .hasBytesAvailable:
             var buffer = [UInt8](repeating: 0, count: 65536)

@@ -22,7 +22,7 @@ import TestPeers
 /// daemon runs in the foreground, so `stop()` ends it.
 extension Peer {
     /// The source address of the outgoing connections of danted, microsocks and tinyproxy (IPv4 targets).
-    static let proxyEgressAddress = "127.0.0.2"
+    package static let proxyEgressAddress = "127.0.0.2"
 
     // MARK: danted
 
@@ -36,7 +36,7 @@ extension Peer {
     /// `user.privileged` and `user.unprivileged` are root: in the user namespace of a user who is not
     /// root, uid 0 is the only uid there is (danted warns about it, harmlessly). It cannot report an
     /// ephemeral port, so it gets a port free in both families; readiness is its "running" line.
-    static func dante(directory: URL) throws -> (peer: Peer, port: Int) {
+    package static func dante(directory: URL) throws -> (peer: Peer, port: Int) {
         let danted = try locateDaemon("danted", hint: "apt-get install -y --no-install-recommends dante-server")
         return try withUnusedPort(bothFamilies: true) { port in
             let configuration = directory.appendingPathComponent("danted.conf")
@@ -100,7 +100,7 @@ extension Peer {
     ///
     /// It neither reports an ephemeral port nor prints anything when it is ready, so it gets a free
     /// port and readiness is a connect() to that port (polled, with a deadline) while it is running.
-    static func microsocks(
+    package static func microsocks(
         user: String? = nil, password: String? = nil,
         family: IPFamily = .v4
     ) throws -> (peer: Peer, port: Int) {
@@ -139,7 +139,7 @@ extension Peer {
     /// ssh cannot forward an ephemeral port (`-D 0` is rejected), so it gets a free port; readiness is
     /// its "Local forwarding listening on 127.0.0.1 port N" line (`-v`), and `ExitOnForwardFailure`
     /// makes it exit, not linger, if the port was taken in between.
-    static func sshSOCKS(directory: URL) throws -> (peer: Peer, port: Int) {
+    package static func sshSOCKS(directory: URL) throws -> (peer: Peer, port: Int) {
         let ssh = try locate("ssh", hint: "apt-get install -y --no-install-recommends openssh-client")
         let keygen = try locate("ssh-keygen", hint: "apt-get install -y --no-install-recommends openssh-client")
         let sshd = try locateDaemon("sshd", hint: "apt-get install -y --no-install-recommends openssh-server")
@@ -254,7 +254,7 @@ extension Peer {
     /// client on ::1 (logs it as e.g. "::403f:f3b7:e755:0"), so `Allow ::1` would turn it away. No `User`:
     /// it stays the current user (and warns). It cannot report an ephemeral port, so it gets a port
     /// free in both families; readiness is its "Starting main loop" line.
-    static func tinyproxy(
+    package static func tinyproxy(
         directory: URL, user: String? = nil, password: String? = nil,
         connectPorts: [Int] = []
     ) throws -> (peer: Peer, port: Int) {
@@ -298,7 +298,7 @@ extension Peer {
     // MARK: helpers
 
     /// `locate`, then the sbin directories, where daemons live and which a user's PATH may lack.
-    static func locateDaemon(_ tool: String, hint: String) throws -> String {
+    package static func locateDaemon(_ tool: String, hint: String) throws -> String {
         if let found = try? locate(tool, hint: hint) { return found }
         for directory in ["/usr/local/sbin", "/usr/sbin", "/sbin"] {
             let candidate = directory + "/" + tool

@@ -8,17 +8,17 @@ import TestPeers
 
 /// Base class: peers and resources registered here are torn down after every test, in
 /// reverse order, whether the test passed, failed or threw.
-class SocketStreamsTestCase: XCTestCase {
+open class SocketStreamsTestCase: XCTestCase {
     private var cleanups: [() -> Void] = []
 
     /// Default deadline for things that should happen "at once" on loopback.
-    let shortTimeout: TimeInterval = 5
+    package let shortTimeout: TimeInterval = 5
 
-    func addCleanup(_ body: @escaping () -> Void) {
+    package func addCleanup(_ body: @escaping () -> Void) {
         cleanups.append(body)
     }
 
-    override func tearDown() {
+    open override func tearDown() {
         for cleanup in cleanups.reversed() { cleanup() }
         cleanups.removeAll()
         super.tearDown()
@@ -31,7 +31,7 @@ class SocketStreamsTestCase: XCTestCase {
     /// `SOCKETSTREAMS_TEST_SCENARIO` set to `scenario` (``childScenario`` there), for what must happen in
     /// a process where nothing has run yet (the process-wide stream thread, a low fd limit); checks that
     /// the child exited normally, within 60 s, with its one test passed.
-    func runInChild(_ test: String, scenario: String, file: StaticString = #filePath, line: UInt = #line) throws {
+    package func runInChild(_ test: String, scenario: String, file: StaticString = #filePath, line: UInt = #line) throws {
         let child = Process()
         child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
         child.arguments = [test]
@@ -59,9 +59,9 @@ class SocketStreamsTestCase: XCTestCase {
 
     /// The scenario a child process started by ``runInChild(_:scenario:file:line:)`` runs, or nil in the
     /// parent.
-    static var childScenario: String? { ProcessInfo.processInfo.environment["SOCKETSTREAMS_TEST_SCENARIO"] }
+    package static var childScenario: String? { ProcessInfo.processInfo.environment["SOCKETSTREAMS_TEST_SCENARIO"] }
 
-    func makeTemporaryDirectory() throws -> URL {
+    package func makeTemporaryDirectory() throws -> URL {
         let url = URL(fileURLWithPath: "/tmp/ssT-\(UUID().uuidString.prefix(8))", isDirectory: true)
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         addCleanup { try? FileManager.default.removeItem(at: url) }
@@ -69,14 +69,14 @@ class SocketStreamsTestCase: XCTestCase {
     }
 
     /// A socat echo server on the family's loopback address; returns its port.
-    func startSocatEcho(_ family: IPFamily = .v4) throws -> Int {
+    package func startSocatEcho(_ family: IPFamily = .v4) throws -> Int {
         let (peer, port) = try Peer.socatEcho(family: family)
         addCleanup { peer.stop() }
         return port
     }
 
     /// socat echoing on a Unix-domain socket; returns the socket path.
-    func startSocatUnixEcho() throws -> String {
+    package func startSocatUnixEcho() throws -> String {
         let directory = try makeTemporaryDirectory()
         let path = directory.appendingPathComponent("echo.sock").path
         let peer = try Peer.socatUnixEcho(path: path)
@@ -85,7 +85,7 @@ class SocketStreamsTestCase: XCTestCase {
     }
 
     /// python http.server serving `files` (name -> contents); returns its port.
-    func startHTTPServer(_ family: IPFamily = .v4, files: [String: Data]) throws -> Int {
+    package func startHTTPServer(_ family: IPFamily = .v4, files: [String: Data]) throws -> Int {
         let directory = try makeTemporaryDirectory()
         for (name, contents) in files {
             try contents.write(to: directory.appendingPathComponent(name))
@@ -96,7 +96,7 @@ class SocketStreamsTestCase: XCTestCase {
     }
 
     /// A raw-socket server whose connections run `handler` on their own threads.
-    func startRawServer(
+    package func startRawServer(
         _ family: IPFamily = .v4,
         handler: @escaping @Sendable (RawConnection) -> Void
     ) throws -> RawTCPServer {
@@ -106,19 +106,21 @@ class SocketStreamsTestCase: XCTestCase {
     }
 
     /// `openssl s_server` on loopback with `arguments`; returns its port and the peer (for its output).
-    func startOpenSSLServer(_ arguments: [String], family: IPFamily = .v4) throws -> (port: Int, peer: Peer) {
+    package func startOpenSSLServer(_ arguments: [String], family: IPFamily = .v4) throws -> (port: Int, peer: Peer) {
         let (peer, port) = try Peer.opensslServer(arguments, family: family)
         addCleanup { peer.stop() }
         return (port, peer)
     }
 
     /// The certificates made for this test run.
-    var pki: TestPKI {
+    package var pki: TestPKI {
         get throws { try TestPKI.shared.get() }
     }
 
     /// The library's own listener, echoing.
-    func startStreamEchoServer(host: String? = "127.0.0.1", backlog: Int32 = 128, tls: TLSSettings? = nil) throws -> StreamEchoServer {
+    package func startStreamEchoServer(
+        host: String? = "127.0.0.1", backlog: Int32 = 128, tls: TLSSettings? = nil
+    ) throws -> StreamEchoServer {
         let server = try StreamEchoServer(host: host, backlog: backlog, tls: tls)
         addCleanup { server.stop() }
         return server
@@ -127,13 +129,13 @@ class SocketStreamsTestCase: XCTestCase {
     // MARK: pairs
 
     /// createStreamPair(host:port:), closed after the test if the test did not (not retained).
-    func makePair(host: String = "127.0.0.1", port: Int) -> StreamPair {
+    package func makePair(host: String = "127.0.0.1", port: Int) -> StreamPair {
         let pair = createStreamPair(host: host, port: port)
         closeAfterTest(pair)
         return pair
     }
 
-    func closeAfterTest(_ pair: StreamPair) {
+    package func closeAfterTest(_ pair: StreamPair) {
         let input = pair.input
         let output = pair.output
         addCleanup { [weak input, weak output] in
@@ -143,7 +145,7 @@ class SocketStreamsTestCase: XCTestCase {
     }
 
     /// A recorder started on the current (main) run loop in `mode`, Apple-guide style.
-    func startRecorder(
+    package func startRecorder(
         _ pair: StreamPair, recorder: DelegateRecorder = DelegateRecorder(),
         mode: RunLoop.Mode = .default
     ) -> DelegateRecorder {
@@ -154,7 +156,7 @@ class SocketStreamsTestCase: XCTestCase {
     // MARK: assertions
 
     /// Asserts that `error` is NSPOSIXErrorDomain with one of `codes`.
-    func assertPOSIXError(
+    package func assertPOSIXError(
         _ error: Error?, _ codes: [Int32], _ message: String = "",
         file: StaticString = #filePath, line: UInt = #line
     ) {
@@ -169,7 +171,7 @@ class SocketStreamsTestCase: XCTestCase {
     }
 
     /// An Int from an NSNumber/Int userInfo value.
-    func intValue(_ value: Any?) -> Int? {
+    package func intValue(_ value: Any?) -> Int? {
         if let number = value as? NSNumber { return number.intValue }
         return value as? Int
     }
@@ -178,7 +180,7 @@ class SocketStreamsTestCase: XCTestCase {
 // MARK: - blocking-style helpers (call inside callWithDeadline)
 
 /// Writes all of `data` with blocking writes; false if a write returned -1 or 0.
-func writeAll(_ output: OutputStream, _ data: Data) -> Bool {
+package func writeAll(_ output: OutputStream, _ data: Data) -> Bool {
     var offset = 0
     while offset < data.count {
         let written = data.withUnsafeBytes { raw in
@@ -192,7 +194,7 @@ func writeAll(_ output: OutputStream, _ data: Data) -> Bool {
 
 /// Reads with blocking reads until `count` bytes arrived or read returned 0 / -1.
 /// `last` is the return value of the last read.
-func readUpTo(_ input: InputStream, count: Int, chunk: Int = 4096) -> (data: Data, last: Int) {
+package func readUpTo(_ input: InputStream, count: Int, chunk: Int = 4096) -> (data: Data, last: Int) {
     var result = Data()
     var buffer = [UInt8](repeating: 0, count: chunk)
     var last = 0
@@ -205,7 +207,7 @@ func readUpTo(_ input: InputStream, count: Int, chunk: Int = 4096) -> (data: Dat
 }
 
 /// Reads with blocking reads until read returns 0 or -1; returns the data and that last value.
-func readToEnd(_ input: InputStream, chunk: Int = 4096) -> (data: Data, last: Int) {
+package func readToEnd(_ input: InputStream, chunk: Int = 4096) -> (data: Data, last: Int) {
     var result = Data()
     var buffer = [UInt8](repeating: 0, count: chunk)
     while true {
@@ -216,12 +218,12 @@ func readToEnd(_ input: InputStream, chunk: Int = 4096) -> (data: Data, last: In
 }
 
 /// Deterministic test payload of `count` bytes (not all the same byte, so reordering shows).
-func testPayload(_ count: Int, seed: UInt8 = 0) -> Data {
+package func testPayload(_ count: Int, seed: UInt8 = 0) -> Data {
     Data((0..<count).map { UInt8(truncatingIfNeeded: ($0 &* 31) &+ ($0 >> 8) &+ Int(seed)) })
 }
 
 /// The native fd of a pair's socket, read the CF way.
-func nativeHandle(of stream: Stream) -> Int32? {
+package func nativeHandle(of stream: Stream) -> Int32? {
     let key = Stream.PropertyKey(rawValue: "kCFStreamPropertySocketNativeHandle")
     guard let data = stream.property(forKey: key) as? Data, data.count == MemoryLayout<Int32>.size else {
         return nil
@@ -230,17 +232,17 @@ func nativeHandle(of stream: Stream) -> Int32? {
 }
 
 /// Property keys by their CF names (raw strings are the contract on Linux).
-enum CFKey {
-    static let nativeHandle = Stream.PropertyKey(rawValue: "kCFStreamPropertySocketNativeHandle")
-    static let remoteHostName = Stream.PropertyKey(rawValue: "kCFStreamPropertySocketRemoteHostName")
-    static let remotePortNumber = Stream.PropertyKey(rawValue: "kCFStreamPropertySocketRemotePortNumber")
-    static let shouldCloseNativeSocket = Stream.PropertyKey(rawValue: "kCFStreamPropertyShouldCloseNativeSocket")
+package enum CFKey {
+    package static let nativeHandle = Stream.PropertyKey(rawValue: "kCFStreamPropertySocketNativeHandle")
+    package static let remoteHostName = Stream.PropertyKey(rawValue: "kCFStreamPropertySocketRemoteHostName")
+    package static let remotePortNumber = Stream.PropertyKey(rawValue: "kCFStreamPropertySocketRemotePortNumber")
+    package static let shouldCloseNativeSocket = Stream.PropertyKey(rawValue: "kCFStreamPropertyShouldCloseNativeSocket")
 }
 
 /// Fails the test unless it runs in a network namespace that has nothing but loopback, as
 /// `Scripts/test` arranges. Tests that look up unresolvable names call it first: elsewhere the
 /// system resolver would send their queries to a DNS server off this machine.
-func requireLoopbackOnlyNetwork(file: StaticString = #filePath, line: UInt = #line) -> Bool {
+package func requireLoopbackOnlyNetwork(file: StaticString = #filePath, line: UInt = #line) -> Bool {
     // /proc/net/dev lists the interfaces of this process's own network namespace (sysfs would show
     // those of whoever mounted it).
     let table = (try? String(contentsOfFile: "/proc/net/dev", encoding: .utf8)) ?? ""

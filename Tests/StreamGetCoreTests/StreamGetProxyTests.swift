@@ -2,6 +2,7 @@
     import Glibc
 #endif
 import Foundation
+import SocketStreamsTestSupport
 import SocketStreams
 import StreamGetCore
 import XCTest
@@ -17,7 +18,7 @@ final class StreamGetProxyTests: SocketStreamsTestCase {
         var base = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
         base.merge(environment) { $1 }
         return try runCommand(
-            try StreamGetTests.streamGetExecutable().path, ["--timeout", "30"] + arguments, timeout: 60,
+            try streamGetExecutable().path, ["--timeout", "30"] + arguments, timeout: 60,
             environment: base)
     }
 

@@ -7,32 +7,32 @@ import Foundation
 /// committed): a CA, and certificates it signs for the server (localhost, 127.0.0.1, ::1), a client,
 /// a wrong name, an expired and a not-yet-valid server, plus a self-signed server certificate and a
 /// PKCS#12 copy of the server identity. Made once per test process, in a temporary directory.
-final class TestPKI: @unchecked Sendable {
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
+package final class TestPKI: @unchecked Sendable {
+    package struct Failure: Error, CustomStringConvertible {
+        package let description: String
     }
 
-    let directory: URL
-    func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
-    func data(_ name: String) -> Data { FileManager.default.contents(atPath: path(name)) ?? Data() }
+    package let directory: URL
+    package func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
+    package func data(_ name: String) -> Data { FileManager.default.contents(atPath: path(name)) ?? Data() }
 
-    var caCertificate: String { path("ca.pem") }
-    var serverCertificate: String { path("server.pem") }
-    var serverKey: String { path("server.key") }
-    var serverChain: String { path("server-chain.pem") }
-    var clientCertificate: String { path("client.pem") }
-    var clientKey: String { path("client.key") }
+    package var caCertificate: String { path("ca.pem") }
+    package var serverCertificate: String { path("server.pem") }
+    package var serverKey: String { path("server.key") }
+    package var serverChain: String { path("server-chain.pem") }
+    package var clientCertificate: String { path("client.pem") }
+    package var clientKey: String { path("client.key") }
     /// PKCS#12 of the server key, certificate and CA, password `p12secret`.
-    var serverPKCS12: String { path("server.p12") }
-    static let pkcs12Password = "p12secret"
+    package var serverPKCS12: String { path("server.p12") }
+    package static let pkcs12Password = "p12secret"
 
     /// Certificates for the server's key pair with other problems: (certificate, key) paths.
-    var wrongName: (String, String) { (path("wrong-name.pem"), path("wrong-name.key")) }
-    var expired: (String, String) { (path("expired.pem"), path("expired.key")) }
-    var notYetValid: (String, String) { (path("not-yet-valid.pem"), path("not-yet-valid.key")) }
-    var selfSigned: (String, String) { (path("self-signed.pem"), path("self-signed.key")) }
+    package var wrongName: (String, String) { (path("wrong-name.pem"), path("wrong-name.key")) }
+    package var expired: (String, String) { (path("expired.pem"), path("expired.key")) }
+    package var notYetValid: (String, String) { (path("not-yet-valid.pem"), path("not-yet-valid.key")) }
+    package var selfSigned: (String, String) { (path("self-signed.pem"), path("self-signed.key")) }
 
-    static let shared: Result<TestPKI, Failure> = Result { () throws(Failure) -> TestPKI in try TestPKI() }
+    package static let shared: Result<TestPKI, Failure> = Result { () throws(Failure) -> TestPKI in try TestPKI() }
 
     private init() throws(Failure) {
         directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("ssT-pki-\(getpid())")

@@ -1,4 +1,5 @@
 import Foundation
+import SocketStreamsTestSupport
 import LongLivedChannel
 import XCTest
 

@@ -3,7 +3,7 @@ import Foundation
 /// Runs the current thread's run loop in `mode`, in short slices, until `condition` holds or
 /// `timeout` seconds have passed. Returns whether the condition holds. Tests assert the result.
 @discardableResult
-func runUntil(timeout: TimeInterval, mode: RunLoop.Mode = .default, _ condition: () -> Bool) -> Bool {
+package func runUntil(timeout: TimeInterval, mode: RunLoop.Mode = .default, _ condition: () -> Bool) -> Bool {
     let deadline = Date(timeIntervalSinceNow: timeout)
     while !condition() {
         let now = Date()
@@ -20,22 +20,22 @@ func runUntil(timeout: TimeInterval, mode: RunLoop.Mode = .default, _ condition:
 
 /// Runs the current run loop in `mode` for `duration` seconds (used to show that something
 /// does NOT happen in a window).
-func runFor(_ duration: TimeInterval, mode: RunLoop.Mode = .default) {
+package func runFor(_ duration: TimeInterval, mode: RunLoop.Mode = .default) {
     runUntil(timeout: duration, mode: mode) { false }
 }
 
 /// A value carried across threads by tests whose threading is explicit (a stream pair handed
 /// to a worker thread, a result handed back). The tests own the synchronisation.
-final class UncheckedBox<Value>: @unchecked Sendable {
-    var value: Value
-    init(_ value: Value) { self.value = value }
+package final class UncheckedBox<Value>: @unchecked Sendable {
+    package var value: Value
+    package init(_ value: Value) { self.value = value }
 }
 
 /// Runs `body` on a fresh thread and waits at most `timeout` seconds for it. Returns nil if it
 /// did not finish in time (the thread is then abandoned; the caller fails the test and closes
 /// whatever the body is blocked on). Used for blocking `read`/`write` calls, so that a library
 /// bug shows up as a failed assertion instead of a hung suite.
-func callWithDeadline<T>(_ timeout: TimeInterval, _ body: @escaping () -> T) -> T? {
+package func callWithDeadline<T>(_ timeout: TimeInterval, _ body: @escaping () -> T) -> T? {
     let work = UncheckedBox(body)
     let result = Locked<T?>(nil)
     let done = Signal()
@@ -51,8 +51,8 @@ func callWithDeadline<T>(_ timeout: TimeInterval, _ body: @escaping () -> T) -> 
 
 /// A thread that does nothing but run its RunLoop in `mode`, like an application's network
 /// thread. `sync` runs a closure on that thread (between run-loop slices) and waits for it.
-final class RunLoopThread: @unchecked Sendable {
-    let mode: RunLoop.Mode
+package final class RunLoopThread: @unchecked Sendable {
+    package let mode: RunLoop.Mode
     private let condition = NSCondition()
     private var jobs: [() -> Void] = []
     private var stopping = false
@@ -60,7 +60,7 @@ final class RunLoopThread: @unchecked Sendable {
     private var loop: RunLoop?
     private var threadObject: Thread?
 
-    init(name: String, mode: RunLoop.Mode = .default) {
+    package init(name: String, mode: RunLoop.Mode = .default) {
         self.mode = mode
         // Weak: the thread holds the object only while it runs, so a stopped RunLoopThread and its
         // Thread do not keep each other alive (LeakSanitizer reported the cycle).
@@ -75,14 +75,14 @@ final class RunLoopThread: @unchecked Sendable {
     deinit { stop() }
 
     /// The thread's RunLoop (schedule streams on it from inside `sync`).
-    var runLoop: RunLoop {
+    package var runLoop: RunLoop {
         condition.lock()
         defer { condition.unlock() }
         return loop!
     }
 
     /// The Thread object, to compare with `Thread.current` seen by delegates.
-    var thread: Thread {
+    package var thread: Thread {
         condition.lock()
         defer { condition.unlock() }
         return threadObject!
@@ -91,7 +91,7 @@ final class RunLoopThread: @unchecked Sendable {
     /// Runs `body` on the run-loop thread and returns its result. Returns nil (without running
     /// it) once the thread is stopping, or if the thread does not get to it within `timeout`.
     @discardableResult
-    func sync<T>(timeout: TimeInterval = 5, _ body: @escaping () -> T) -> T? {
+    package func sync<T>(timeout: TimeInterval = 5, _ body: @escaping () -> T) -> T? {
         let work = UncheckedBox(body)
         let result = Locked<T?>(nil)
         let done = Signal()
@@ -110,7 +110,7 @@ final class RunLoopThread: @unchecked Sendable {
     }
 
     /// Asks the thread to leave its loop and waits (at most 2 s) until it has.
-    func stop() {
+    package func stop() {
         condition.lock()
         stopping = true
         let deadline = Date(timeIntervalSinceNow: 2)
@@ -148,6 +148,6 @@ final class RunLoopThread: @unchecked Sendable {
 }
 
 /// True if `thread` is the main thread.
-func isMainThread(_ thread: Thread) -> Bool {
+package func isMainThread(_ thread: Thread) -> Bool {
     thread === Thread.mainThread
 }

@@ -1,4 +1,5 @@
 import Foundation
+import SocketStreamsTestSupport
 import HTTPParsing
 import StreamGetCore
 import XCTest
@@ -491,7 +492,7 @@ final class StreamGetTests: XCTestCase {
 
     /// Runs `stream-get` with `arguments`, waiting at most `processTimeout` seconds.
     func runStreamGet(_ arguments: [String], file: StaticString = #filePath, line: UInt = #line) throws -> RunResult {
-        let executable = try Self.streamGetExecutable()
+        let executable = try streamGetExecutable()
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let stdoutURL = directory.appendingPathComponent("stdout")
@@ -528,11 +529,6 @@ final class StreamGetTests: XCTestCase {
         return result
     }
 
-    /// The built `stream-get` (throws, failing the test, when it is missing).
-    static func streamGetExecutable() throws -> URL {
-        URL(fileURLWithPath: try builtExecutable("stream-get"))
-    }
-
     /// Splits captured stdout at the end of the response head.
     func splitHead(_ data: Data) throws -> (head: String, body: Data) {
         let bytes = [UInt8](data)
@@ -554,22 +550,6 @@ final class StreamGetTests: XCTestCase {
 }
 
 // MARK: - Test peers
-
-/// A setup problem that fails the test with a message.
-struct TestSetupError: Error, CustomStringConvertible {
-    /// What went wrong.
-    var description: String
-
-    /// Creates an error with a message.
-    init(_ description: String) { self.description = description }
-}
-
-/// A new empty directory under the temporary directory.
-func makeTemporaryDirectory() throws -> URL {
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent("stream-get-tests-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    return url
-}
 
 /// `python3 -u -m http.server 0 --bind <address> --directory <dir>`, ready once it printed its port.
 final class PythonHTTPServer: @unchecked Sendable {

@@ -1,4 +1,5 @@
 import LongLivedChannel
+import SocketStreamsTestSupport
 import XCTest
 
 /// The long-lived-channel example's framing (Guides/LongLivedChannel.md): frames split at every byte

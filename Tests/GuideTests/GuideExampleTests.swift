@@ -1,4 +1,5 @@
 import Foundation
+import SocketStreamsTestSupport
 import XCTest
 
 /// The guides' example programs (Guides/Examples), run as a reader would run them.

@@ -5,21 +5,21 @@ import Foundation
 import TestPeers
 
 /// What a finished command printed.
-struct CommandResult {
-    var status: Int32
-    var stdout: Data
-    var stderr: String
-    var stdoutText: String { String(decoding: stdout, as: UTF8.self) }
+package struct CommandResult {
+    package var status: Int32
+    package var stdout: Data
+    package var stderr: String
+    package var stdoutText: String { String(decoding: stdout, as: UTF8.self) }
 }
 
 /// Runs `tool` (a path, or a name found in PATH) with `arguments`, writing `input` to its stdin and then closing it,
 /// and waits at most `timeout` seconds (then kills it and throws). `environment` replaces the test's environment.
-func runCommand(
+package func runCommand(
     _ tool: String, _ arguments: [String], input: Data = Data(), timeout: TimeInterval = 30,
     environment: [String: String]? = nil
 ) throws -> CommandResult {
     struct TimedOut: Error, CustomStringConvertible {
-        let description: String
+        package let description: String
     }
     let process = Process()
     process.executableURL = URL(fileURLWithPath: tool.contains("/") ? tool : try Peer.locate(tool, hint: "apt-get install \(tool)"))
@@ -60,13 +60,13 @@ func runCommand(
 }
 
 /// The package's root directory (from this file's location).
-let packageRoot = URL(fileURLWithPath: #filePath)
-    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+package let packageRoot = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
 /// An executable of this package built next to the tests (the test target depends on every one it
 /// runs): in the products directory that holds the test bundle, else `<package>/.build/debug`.
 /// Throws, naming the places looked at, when it is missing.
-func builtExecutable(_ name: String) throws -> String {
+package func builtExecutable(_ name: String) throws -> String {
     var directories: [URL] = []
     for bundle in Bundle.allBundles where bundle.bundleURL.pathExtension == "xctest" {
         directories.append(bundle.bundleURL.deletingLastPathComponent())
@@ -78,4 +78,25 @@ func builtExecutable(_ name: String) throws -> String {
         throw TestSetupError("\(name) was not built next to the tests; looked at \(candidates)")
     }
     return found
+}
+
+/// The built `stream-get` (throws, failing the test, when it is missing).
+package func streamGetExecutable() throws -> URL {
+    URL(fileURLWithPath: try builtExecutable("stream-get"))
+}
+
+/// A setup problem that fails the test with a message.
+package struct TestSetupError: Error, CustomStringConvertible {
+    /// What went wrong.
+    package var description: String
+
+    /// Creates an error with a message.
+    package init(_ description: String) { self.description = description }
+}
+
+/// A new empty directory under the temporary directory.
+package func makeTemporaryDirectory() throws -> URL {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("stream-get-tests-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
 }

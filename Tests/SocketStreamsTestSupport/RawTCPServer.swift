@@ -4,31 +4,31 @@
 import Foundation
 
 /// One accepted connection of a `RawTCPServer`, driven with blocking calls from its own thread.
-final class RawConnection: @unchecked Sendable {
-    let fd: Int32
+package final class RawConnection: @unchecked Sendable {
+    package let fd: Int32
     private let lock = NSLock()
     private var closed = false
 
-    init(fd: Int32) { self.fd = fd }
+    package init(fd: Int32) { self.fd = fd }
 
-    func write(_ data: Data) throws { try RawSocket.writeAll(fd, data) }
-    func write(_ string: String) throws { try write(Data(string.utf8)) }
+    package func write(_ data: Data) throws { try RawSocket.writeAll(fd, data) }
+    package func write(_ string: String) throws { try write(Data(string.utf8)) }
 
-    func readExactly(_ count: Int, timeout: TimeInterval = 5) throws -> Data {
+    package func readExactly(_ count: Int, timeout: TimeInterval = 5) throws -> Data {
         try RawSocket.readExactly(fd, count: count, timeout: timeout)
     }
 
-    func readToEOF(timeout: TimeInterval = 5) throws -> (data: Data, sawEOF: Bool) {
+    package func readToEOF(timeout: TimeInterval = 5) throws -> (data: Data, sawEOF: Bool) {
         try RawSocket.readToEOF(fd, timeout: timeout)
     }
 
     /// shutdown(SHUT_WR): sends FIN, the connection stays readable.
-    func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
+    package func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
 
     /// Makes the next close send RST.
-    func resetOnClose() throws { try RawSocket.setResetOnClose(fd) }
+    package func resetOnClose() throws { try RawSocket.setResetOnClose(fd) }
 
-    func close() {
+    package func close() {
         lock.lock()
         defer { lock.unlock() }
         if !closed {
@@ -41,9 +41,9 @@ final class RawConnection: @unchecked Sendable {
 /// A real loopback TCP server made of plain sockets. Each accepted connection is handed to
 /// `handler` on a thread of its own; the connection is closed when the handler returns.
 /// `stop()` (also run by deinit) stops accepting and closes the listener.
-final class RawTCPServer: @unchecked Sendable {
-    let family: IPFamily
-    let port: Int
+package final class RawTCPServer: @unchecked Sendable {
+    package let family: IPFamily
+    package let port: Int
     private let listenFD: Int32
     private let handler: @Sendable (RawConnection) -> Void
     private let condition = NSCondition()
@@ -53,7 +53,7 @@ final class RawTCPServer: @unchecked Sendable {
     private var finished = 0
 
     /// Listens on the family's loopback address, on `port` (0: an ephemeral one).
-    init(
+    package init(
         family: IPFamily = .v4, port: Int = 0, backlog: Int32 = 128,
         handler: @escaping @Sendable (RawConnection) -> Void
     ) throws {
@@ -69,26 +69,26 @@ final class RawTCPServer: @unchecked Sendable {
     deinit { stop() }
 
     /// Connections accepted so far.
-    var acceptedCount: Int {
+    package var acceptedCount: Int {
         condition.lock()
         defer { condition.unlock() }
         return accepted
     }
 
     /// Handlers that have returned so far.
-    var finishedCount: Int {
+    package var finishedCount: Int {
         condition.lock()
         defer { condition.unlock() }
         return finished
     }
 
     /// Waits until at least `count` connections were accepted.
-    func waitForAccepted(_ count: Int, timeout: TimeInterval) -> Bool {
+    package func waitForAccepted(_ count: Int, timeout: TimeInterval) -> Bool {
         waitFor(timeout: timeout) { self.accepted >= count }
     }
 
     /// Waits until at least `count` handlers have returned.
-    func waitForFinished(_ count: Int, timeout: TimeInterval) -> Bool {
+    package func waitForFinished(_ count: Int, timeout: TimeInterval) -> Bool {
         waitFor(timeout: timeout) { self.finished >= count }
     }
 
@@ -102,7 +102,7 @@ final class RawTCPServer: @unchecked Sendable {
         return true
     }
 
-    func stop() {
+    package func stop() {
         condition.lock()
         let alreadyStopping = stopping
         stopping = true
@@ -144,21 +144,22 @@ final class RawTCPServer: @unchecked Sendable {
 }
 
 /// A one-shot flag another thread can raise and a test can wait for with a deadline.
-final class Signal: @unchecked Sendable {
+package final class Signal: @unchecked Sendable {
     private let semaphore = DispatchSemaphore(value: 0)
-    func raise() { semaphore.signal() }
+    package init() {}
+    package func raise() { semaphore.signal() }
     /// True if the signal was raised within `timeout` seconds.
-    func wait(timeout: TimeInterval) -> Bool {
+    package func wait(timeout: TimeInterval) -> Bool {
         semaphore.wait(timeout: .now() + timeout) == .success
     }
 }
 
 /// A thread-safe holder for a value written by one thread and read by another.
-final class Locked<Value>: @unchecked Sendable {
+package final class Locked<Value>: @unchecked Sendable {
     private let lock = NSLock()
     private var storage: Value
-    init(_ value: Value) { storage = value }
-    var value: Value {
+    package init(_ value: Value) { storage = value }
+    package var value: Value {
         get {
             lock.lock()
             defer { lock.unlock() }
@@ -170,7 +171,7 @@ final class Locked<Value>: @unchecked Sendable {
             storage = newValue
         }
     }
-    func mutate<R>(_ body: (inout Value) -> R) -> R {
+    package func mutate<R>(_ body: (inout Value) -> R) -> R {
         lock.lock()
         defer { lock.unlock() }
         return body(&storage)

@@ -2,6 +2,7 @@
     import Glibc
 #endif
 import Foundation
+import SocketStreamsTestSupport
 import HTTPParsing
 import SocketStreams
 @testable import StreamGetCore
@@ -150,7 +151,7 @@ final class StreamGetTransferTests: SocketStreamsTestCase {
     func runStreamGet(_ arguments: [String], timeout: TimeInterval = 60) throws -> CommandResult {
         let environment = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
         return try runCommand(
-            try StreamGetTests.streamGetExecutable().path, ["--timeout", "30"] + arguments, timeout: timeout, environment: environment)
+            try streamGetExecutable().path, ["--timeout", "30"] + arguments, timeout: timeout, environment: environment)
     }
 
     func startScriptedPeer() throws -> ScriptedHTTPPeer {
@@ -312,7 +313,7 @@ final class StreamGetTransferTests: SocketStreamsTestCase {
         let named = try runCommand(
             "/bin/sh",
             [
-                "-c", "cd \"$1\" && exec \"$2\" -s -O \"$3\"", "sh", target.path, try StreamGetTests.streamGetExecutable().path,
+                "-c", "cd \"$1\" && exec \"$2\" -s -O \"$3\"", "sh", target.path, try streamGetExecutable().path,
                 "http://127.0.0.1:\(port)/small.txt?query=1",
             ], timeout: 60)
         XCTAssertEqual(named.status, 0, named.stderr)
@@ -378,7 +379,7 @@ final class StreamGetTransferTests: SocketStreamsTestCase {
         let silentServer = try CannedHTTPServer(responsePieces: [], holdOpen: true)
         defer { silentServer.stop() }
         let timedOut = try runCommand(
-            try StreamGetTests.streamGetExecutable().path, ["-m", "1", "http://127.0.0.1:\(silentServer.port)/"], timeout: 60)
+            try streamGetExecutable().path, ["-m", "1", "http://127.0.0.1:\(silentServer.port)/"], timeout: 60)
         XCTAssertEqual(timedOut.status, 28, timedOut.stderr)
     }
 
@@ -398,7 +399,7 @@ final class StreamGetTransferTests: SocketStreamsTestCase {
         let (peer, port) = try Peer.httpServer(family: .v4, directory: source)
         addCleanup { peer.stop() }
         let target = try makeTemporaryDirectory()
-        let executable = try StreamGetTests.streamGetExecutable().path
+        let executable = try streamGetExecutable().path
         func throughTerminal(_ flags: String) throws -> CommandResult {
             // script(1) runs the command on a pseudo-terminal and copies what it wrote there to its stdout.
             let command = "\(executable) \(flags) -o \(target.path)/out.bin http://127.0.0.1:\(port)/file.bin"
