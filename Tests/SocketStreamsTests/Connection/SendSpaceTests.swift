@@ -2,6 +2,7 @@
     import Glibc
 #endif
 import Foundation
+import SocketStreamsTestSupport
 @testable import SocketStreams
 import XCTest
 
@@ -123,7 +124,7 @@ final class SendSpaceTests: SocketStreamsTestCase {
         var info = [UInt32](repeating: 0, count: 9)
         var length = socklen_t(info.count * 4)
         guard getsockopt(fd, SOL_SOCKET, SO_MEMINFO, &info, &length) == 0 else {
-            throw SystemCallError(call: "getsockopt(SO_MEMINFO)", code: errno)
+            throw CallFailed(call: "getsockopt(SO_MEMINFO)", code: errno)
         }
         return Int(info[3]) - max(Int(info[5]), Int(info[2])) - Int(info[5]) / 2
     }
@@ -131,7 +132,7 @@ final class SendSpaceTests: SocketStreamsTestCase {
     private func setOption(_ fd: Int32, _ name: Int32, _ value: Int32) throws {
         var value = value
         guard setsockopt(fd, SOL_SOCKET, name, &value, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
-            throw SystemCallError(call: "setsockopt", code: errno)
+            throw CallFailed(call: "setsockopt", code: errno)
         }
     }
 
@@ -216,6 +217,12 @@ final class SendSpaceTests: SocketStreamsTestCase {
         }
         print("\(writer.writes) writes after hasSpaceAvailable, \(writer.bytes) bytes")
     }
+}
+
+/// A socket call the test makes itself failed.
+private struct CallFailed: Error {
+    let call: String
+    let code: Int32
 }
 
 /// Writes the next of `sizes` on every `hasSpaceAvailable` until `total` bytes went.
