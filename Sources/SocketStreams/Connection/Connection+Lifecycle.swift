@@ -67,12 +67,13 @@ extension Connection {
         return connector
     }
 
-    /// Starts the open's clock and picks its home (`PairOpen.begin`). Lock held.
+    /// Picks the open's home and arms its deadline (`PairOpen`). Lock held.
     private func beginOpen() throws(SystemError) {
         lock.assertHeld()
-        try opening.begin(
-            input: halves[.input].gone ? [] : halves[.input].reactors, output: halves[.output].gone ? [] : halves[.output].reactors,
-            timeout: options?.settings.connectTimeout, time: time, alarm: deadlineAlarm)
+        try opening.begin(scheduledOn: halves)
+        if let options, let seconds = options.settings.connectTimeout, seconds > 0 {
+            opening.armDeadline(after: seconds, time: options.time, alarm: deadlineAlarm)
+        }
     }
 
     /// What the open's deadline runs (made only for an open that has one).
@@ -84,7 +85,7 @@ extension Connection {
     /// with ETIMEDOUT.
     private func deadlinePassed() {
         lock.withLock {
-            guard opening.deadlinePassed(time: time) else { return }
+            guard opening.deadlinePassed() else { return }
             switch lifecycle.handle(.deadlinePassed) {
             case .timeOutConnect(let connector):
                 connector.cancel()
@@ -101,7 +102,7 @@ extension Connection {
     /// some client run loop being run (`PairOpen.moveToStreamThread`). Lock held.
     func moveOpenToStreamThread() {
         lock.assertHeld()
-        guard isOpening, let (target, old) = opening.moveToStreamThread(time: time, alarm: deadlineAlarm) else { return }
+        guard isOpening, let (target, old) = opening.moveToStreamThread(alarm: deadlineAlarm) else { return }
         lifecycle.dial?.move(to: target)
         if isNegotiating { rebuildRegistrations() }
         ReactorRegistry.shared.release(old)
@@ -165,7 +166,7 @@ extension Connection {
 
     /// The lifecycle has moved to `live` already.
     private func goLive(writable: Bool, handover: inout EpollHandover?) {
-        opening.end(time: time)
+        opening.end()
         if halves[.output].events.status == .open {
             if writable {
                 signal(.output, .hasSpaceAvailable)
@@ -288,7 +289,7 @@ extension Connection {
     func fail(_ error: NSError, from origin: Half?) {
         guard case .failed(let wasLive, let connector) = lifecycle.handle(.fail(error)) else { return }
         connector?.cancel()
-        opening.end(time: time, dropStages: true)
+        opening.end(dropStages: true)
         for half in [Half.input, .output] {
             let status = halves[half].events.status
             guard status != .notOpen, status != .closed, status != .error else { continue }
@@ -338,7 +339,7 @@ extension Connection {
     private func tearDown() {
         lock.assertHeld()
         if case .tearDown(let connector) = lifecycle.handle(.bothHalvesGone) { connector?.cancel() }
-        opening.end(time: time, dropStages: true)
+        opening.end(dropStages: true)
         registrations.leaveAll()
         let release = (transport: transport, socket: socket)
         transport = nil

@@ -83,26 +83,20 @@ struct PairOpen {
     /// A stage starts: it has asked for nothing yet.
     mutating func clearInterest() { state?.interest = [] }
 
-    /// Starts an open: picks its home and arms its deadline (`timeout` seconds, if any). `input` and
-    /// `output`: where the halves still held are scheduled. `alarm` makes what the deadline runs,
-    /// only when there is one (it holds the connection weakly, and a weak reference costs the
-    /// connection a side table).
-    mutating func begin(
-        input: SmallList<Reactor>, output: SmallList<Reactor>, timeout: Double?, time: any TimeSource,
-        alarm: () -> @Sendable () -> Void
-    ) throws(SystemError) {
+    /// Starts an open: picks its home from where the pair's halves are scheduled (`halves`, read in
+    /// place). Inlined into its one caller, which would otherwise pass what it reads.
+    @inline(__always)
+    mutating func begin(scheduledOn halves: borrowing FixedPair<HalfState>) throws(SystemError) {
         // The open's waits run where the pair's events will be delivered, when that is one place.
         // Unscheduled, or scheduled in several places (any of which may be the one that runs), they
         // run on the stream thread, which always runs.
         var single: Reactor?
         var places = 0
-        for reactor in input where reactor !== single {
-            single = reactor
-            places += 1
-        }
-        for reactor in output where reactor !== single {
-            single = reactor
-            places += 1
+        for half in [Half.input, .output] where !halves[half].gone {
+            for reactor in halves[half].reactors where reactor !== single {
+                single = reactor
+                places += 1
+            }
         }
         let home: Reactor
         if places == 1, case .unset = place, let single {
@@ -113,27 +107,34 @@ struct PairOpen {
             place = .homeThenStreamThread(home)
         }
         ReactorRegistry.shared.retain(home)
-        if let timeout, timeout > 0 {
-            let nanoseconds = timeout.saturatingNanoseconds
-            someState.deadline = time.now() &+ nanoseconds
-            someState.deadlineTimer = time.schedule(after: nanoseconds, on: home, alarm())
-        }
+    }
+
+    /// Arms the open's deadline (`connectTimeoutKey`), `seconds` from now on `time`'s clock, on its
+    /// home. `alarm` makes what the deadline runs: made only for an open that has one (it holds the
+    /// connection weakly, and a weak reference costs the connection a side table).
+    mutating func armDeadline(after seconds: Double, time: any TimeSource, alarm: () -> @Sendable () -> Void) {
+        guard let home else { return }
+        let nanoseconds = seconds.saturatingNanoseconds
+        let state = someState
+        state.time = time
+        state.deadline = time.now() &+ nanoseconds
+        state.deadlineTimer = time.schedule(after: nanoseconds, on: home, alarm())
     }
 
     /// The deadline's timer fired: true if it is still armed and its time has come (it is disarmed
     /// then), false for one cancelled or moved meanwhile.
-    mutating func deadlinePassed(time: any TimeSource) -> Bool {
-        guard let state, state.deadlineTimer != nil, time.now() >= state.deadline else { return false }
+    mutating func deadlinePassed() -> Bool {
+        guard let state, state.deadlineTimer != nil, let time = state.time, time.now() >= state.deadline else { return false }
         state.deadlineTimer = nil
         return true
     }
 
     /// The open is over (live, failed or closed): its deadline and home go, with its stages when
     /// `dropStages` (a failure or a close), and with no stage left, the whole open state.
-    mutating func end(time: any TimeSource, dropStages: Bool = false) {
+    mutating func end(dropStages: Bool = false) {
         if let state {
             if dropStages { state.stages.removeAll() }
-            if let home, let timer = state.deadlineTimer { time.cancel(timer, on: home) }
+            if let home, let timer = state.deadlineTimer, let time = state.time { time.cancel(timer, on: home) }
             state.deadlineTimer = nil
             if state.stages.isEmpty { self.state = nil }
         }
@@ -153,7 +154,7 @@ struct PairOpen {
     /// depend on some client run loop being run; later opens start there too. Returns the new home
     /// and the old one when it moved: the connection moves the connector and its registrations,
     /// then releases the old home's registry use.
-    mutating func moveToStreamThread(time: any TimeSource, alarm: () -> @Sendable () -> Void) -> (to: Reactor, from: Reactor)? {
+    mutating func moveToStreamThread(alarm: () -> @Sendable () -> Void) -> (to: Reactor, from: Reactor)? {
         guard let old = home else { return nil }
         guard let target = try? StreamThread.reactor(), target !== old else {
             place = .homeThenStreamThread(old)
@@ -161,7 +162,7 @@ struct PairOpen {
         }
         ReactorRegistry.shared.retain(target)
         place = .homeThenStreamThread(target)
-        if let state, let timer = state.deadlineTimer {
+        if let state, let timer = state.deadlineTimer, let time = state.time {
             time.cancel(timer, on: old)
             let now = time.now()
             state.deadlineTimer = time.schedule(after: state.deadline > now ? state.deadline - now : 1, on: target, alarm())
@@ -205,7 +206,8 @@ struct PairOpen {
 final class OpenState {
     /// Stages still to run, in order.
     var stages: [any HandshakeStage] = []
-    /// When the open deadline expires (the connection's clock), and its timer on the open's home.
+    /// When the open deadline expires, on the clock it was armed with, and its timer on the open's home.
+    var time: (any TimeSource)?
     var deadline: UInt64 = 0
     var deadlineTimer: UInt64?
     /// What the running stage (or a flush before it) waits for.
