@@ -1,8 +1,7 @@
 // Reading and writing: CFReadStreamRead / CFWriteStreamWrite semantics over the connection's
-// transport. Both block (in poll(2), never holding the lock) until at least one byte moves, waiting
-// for the open and its handshakes first; neither ever surfaces EAGAIN. A blocked call polls in slices
-// of `blockingSlice` and returns -1 once its stream has been closed (from another thread); the
-// socket is closed only after every such call has left (`transfersInFlight`).
+// transport, waiting for the open and its handshakes first. Past its gate a transfer runs without
+// the lock, and blocks (in poll(2)) until at least one byte moves; returns -1 once its stream has
+// been closed from another thread. The transfers in flight and their waits are a `TransferGate`.
 
 import CSocketStreamsShims
 import Foundation
@@ -23,7 +22,7 @@ extension Connection {
         switch halves[half].events.status {
         case .open, .reading, .writing:
             guard transport != nil else { return -1 }
-            transfersInFlight.add(1, ordering: .sequentiallyConsistent)
+            transfers.enter()
             return nil
         case .atEnd:
             return half == .input ? 0 : -1
@@ -35,31 +34,19 @@ extension Connection {
     /// Leaves a transfer that passed its gate: the last one out closes what a teardown deferred.
     @inline(__always)
     private func endTransfer() {
-        let (_, left) = transfersInFlight.subtract(1, ordering: .sequentiallyConsistent)
-        if left == 0 && releaseDeferred.load(ordering: .sequentiallyConsistent) {
-            lock.withLock { releaseIfIdle() }
-        }
+        if transfers.leave() { lock.withLock { releaseIfIdle() } }
     }
-
-    /// How long one poll of a blocked read or write lasts before it checks whether its stream was
-    /// closed meanwhile (milliseconds). Closing does not wake a poll(2) on Linux.
-    static let blockingSlice: Int32 = 100
 
     /// Blocks until the transport's fd is ready for `interest`: true, or false once `half` has been
     /// closed (by another thread).
     private func block(for interest: Interest, on fd: Int32, _ half: Half) -> Bool {
-        while true {
-            if wait(for: interest, on: fd, timeout: Self.blockingSlice) { return true }
-            if lock.withLock({ halves[half].gone }) { return false }
-        }
+        TransferGate.block(for: interest, on: fd) { lock.withLock { halves[half].gone } }
     }
 
-    /// `poll(2)` for the readiness a transport waits for.
-    private func wait(for interest: Interest, on fd: Int32, timeout: Int32 = -1) -> Bool {
-        var events: Int16 = 0
-        if interest.contains(.readable) { events |= Int16(POLLIN) }
-        if interest.contains(.writable) { events |= Int16(POLLOUT) }
-        return ((try? Posix.poll(fd, events: events, timeout: timeout)) ?? 0) != 0
+    /// `poll(2)` for the readiness a transport waits for (`TransferGate.poll`).
+    @inline(__always)
+    private func wait(for interest: Interest, on fd: Int32, timeout: Int32) -> Bool {
+        TransferGate.poll(for: interest, on: fd, timeout: timeout)
     }
 
     /// `CFReadStreamRead`: >0 bytes, 0 at end of stream, -1 on error or when not open.
@@ -164,7 +151,7 @@ extension Connection {
                 if count == maxLength && !transport.hasPendingOutput && spaceRemains(afterSending: count, through: transport) {
                     // No other transfer passed its gate meanwhile (it would have cleared the flag, or
                     // could write after this check): what the check saw still holds.
-                    if case .socket = transport, transfersInFlight.load(ordering: .sequentiallyConsistent) == 1 {
+                    if case .socket = transport, transfers.count == 1 {
                         halves[.output].spaceConfirmed = true
                     }
                     signal(.output, .hasSpaceAvailable)
@@ -218,7 +205,7 @@ extension Connection {
         halves[.output].watchingSpace = false
         halves[.output].spaceConfirmed = false
         syncInterest()
-        transfersInFlight.add(1, ordering: .sequentiallyConsistent)  // the fd stays ours until endTransfer
+        transfers.enter()  // the fd stays ours until endTransfer
         lock.unlock()
         var done = false
         while true {
@@ -285,7 +272,7 @@ extension Connection {
         guard halves[.output].events.status == .open, !isNegotiating, let transport else { return false }
         if halves[.output].spaceConfirmed { return true }
         if !transport.hasPendingOutput, wait(for: transport.writeInterest, on: transport.fd, timeout: 0) {
-            if case .socket = transport, transfersInFlight.load(ordering: .sequentiallyConsistent) == 0 {
+            if case .socket = transport, transfers.count == 0 {
                 halves[.output].spaceConfirmed = true
             }
             return true

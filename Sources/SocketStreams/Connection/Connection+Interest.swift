@@ -24,7 +24,7 @@ extension Connection {
         case .socket?: (reading, writing) = (.readable, .writable)
         case .layered(let layered)?: (reading, writing) = (layered.readInterest, layered.writeInterest)
         }
-        if isNegotiating { return reactor === openHome ? PairRegistrations.epollEvents(opening?.negotiationInterest ?? []) : 0 }
+        if isNegotiating { return reactor === opening.home ? PairRegistrations.epollEvents(opening.interest) : 0 }
         var events: UInt32 = 0
         if halves[.input].events.status == .open, !halves[.input].suppressed, halves[.input].reactors.contains(where: { $0 === reactor }) {
             events |= PairRegistrations.epollEvents(reading)
@@ -59,7 +59,7 @@ extension Connection {
         lock.assertHeld()
         guard let fd = socket?.fd else { return }
         registrations.rebuild(
-            fd: fd, input: halves[.input].reactors, output: halves[.output].reactors, home: isNegotiating ? openHome : nil,
+            fd: fd, input: halves[.input].reactors, output: halves[.output].reactors, home: isNegotiating ? opening.home : nil,
             for: self, handover: &handover, wanted: { wantedEvents(on: $0) })
     }
 
@@ -72,7 +72,7 @@ extension Connection {
         if events & (cssh_epollin() | cssh_epollrdhup() | problem) != 0 { reported.insert(.readable) }
         if events & (cssh_epollout() | problem) != 0 { reported.insert(.writable) }
         if isNegotiating {
-            if reactor === openHome { advanceNegotiation() }
+            if reactor === opening.home { advanceNegotiation() }
             return syncInterest()
         }
         let ready: Interest

@@ -61,97 +61,49 @@ extension Connection {
             return nil
         }
         let connector = Connector(
-            connection: self, endpoint: options?.settings.firstHop ?? target, home: openHome!, time: time, resolve: resolve,
+            connection: self, endpoint: options?.settings.firstHop ?? target, home: opening.home!, time: time, resolve: resolve,
             local: options?.settings.localBinding)
         _ = lifecycle.handle(.dial(connector))
         return connector
     }
 
-    /// Picks the open's home and arms its deadline. Lock held.
+    /// Picks the open's home and arms its deadline (`PairOpen`). Lock held.
     private func beginOpen() throws(SystemError) {
         lock.assertHeld()
-        // The open's waits run where the pair's events will be delivered, when that is one place.
-        // Unscheduled, or scheduled in several places (any of which may be the one that runs), they
-        // run on the stream thread, which always runs.
-        var single: Reactor?
-        var places = 0
-        for half in [Half.input, .output] where !halves[half].gone {
-            for reactor in halves[half].reactors where reactor !== single {
-                single = reactor
-                places += 1
-            }
-        }
-        let home: Reactor
-        if places == 1, !openOnStreamThread, let single {
-            home = single
-        } else {
-            home = try StreamThread.reactor()
-            openOnStreamThread = true
-        }
-        ReactorRegistry.shared.retain(home)
-        openHome = home
-        if let timeout = options?.settings.connectTimeout, timeout > 0 {
-            let nanoseconds = timeout.saturatingNanoseconds
-            openState.deadline = time.now() &+ nanoseconds
-            armDeadline(after: nanoseconds, on: home)
+        try opening.begin(scheduledOn: halves)
+        if let options, let seconds = options.settings.connectTimeout, seconds > 0 {
+            opening.armDeadline(after: seconds, time: options.time, alarm: deadlineAlarm)
         }
     }
 
-    private func armDeadline(after nanoseconds: UInt64, on reactor: Reactor) {
-        opening?.deadlineTimer = time.schedule(after: nanoseconds, on: reactor) { [weak self] in self?.deadlinePassed() }
+    /// What the open's deadline runs (made only for an open that has one).
+    private func deadlineAlarm() -> @Sendable () -> Void {
+        { [weak self] in self?.deadlinePassed() }
     }
 
     /// The open deadline passed (`connectTimeoutKey`): the connect or the handshake in progress fails
     /// with ETIMEDOUT.
     private func deadlinePassed() {
         lock.withLock {
-            guard let state = opening, state.deadlineTimer != nil, time.now() >= state.deadline else { return }
-            state.deadlineTimer = nil
+            guard opening.deadlinePassed() else { return }
             switch lifecycle.handle(.deadlinePassed) {
             case .timeOutConnect(let connector):
                 connector.cancel()
                 fail(.posix(ETIMEDOUT, .connect), from: nil)
             case .timeOutHandshake:
-                fail(.posix(ETIMEDOUT, .handshake(stages.first?.name ?? "handshake")), from: nil)
+                fail(.posix(ETIMEDOUT, .handshake(opening.stageName)), from: nil)
             default:
                 break
             }
         }
     }
 
-    /// The open is over (live, failed or closed): its deadline and home go, and with no stage left
-    /// to run, the whole open state. Lock held.
-    private func endOpen() {
-        lock.assertHeld()
-        if let state = opening {
-            if let home = openHome, let timer = state.deadlineTimer { time.cancel(timer, on: home) }
-            state.deadlineTimer = nil
-            if state.stages.isEmpty { opening = nil }
-        }
-        if let home = openHome {
-            openHome = nil
-            ReactorRegistry.shared.release(home)
-        }
-    }
-
     /// Before a call waits for (or polls) an open in progress: make sure the open does not depend on
-    /// some client run loop being run. Lock held.
+    /// some client run loop being run (`PairOpen.moveToStreamThread`). Lock held.
     func moveOpenToStreamThread() {
         lock.assertHeld()
-        guard isOpening, let old = openHome else { return }
-        guard let target = try? StreamThread.reactor(), target !== old else {
-            openOnStreamThread = true
-            return
-        }
-        openOnStreamThread = true
-        ReactorRegistry.shared.retain(target)
-        openHome = target
+        guard isOpening, let (target, old) = opening.moveToStreamThread(alarm: deadlineAlarm) else { return }
         lifecycle.dial?.move(to: target)
-        if let state = opening, let timer = state.deadlineTimer {
-            time.cancel(timer, on: old)
-            let now = time.now()
-            armDeadline(after: state.deadline > now ? state.deadline - now : 1, on: target)
-        }
         if isNegotiating { rebuildRegistrations() }
         ReactorRegistry.shared.release(old)
     }
@@ -190,14 +142,13 @@ extension Connection {
         socket = handle
         transport = .socket(fd: handle.fd)
         // The stages are fixed now, not at open(): TLS may still be set while TCP connects.
-        let configured = options?.settings.stages(for: target, resume: resumer(for:)) ?? []
-        if !configured.isEmpty { stages.insert(contentsOf: configured, at: 0) }
+        opening.queueFirst(options?.settings.stages(for: target, resume: resumer(for:)) ?? [])
         if noDelay == true { try? Posix.setOption(handle.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: 1) }
         options?.settings.trafficClass?.apply(to: handle.fd)
         for half in [Half.input, .output] where halves[half].events.status == .opening {
             signal(half, .openCompleted)
         }
-        switch lifecycle.handle(.tcpUp(stages: !stages.isEmpty)) {
+        switch lifecycle.handle(.tcpUp(stages: !opening.stages.isEmpty)) {
         case .goLive: goLive(writable: writable, handover: &handover)
         case .negotiate: beginNegotiation(handover: &handover)
         default: break
@@ -215,7 +166,7 @@ extension Connection {
 
     /// The lifecycle has moved to `live` already.
     private func goLive(writable: Bool, handover: inout EpollHandover?) {
-        endOpen()
+        opening.end()
         if halves[.output].events.status == .open {
             if writable {
                 signal(.output, .hasSpaceAvailable)
@@ -245,10 +196,10 @@ extension Connection {
         lock.assertHeld()
         switch lifecycle.handle(.stageAdded) {
         case .queueStage:
-            stages.append(stage)
+            opening.queue(stage)
             return true
         case .negotiate:
-            stages.append(stage)
+            opening.queue(stage)
             beginNegotiation()
             return true
         default:
@@ -265,11 +216,11 @@ extension Connection {
 
     /// The lifecycle has moved to `negotiating` already.
     private func beginNegotiation(handover: inout EpollHandover?) {
-        if openHome == nil {
+        if opening.home == nil {
             do {
                 try beginOpen()
             } catch {
-                return fail(.posix(error.code, .handshake(stages.first?.name ?? "handshake")), from: nil)
+                return fail(.posix(error.code, .handshake(opening.stageName)), from: nil)
             }
         }
         for half in [Half.input, .output] {
@@ -278,42 +229,24 @@ extension Connection {
         halves[.input].suppressed = false
         halves[.output].watchingSpace = false
         halves[.output].spaceConfirmed = false
-        openState.negotiationInterest = []
+        opening.clearInterest()
         rebuildRegistrations(handover: &handover)
         advanceNegotiation()
     }
 
-    /// Runs the current stage as far as it goes: first a flush of output the transport still holds,
-    /// then the stage itself; a finished stage hands its transport to the next. Lock held.
+    /// Runs the stages as far as they go (`PairOpen.runStages`), and carries out what they came to.
+    /// Lock held.
     func advanceNegotiation() {
         lock.assertHeld()
-        while isNegotiating, let current = transport, let stage = stages.first {
-            if current.hasPendingOutput {
-                switch current.flush() {
-                case .wouldBlock:
-                    return waitForNegotiation(current.writeInterest)
-                case .failed(let failure):
-                    return fail(failure, from: nil)
-                case .processed, .end:
-                    continue
-                }
-            }
-            switch stage.advance(over: current.base) {
-            case .wait(let interest):
-                return waitForNegotiation(interest)
-            case .failed(let failure):
-                return fail(failure, from: nil)
-            case .done(let next):
-                transport = ActiveTransport(next)
-                opening?.stages.removeFirst()
-            }
+        guard isNegotiating else { return }
+        switch opening.runStages(over: &transport) {
+        case .wait:
+            syncInterest()
+        case .failed(let failure):
+            fail(failure, from: nil)
+        case .done:
+            if case .goLive = lifecycle.handle(.stagesDone) { goLive(writable: false) }
         }
-        if isNegotiating, case .goLive = lifecycle.handle(.stagesDone) { goLive(writable: false) }
-    }
-
-    private func waitForNegotiation(_ interest: Interest) {
-        opening?.negotiationInterest = interest
-        syncInterest()
     }
 
     /// A stage that waited for something other than the socket (a TLS trust evaluation's answer)
@@ -328,12 +261,12 @@ extension Connection {
     }
 
     func resumeNegotiation() {
-        guard let home = lock.withLock({ isNegotiating ? openHome : nil }) else { return }
+        guard let home = lock.withLock({ isNegotiating ? opening.home : nil }) else { return }
         home.execute { [weak self] in
             guard let self else { return }
             let moved = lock.withLock { () -> Bool in
                 guard isNegotiating else { return false }
-                guard openHome === home else { return true }
+                guard opening.home === home else { return true }
                 advanceNegotiation()
                 syncInterest()
                 return false
@@ -356,8 +289,7 @@ extension Connection {
     func fail(_ error: NSError, from origin: Half?) {
         guard case .failed(let wasLive, let connector) = lifecycle.handle(.fail(error)) else { return }
         connector?.cancel()
-        opening?.stages.removeAll()
-        endOpen()
+        opening.end(dropStages: true)
         for half in [Half.input, .output] {
             let status = halves[half].events.status
             guard status != .notOpen, status != .closed, status != .error else { continue }
@@ -407,17 +339,12 @@ extension Connection {
     private func tearDown() {
         lock.assertHeld()
         if case .tearDown(let connector) = lifecycle.handle(.bothHalvesGone) { connector?.cancel() }
-        opening?.stages.removeAll()
-        endOpen()
+        opening.end(dropStages: true)
         registrations.leaveAll()
         let release = (transport: transport, socket: socket)
         transport = nil
         socket = nil
-        // Flag first, then count (both sequentially consistent); `endTransfer` lowers the count, then
-        // reads the flag. So either this sees no transfer left, or the last one out sees the flag
-        // (and takes the lock, so it finds what is stored here).
-        releaseDeferred.store(true, ordering: .sequentiallyConsistent)
-        if transfersInFlight.load(ordering: .sequentiallyConsistent) == 0 {
+        if transfers.deferRelease() {
             release.transport?.close()
             release.socket?.release()
         } else {
@@ -428,7 +355,7 @@ extension Connection {
     /// Closes what `tearDown` deferred, once no transfer is in flight. Lock held.
     func releaseIfIdle() {
         lock.assertHeld()
-        guard transfersInFlight.load(ordering: .sequentiallyConsistent) == 0, let deferred = options?.deferredRelease else { return }
+        guard transfers.count == 0, let deferred = options?.deferredRelease else { return }
         options?.deferredRelease = nil
         deferred.transport?.close()
         deferred.socket?.release()

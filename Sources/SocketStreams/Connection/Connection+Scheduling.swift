@@ -50,7 +50,7 @@ extension Connection {
             guard !halves[half].gone else { return [] }
             let left = halves[half].reactors
             halves[half].reactors = []
-            if let home = openHome, left.contains(where: { $0 === home }) { moveOpenToStreamThread() }
+            if let home = opening.home, left.contains(where: { $0 === home }) { moveOpenToStreamThread() }
             rebuildRegistrations()
             return left
         }
@@ -96,7 +96,7 @@ extension Connection {
             }
             if halves[half].events.pending != 0 { reactor.markReady(ReadyItem(target: self, slot: half.rawValue)) }
             // The open must not depend on its home alone now that events may be awaited elsewhere.
-            if reactor !== openHome { moveOpenToStreamThread() }
+            if reactor !== opening.home { moveOpenToStreamThread() }
             rebuildRegistrations()
             return true
         }
@@ -119,7 +119,7 @@ extension Connection {
         let removed = lock.withLock { () -> Reactor? in
             guard let reactor = halves[half].reactors.remove(where: { $0.runLoop === runLoop && $0.mode == mode })
             else { return nil }
-            if reactor === openHome { moveOpenToStreamThread() }  // nor on a run loop the stream has just left
+            if reactor === opening.home { moveOpenToStreamThread() }  // nor on a run loop the stream has just left
             rebuildRegistrations()
             return reactor
         }

@@ -2,8 +2,6 @@
 // every byte, whether `hasSpaceAvailable` can be signalled at once, answered from the output half's
 // bound on a plain TCP socket and by a zero-timeout poll on anything else.
 
-import Glibc
-
 extension Connection {
     /// After a send that took every byte of `count`: whether the socket surely takes more now, so
     /// `hasSpaceAvailable` can be signalled at once. A plain TCP socket answers from its bound (no
@@ -11,7 +9,7 @@ extension Connection {
     @inline(__always)
     func spaceRemains(afterSending count: Int, through transport: ActiveTransport) -> Bool {
         lock.assertHeld()
-        guard case .socket(let fd) = transport else { return Self.pollWritable(transport.fd, transport.writeInterest) }
+        guard case .socket(let fd) = transport else { return TransferGate.poll(for: transport.writeInterest, on: transport.fd, timeout: 0) }
         if halves[.output].sendSpace.take(count) { return true }
         return measureSendSpace(fd)
     }
@@ -31,7 +29,7 @@ extension Connection {
         }
         guard space.isBound, let measured = SendSpace.measure(fd) else {
             halves[.output].sendSpace = .pollOnly
-            return Self.pollWritable(fd, .writable)
+            return TransferGate.poll(for: .writable, on: fd, timeout: 0)
         }
         halves[.output].sendSpace = measured.space
         return measured.writable
@@ -42,13 +40,5 @@ extension Connection {
     func sendSpaceRanOut() {
         lock.assertHeld()
         if halves[.output].sendSpace.isBound { halves[.output].sendSpace = .exhausted }
-    }
-
-    /// A zero-timeout `poll(2)` for `interest`.
-    private static func pollWritable(_ fd: Int32, _ interest: Interest) -> Bool {
-        var events: Int16 = 0
-        if interest.contains(.readable) { events |= Int16(POLLIN) }
-        if interest.contains(.writable) { events |= Int16(POLLOUT) }
-        return ((try? Posix.poll(fd, events: events, timeout: 0)) ?? 0) != 0
     }
 }

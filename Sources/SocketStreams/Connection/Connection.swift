@@ -7,12 +7,16 @@
 // 2. Carrying out the pair's lifecycle (Connection+Lifecycle.swift, with its typed settings in
 //    PairSettings.swift): the open, the handshake stages, failure and teardown. The legal moves are
 //    `PairLifecycle`'s table (idle, connecting, negotiating, live, failed, closed); this class only
-//    does the actions it returns.
+//    does the actions it returns. The open itself (its home reactor, deadline, and the stages with
+//    their runner) is a `PairOpen` value (PairOpen.swift) the connection owns and calls under its
+//    lock; it reports what happened, and the connection carries that out.
 // 3. Where it listens (Connection+Scheduling.swift, Connection+Interest.swift): run loops and queues
 //    as reactors, and what each half wants epoll to report on them. The fd's registrations are a
 //    `PairRegistrations` value (PairRegistrations.swift, Registration.swift) the connection owns and
 //    calls under its lock; it keeps every epoll set in line with what the connection wants.
-// 4. Transfers (Connection+IO.swift): read, write, has-bytes, has-space, half-close.
+// 4. Transfers (Connection+IO.swift): read, write, has-bytes, has-space, half-close. The transfers
+//    in flight, the release a teardown leaves to the last of them, and their blocking waits are a
+//    `TransferGate` (TransferGate.swift), one atomic word the connection reads in place.
 // What it does not do: know CFNetwork's property names (the Properties layer maps them onto the
 // typed setters), or parse any dictionary.
 //
@@ -21,13 +25,6 @@
 // `hasBytesAvailable`/`hasSpaceAvailable` wait until the last stage is done, so the first of them
 // means "the handshakes are done", as in CFNetwork. Every byte goes through `transport`, which the
 // stages may replace with one layered over it (TLS, or bytes read past a proxy's reply).
-//
-// The open (connect and stages) runs its waits on a *home* reactor: the run loop and mode the pair's
-// streams are scheduled on when that is one place, so it completes there with no thread hop, as
-// CFNetwork schedules its connect on the stream's run loops; otherwise the stream thread. A blocking
-// `read`/`write`, a status poll, or a schedule change that would leave the open waiting on a run loop
-// nobody may run moves it to the stream thread first. `connectTimeoutKey` bounds the whole open,
-// stages included, on the same home.
 //
 // Events: each half has a `StreamEventState` (CFNetwork's status machine and pending bitmask).
 // `signal` applies it and, if the half is scheduled somewhere, asks its reactors to deliver, lowest
@@ -40,7 +37,8 @@
 // else from a zero-timeout poll. A transport holding bytes the kernel does not show keeps
 // `hasBytesAvailable` coming.
 //
-// Locking: `lock` guards everything below it. Delegate callouts and blocking waits happen without it;
+// Locking: `lock` guards everything below it (`opening` and `registrations` included, values only ever
+// called with it held; `transfers` is atomic). Delegate callouts and blocking waits happen without it;
 // stages run under it. Lock order: connection lock, then the connector's, a reactor's or the reactor
 // registry's; never the other way round.
 
@@ -59,15 +57,10 @@ final class Connection: EventTarget, @unchecked Sendable {
     // The one-byte fields follow `target` (25 bytes) and fill its padding, and what few pairs need
     // lives in `options`: the object is 168 bytes, a 176-byte malloc chunk (was 240; idle pairs in
     // stream-bench measure every such chunk).
-    /// Set when `tearDown` left the transport and socket for the last transfer in flight to close:
-    /// an fd number is never given back while a thread may still poll or read it.
-    let releaseDeferred = Atomic<Bool>(false)
     // Properties. Guarded by `lock`.
     var closesNativeSocket: Bool
     /// Whether ShouldCloseNativeSocket was set explicitly (an unset one reads back as nil, as in CFNetwork).
     var closesNativeSocketWasSet = false
-    /// A blocking call or status poll moved the open to the stream thread; later stages stay there.
-    var openOnStreamThread = false
     /// The round delivering events right now, if any, and the halves (a bit each) that wait for it:
     /// never two callouts at once for one pair. Guarded by `lock`, which is why the dynamic
     /// exclusivity check is off: its mutating calls cost two runtime calls each otherwise (callgrind,
@@ -86,9 +79,9 @@ final class Connection: EventTarget, @unchecked Sendable {
     var socket: SocketHandle?
     /// What reads and writes go through: the socket, or layers over it. Nil until TCP is up.
     @exclusivity(unchecked) var transport: ActiveTransport?
-    /// Threads inside `read`/`write` past their gate: they use the transport and its fd without the
-    /// lock. Raised under the lock, lowered without it (`endTransfer`).
-    let transfersInFlight = Atomic<Int>(0)
+    /// The transfers past their gate, which use the transport and its fd without the lock, and the
+    /// release a teardown left to the last of them (TransferGate.swift).
+    let transfers = TransferGate()
     /// Indexed by `Half.rawValue`; guarded by `lock` like the rest.
     let halves = FixedPair(HalfState(), HalfState())
     /// The streams, for delegate callouts (weak: the client owns them).
@@ -96,10 +89,8 @@ final class Connection: EventTarget, @unchecked Sendable {
     weak var outputStream: Stream?
     /// The fd's registration on each reactor it listens on.
     @exclusivity(unchecked) var registrations = PairRegistrations()
-    /// Where the open's waits run, with a registry use held; nil when no open is in progress.
-    var openHome: Reactor?
-    /// The open's deadline and stages, when it has any.
-    var opening: OpenState?
+    /// The open's home, deadline and stages (the open in progress, and where the next one runs).
+    @exclusivity(unchecked) var opening = PairOpen()
     var options: PairOptions?
 
     /// The options, created on first use.
@@ -120,19 +111,6 @@ final class Connection: EventTarget, @unchecked Sendable {
     var resolve: ResolveFunction {
         get { options?.resolve ?? PairOptions.systemResolve }
         set { someOptions.resolve = newValue }
-    }
-
-    var openState: OpenState {
-        if let opening { return opening }
-        let created = OpenState()
-        opening = created
-        return created
-    }
-
-    /// Stages still to run. Lock held.
-    var stages: [any HandshakeStage] {
-        get { opening?.stages ?? [] }
-        set { openState.stages = newValue }
     }
 
     init(endpoint: Endpoint) {

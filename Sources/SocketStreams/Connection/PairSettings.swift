@@ -57,7 +57,7 @@ extension Connection {
 
     /// Whether a TLS handshake has been queued or started, or TLS is up. Lock held.
     private var tlsStarted: Bool {
-        activeTLS != nil || stages.contains { $0 is TLSHandshake }
+        activeTLS != nil || opening.stages.contains { $0 is TLSHandshake }
     }
 
     /// TLS (nil: none), with the values that set it as given. Before TCP is up it waits for the open;

@@ -1,6 +1,5 @@
-// The state a connection keeps beside its lifecycle: each half's (`HalfState`), an open's that has
-// a deadline or stages (`OpenState`), and what few pairs need (`PairOptions`). Guarded by the
-// connection's lock.
+// The state a connection keeps beside its lifecycle and its open (`PairOpen`): each half's
+// (`HalfState`) and what few pairs need (`PairOptions`). Guarded by the connection's lock.
 
 import Foundation
 
@@ -58,19 +57,6 @@ struct HalfState {
     }
 }
 
-/// What only an open with a deadline or stages needs: allocated when a stage is added or a
-/// deadline armed, dropped once the pair is live, failed or closed, so neither an idle pair nor
-/// a plain connect carries it.
-final class OpenState {
-    /// Stages still to run, in order; the first one runs while `phase` is `.negotiating`.
-    var stages: [any HandshakeStage] = []
-    /// When the open deadline expires (`time`'s clock), and its timer on the open's home.
-    var deadline: UInt64 = 0
-    var deadlineTimer: UInt64?
-    /// What the running stage (or a flush before it) waits for.
-    var negotiationInterest: Interest = []
-}
-
 /// What few pairs need: their settings, clients, a deferred error, and the tests' seams.
 final class PairOptions {
     var settings = PairSettings()
@@ -84,7 +70,7 @@ final class PairOptions {
     var hasClients = false
     /// `shutdownOutputKey` was set: the write side is shut (close_notify, FIN), the read side is not.
     var outputShutDown = false
-    /// What `tearDown` could not close yet, a transfer being in flight (see `releaseDeferred`).
+    /// What `tearDown` could not close yet, a transfer being in flight (`TransferGate.deferRelease`).
     var deferredRelease: (transport: ActiveTransport?, socket: SocketHandle?)?
 }
 
