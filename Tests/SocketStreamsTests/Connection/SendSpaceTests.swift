@@ -185,7 +185,7 @@ final class SendSpaceTests: SocketStreamsTestCase {
     private func writeThroughSlowPeer(_ pair: StreamPair, peer server: Int32, total: Int, modelled: Bool = true) throws {
         let refusedBefore = SendSpace.sendsRefused.load(ordering: .relaxed)
         // Mostly small writes, so that thousands of them cross the bound's edge.
-        let writer = SizedWriter(sizes: sizes.filter { $0 < 65536 }, total: total)
+        let writer = ChunkWriter(sizes: sizes.filter { $0 < 65536 }, total: total)
         pair.output.delegate = writer
         pair.output.schedule(in: .current, forMode: .default)
         pair.output.open()
@@ -223,41 +223,4 @@ final class SendSpaceTests: SocketStreamsTestCase {
 private struct CallFailed: Error {
     let call: String
     let code: Int32
-}
-
-/// Writes the next of `sizes` on every `hasSpaceAvailable` until `total` bytes went.
-private final class SizedWriter: NSObject, StreamDelegate {
-    let sizes: [Int]
-    let total: Int
-    private let buffer = [UInt8](repeating: 0x44, count: 65536)
-    private(set) var writes = 0
-    private(set) var bytes = 0
-    private(set) var failure: String?
-    private(set) var slowestWrite: TimeInterval = 0
-
-    init(sizes: [Int], total: Int) {
-        self.sizes = sizes
-        self.total = total
-    }
-
-    func stream(_ stream: Stream, handle event: Stream.Event) {
-        switch event {
-        case .hasSpaceAvailable:
-            guard bytes < total, let output = stream as? OutputStream else { return }
-            let count = min(sizes[writes % sizes.count], total - bytes)
-            let start = Date()
-            let written = buffer.withUnsafeBufferPointer { output.write($0.baseAddress!, maxLength: count) }
-            slowestWrite = max(slowestWrite, Date().timeIntervalSince(start))
-            guard written > 0 else {
-                failure = "write returned \(written)"
-                return
-            }
-            writes += 1
-            bytes += written
-        case .errorOccurred:
-            failure = String(describing: stream.streamError)
-        default:
-            break
-        }
-    }
 }

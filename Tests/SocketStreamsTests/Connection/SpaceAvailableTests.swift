@@ -66,7 +66,7 @@ final class SpaceAvailableTests: SocketStreamsTestCase {
         closeAfterTest(pair)
         XCTAssertTrue(pair.input.setProperty(true as NSNumber, forKey: CFKey.shouldCloseNativeSocket))
 
-        let writer = ChunkWriter(chunk: chunk, limit: writeLimit)
+        let writer = ChunkWriter(sizes: [chunk.count], limit: writeLimit)
         pair.output.delegate = writer
         pair.output.schedule(in: .current, forMode: .default)
         pair.output.open()
@@ -101,42 +101,5 @@ final class SpaceAvailableTests: SocketStreamsTestCase {
         let byte: [UInt8] = [1]
         XCTAssertEqual(pair.output.write(byte, maxLength: 1), 1)
         XCTAssertTrue(runUntil(timeout: shortTimeout) { writer.events == writer.writes + 2 })
-    }
-}
-
-/// Writes one chunk per `hasSpaceAvailable`, up to `limit` writes.
-private final class ChunkWriter: NSObject, StreamDelegate {
-    let chunk: [UInt8]
-    var limit: Int
-    private(set) var writes = 0
-    private(set) var events = 0
-    private(set) var bytes = 0
-    private(set) var failure: String?
-    private(set) var slowestWrite: TimeInterval = 0
-
-    init(chunk: [UInt8], limit: Int) {
-        self.chunk = chunk
-        self.limit = limit
-    }
-
-    func stream(_ stream: Stream, handle event: Stream.Event) {
-        switch event {
-        case .hasSpaceAvailable:
-            events += 1
-            guard writes < limit, let output = stream as? OutputStream else { return }
-            let start = Date()
-            let written = chunk.withUnsafeBufferPointer { output.write($0.baseAddress!, maxLength: $0.count) }
-            slowestWrite = max(slowestWrite, Date().timeIntervalSince(start))
-            if written <= 0 {
-                failure = "write returned \(written)"
-                return
-            }
-            writes += 1
-            bytes += written
-        case .errorOccurred:
-            failure = String(describing: stream.streamError)
-        default:
-            break
-        }
     }
 }
