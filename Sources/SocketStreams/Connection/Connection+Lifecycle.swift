@@ -143,6 +143,9 @@ extension Connection {
         transport = .socket(fd: handle.fd)
         // The stages are fixed now, not at open(): TLS may still be set while TCP connects.
         opening.queueFirst(options?.settings.stages(for: target, resume: resumer(for:)) ?? [])
+        if case .host = target, opening.stages.isEmpty, let fresh = SendSpace.freshlyConnected {
+            halves[.output].sendSpace = fresh  // a socket this pair made and nothing has written to
+        }
         if noDelay == true { try? Posix.setOption(handle.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: 1) }
         options?.settings.trafficClass?.apply(to: handle.fd)
         for half in [Half.input, .output] where halves[half].events.status == .opening {

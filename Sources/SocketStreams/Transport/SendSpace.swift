@@ -110,24 +110,48 @@ struct SendSpace: Equatable {
     /// process's network namespace: read once. Otherwise unsent bytes can stop a send before the
     /// buffer is full, which the bound does not model, and every pair polls.
     static let lowWaterMarkUnlimited: Bool = {
-        // Digits by hand, not through Foundation: this runs in every process that writes.
-        let fd = open("/proc/sys/net/ipv4/tcp_notsent_lowat", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return false }
+        guard let value = sysctlNumbers("/proc/sys/net/ipv4/tcp_notsent_lowat").first else { return false }
+        return value >= UInt64(UInt32.max)
+    }()
+
+    /// The bound of a TCP socket this process connected itself, before anything was written to it:
+    /// nothing queued, and at least the send buffer every TCP socket starts with (`tcp_init_sock`
+    /// gives it `net.ipv4.tcp_wmem`'s middle value; the handshake's `tcp_sndbuf_expand` only raises
+    /// it). So the first write needs no `getsockopt` (one system call less per connection). Read
+    /// once; nil where the sysctl cannot be read or the bound is not used: then the first write measures.
+    static let freshlyConnected: SendSpace? = {
+        let numbers = sysctlNumbers("/proc/sys/net/ipv4/tcp_wmem")
+        guard lowWaterMarkUnlimited, numbers.count == 3, numbers[1] >= 1024 else { return nil }
+        return SendSpace(kib: UInt16(min(Int(numbers[1] >> 10), maximumKiB)))
+    }()
+
+    /// The decimal numbers in a `/proc/sys` file (at most 64 bytes of it, each at most 19 digits).
+    /// By hand, not through Foundation: this runs in every process that writes.
+    private static func sysctlNumbers(_ path: String) -> [UInt64] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return [] }
         defer { close(fd) }
-        var bytes: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        var bytes: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
         let count = withUnsafeMutableBytes(of: &bytes) { Glibc.read(fd, $0.baseAddress, $0.count) }
-        guard count > 0 else { return false }
+        guard count > 0 else { return [] }
+        var numbers: [UInt64] = []
         var value: UInt64 = 0
         var digits = 0
         withUnsafeBytes(of: bytes) { text in
             for byte in text.prefix(count) {
-                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 19 else { break }
-                value = value * 10 + UInt64(byte - UInt8(ascii: "0"))
-                digits += 1
+                if byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 19 {
+                    value = value * 10 + UInt64(byte - UInt8(ascii: "0"))
+                    digits += 1
+                } else if digits > 0 {
+                    numbers.append(value)
+                    value = 0
+                    digits = 0
+                }
             }
         }
-        return digits > 0 && value >= UInt64(UInt32.max)
-    }()
+        if digits > 0 { numbers.append(value) }
+        return numbers
+    }
 
     #if DEBUG
         /// Sends by `write` that found the socket full (EAGAIN), in debug builds: `SendSpaceTests`

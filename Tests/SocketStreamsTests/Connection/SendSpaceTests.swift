@@ -56,6 +56,34 @@ final class SendSpaceTests: SocketStreamsTestCase {
         XCTAssertEqual(Int(measured.space.kib), before - 7)
     }
 
+    /// The bound a host pair starts with, so that its first write needs no `getsockopt`: never more
+    /// than what the kernel measures on a socket just connected (over several, v4 and v6), and it is
+    /// what a direct host pair holds once it is open.
+    func testAFreshlyConnectedBoundIsNoMoreThanTheKernelMeasures() throws {
+        let fresh = try XCTUnwrap(SendSpace.freshlyConnected, "tcp_wmem unreadable or tcp_notsent_lowat set")
+        XCTAssertTrue(fresh.isBound)
+        XCTAssertGreaterThan(fresh.kib, 0)
+        for _ in 0..<20 {
+            let (client, server) = try RawSocket.connectedTCPPair()
+            defer {
+                close(client)
+                close(server)
+            }
+            let measured = try XCTUnwrap(SendSpace.measure(client))
+            XCTAssertTrue(measured.writable)
+            XCTAssertLessThanOrEqual(fresh.kib, measured.space.kib, "the seed promises more than the kernel has")
+        }
+        let listener = try RawSocket.listener(family: .v4, backlog: 1)
+        defer { close(listener) }
+        let pair = makePair(port: RawSocket.boundPort(listener))
+        pair.output.open()
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { pair.output.streamStatus == .open })
+        let server = try XCTUnwrap(RawSocket.accept(listener, timeout: 10))
+        defer { close(server) }
+        let space = pair.output.connection.lock.withLock { pair.output.connection.halves[.output].sendSpace }
+        XCTAssertEqual(space, fresh, "a direct host pair starts from the seed")
+    }
+
     /// A real socket whose peer stops reading, with a small send buffer: after every send the bound
     /// took, the kernel's own margin (free space less half the queued memory: POLLOUT while it is
     /// not negative) is at least the bound, so a poll would have said writable, and
