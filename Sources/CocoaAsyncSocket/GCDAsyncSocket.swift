@@ -39,12 +39,40 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         /// Made by a listening socket: no `didConnectToHost`.
         let accepted: Bool
         var connected = false
-        var peer: Data?
-        var local: Data?
+        var storedPeer: StoredAddress?
+        var storedLocal: StoredAddress?
         var readClosedReported = false
         /// A trust question the TLS stage asked before the engine's `ready` reached the socket: held
         /// until `didConnectToHost` is posted, so the delegate hears of the connection first.
         var heldTrust: HeldTrust?
+
+        var peer: Data? { storedPeer?.data }
+        var local: Data? { storedLocal?.data }
+    }
+
+    /// A `sockaddr` kept inline when it fits in 28 bytes (IPv4's 16, IPv6's 28): a `Data` of more
+    /// than 14 bytes is an object and a buffer of its own, ~125 bytes per idle connection for the peer's
+    /// and the local address together (issue 25). Others (a Unix-domain path) stay a `Data`.
+    private enum StoredAddress {
+        case inline(bytes: (UInt64, UInt64, UInt64, UInt32), count: UInt8)
+        case data(Data)
+
+        init(_ data: Data) {
+            var bytes: (UInt64, UInt64, UInt64, UInt32) = (0, 0, 0, 0)
+            guard data.count <= MemoryLayout.size(ofValue: bytes) else {
+                self = .data(data)
+                return
+            }
+            _ = withUnsafeMutableBytes(of: &bytes) { data.copyBytes(to: $0) }
+            self = .inline(bytes: bytes, count: UInt8(data.count))
+        }
+
+        var data: Data {
+            switch self {
+            case .inline(let bytes, let count): return withUnsafeBytes(of: bytes) { Data($0.prefix(Int(count))) }
+            case .data(let data): return data
+            }
+        }
     }
 
     /// The TLS stage's trust question and how to answer it.
@@ -72,12 +100,56 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         var link: Link?
         var listener: StreamListener?
         var listenerURL: URL?
-        /// Reads and writes by the id the engine knows them by (the engine's tag).
-        var reads: [Int: ReadInfo] = [:]
-        var writes: [Int: Int] = [:]
+        /// Reads (their tag and buffer) and writes (their tag) by the id the engine knows them by
+        /// (the engine's tag), in the order queued.
+        var reads = Pending<ReadInfo>()
+        var writes = Pending<Int>()
         var nextID = 1
         var tlsQueued = false
         var isSecure = false
+    }
+
+    /// The reads or writes queued on the engine, by engine id, in the order queued. The engine
+    /// completes each direction in order, so the one it names is nearly always the first (another only
+    /// when two threads queued at once, or the engine refused one); the first is kept inline, so an
+    /// idle socket with its one read pending allocates nothing (issue 25: a dictionary for it held
+    /// ~130 bytes per idle connection). The rest are an array with a start index, released once empty.
+    private struct Pending<Info> {
+        private var head: (id: Int, info: Info)?
+        private var rest: [(id: Int, info: Info)?] = []
+        private var start = 0
+
+        mutating func append(_ id: Int, _ info: Info) {
+            if head == nil { head = (id, info) } else { rest.append((id, info)) }
+        }
+
+        /// The info of operation `id`, if queued.
+        func info(_ id: Int) -> Info? {
+            if let head, head.id == id { return head.info }
+            guard start < rest.count else { return nil }
+            return rest[start...].lazy.compactMap { $0 }.first { $0.id == id }?.info
+        }
+
+        /// Removes operation `id` and returns its info, if queued.
+        mutating func remove(_ id: Int) -> Info? {
+            if let head, head.id == id {
+                self.head = nil
+                while start < rest.count, self.head == nil {
+                    self.head = rest[start].take()
+                    start += 1
+                }
+                if start == rest.count {
+                    rest = []
+                    start = 0
+                } else if start >= 1024, start * 2 >= rest.count {
+                    rest.removeFirst(start)
+                    start = 0
+                }
+                return head.info
+            }
+            guard start < rest.count, let index = rest[start...].firstIndex(where: { $0?.id == id }) else { return nil }
+            return rest[index].take()?.info  // a hole: skipped when it comes first
+        }
     }
 
     /// A read or write for the engine, by its engine id.
@@ -88,8 +160,8 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
 
     /// Clears what belongs to one connection. Lock held.
     private static func reset(_ state: inout State) {
-        state.reads = [:]
-        state.writes = [:]
+        state.reads = Pending()
+        state.writes = Pending()
         state.tlsQueued = false
         state.isSecure = false
     }
@@ -377,8 +449,8 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         let handle = link.input.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketNativeHandle as String)) as? Data
         guard let handle, handle.count == MemoryLayout<Int32>.size else { return }
         let fd = handle.withUnsafeBytes { $0.loadUnaligned(as: Int32.self) }
-        link.peer = SocketAddresses.peer(of: fd)
-        link.local = SocketAddresses.local(of: fd)
+        link.storedPeer = SocketAddresses.peer(of: fd).map(StoredAddress.init)
+        link.storedLocal = SocketAddresses.local(of: fd).map(StoredAddress.init)
     }
 
     // MARK: accepting
@@ -551,7 +623,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
             guard let link = state.link else { return nil }
             let id = state.nextID
             state.nextID += 1
-            state.reads[id] = ReadInfo(tag: tag, buffer: buffer, offset: offset)
+            state.reads.append(id, ReadInfo(tag: tag, buffer: buffer, offset: offset))
             return (link.operations, id)
         }
         guard let (operations, id) = queued else { return }
@@ -563,11 +635,11 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         switch operation {
         case .read(let request, let timeout, let id):
             if operations.enqueueRead(request, timeout: timeout, tag: id) != nil {
-                state.withLock { _ = $0.reads.removeValue(forKey: id) }
+                state.withLock { _ = $0.reads.remove(id) }
             }
         case .write(let bytes, let timeout, let id):
             if operations.enqueueWrite(bytes, timeout: timeout, tag: id) != nil {
-                state.withLock { _ = $0.writes.removeValue(forKey: id) }
+                state.withLock { _ = $0.writes.remove(id) }
             }
         }
     }
@@ -590,7 +662,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
             guard let link = state.link else { return nil }
             let id = state.nextID
             state.nextID += 1
-            state.writes[id] = tag
+            state.writes.append(id, tag)
             return (link.operations, id)
         }
         guard let (operations, id) = queued else { return }
@@ -867,8 +939,9 @@ extension GCDAsyncSocket: OperationsHandler {
                 if let url = link.url {
                     Self.post(&state, self) { socket, delegate in delegate.socket(socket, didConnectTo: url) }
                 } else {
-                    let host = link.peer.flatMap(SocketAddresses.host) ?? ""
-                    let port = link.peer.map(SocketAddresses.port) ?? 0
+                    let peer = link.peer
+                    let host = peer.flatMap(SocketAddresses.host) ?? ""
+                    let port = peer.map(SocketAddresses.port) ?? 0
                     Self.post(&state, self) { socket, delegate in
                         delegate.socket(socket, didConnectToHost: host, port: port)
                         delegate.socket(socket, didConnectToHost: host, port: Int(port))
@@ -881,8 +954,7 @@ extension GCDAsyncSocket: OperationsHandler {
             }
         case .read(let bytes, let id):
             state.withLock { state in
-                guard state.link?.operations === operations, let info = state.reads.removeValue(forKey: id) else { return }
-                if state.reads.isEmpty { state.reads = [:] }  // an idle socket keeps no table (issue 25)
+                guard state.link?.operations === operations, let info = state.reads.remove(id) else { return }
                 let data: Data
                 if let buffer = info.buffer {
                     if buffer.length < info.offset + bytes.count { buffer.length = info.offset + bytes.count }
@@ -899,14 +971,14 @@ extension GCDAsyncSocket: OperationsHandler {
                 }
             }
         case .readPartial(let count, let id):
-            post(from: operations) { [tag = state.withLock { $0.reads[id]?.tag ?? 0 }] socket, delegate in
+            post(from: operations) { [tag = state.withLock { $0.reads.info(id)?.tag ?? 0 }] socket, delegate in
                 delegate.socket(socket, didReadPartialDataOfLength: UInt(count), tag: tag)
                 delegate.socket(socket, didReadPartialDataOfLength: count, tag: tag)
             }
         case .readEnded(_, let id):
             let close = state.withLock { state -> Bool in
                 guard state.link?.operations === operations else { return false }
-                state.reads.removeValue(forKey: id)
+                _ = state.reads.remove(id)
                 return state.autoDisconnectOnClosedReadStream
             }
             if close { operations.close(error: GCDAsyncSocketError(.closedError)) }
@@ -924,12 +996,11 @@ extension GCDAsyncSocket: OperationsHandler {
             if close { operations.close(error: GCDAsyncSocketError(.closedError)) }
         case .wrote(let id):
             state.withLock { state in
-                guard state.link?.operations === operations, let tag = state.writes.removeValue(forKey: id) else { return }
-                if state.writes.isEmpty { state.writes = [:] }  // an idle socket keeps no table (issue 25)
+                guard state.link?.operations === operations, let tag = state.writes.remove(id) else { return }
                 Self.post(&state, self) { socket, delegate in delegate.socket(socket, didWriteDataWithTag: tag) }
             }
         case .wrotePartial(let count, let id):
-            post(from: operations) { [tag = state.withLock { $0.writes[id] ?? 0 }] socket, delegate in
+            post(from: operations) { [tag = state.withLock { $0.writes.info(id) ?? 0 }] socket, delegate in
                 delegate.socket(socket, didWritePartialDataOfLength: UInt(count), tag: tag)
                 delegate.socket(socket, didWritePartialDataOfLength: count, tag: tag)
             }
@@ -961,7 +1032,7 @@ extension GCDAsyncSocket: OperationsHandler {
                 return false
             }
             let read = direction == .read
-            let tag = (read ? state.reads[id]?.tag : state.writes[id]) ?? 0
+            let tag = (read ? state.reads.info(id)?.tag : state.writes.info(id)) ?? 0
             let call = DelegateCall(delegate) { [self] delegate in
                 let done = max(0, bytesDone)
                 var extra =
