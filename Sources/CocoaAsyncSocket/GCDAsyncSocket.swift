@@ -75,10 +75,16 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         }
     }
 
-    /// The TLS stage's trust question and how to answer it.
-    private struct HeldTrust {
+    /// The TLS stage's trust question and how to answer it (a class: a link holds one only while a
+    /// question waits, so it costs a link 8 bytes rather than 24).
+    private final class HeldTrust: Sendable {
         let trust: TLSPeerTrust
         let completion: @Sendable (Bool) -> Void
+
+        init(trust: TLSPeerTrust, completion: @escaping @Sendable (Bool) -> Void) {
+            self.trust = trust
+            self.completion = completion
+        }
     }
 
     /// A queued read: its tag and the caller's buffer.
@@ -91,15 +97,11 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     private struct State {
         weak var delegate: GCDAsyncSocketDelegate?
         var delegateQueue: DispatchQueue?
-        var userData: Any?
         var isIPv4Enabled = true
         var isIPv6Enabled = true
         var isIPv4PreferredOverIPv6 = true
-        var alternateAddressDelay: TimeInterval = 0.3
         var autoDisconnectOnClosedReadStream = true
         var link: Link?
-        var listener: StreamListener?
-        var listenerURL: URL?
         /// Reads (their tag and buffer) and writes (their tag) by the id the engine knows them by
         /// (the engine's tag), in the order queued.
         var reads = Pending<ReadInfo>()
@@ -107,6 +109,42 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         var nextID = 1
         var tlsQueued = false
         var isSecure = false
+        /// What few sockets use, allocated when first set.
+        private var rare: Rare?
+
+        var userData: Any? {
+            get { rare?.userData }
+            set { if newValue != nil || rare != nil { rareForWriting().userData = newValue } }
+        }
+        var alternateAddressDelay: TimeInterval {
+            get { rare?.alternateAddressDelay ?? 0.3 }
+            set { rareForWriting().alternateAddressDelay = newValue }
+        }
+        var listener: StreamListener? {
+            get { rare?.listener }
+            set { if newValue != nil || rare != nil { rareForWriting().listener = newValue } }
+        }
+        var listenerURL: URL? {
+            get { rare?.listenerURL }
+            set { if newValue != nil || rare != nil { rareForWriting().listenerURL = newValue } }
+        }
+
+        private mutating func rareForWriting() -> Rare {
+            if let rare { return rare }
+            let made = Rare()
+            rare = made
+            return made
+        }
+    }
+
+    /// The state few sockets use (a listener, user data, a changed delay), boxed: a connected socket
+    /// that uses none of it holds 8 bytes for it rather than 64 (issue 25). Reached only through
+    /// `State`, under its lock.
+    private final class Rare {
+        var userData: Any?
+        var alternateAddressDelay: TimeInterval = 0.3
+        var listener: StreamListener?
+        var listenerURL: URL?
     }
 
     /// The reads or writes queued on the engine, by engine id, in the order queued. The engine
@@ -116,8 +154,9 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// ~130 bytes per idle connection). The rest are an array with a start index, released once empty.
     private struct Pending<Info> {
         private var head: (id: Int, info: Info)?
+        /// Where the rest starts in `rest` (32 bits: it fits in the head's padding when there is some).
+        private var start: UInt32 = 0
         private var rest: [(id: Int, info: Info)?] = []
-        private var start = 0
 
         mutating func append(_ id: Int, _ info: Info) {
             if head == nil { head = (id, info) } else { rest.append((id, info)) }
@@ -127,7 +166,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         func info(_ id: Int) -> Info? {
             if let head, head.id == id { return head.info }
             guard start < rest.count else { return nil }
-            return rest[start...].lazy.compactMap { $0 }.first { $0.id == id }?.info
+            return rest[Int(start)...].lazy.compactMap { $0 }.first { $0.id == id }?.info
         }
 
         /// Removes operation `id` and returns its info, if queued.
@@ -135,19 +174,19 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
             if let head, head.id == id {
                 self.head = nil
                 while start < rest.count, self.head == nil {
-                    self.head = rest[start].take()
+                    self.head = rest[Int(start)].take()
                     start += 1
                 }
                 if start == rest.count {
                     rest = []
                     start = 0
                 } else if start >= 1024, start * 2 >= rest.count {
-                    rest.removeFirst(start)
+                    rest.removeFirst(Int(start))
                     start = 0
                 }
                 return head.info
             }
-            guard start < rest.count, let index = rest[start...].firstIndex(where: { $0?.id == id }) else { return nil }
+            guard start < rest.count, let index = rest[Int(start)...].firstIndex(where: { $0?.id == id }) else { return nil }
             return rest[index].take()?.info  // a hole: skipped when it comes first
         }
     }
