@@ -30,24 +30,51 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     // @unchecked: every stored property is a `let` of a Sendable type or `state`, reached only
     // under its lock.
 
-    /// One connection (outgoing or accepted) and what is known about it.
+    /// One connection (outgoing or accepted) and what is known about it. (The fields' order packs the
+    /// flags into the addresses' padding; what few connections have is in `extras`: 88 bytes, not 112.)
     private struct Link {
         let operations: PackageOperations
         let input: InputStream
-        /// A Unix-domain connection: its URL.
-        let url: URL?
+        var storedPeer: StoredAddress?
         /// Made by a listening socket: no `didConnectToHost`.
         let accepted: Bool
         var connected = false
-        var storedPeer: StoredAddress?
         var storedLocal: StoredAddress?
         var readClosedReported = false
+        private var extras: LinkExtras?
+
+        init(operations: PackageOperations, input: InputStream, url: URL?, accepted: Bool) {
+            self.operations = operations
+            self.input = input
+            self.accepted = accepted
+            if let url { extras = LinkExtras(url: url) }
+        }
+
+        /// A Unix-domain connection: its URL.
+        var url: URL? { extras?.url }
         /// A trust question the TLS stage asked before the engine's `ready` reached the socket: held
         /// until `didConnectToHost` is posted, so the delegate hears of the connection first.
-        var heldTrust: HeldTrust?
+        var heldTrust: HeldTrust? {
+            get { extras?.heldTrust }
+            set {
+                if extras == nil, newValue == nil { return }
+                let box = extras ?? LinkExtras(url: nil)
+                box.heldTrust = newValue
+                extras = box
+            }
+        }
 
         var peer: Data? { storedPeer?.data }
         var local: Data? { storedLocal?.data }
+    }
+
+    /// What few links have: a Unix-domain URL, a held trust question. Reached only through `Link`,
+    /// under the state's lock.
+    private final class LinkExtras {
+        let url: URL?
+        var heldTrust: HeldTrust?
+
+        init(url: URL?) { self.url = url }
     }
 
     /// A `sockaddr` kept inline when it fits in 28 bytes (IPv4's 16, IPv6's 28): a `Data` of more
@@ -207,7 +234,6 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
 
     private let state = Guarded(State())
     private let socketQueue: DispatchQueue
-    private let owner: OperationsOwner
     /// Marks a socket queue with its own identity: one key for every socket (issue 25: a key per
     /// socket added an entry per socket to a shared queue's specifics, which libdispatch searches
     /// linearly, so opening the n-th socket on one queue cost O(n): 49 → 83 µs from 1,000 to 10,000).
@@ -236,7 +262,6 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     public init(delegate: GCDAsyncSocketDelegate?, delegateQueue: DispatchQueue?, socketQueue: DispatchQueue?) {
         let queue = socketQueue ?? DispatchQueue(label: GCDAsyncSocketQueueName)
         self.socketQueue = queue
-        owner = OperationsOwner(queue: queue)
         super.init()
         queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(queue))
         state.withLock { state in
@@ -456,7 +481,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
 
     /// Makes `input`/`output` this socket's connection and opens them on the socket queue.
     private func start(input: InputStream, output: OutputStream, url: URL?, accepted: Bool, timeout: TimeInterval, verb: String) throws {
-        let operations = PackageOperations(owner: owner, handler: self)
+        let operations = PackageOperations(queue: socketQueue, handler: self)
         do {
             try state.withLock { state in
                 if !accepted { try Self.check(state, verb) }
@@ -474,7 +499,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
             output.close()
             throw error
         }
-        operations.attach(input: input, output: output)
+        operations.attach(input: input, output: output, queue: socketQueue)
         if timeout >= 0, !accepted {
             socketQueue.asyncAfter(deadline: .now() + timeout) { [weak self, weak operations] in
                 guard let self, let operations else { return }
