@@ -117,8 +117,26 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// A queued read: its tag and the caller's buffer.
     private struct ReadInfo {
         let tag: Int
-        let buffer: NSMutableData?
-        let offset: Int
+        /// The caller's buffer and where in it, boxed: most reads have none (8 bytes here, not 16).
+        private let target: Target?
+
+        init(tag: Int, buffer: NSMutableData?, offset: Int) {
+            self.tag = tag
+            target = buffer.map { Target(buffer: $0, offset: offset) }
+        }
+
+        var buffer: NSMutableData? { target?.buffer }
+        var offset: Int { target?.offset ?? 0 }
+
+        private final class Target {
+            let buffer: NSMutableData
+            let offset: Int
+
+            init(buffer: NSMutableData, offset: Int) {
+                self.buffer = buffer
+                self.offset = offset
+            }
+        }
     }
 
     private struct State {
@@ -128,14 +146,14 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         var isIPv6Enabled = true
         var isIPv4PreferredOverIPv6 = true
         var autoDisconnectOnClosedReadStream = true
+        var tlsQueued = false
+        var isSecure = false
         var link: Link?
         /// Reads (their tag and buffer) and writes (their tag) by the id the engine knows them by
         /// (the engine's tag), in the order queued.
         var reads = Pending<ReadInfo>()
         var writes = Pending<Int>()
         var nextID = 1
-        var tlsQueued = false
-        var isSecure = false
         /// What few sockets use, allocated when first set.
         private var rare: Rare?
 
