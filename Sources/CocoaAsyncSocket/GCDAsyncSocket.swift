@@ -33,8 +33,8 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// One connection (outgoing or accepted) and what is known about it. (The fields' order packs the
     /// flags into the addresses' padding; what few connections have is in `extras`: 88 bytes, not 112.)
     private struct Link {
+        /// The engine, which also holds the pair (the socket's descriptor comes from its input).
         let operations: PackageOperations
-        let input: InputStream
         var storedPeer: StoredAddress?
         /// Made by a listening socket: no `didConnectToHost`.
         let accepted: Bool
@@ -43,9 +43,8 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         var readClosedReported = false
         private var extras: LinkExtras?
 
-        init(operations: PackageOperations, input: InputStream, url: URL?, accepted: Bool) {
+        init(operations: PackageOperations, url: URL?, accepted: Bool) {
             self.operations = operations
-            self.input = input
             self.accepted = accepted
             if let url { extras = LinkExtras(url: url) }
         }
@@ -199,40 +198,52 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// ~130 bytes per idle connection). The rest are an array with a start index, released once empty.
     private struct Pending<Info> {
         private var head: (id: Int, info: Info)?
-        /// Where the rest starts in `rest` (32 bits: it fits in the head's padding when there is some).
-        private var start: UInt32 = 0
-        private var rest: [(id: Int, info: Info)?] = []
+        /// The rest, boxed: an idle socket holds 8 bytes for it, not 16.
+        private var overflow: Overflow?
+
+        private final class Overflow {
+            var rest: [(id: Int, info: Info)?] = []
+            /// Where the rest starts in `rest`.
+            var start = 0
+        }
 
         mutating func append(_ id: Int, _ info: Info) {
-            if head == nil { head = (id, info) } else { rest.append((id, info)) }
+            guard head != nil else {
+                head = (id, info)
+                return
+            }
+            if overflow == nil { overflow = Overflow() }
+            overflow?.rest.append((id, info))
         }
 
         /// The info of operation `id`, if queued.
         func info(_ id: Int) -> Info? {
             if let head, head.id == id { return head.info }
-            guard start < rest.count else { return nil }
-            return rest[Int(start)...].lazy.compactMap { $0 }.first { $0.id == id }?.info
+            guard let overflow, overflow.start < overflow.rest.count else { return nil }
+            return overflow.rest[overflow.start...].lazy.compactMap { $0 }.first { $0.id == id }?.info
         }
 
         /// Removes operation `id` and returns its info, if queued.
         mutating func remove(_ id: Int) -> Info? {
             if let head, head.id == id {
                 self.head = nil
-                while start < rest.count, self.head == nil {
-                    self.head = rest[Int(start)].take()
-                    start += 1
+                guard let overflow else { return head.info }
+                while overflow.start < overflow.rest.count, self.head == nil {
+                    self.head = overflow.rest[overflow.start].take()
+                    overflow.start += 1
                 }
-                if start == rest.count {
-                    rest = []
-                    start = 0
-                } else if start >= 1024, start * 2 >= rest.count {
-                    rest.removeFirst(Int(start))
-                    start = 0
+                if overflow.start == overflow.rest.count {
+                    self.overflow = nil
+                } else if overflow.start >= 1024, overflow.start * 2 >= overflow.rest.count {
+                    overflow.rest.removeFirst(overflow.start)
+                    overflow.start = 0
                 }
                 return head.info
             }
-            guard start < rest.count, let index = rest[Int(start)...].firstIndex(where: { $0?.id == id }) else { return nil }
-            return rest[index].take()?.info  // a hole: skipped when it comes first
+            guard let overflow, overflow.start < overflow.rest.count,
+                let index = overflow.rest[overflow.start...].firstIndex(where: { $0?.id == id })
+            else { return nil }
+            return overflow.rest[index].take()?.info  // a hole: skipped when it comes first
         }
     }
 
@@ -503,11 +514,11 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         do {
             try state.withLock { state in
                 if !accepted { try Self.check(state, verb) }
-                var link = Link(operations: operations, input: input, url: url, accepted: accepted)
+                var link = Link(operations: operations, url: url, accepted: accepted)
                 if accepted {
                     // GCDAsyncSocket marks an accepted socket connected at once.
                     link.connected = true
-                    Self.learnAddresses(&link)
+                    Self.learnAddresses(&link, from: input)
                 }
                 state.link = link
                 Self.reset(&state)
@@ -527,8 +538,8 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         }
     }
 
-    private static func learnAddresses(_ link: inout Link) {
-        let handle = link.input.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketNativeHandle as String)) as? Data
+    private static func learnAddresses(_ link: inout Link, from input: InputStream?) {
+        let handle = input?.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketNativeHandle as String)) as? Data
         guard let handle, handle.count == MemoryLayout<Int32>.size else { return }
         let fd = handle.withUnsafeBytes { $0.loadUnaligned(as: Int32.self) }
         link.storedPeer = SocketAddresses.peer(of: fd).map(StoredAddress.init)
@@ -930,7 +941,8 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// ``perform(_:)``; here it answers anywhere, and the descriptor is the streams' own: do not close it.
     public func socketFD() -> Int32 {
         let handle =
-            state.withLock { $0.link?.input }?.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketNativeHandle as String)) as? Data
+            state.withLock { $0.link?.operations }?.input?.property(
+                forKey: Stream.PropertyKey(kCFStreamPropertySocketNativeHandle as String)) as? Data
         guard let handle, handle.count == 4 else { return -1 }
         return handle.withUnsafeBytes { $0.loadUnaligned(as: Int32.self) }
     }
@@ -1011,11 +1023,12 @@ extension GCDAsyncSocket: OperationsHandler {
     package func operations(_ operations: PackageOperations, handle event: OperationEvent) {
         switch event {
         case .ready:
+            let input = operations.input  // the engine's lock, not under the socket's
             state.withLock { state in
                 guard var link = state.link, link.operations === operations else { return }
                 let wasConnected = link.connected
                 link.connected = true
-                Self.learnAddresses(&link)
+                Self.learnAddresses(&link, from: input)
                 state.link = link
                 guard !link.accepted, !wasConnected else { return }
                 if let url = link.url {

@@ -81,6 +81,9 @@ package final class PackageOperations: StreamOperationsClient, Sendable {
         engine.close(afterReads: afterReads, afterWrites: afterWrites, error: error)
     }
 
+    /// The pair's input stream once attached (kept while this lives, closed or not).
+    package var input: InputStream? { engine.streams?.input }
+
     /// Takes the bytes read but not yet taken by a read.
     package func takeBuffered() -> [UInt8] { engine.takeBuffered() }
 
