@@ -30,54 +30,221 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     // @unchecked: every stored property is a `let` of a Sendable type or `state`, reached only
     // under its lock.
 
-    /// One connection (outgoing or accepted) and what is known about it.
+    /// One connection (outgoing or accepted) and what is known about it. (The fields' order packs the
+    /// flags into the addresses' padding; what few connections have is in `extras`: 88 bytes, not 112.)
     private struct Link {
+        /// The engine, which also holds the pair (the socket's descriptor comes from its input).
         let operations: PackageOperations
-        let input: InputStream
-        /// A Unix-domain connection: its URL.
-        let url: URL?
+        var storedPeer: StoredAddress?
         /// Made by a listening socket: no `didConnectToHost`.
         let accepted: Bool
         var connected = false
-        var peer: Data?
-        var local: Data?
+        var storedLocal: StoredAddress?
         var readClosedReported = false
+        private var extras: LinkExtras?
+
+        init(operations: PackageOperations, url: URL?, accepted: Bool) {
+            self.operations = operations
+            self.accepted = accepted
+            if let url { extras = LinkExtras(url: url) }
+        }
+
+        /// A Unix-domain connection: its URL.
+        var url: URL? { extras?.url }
         /// A trust question the TLS stage asked before the engine's `ready` reached the socket: held
         /// until `didConnectToHost` is posted, so the delegate hears of the connection first.
-        var heldTrust: HeldTrust?
+        var heldTrust: HeldTrust? {
+            get { extras?.heldTrust }
+            set {
+                if extras == nil, newValue == nil { return }
+                let box = extras ?? LinkExtras(url: nil)
+                box.heldTrust = newValue
+                extras = box
+            }
+        }
+
+        var peer: Data? { storedPeer?.data }
+        var local: Data? { storedLocal?.data }
     }
 
-    /// The TLS stage's trust question and how to answer it.
-    private struct HeldTrust {
+    /// What few links have: a Unix-domain URL, a held trust question. Reached only through `Link`,
+    /// under the state's lock.
+    private final class LinkExtras {
+        let url: URL?
+        var heldTrust: HeldTrust?
+
+        init(url: URL?) { self.url = url }
+    }
+
+    /// A `sockaddr` kept inline when it fits in 28 bytes (IPv4's 16, IPv6's 28): a `Data` of more
+    /// than 14 bytes is an object and a buffer of its own, ~125 bytes per idle connection for the peer's
+    /// and the local address together (issue 25). Others (a Unix-domain path) stay a `Data`.
+    private enum StoredAddress {
+        case inline(bytes: (UInt64, UInt64, UInt64, UInt32), count: UInt8)
+        case data(Data)
+
+        init(_ data: Data) {
+            var bytes: (UInt64, UInt64, UInt64, UInt32) = (0, 0, 0, 0)
+            guard data.count <= MemoryLayout.size(ofValue: bytes) else {
+                self = .data(data)
+                return
+            }
+            _ = withUnsafeMutableBytes(of: &bytes) { data.copyBytes(to: $0) }
+            self = .inline(bytes: bytes, count: UInt8(data.count))
+        }
+
+        var data: Data {
+            switch self {
+            case .inline(let bytes, let count): return withUnsafeBytes(of: bytes) { Data($0.prefix(Int(count))) }
+            case .data(let data): return data
+            }
+        }
+    }
+
+    /// The TLS stage's trust question and how to answer it (a class: a link holds one only while a
+    /// question waits, so it costs a link 8 bytes rather than 24).
+    private final class HeldTrust: Sendable {
         let trust: TLSPeerTrust
         let completion: @Sendable (Bool) -> Void
+
+        init(trust: TLSPeerTrust, completion: @escaping @Sendable (Bool) -> Void) {
+            self.trust = trust
+            self.completion = completion
+        }
     }
 
     /// A queued read: its tag and the caller's buffer.
     private struct ReadInfo {
         let tag: Int
-        let buffer: NSMutableData?
-        let offset: Int
+        /// The caller's buffer and where in it, boxed: most reads have none (8 bytes here, not 16).
+        private let target: Target?
+
+        init(tag: Int, buffer: NSMutableData?, offset: Int) {
+            self.tag = tag
+            target = buffer.map { Target(buffer: $0, offset: offset) }
+        }
+
+        var buffer: NSMutableData? { target?.buffer }
+        var offset: Int { target?.offset ?? 0 }
+
+        private final class Target {
+            let buffer: NSMutableData
+            let offset: Int
+
+            init(buffer: NSMutableData, offset: Int) {
+                self.buffer = buffer
+                self.offset = offset
+            }
+        }
     }
 
     private struct State {
         weak var delegate: GCDAsyncSocketDelegate?
         var delegateQueue: DispatchQueue?
-        var userData: Any?
         var isIPv4Enabled = true
         var isIPv6Enabled = true
         var isIPv4PreferredOverIPv6 = true
-        var alternateAddressDelay: TimeInterval = 0.3
         var autoDisconnectOnClosedReadStream = true
-        var link: Link?
-        var listener: StreamListener?
-        var listenerURL: URL?
-        /// Reads and writes by the id the engine knows them by (the engine's tag).
-        var reads: [Int: ReadInfo] = [:]
-        var writes: [Int: Int] = [:]
-        var nextID = 1
         var tlsQueued = false
         var isSecure = false
+        var link: Link?
+        /// Reads (their tag and buffer) and writes (their tag) by the id the engine knows them by
+        /// (the engine's tag), in the order queued.
+        var reads = Pending<ReadInfo>()
+        var writes = Pending<Int>()
+        var nextID = 1
+        /// What few sockets use, allocated when first set.
+        private var rare: Rare?
+
+        var userData: Any? {
+            get { rare?.userData }
+            set { if newValue != nil || rare != nil { rareForWriting().userData = newValue } }
+        }
+        var alternateAddressDelay: TimeInterval {
+            get { rare?.alternateAddressDelay ?? 0.3 }
+            set { rareForWriting().alternateAddressDelay = newValue }
+        }
+        var listener: StreamListener? {
+            get { rare?.listener }
+            set { if newValue != nil || rare != nil { rareForWriting().listener = newValue } }
+        }
+        var listenerURL: URL? {
+            get { rare?.listenerURL }
+            set { if newValue != nil || rare != nil { rareForWriting().listenerURL = newValue } }
+        }
+
+        private mutating func rareForWriting() -> Rare {
+            if let rare { return rare }
+            let made = Rare()
+            rare = made
+            return made
+        }
+    }
+
+    /// The state few sockets use (a listener, user data, a changed delay), boxed: a connected socket
+    /// that uses none of it holds 8 bytes for it rather than 64 (issue 25). Reached only through
+    /// `State`, under its lock.
+    private final class Rare {
+        var userData: Any?
+        var alternateAddressDelay: TimeInterval = 0.3
+        var listener: StreamListener?
+        var listenerURL: URL?
+    }
+
+    /// The reads or writes queued on the engine, by engine id, in the order queued. The engine
+    /// completes each direction in order, so the one it names is nearly always the first (another only
+    /// when two threads queued at once, or the engine refused one); the first is kept inline, so an
+    /// idle socket with its one read pending allocates nothing (issue 25: a dictionary for it held
+    /// ~130 bytes per idle connection). The rest are an array with a start index, released once empty.
+    private struct Pending<Info> {
+        private var head: (id: Int, info: Info)?
+        /// The rest, boxed: an idle socket holds 8 bytes for it, not 16.
+        private var overflow: Overflow?
+
+        private final class Overflow {
+            var rest: [(id: Int, info: Info)?] = []
+            /// Where the rest starts in `rest`.
+            var start = 0
+        }
+
+        mutating func append(_ id: Int, _ info: Info) {
+            guard head != nil else {
+                head = (id, info)
+                return
+            }
+            if overflow == nil { overflow = Overflow() }
+            overflow?.rest.append((id, info))
+        }
+
+        /// The info of operation `id`, if queued.
+        func info(_ id: Int) -> Info? {
+            if let head, head.id == id { return head.info }
+            guard let overflow, overflow.start < overflow.rest.count else { return nil }
+            return overflow.rest[overflow.start...].lazy.compactMap { $0 }.first { $0.id == id }?.info
+        }
+
+        /// Removes operation `id` and returns its info, if queued.
+        mutating func remove(_ id: Int) -> Info? {
+            if let head, head.id == id {
+                self.head = nil
+                guard let overflow else { return head.info }
+                while overflow.start < overflow.rest.count, self.head == nil {
+                    self.head = overflow.rest[overflow.start].take()
+                    overflow.start += 1
+                }
+                if overflow.start == overflow.rest.count {
+                    self.overflow = nil
+                } else if overflow.start >= 1024, overflow.start * 2 >= overflow.rest.count {
+                    overflow.rest.removeFirst(overflow.start)
+                    overflow.start = 0
+                }
+                return head.info
+            }
+            guard let overflow, overflow.start < overflow.rest.count,
+                let index = overflow.rest[overflow.start...].firstIndex(where: { $0?.id == id })
+            else { return nil }
+            return overflow.rest[index].take()?.info  // a hole: skipped when it comes first
+        }
     }
 
     /// A read or write for the engine, by its engine id.
@@ -88,15 +255,14 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
 
     /// Clears what belongs to one connection. Lock held.
     private static func reset(_ state: inout State) {
-        state.reads = [:]
-        state.writes = [:]
+        state.reads = Pending()
+        state.writes = Pending()
         state.tlsQueued = false
         state.isSecure = false
     }
 
     private let state = Guarded(State())
     private let socketQueue: DispatchQueue
-    private let owner: OperationsOwner
     /// Marks a socket queue with its own identity: one key for every socket (issue 25: a key per
     /// socket added an entry per socket to a shared queue's specifics, which libdispatch searches
     /// linearly, so opening the n-th socket on one queue cost O(n): 49 → 83 µs from 1,000 to 10,000).
@@ -125,7 +291,6 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     public init(delegate: GCDAsyncSocketDelegate?, delegateQueue: DispatchQueue?, socketQueue: DispatchQueue?) {
         let queue = socketQueue ?? DispatchQueue(label: GCDAsyncSocketQueueName)
         self.socketQueue = queue
-        owner = OperationsOwner(queue: queue)
         super.init()
         queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(queue))
         state.withLock { state in
@@ -345,15 +510,15 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
 
     /// Makes `input`/`output` this socket's connection and opens them on the socket queue.
     private func start(input: InputStream, output: OutputStream, url: URL?, accepted: Bool, timeout: TimeInterval, verb: String) throws {
-        let operations = PackageOperations(owner: owner, handler: self)
+        let operations = PackageOperations(queue: socketQueue, handler: self)
         do {
             try state.withLock { state in
                 if !accepted { try Self.check(state, verb) }
-                var link = Link(operations: operations, input: input, url: url, accepted: accepted)
+                var link = Link(operations: operations, url: url, accepted: accepted)
                 if accepted {
                     // GCDAsyncSocket marks an accepted socket connected at once.
                     link.connected = true
-                    Self.learnAddresses(&link)
+                    Self.learnAddresses(&link, from: input)
                 }
                 state.link = link
                 Self.reset(&state)
@@ -363,7 +528,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
             output.close()
             throw error
         }
-        operations.attach(input: input, output: output)
+        operations.attach(input: input, output: output, queue: socketQueue)
         if timeout >= 0, !accepted {
             socketQueue.asyncAfter(deadline: .now() + timeout) { [weak self, weak operations] in
                 guard let self, let operations else { return }
@@ -373,12 +538,12 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         }
     }
 
-    private static func learnAddresses(_ link: inout Link) {
-        let handle = link.input.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketNativeHandle as String)) as? Data
+    private static func learnAddresses(_ link: inout Link, from input: InputStream?) {
+        let handle = input?.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketNativeHandle as String)) as? Data
         guard let handle, handle.count == MemoryLayout<Int32>.size else { return }
         let fd = handle.withUnsafeBytes { $0.loadUnaligned(as: Int32.self) }
-        link.peer = SocketAddresses.peer(of: fd)
-        link.local = SocketAddresses.local(of: fd)
+        link.storedPeer = SocketAddresses.peer(of: fd).map(StoredAddress.init)
+        link.storedLocal = SocketAddresses.local(of: fd).map(StoredAddress.init)
     }
 
     // MARK: accepting
@@ -551,7 +716,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
             guard let link = state.link else { return nil }
             let id = state.nextID
             state.nextID += 1
-            state.reads[id] = ReadInfo(tag: tag, buffer: buffer, offset: offset)
+            state.reads.append(id, ReadInfo(tag: tag, buffer: buffer, offset: offset))
             return (link.operations, id)
         }
         guard let (operations, id) = queued else { return }
@@ -563,11 +728,11 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         switch operation {
         case .read(let request, let timeout, let id):
             if operations.enqueueRead(request, timeout: timeout, tag: id) != nil {
-                state.withLock { _ = $0.reads.removeValue(forKey: id) }
+                state.withLock { _ = $0.reads.remove(id) }
             }
         case .write(let bytes, let timeout, let id):
             if operations.enqueueWrite(bytes, timeout: timeout, tag: id) != nil {
-                state.withLock { _ = $0.writes.removeValue(forKey: id) }
+                state.withLock { _ = $0.writes.remove(id) }
             }
         }
     }
@@ -590,7 +755,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
             guard let link = state.link else { return nil }
             let id = state.nextID
             state.nextID += 1
-            state.writes[id] = tag
+            state.writes.append(id, tag)
             return (link.operations, id)
         }
         guard let (operations, id) = queued else { return }
@@ -776,7 +941,8 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// ``perform(_:)``; here it answers anywhere, and the descriptor is the streams' own: do not close it.
     public func socketFD() -> Int32 {
         let handle =
-            state.withLock { $0.link?.input }?.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketNativeHandle as String)) as? Data
+            state.withLock { $0.link?.operations }?.input?.property(
+                forKey: Stream.PropertyKey(kCFStreamPropertySocketNativeHandle as String)) as? Data
         guard let handle, handle.count == 4 else { return -1 }
         return handle.withUnsafeBytes { $0.loadUnaligned(as: Int32.self) }
     }
@@ -857,18 +1023,20 @@ extension GCDAsyncSocket: OperationsHandler {
     package func operations(_ operations: PackageOperations, handle event: OperationEvent) {
         switch event {
         case .ready:
+            let input = operations.input  // the engine's lock, not under the socket's
             state.withLock { state in
                 guard var link = state.link, link.operations === operations else { return }
                 let wasConnected = link.connected
                 link.connected = true
-                Self.learnAddresses(&link)
+                Self.learnAddresses(&link, from: input)
                 state.link = link
                 guard !link.accepted, !wasConnected else { return }
                 if let url = link.url {
                     Self.post(&state, self) { socket, delegate in delegate.socket(socket, didConnectTo: url) }
                 } else {
-                    let host = link.peer.flatMap(SocketAddresses.host) ?? ""
-                    let port = link.peer.map(SocketAddresses.port) ?? 0
+                    let peer = link.peer
+                    let host = peer.flatMap(SocketAddresses.host) ?? ""
+                    let port = peer.map(SocketAddresses.port) ?? 0
                     Self.post(&state, self) { socket, delegate in
                         delegate.socket(socket, didConnectToHost: host, port: port)
                         delegate.socket(socket, didConnectToHost: host, port: Int(port))
@@ -881,8 +1049,7 @@ extension GCDAsyncSocket: OperationsHandler {
             }
         case .read(let bytes, let id):
             state.withLock { state in
-                guard state.link?.operations === operations, let info = state.reads.removeValue(forKey: id) else { return }
-                if state.reads.isEmpty { state.reads = [:] }  // an idle socket keeps no table (issue 25)
+                guard state.link?.operations === operations, let info = state.reads.remove(id) else { return }
                 let data: Data
                 if let buffer = info.buffer {
                     if buffer.length < info.offset + bytes.count { buffer.length = info.offset + bytes.count }
@@ -899,14 +1066,14 @@ extension GCDAsyncSocket: OperationsHandler {
                 }
             }
         case .readPartial(let count, let id):
-            post(from: operations) { [tag = state.withLock { $0.reads[id]?.tag ?? 0 }] socket, delegate in
+            post(from: operations) { [tag = state.withLock { $0.reads.info(id)?.tag ?? 0 }] socket, delegate in
                 delegate.socket(socket, didReadPartialDataOfLength: UInt(count), tag: tag)
                 delegate.socket(socket, didReadPartialDataOfLength: count, tag: tag)
             }
         case .readEnded(_, let id):
             let close = state.withLock { state -> Bool in
                 guard state.link?.operations === operations else { return false }
-                state.reads.removeValue(forKey: id)
+                _ = state.reads.remove(id)
                 return state.autoDisconnectOnClosedReadStream
             }
             if close { operations.close(error: GCDAsyncSocketError(.closedError)) }
@@ -924,12 +1091,11 @@ extension GCDAsyncSocket: OperationsHandler {
             if close { operations.close(error: GCDAsyncSocketError(.closedError)) }
         case .wrote(let id):
             state.withLock { state in
-                guard state.link?.operations === operations, let tag = state.writes.removeValue(forKey: id) else { return }
-                if state.writes.isEmpty { state.writes = [:] }  // an idle socket keeps no table (issue 25)
+                guard state.link?.operations === operations, let tag = state.writes.remove(id) else { return }
                 Self.post(&state, self) { socket, delegate in delegate.socket(socket, didWriteDataWithTag: tag) }
             }
         case .wrotePartial(let count, let id):
-            post(from: operations) { [tag = state.withLock { $0.writes[id] ?? 0 }] socket, delegate in
+            post(from: operations) { [tag = state.withLock { $0.writes.info(id) ?? 0 }] socket, delegate in
                 delegate.socket(socket, didWritePartialDataOfLength: UInt(count), tag: tag)
                 delegate.socket(socket, didWritePartialDataOfLength: count, tag: tag)
             }
@@ -961,7 +1127,7 @@ extension GCDAsyncSocket: OperationsHandler {
                 return false
             }
             let read = direction == .read
-            let tag = (read ? state.reads[id]?.tag : state.writes[id]) ?? 0
+            let tag = (read ? state.reads.info(id)?.tag : state.writes.info(id)) ?? 0
             let call = DelegateCall(delegate) { [self] delegate in
                 let done = max(0, bytesDone)
                 var extra =

@@ -88,6 +88,33 @@ final class GCDAsyncSocketTests: XCTestCase {
         recorder.wait(for: "disconnect nil")
     }
 
+    /// Thousands of reads and writes queued before the first completes (the socket's pending lists
+    /// past their inline first element, compacted once 1,024 are done) complete in order, each with its
+    /// own tag, and a read into a caller's buffer lands at its offset.
+    func testThousandsOfQueuedReadsAndWritesCompleteInOrderWithTheirTags() throws {
+        let (peer, port) = try Peer.socatEcho()
+        defer { peer.stop() }
+        let recorder = Recorder()
+        let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
+        try client.connect(toHost: "127.0.0.1", onPort: port)
+        let count = 2_500
+        func message(_ i: Int) -> String { String(repeating: "0", count: 5 - String(i).count) + String(i) }
+        let buffers = (0..<count).map { $0 % 100 == 0 ? NSMutableData(data: Data("#".utf8)) : nil }
+        for i in 0..<count {
+            client.write(Data(message(i).utf8), withTimeout: 10, tag: i)
+            client.readData(toLength: 5, withTimeout: 10, buffer: buffers[i], bufferOffset: buffers[i] == nil ? 0 : 1, tag: i)
+        }
+        XCTAssertTrue(recorder.wait(for: "read ", count: count, timeout: 60))
+        let events = recorder.events
+        XCTAssertEqual(events.filter { $0.hasPrefix("wrote ") }, (0..<count).map { "wrote \($0)" })
+        XCTAssertEqual(events.filter { $0.hasPrefix("read ") }, (0..<count).map { "read \($0) \(message($0))" })
+        for i in stride(from: 0, to: count, by: 100) {
+            XCTAssertEqual(buffers[i].map { $0 as Data }, Data("#\(message(i))".utf8), "read \(i)")
+        }
+        client.disconnect()
+        recorder.wait(for: "disconnect nil")
+    }
+
     func testReadMaxedOut() throws {
         let (peer, port) = try Peer.socatEcho()
         defer { peer.stop() }

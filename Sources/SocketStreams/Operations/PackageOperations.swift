@@ -1,13 +1,13 @@
 import Foundation
 
 // The operations engine for the package's other modules (CocoaAsyncSocket's GCDAsyncSocket), which
-// cannot see its internals: one queue's reactor, held (`OperationsOwner`), and an engine on it whose
+// cannot see its internals: an engine on one queue's reactor, held while the engine lives, whose
 // events go to a handler (`PackageOperations`). The same engine as under `QueuedSocket` and
-// `AsyncConnection`, with the same ownership: every pump runs on the owner's queue.
+// `AsyncConnection`, with the same ownership: every pump runs on the queue.
 
-/// The handler of a ``PackageOperations``: the engine's events on the owner's queue, in order.
+/// The handler of a ``PackageOperations``: the engine's events on its queue, in order.
 package protocol OperationsHandler: AnyObject, Sendable {
-    /// One event (see `OperationEvent`), on the owner's queue, outside the engine's lock.
+    /// One event (see `OperationEvent`), on the queue, outside the engine's lock.
     func operations(_ operations: PackageOperations, handle event: OperationEvent)
     /// A timeout passed; `answer` (called once, from any thread) takes the extension in seconds, or 0
     /// or less to fail the connection with the timeout.
@@ -17,56 +17,40 @@ package protocol OperationsHandler: AnyObject, Sendable {
     )
 }
 
-/// A dispatch queue's reactor, held for as long as this lives: the owner of the engines made on it.
-package final class OperationsOwner: Sendable {
-    let reactor: Reactor?
-    let queue: DispatchQueue
-    /// Why no reactor could be made (out of file descriptors), as an `NSPOSIXErrorDomain` error.
-    package let failure: NSError?
+/// One engine on a dispatch queue's reactor, for one connection.
+package final class PackageOperations: StreamOperationsClient, Sendable {
+    private let engine: StreamOperations
+    /// The queue's reactor (one per queue, shared with every other user of the queue), held for as
+    /// long as this lives; nil if none could be made (out of file descriptors). Held here rather than
+    /// by a separate owner object per socket (issue 25: ~40 bytes per idle GCDAsyncSocket).
+    private let reactor: Reactor?
+    /// Set once, here, and only read after: a `weak let` needs no lock (issue 25: a `Guarded` box for
+    /// it, with its own mutex, held ~70 bytes per idle GCDAsyncSocket).
+    private weak let handler: (any OperationsHandler)?
 
-    /// Acquires `queue`'s reactor (one per queue, shared with every other user of the queue).
-    package init(queue: DispatchQueue) {
-        self.queue = queue
+    /// An engine on `queue`'s reactor, reporting to `handler` (held weakly). Without a reactor (out of
+    /// file descriptors) the engine is closed at once with the `NSPOSIXErrorDomain` error.
+    package init(queue: DispatchQueue, handler: any OperationsHandler) {
+        var failure: NSError?
         do {
             reactor = try ReactorRegistry.shared.acquire(queue: queue)
-            failure = nil
         } catch {
             reactor = nil
             failure = NSError(domain: NSPOSIXErrorDomain, code: Int(error.code))
         }
-    }
-
-    deinit {
-        if let reactor { ReactorRegistry.shared.release(reactor) }
-    }
-}
-
-/// One engine on an ``OperationsOwner``'s queue, for one connection.
-package final class PackageOperations: StreamOperationsClient, Sendable {
-    private let engine: StreamOperations
-    private let owner: OperationsOwner
-    private let handlerBox = Guarded<WeakHandler>(WeakHandler())
-
-    private struct WeakHandler {
-        weak var handler: (any OperationsHandler)?
-    }
-
-    /// An engine owned by `owner`'s queue, reporting to `handler` (held weakly).
-    package init(owner: OperationsOwner, handler: any OperationsHandler) {
-        self.owner = owner
-        engine = StreamOperations(reactor: owner.reactor)
-        handlerBox.withLock { $0.handler = handler }
+        engine = StreamOperations(reactor: reactor)
+        self.handler = handler
         engine.client = self
-        if let failure = owner.failure { engine.close(error: failure) }
+        if let failure { engine.close(error: failure) }
     }
 
     deinit {
         engine.close()
+        if let reactor { ReactorRegistry.shared.release(reactor) }
     }
 
-    /// Takes over an unopened pair, schedules it on the owner's queue and opens it.
-    package func attach(input: InputStream, output: OutputStream) {
-        let queue = owner.queue
+    /// Takes over an unopened pair, schedules it on `queue` (the one given to `init`) and opens it.
+    package func attach(input: InputStream, output: OutputStream, queue: DispatchQueue) {
         engine.attach(input: input, output: output) { input, output in
             CFReadStreamSetDispatchQueue(input, queue)
             CFWriteStreamSetDispatchQueue(output, queue)
@@ -97,16 +81,19 @@ package final class PackageOperations: StreamOperationsClient, Sendable {
         engine.close(afterReads: afterReads, afterWrites: afterWrites, error: error)
     }
 
+    /// The pair's input stream once attached (kept while this lives, closed or not).
+    package var input: InputStream? { engine.streams?.input }
+
     /// Takes the bytes read but not yet taken by a read.
     package func takeBuffered() -> [UInt8] { engine.takeBuffered() }
 
-    /// Whether the calling thread is the owner's, inside its reactor's work.
-    package var isOwnerHere: Bool { owner.reactor?.isPerformingHere ?? false }
+    /// Whether the calling thread is the queue's, inside its reactor's work.
+    package var isOwnerHere: Bool { reactor?.isPerformingHere ?? false }
 
     // MARK: the engine's client
 
     func operations(_ operations: StreamOperations, handle event: OperationEvent) {
-        handlerBox.withLock { $0.handler }?.operations(self, handle: event)
+        handler?.operations(self, handle: event)
     }
 
     func operations(
@@ -117,7 +104,7 @@ package final class PackageOperations: StreamOperationsClient, Sendable {
         _ operations: StreamOperations, shouldTimeOut direction: OperationDirection, tag: Int, elapsed: Double, bytesDone: Int,
         answer: @escaping @Sendable (Double) -> Void
     ) {
-        guard let handler = handlerBox.withLock({ $0.handler }) else { return answer(0) }
+        guard let handler else { return answer(0) }
         handler.operations(self, shouldTimeOut: direction, tag: tag, elapsed: elapsed, bytesDone: bytesDone, answer: answer)
     }
 }
