@@ -12,6 +12,9 @@ import XCTest
 final class BenchmarkHarnessTests: XCTestCase {
     private static let allClients = ["baseline", "streams-delegate", "streams-thread", "streams-queue", "streams-polling", "filehandle"]
     private static let allWorkloads = ["download", "upload", "pingpong", "connect", "many1k", "many5k", "idle"]
+    /// The longest one `stream-bench` run here may take (a sanitizer slows it several times) before
+    /// `runCommand` kills it and the test fails, rather than waiting forever.
+    private static let runLimit: TimeInterval = 600
 
     /// A run without `--out` never touches the checkout: it writes a new directory under the
     /// package's `.build/stream-bench`, says which, and leaves `Benchmarks/results` (the recorded run
@@ -23,16 +26,9 @@ final class BenchmarkHarnessTests: XCTestCase {
         let recorded = package.appendingPathComponent("Benchmarks/results")
         let names = ["latest.md", "latest.json", "ratios.svg"]
         let before = try names.map { try Data(contentsOf: recorded.appendingPathComponent($0)) }
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = ["--quick", "--workloads", "pingpong", "--clients", "baseline"]
-        let stderr = Pipe()
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = stderr
-        try process.run()
-        let log = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 0, log)
+        let run = try runCommand(binary.path, ["--quick", "--workloads", "pingpong", "--clients", "baseline"], timeout: Self.runLimit)
+        let log = run.stderr
+        XCTAssertEqual(run.status, 0, log)
         let after = try names.map { try Data(contentsOf: recorded.appendingPathComponent($0)) }
         XCTAssertEqual(before, after, "Benchmarks/results changed")
         let line = try XCTUnwrap(log.split(separator: "\n").last { $0.hasPrefix("stream-bench: results in ") }, log)
@@ -133,21 +129,13 @@ final class BenchmarkHarnessTests: XCTestCase {
     /// them), and nothing written to Benchmarks/results.
     func testScaleRunMeasuresEveryFaceAtEveryN() throws {
         let binary = URL(fileURLWithPath: try builtExecutable("stream-bench"))
-        let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let recorded = package.appendingPathComponent("Benchmarks/results/scale.json")
+        let recorded = packageRoot.appendingPathComponent("Benchmarks/results/scale.json")
         let recordedBefore = try? Data(contentsOf: recorded)
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("stream-bench-scale-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: output) }
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = ["scale", "--connections", "20,60", "--out", output.path]
-        let stderr = Pipe()
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = stderr
-        try process.run()
-        let log = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 0, log)
+        let run = try runCommand(binary.path, ["scale", "--connections", "20,60", "--out", output.path], timeout: Self.runLimit)
+        let log = run.stderr
+        XCTAssertEqual(run.status, 0, log)
         XCTAssertTrue(FileManager.default.fileExists(atPath: output.appendingPathComponent("scale.md").path))
         let json = try JSONSerialization.jsonObject(with: Data(contentsOf: output.appendingPathComponent("scale.json"))) as? [String: Any]
         let samples = try XCTUnwrap(json?["samples"] as? [[String: Any]], log)
@@ -174,16 +162,10 @@ final class BenchmarkHarnessTests: XCTestCase {
         let binary = URL(fileURLWithPath: try builtExecutable("stream-bench"))
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("stream-bench-sources-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: output) }
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = ["scale", "--connections", "30", "--sources", "3", "--out", output.path]
-        let stderr = Pipe()
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = stderr
-        try process.run()
-        let log = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 0, log)
+        let run = try runCommand(
+            binary.path, ["scale", "--connections", "30", "--sources", "3", "--out", output.path], timeout: Self.runLimit)
+        let log = run.stderr
+        XCTAssertEqual(run.status, 0, log)
         let json = try JSONSerialization.jsonObject(with: Data(contentsOf: output.appendingPathComponent("scale.json"))) as? [String: Any]
         XCTAssertEqual(json?["sources"] as? Int, 3)
         let samples = try XCTUnwrap(json?["samples"] as? [[String: Any]], log)
@@ -202,14 +184,7 @@ final class BenchmarkHarnessTests: XCTestCase {
             ["scale", "--connections", "100000000"], ["scale", "--faces", "nonsense"], ["scale", "--connections", "-3"],
             ["scale", "--sources", "0"], ["scale", "--sources", "255"], ["scale", "--sources", "many"],
         ] {
-            let process = Process()
-            process.executableURL = binary
-            process.arguments = arguments
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
-            XCTAssertEqual(process.terminationStatus, 2, "\(arguments)")
+            XCTAssertEqual(try runCommand(binary.path, arguments, timeout: Self.runLimit).status, 2, "\(arguments)")
         }
     }
 
