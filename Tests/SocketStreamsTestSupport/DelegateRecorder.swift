@@ -104,6 +104,8 @@ package struct RecorderSnapshot {
 /// - `errorOccurred`: the stream's error is captured; closing is optional.
 /// Thread-safe: callbacks may run on any run-loop thread while the test inspects `snapshot`.
 package final class DelegateRecorder: NSObject, StreamDelegate, @unchecked Sendable {
+    // @unchecked: the switches are set before the streams open and only read after; what the
+    // callbacks record is kept under `condition` (see `snapshot`).
     // Behaviour switches (set before the streams are opened).
     package var readsOnHasBytes = true
     package var readChunk = 1024

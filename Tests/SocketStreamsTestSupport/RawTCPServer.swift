@@ -5,6 +5,7 @@ import Foundation
 
 /// One accepted connection of a `RawTCPServer`, driven with blocking calls from its own thread.
 package final class RawConnection: @unchecked Sendable {
+    // @unchecked: `fd` is immutable; `closed` is read and written only under `lock`.
     package let fd: Int32
     private let lock = NSLock()
     private var closed = false
@@ -42,6 +43,7 @@ package final class RawConnection: @unchecked Sendable {
 /// `handler` on a thread of its own; the connection is closed when the handler returns.
 /// `stop()` (also run by deinit) stops accepting and closes the listener.
 package final class RawTCPServer: @unchecked Sendable {
+    // @unchecked: the `let`s are immutable; the counters and flags are touched only under `condition`.
     package let family: IPFamily
     package let port: Int
     private let listenFD: Int32
@@ -145,6 +147,7 @@ package final class RawTCPServer: @unchecked Sendable {
 
 /// A one-shot flag another thread can raise and a test can wait for with a deadline.
 package final class Signal: @unchecked Sendable {
+    // @unchecked: its only state is a DispatchSemaphore, which is thread-safe.
     private let semaphore = DispatchSemaphore(value: 0)
     package init() {}
     package func raise() { semaphore.signal() }
@@ -156,6 +159,7 @@ package final class Signal: @unchecked Sendable {
 
 /// A thread-safe holder for a value written by one thread and read by another.
 package final class Locked<Value>: @unchecked Sendable {
+    // @unchecked: `storage` is read and written only under `lock`.
     private let lock = NSLock()
     private var storage: Value
     package init(_ value: Value) { storage = value }

@@ -52,6 +52,7 @@ package func callWithDeadline<T>(_ timeout: TimeInterval, _ body: @escaping () -
 /// A thread that does nothing but run its RunLoop in `mode`, like an application's network
 /// thread. `sync` runs a closure on that thread (between run-loop slices) and waits for it.
 package final class RunLoopThread: @unchecked Sendable {
+    // @unchecked: `mode` is immutable; the jobs, flags, loop and thread are touched only under `condition`.
     package let mode: RunLoop.Mode
     private let condition = NSCondition()
     private var jobs: [() -> Void] = []

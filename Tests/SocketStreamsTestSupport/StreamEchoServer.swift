@@ -4,6 +4,7 @@ import SocketStreams
 /// A `StreamListener` running on a run-loop thread of its own, with a handler for each
 /// accepted (unopened) pair. The handler runs on that thread.
 package final class ListenerHost: @unchecked Sendable {
+    // @unchecked: immutable `let`s; the listener is used only on `loop`'s thread.
     package let listener: StreamListener
     package let loop: RunLoopThread
     package let port: Int
@@ -35,6 +36,7 @@ package final class ListenerHost: @unchecked Sendable {
 /// An echo server made of the library's own accept side: every accepted pair is opened on the
 /// server's run-loop thread and echoes whatever it reads, closing both streams at end/error.
 package final class StreamEchoServer: @unchecked Sendable {
+    // @unchecked: `host` is set once in `init`; the connection table and counters only under `lock`.
     private var host: ListenerHost!
     private let lock = NSLock()
     private var connections: [ObjectIdentifier: EchoConnection] = [:]

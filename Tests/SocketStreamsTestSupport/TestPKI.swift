@@ -8,6 +8,8 @@ import Foundation
 /// a wrong name, an expired and a not-yet-valid server, plus a self-signed server certificate and a
 /// PKCS#12 copy of the server identity. Made once per test process, in a temporary directory.
 package final class TestPKI: @unchecked Sendable {
+    // @unchecked: every stored property is a `let` set in `init`; the files it names are written
+    // once, before any test reads them.
     package struct Failure: Error, CustomStringConvertible {
         package let description: String
     }
