@@ -43,12 +43,6 @@ extension Connection {
         TransferGate.block(for: interest, on: fd) { lock.withLock { halves[half].gone } }
     }
 
-    /// `poll(2)` for the readiness a transport waits for (`TransferGate.poll`).
-    @inline(__always)
-    private func wait(for interest: Interest, on fd: Int32, timeout: Int32) -> Bool {
-        TransferGate.poll(for: interest, on: fd, timeout: timeout)
-    }
-
     /// `CFReadStreamRead`: >0 bytes, 0 at end of stream, -1 on error or when not open.
     func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength: Int) -> Int {
         lock.lock()
@@ -57,10 +51,7 @@ extension Connection {
             return result
         }
         let transport = self.transport.unsafelyUnwrapped
-        let resume = halves[.input].suppressed
-        halves[.input].events.clientTransferred(.hasBytesAvailable)
-        halves[.input].suppressed = false
-        if resume { syncInterest() }
+        if halves.clientReads() { syncInterest() }
         lock.unlock()
         let result = maxLength > 0 ? read(buffer, maxLength: maxLength, through: transport) : 0
         endTransfer()
@@ -115,8 +106,7 @@ extension Connection {
             return result
         }
         let transport = self.transport.unsafelyUnwrapped
-        halves[.output].events.clientTransferred(.hasSpaceAvailable)
-        halves[.output].spaceConfirmed = false
+        halves.clientWrites()
         lock.unlock()
         let result = maxLength > 0 ? write(buffer, maxLength: maxLength, through: transport) : 0
         endTransfer()
@@ -244,14 +234,8 @@ extension Connection {
         // The socket is readable; a layered transport says whether that makes a read return (TLS:
         // not for a session ticket alone).
         let interest = transport.readInterest
-        if wait(for: interest, on: transport.fd, timeout: 0), transport.ready(interest).contains(.readable) { return true }
-        if halves[.input].events.awaitingClient {
-            halves[.input].events.clientTransferred(.hasBytesAvailable)
-            if halves[.input].suppressed {
-                halves[.input].suppressed = false
-                syncInterest()
-            }
-        }
+        if TransferGate.poll(for: interest, on: transport.fd, timeout: 0), transport.ready(interest).contains(.readable) { return true }
+        if halves.unconfirmed(.input) { syncInterest() }
         return false
     }
 
@@ -271,19 +255,13 @@ extension Connection {
         lock.assertHeld()
         guard halves[.output].events.status == .open, !isNegotiating, let transport else { return false }
         if halves[.output].spaceConfirmed { return true }
-        if !transport.hasPendingOutput, wait(for: transport.writeInterest, on: transport.fd, timeout: 0) {
+        if !transport.hasPendingOutput, TransferGate.poll(for: transport.writeInterest, on: transport.fd, timeout: 0) {
             if case .socket = transport, transfers.count == 0 {
                 halves[.output].spaceConfirmed = true
             }
             return true
         }
-        if halves[.output].events.awaitingClient {
-            halves[.output].events.clientTransferred(.hasSpaceAvailable)
-            if !halves[.output].reactors.isEmpty, !halves[.output].watchingSpace {
-                halves[.output].watchingSpace = true
-                syncInterest()
-            }
-        }
+        if halves.unconfirmed(.output) { syncInterest() }
         return false
     }
 }

@@ -25,16 +25,8 @@ extension Connection {
         case .layered(let layered)?: (reading, writing) = (layered.readInterest, layered.writeInterest)
         }
         if isNegotiating { return reactor === opening.home ? PairRegistrations.epollEvents(opening.interest) : 0 }
-        var events: UInt32 = 0
-        if halves[.input].events.status == .open, !halves[.input].suppressed, halves[.input].reactors.contains(where: { $0 === reactor }) {
-            events |= PairRegistrations.epollEvents(reading)
-        }
-        if halves[.output].events.status == .open, halves[.output].watchingSpace,
-            halves[.output].reactors.contains(where: { $0 === reactor })
-        {
-            events |= PairRegistrations.epollEvents(writing)
-        }
-        return events
+        return halves.wantedEvents(
+            on: reactor, reading: PairRegistrations.epollEvents(reading), writing: PairRegistrations.epollEvents(writing))
     }
 
     /// Brings every registration's epoll events in line with what the halves want. Lock held.
@@ -81,25 +73,9 @@ extension Connection {
         case .socket?: ready = reported
         case .layered(let layered)?: ready = layered.ready(reported)
         }
-        if ready.contains(.readable), halves[.input].events.status == .open, halves[.input].reactors.contains(where: { $0 === reactor }) {
-            if halves[.input].events.awaitingClient {
-                halves[.input].suppressed = true
-            } else {
-                signal(.input, .hasBytesAvailable)
-            }
-        }
-        if ready.contains(.writable), halves[.output].events.status == .open, halves[.output].watchingSpace,
-            halves[.output].reactors.contains(where: { $0 === reactor })
-        {
-            if halves[.output].events.awaitingClient {
-                // Signalled and not yet written: stop watching until a write (nothing spins).
-                halves[.output].watchingSpace = false
-            } else {
-                // Keep watching: a writer that fills the socket again in its callout then needs no
-                // epoll_ctl (a 1 GiB upload: two fewer a time the socket fills).
-                signal(.output, .hasSpaceAvailable)
-            }
-        }
+        let signals = halves.take(ready, from: reactor)
+        if signals.bytes { signal(.input, .hasBytesAvailable) }
+        if signals.space { signal(.output, .hasSpaceAvailable) }
         syncInterest()
     }
 }

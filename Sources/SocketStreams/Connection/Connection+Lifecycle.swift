@@ -158,16 +158,9 @@ extension Connection {
         }
     }
 
-    /// The last stage is done (or there were none): has-events flow. With `writable`, as after a
-    /// completed connect, `hasSpaceAvailable` follows `openCompleted` at once, as CFNetwork's connect
-    /// callback does; otherwise epoll reports it. Lock held.
-    private func goLive(writable: Bool) {
-        lock.assertHeld()
-        var none: EpollHandover?
-        goLive(writable: writable, handover: &none)
-    }
-
-    /// The lifecycle has moved to `live` already.
+    /// The last stage is done (or there were none), and the lifecycle has moved to `live`: has-events
+    /// flow. With `writable`, as after a completed connect, `hasSpaceAvailable` follows `openCompleted`
+    /// at once, as CFNetwork's connect callback does; otherwise epoll reports it. Lock held.
     private func goLive(writable: Bool, handover: inout EpollHandover?) {
         opening.end()
         if halves[.output].events.status == .open {
@@ -203,21 +196,15 @@ extension Connection {
             return true
         case .negotiate:
             opening.queue(stage)
-            beginNegotiation()
+            var none: EpollHandover?
+            beginNegotiation(handover: &none)
             return true
         default:
             return false
         }
     }
 
-    /// Enters `negotiating` and starts the first stage. Lock held.
-    private func beginNegotiation() {
-        lock.assertHeld()
-        var none: EpollHandover?
-        beginNegotiation(handover: &none)
-    }
-
-    /// The lifecycle has moved to `negotiating` already.
+    /// The lifecycle has moved to `negotiating`: the first stage starts. Lock held.
     private func beginNegotiation(handover: inout EpollHandover?) {
         if opening.home == nil {
             do {
@@ -226,12 +213,7 @@ extension Connection {
                 return fail(.posix(error.code, .handshake(opening.stageName)), from: nil)
             }
         }
-        for half in [Half.input, .output] {
-            halves[half].events.withdraw(half == .input ? .hasBytesAvailable : .hasSpaceAvailable)
-        }
-        halves[.input].suppressed = false
-        halves[.output].watchingSpace = false
-        halves[.output].spaceConfirmed = false
+        halves.suspend()
         opening.clearInterest()
         rebuildRegistrations(handover: &handover)
         advanceNegotiation()
@@ -248,7 +230,9 @@ extension Connection {
         case .failed(let failure):
             fail(failure, from: nil)
         case .done:
-            if case .goLive = lifecycle.handle(.stagesDone) { goLive(writable: false) }
+            guard case .goLive = lifecycle.handle(.stagesDone) else { return }
+            var none: EpollHandover?
+            goLive(writable: false, handover: &none)
         }
     }
 
@@ -308,17 +292,12 @@ extension Connection {
         lock.broadcast()
     }
 
-    func close(_ half: Half) {
+    /// `close()` of a half (or, `deinitialised`, its stream going away): the half lets go of the pair.
+    func close(_ half: Half, deinitialised: Bool = false) {
         let released = lock.withLock { () -> SmallList<Reactor> in
-            guard !halves[half].gone, halves[half].events.close() else { return [] }
+            guard !halves[half].gone, deinitialised || halves[half].events.close() else { return [] }
             return letGo(half)
         }
-        for reactor in released { ReactorRegistry.shared.release(reactor) }
-    }
-
-    /// A stream was deinitialised.
-    func streamReleased(_ half: Half) {
-        let released = lock.withLock { halves[half].gone ? [] : letGo(half) }
         for reactor in released { ReactorRegistry.shared.release(reactor) }
     }
 

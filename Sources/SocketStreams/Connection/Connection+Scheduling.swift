@@ -1,46 +1,30 @@
 // Scheduling a half on run loops and dispatch queues: each place is a reactor from the registry,
 // and the open moves to the stream thread when its home stops being the one place it may run.
 
-import CSocketStreamsShims
 import CoreFoundation
 import Dispatch
 import Foundation
-import Glibc
-import Synchronization
 
 extension Connection {
-    // MARK: scheduling
-
+    /// `-[NSStream scheduleInRunLoop:forMode:]`. A run loop whose CFRunLoop is not known yet (one
+    /// that has never run) is scheduled on its own thread once it runs in `mode`; events raised
+    /// meanwhile wait for it instead of being dropped.
     func schedule(_ half: Half, in runLoop: RunLoop, forMode mode: RunLoop.Mode) {
         guard let cf = cfRunLoop(of: runLoop) else {
-            // The fallback: the schedule completes on that run loop's own thread, once it runs in
-            // `mode`. Events raised meanwhile wait for it instead of being dropped.
             lock.withLock { halves[half].schedulesPending += 1 }
             return onCFRunLoop(of: runLoop, mode: mode) { [weak self] cf in
-                self?.schedule(half, on: cf, mode: mode.rawValue, wasPending: true)
+                self?.schedule(half, onCFRunLoop: cf, mode: mode.rawValue, wasPending: true)
             }
         }
-        schedule(half, on: cf, mode: mode.rawValue)
+        schedule(half, onCFRunLoop: cf, mode: mode.rawValue)
     }
 
-    /// `CFReadStreamScheduleWithRunLoop` with a CoreFoundation run loop.
-    func schedule(_ half: Half, onCFRunLoop runLoop: CFRunLoop, mode: String) {
-        schedule(half, on: runLoop, mode: mode)
-    }
-
-    /// `wasPending`: the fallback completing a schedule; the pending count drops in the same lock
-    /// section that adds the reactor, so no event raised in between is dropped.
-    private func schedule(_ half: Half, on runLoop: CFRunLoop, mode: String, wasPending: Bool = false) {
+    /// `CFReadStreamScheduleWithRunLoop`. `wasPending`: the fallback above completing a schedule; the
+    /// pending count drops in the lock section that adds the reactor, so no event is dropped between.
+    func schedule(_ half: Half, onCFRunLoop runLoop: CFRunLoop, mode: String, wasPending: Bool = false) {
         // Scheduling on a run loop clears a dispatch queue (CFStream.h).
         if dispatchQueue(of: half) != nil { setDispatchQueue(nil, for: half) }
-        let reactor: Reactor
-        do {
-            reactor = try ReactorRegistry.shared.acquire(cfRunLoop: runLoop, mode: mode)
-        } catch {
-            if wasPending { lock.withLock { halves[half].schedulesPending -= 1 } }
-            return scheduleFailed(half, error)
-        }
-        attach(half, to: reactor, wasPending: wasPending)
+        join(half, wasPending: wasPending) { () throws(SystemError) in try ReactorRegistry.shared.acquire(cfRunLoop: runLoop, mode: mode) }
     }
 
     /// `CFReadStreamSetDispatchQueue`: the half leaves every run loop (and a previous queue) and, with a
@@ -55,14 +39,7 @@ extension Connection {
             return left
         }
         for reactor in left { ReactorRegistry.shared.release(reactor) }
-        guard let queue else { return }
-        let reactor: Reactor
-        do {
-            reactor = try ReactorRegistry.shared.acquire(queue: queue)
-        } catch {
-            return scheduleFailed(half, error)
-        }
-        attach(half, to: reactor)
+        if let queue { join(half) { () throws(SystemError) in try ReactorRegistry.shared.acquire(queue: queue) } }
     }
 
     /// `CFReadStreamCopyDispatchQueue`.
@@ -70,30 +47,26 @@ extension Connection {
         lock.withLock { halves[half].reactors.lazy.compactMap(\.queue).first }
     }
 
-    /// Out of fds for the run-loop source or the queue's epoll set: the half cannot hear anything
-    /// there. The pair fails (now, or at open) with the errno instead of trapping.
-    private func scheduleFailed(_ half: Half, _ error: SystemError) {
-        lock.withLock {
-            guard !halves[half].gone else { return }
-            let failure = StreamErrors.error(for: .posix(error.code, .schedule), target: target)
-            if case .fail = lifecycle.handle(.scheduleFailed(failure)) { fail(failure, from: nil) }
+    /// The half listens on the reactor `acquire` gives (a registry use of it, released if the half
+    /// has it already or is gone). Out of fds for the run-loop source or the queue's epoll set, the
+    /// half cannot hear anything there: the pair fails (now, or at open) with the errno, no trap.
+    private func join(_ half: Half, wasPending: Bool = false, _ acquire: () throws(SystemError) -> Reactor) {
+        let reactor: Reactor
+        do {
+            reactor = try acquire()
+        } catch {
+            return lock.withLock {
+                if wasPending { halves[half].schedulesPending -= 1 }
+                guard !halves[half].gone else { return }
+                let failure = StreamErrors.error(for: .posix(error.code, .schedule), target: target)
+                if case .fail = lifecycle.handle(.scheduleFailed(failure)) { fail(failure, from: nil) }
+            }
         }
-    }
-
-    /// The half now listens on `reactor` (which it holds a registry use of).
-    private func attach(_ half: Half, to reactor: Reactor, wasPending: Bool = false) {
         let kept = lock.withLock { () -> Bool in
             if wasPending { halves[half].schedulesPending -= 1 }
-            guard !halves[half].gone, !halves[half].reactors.contains(where: { $0 === reactor }) else { return false }
+            guard !halves[half].gone, !halves.isScheduled(half, on: reactor) else { return false }
             halves[half].reactors.append(reactor)
-            // Re-derive readiness on scheduling, as CFNetwork does the first time.
-            if halves[half].events.status == .open, lifecycle.isLive {
-                if half == .input {
-                    halves[half].suppressed = false
-                } else if !halves[half].events.awaitingClient {
-                    halves[half].watchingSpace = true
-                }
-            }
+            if lifecycle.isLive { halves.rederive(half) }  // as CFNetwork does the first time
             if halves[half].events.pending != 0 { reactor.markReady(ReadyItem(target: self, slot: half.rawValue)) }
             // The open must not depend on its home alone now that events may be awaited elsewhere.
             if reactor !== opening.home { moveOpenToStreamThread() }
@@ -103,19 +76,16 @@ extension Connection {
         if !kept { ReactorRegistry.shared.release(reactor) }
     }
 
+    /// `-[NSStream removeFromRunLoop:forMode:]`.
     func unschedule(_ half: Half, from runLoop: RunLoop, forMode mode: RunLoop.Mode) {
         guard let cf = cfRunLoop(of: runLoop) else {
-            return onCFRunLoop(of: runLoop, mode: mode) { [weak self] cf in self?.unschedule(half, from: cf, mode: mode.rawValue) }
+            return onCFRunLoop(of: runLoop, mode: mode) { [weak self] cf in self?.unschedule(half, fromCFRunLoop: cf, mode: mode.rawValue) }
         }
-        unschedule(half, from: cf, mode: mode.rawValue)
+        unschedule(half, fromCFRunLoop: cf, mode: mode.rawValue)
     }
 
-    /// `CFReadStreamUnscheduleFromRunLoop` with a CoreFoundation run loop.
+    /// `CFReadStreamUnscheduleFromRunLoop`.
     func unschedule(_ half: Half, fromCFRunLoop runLoop: CFRunLoop, mode: String) {
-        unschedule(half, from: runLoop, mode: mode)
-    }
-
-    private func unschedule(_ half: Half, from runLoop: CFRunLoop, mode: String) {
         let removed = lock.withLock { () -> Reactor? in
             guard let reactor = halves[half].reactors.remove(where: { $0.runLoop === runLoop && $0.mode == mode })
             else { return nil }

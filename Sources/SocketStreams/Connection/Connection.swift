@@ -1,41 +1,28 @@
 // The context shared by the two streams of a pair: one socket, one status machine per half, one
-// lifecycle, and the bookkeeping that turns socket readiness into CFNetwork's stream events.
+// lifecycle. It decides little itself: each set of rules is a value it owns, calls under its lock
+// and carries out (none calls back): `PairHalves` (readiness into has-events), `PairLifecycle` (the
+// legal moves), `PairOpen` (the open's home, deadline and stages), `PairSettings` (what may change
+// when), `PairRegistrations` (the epoll sets), `TransferGate` (the transfers in flight), `SendSpace`.
 //
 // Its four jobs, a room each:
-// 1. The halves and their events (this file, its state types in PairState.swift): per-half state,
-//    `signal` and `deliverEvents`.
-// 2. Carrying out the pair's lifecycle (Connection+Lifecycle.swift, with its typed settings in
-//    PairSettings.swift): the open, the handshake stages, failure and teardown. The legal moves are
-//    `PairLifecycle`'s table (idle, connecting, negotiating, live, failed, closed); this class only
-//    does the actions it returns. The open itself (its home reactor, deadline, and the stages with
-//    their runner) is a `PairOpen` value (PairOpen.swift) the connection owns and calls under its
-//    lock; it reports what happened, and the connection carries that out.
+// 1. The halves and their events (this file; their state in PairState.swift, their rules in
+//    PairHalves.swift): `signal` (CFNetwork's filter, `StreamEventState`) and `deliverEvents`.
+// 2. Carrying out the lifecycle (Connection+Lifecycle.swift, Connection+Settings.swift): the open,
+//    the handshake stages, settings changed on the way, failure and teardown.
 // 3. Where it listens (Connection+Scheduling.swift, Connection+Interest.swift): run loops and queues
-//    as reactors, and what each half wants epoll to report on them. The fd's registrations are a
-//    `PairRegistrations` value (PairRegistrations.swift, Registration.swift) the connection owns and
-//    calls under its lock; it keeps every epoll set in line with what the connection wants.
-// 4. Transfers (Connection+IO.swift): read, write, has-bytes, has-space, half-close. The transfers
-//    in flight, the release a teardown leaves to the last of them, and their blocking waits are a
-//    `TransferGate` (TransferGate.swift), one atomic word the connection reads in place.
-// What it does not do: know CFNetwork's property names (the Properties layer maps them onto the
-// typed setters), or parse any dictionary.
+//    as reactors, and what epoll reports on each.
+// 4. Transfers (Connection+IO.swift, Connection+SendSpace.swift): read, write, has-bytes,
+//    has-space, half-close.
+// What it does not do: know CFNetwork's property names (the Properties layer maps them onto
+// `PairSettings.Change`s), or parse any dictionary.
 //
-// `openCompleted` fires when TCP is up. Then the handshake stages run in order (`HandshakeStage`: a
-// proxy, then TLS), each driven by the readiness it asks for; with none, the pair is live at once.
-// `hasBytesAvailable`/`hasSpaceAvailable` wait until the last stage is done, so the first of them
-// means "the handshakes are done", as in CFNetwork. Every byte goes through `transport`, which the
-// stages may replace with one layered over it (TLS, or bytes read past a proxy's reply).
-//
-// Events: each half has a `StreamEventState` (CFNetwork's status machine and pending bitmask).
-// `signal` applies it and, if the half is scheduled somewhere, asks its reactors to deliver, lowest
-// bit first, from `deliverEvents`. Readiness is semi-level-triggered: `hasBytesAvailable` is signalled
-// while the transport is readable, but once signalled it is not signalled again until `read` is
-// called (the fd leaves the epoll set meanwhile, so nothing spins). `hasSpaceAvailable` is signalled
-// after a write that took every byte if the fd is still writable, otherwise when epoll says it became
-// writable; on a plain TCP socket "still writable" comes from the output half's send-space bound
-// (SendSpace.swift: one getsockopt when it runs out instead of a poll after every write), on anything
-// else from a zero-timeout poll. A transport holding bytes the kernel does not show keeps
-// `hasBytesAvailable` coming.
+// `openCompleted` fires when TCP is up. Then the handshake stages run in order (a proxy, then TLS),
+// each driven by the readiness it asks for; with none, the pair is live at once. Has-events wait
+// until the last stage is done, so the first of them means "the handshakes are done", as in
+// CFNetwork. Every byte goes through `transport`, which the stages may replace with one layered over
+// it (TLS, or bytes read past a proxy's reply). After a write that took every byte,
+// `hasSpaceAvailable` is signalled at once if the socket surely takes more (a plain TCP socket's
+// send-space bound, a zero-timeout poll on anything else), otherwise when epoll says so.
 //
 // Locking: `lock` guards everything below it (`opening` and `registrations` included, values only ever
 // called with it held; `transfers` is atomic). Delegate callouts and blocking waits happen without it;
@@ -159,7 +146,7 @@ final class Connection: EventTarget, @unchecked Sendable {
         var entry: SerialRunner.Entry?
         while true {
             lock.lock()
-            guard halves[half].events.hasPending, halves[half].reactors.contains(where: { $0 === reactor }) else { break }
+            guard halves[half].events.hasPending, halves.isScheduled(half, on: reactor) else { break }
             if entry == nil {
                 // The pair may deliver on several threads (its halves on two queues or run loops, or
                 // one half scheduled on two run loops): never two callouts at once for one pair, not

@@ -1,13 +1,15 @@
-// What a pair is set to, as typed values: the proxy, TLS, the connect timeout, the local binding,
-// no-delay and whether the native socket closes with the pair. The Properties layer maps CFNetwork's
-// property spellings onto these setters and reads them back; nothing here names a property key.
-// `PairSettings` builds the handshake stages the settings ask for at open.
+// What a pair is set to, as typed values (the proxy, TLS, the connect timeout, the local binding, the
+// traffic class), the rules for when each may change, and the handshake stages they ask for at open.
+// A value with no I/O and no locks: the connection keeps one in its options and carries out what a
+// change leaves it to do (`PairSettings.Effect`); `PairSettingsTests` checks the rules as a table.
+// The Properties layer maps CFNetwork's property spellings onto `Change`s and reads the values
+// back; nothing here names a property key.
 
 import CSocketStreamsShims
 import Foundation
 import Glibc
 
-/// The settings few pairs change, kept in `Connection.Options` so a pair that sets none carries none.
+/// The settings few pairs change, kept in `PairOptions` so a pair that sets none carries none.
 struct PairSettings {
     var proxy: ProxyConfiguration?
     /// The pair's target as the proxy is asked for it (worked out once, when the proxy is set).
@@ -43,119 +45,97 @@ struct PairSettings {
     }
 }
 
-extension Connection {
-    /// The pair's settings (the defaults when none was set). Lock held.
-    var settings: PairSettings {
-        options?.settings ?? PairSettings()
-    }
+// MARK: the rules of change
 
-    /// The TLS transport in use, once its handshake is done. Lock held.
-    var activeTLS: TLSTransport? {
-        if case .layered(let layered)? = transport { return layered as? TLSTransport }
-        return nil
-    }
+extension PairSettings {
+    /// A change the Properties layer asks for, each with the values that set it as given (for reading back).
+    enum Change {
+        /// TLS (nil: none).
+        case tls(TLSSettings?, asSet: [String: AnyObject])
+        /// A proxy (nil: none).
+        case proxy(ProxyConfiguration?, asSet: [String: AnyObject])
+        /// The longest the open may take, in seconds (0: no limit).
+        case connectTimeout(Double)
+        /// Where outgoing connections come from (nil: anywhere).
+        case localBinding(LocalBinding?)
+        /// The traffic class (nil: none), with the name it was set with.
+        case trafficClass(TrafficClass?, asSet: String?)
 
-    /// Whether a TLS handshake has been queued or started, or TLS is up. Lock held.
-    private var tlsStarted: Bool {
-        activeTLS != nil || opening.stages.contains { $0 is TLSHandshake }
-    }
-
-    /// TLS (nil: none), with the values that set it as given. Before TCP is up it waits for the open;
-    /// on a live plain pair it starts now (STARTTLS); once a TLS handshake has started it cannot
-    /// change. Lock held. Returns whether it was taken.
-    func setTLS(_ tls: TLSSettings?, asSet: [String: AnyObject]) -> Bool {
-        lock.assertHeld()
-        switch phase {
-        case .idle, .connecting:
-            someOptions.settings.tls = tls
-            someOptions.settings.tlsAsSet = asSet
-            return true
-        case .live:
-            guard !tlsStarted else { return false }
-            guard let tls else { return true }  // no TLS on a plain pair: nothing to do
-            someOptions.settings.tls = tls
-            someOptions.settings.tlsAsSet = asSet
-            return queueStage(TLSHandshake(settings: tls, target: target, resume: resumer(for: tls)))
-        case .negotiating, .failed, .closed:
-            return false
+        /// Whether the change only clears a setting (one a pair with no settings need not store).
+        var clears: Bool {
+            switch self {
+            case .tls(let tls, _): return tls == nil
+            case .proxy(let proxy, _): return proxy == nil
+            case .connectTimeout: return false
+            case .localBinding(let binding): return binding == nil
+            case .trafficClass(let trafficClass, _): return trafficClass == nil
+            }
         }
     }
 
-    /// A proxy (nil: none), with the values that set it as given. Before open only, on a pair made for
-    /// a host and port, and only a configuration the proxy can be sent (`ProxyValidation`). Lock held.
-    func setProxy(_ proxy: ProxyConfiguration?, asSet: [String: AnyObject]) -> Bool {
-        lock.assertHeld()
-        guard lifecycle.isIdle, let proxyTarget = ProxyTarget(target) else { return false }
-        if let proxy {
-            guard ProxyValidation.accepts(proxy, target: proxyTarget) else { return false }
+    /// Where the pair is, as far as the rules of change go.
+    enum Moment: Equatable {
+        /// Not opened yet.
+        case idle
+        /// TCP connects.
+        case connecting
+        /// Live; `tlsStarted`: a TLS handshake has been queued or started, or TLS is up.
+        case live(tlsStarted: Bool)
+        /// Negotiating, failed or closed.
+        case settled
+    }
+
+    /// What the connection does once a change is taken.
+    enum Effect: Equatable {
+        /// Not taken: nothing changed.
+        case refused
+        /// Taken; the connection has nothing more to do.
+        case taken
+        /// Taken on a live plain pair: start TLS now (STARTTLS).
+        case startTLS
+        /// Taken: mark a connected socket's traffic with the new class (the standard one for nil).
+        case markSocket
+    }
+
+    /// Applies `change` to a pair for `target` at `moment`, by the rules below, and says what is left
+    /// for the connection to do.
+    /// - TLS: before TCP is up it waits for the open; on a live plain pair it starts now; once a TLS
+    ///   handshake has started it cannot change (turning it off on a plain live pair changes nothing).
+    /// - A proxy: before open only, on a pair made for a host and port, and only a configuration the
+    ///   proxy can be sent (`ProxyValidation`).
+    /// - The connect timeout: before open only. The local binding: before open, on a host pair only.
+    /// - The traffic class: at any time but on a Unix-domain pair.
+    mutating func apply(_ change: Change, at moment: Moment, target: Endpoint) -> Effect {
+        switch change {
+        case .tls(let tls, let asSet):
+            switch moment {
+            case .idle, .connecting:
+                (self.tls, tlsAsSet) = (tls, asSet)
+                return .taken
+            case .live(tlsStarted: false):
+                guard let tls else { return .taken }
+                (self.tls, tlsAsSet) = (tls, asSet)
+                return .startTLS
+            case .live(tlsStarted: true), .settled:
+                return .refused
+            }
+        case .proxy(let proxy, let asSet):
+            guard moment == .idle, let proxyTarget = ProxyTarget(target) else { return .refused }
+            if let proxy, !ProxyValidation.accepts(proxy, target: proxyTarget) { return .refused }
+            self.proxy = proxy
+            self.proxyTarget = proxy == nil ? nil : proxyTarget
+            proxyAsSet = proxy == nil ? [:] : asSet
+        case .connectTimeout(let seconds):
+            guard moment == .idle else { return .refused }
+            connectTimeout = seconds
+        case .localBinding(let binding):
+            guard moment == .idle, case .host = target else { return .refused }
+            localBinding = binding
+        case .trafficClass(let trafficClass, let name):
+            if case .unix = target { return .refused }
+            (self.trafficClass, trafficClassAsSet) = (trafficClass, name)
+            return .markSocket
         }
-        someOptions.settings.proxy = proxy
-        someOptions.settings.proxyTarget = proxy == nil ? nil : proxyTarget
-        someOptions.settings.proxyAsSet = proxy == nil ? [:] : asSet
-        return true
-    }
-
-    /// The longest the open may take, in seconds (0: no limit). Before open only. Lock held.
-    func setConnectTimeout(_ seconds: Double) -> Bool {
-        lock.assertHeld()
-        guard lifecycle.isIdle else { return false }
-        someOptions.settings.connectTimeout = seconds
-        return true
-    }
-
-    /// Where outgoing connections come from (nil: anywhere). Before open only, on a pair made for a
-    /// host and port. Lock held.
-    func setLocalBinding(_ binding: LocalBinding?) -> Bool {
-        lock.assertHeld()
-        guard lifecycle.isIdle, case .host = target else { return false }
-        if let binding {
-            someOptions.settings.localBinding = binding
-        } else {
-            options?.settings.localBinding = nil
-        }
-        return true
-    }
-
-    /// `TCP_NODELAY`, now if the socket is up, else once it is; refused on Unix-domain pairs. Lock held.
-    func setNoDelay(_ flag: Bool) -> Bool {
-        lock.assertHeld()
-        if case .unix = target { return false }
-        noDelay = flag
-        if let socket {
-            try? Posix.setOption(socket.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: flag ? 1 : 0)
-        }
-        return true
-    }
-
-    /// The traffic class (nil: none), with the name it was set with; at once on a connected pair, else
-    /// when TCP is up. Refused on Unix-domain pairs. Lock held.
-    func setTrafficClass(_ trafficClass: TrafficClass?, asSet name: String?) -> Bool {
-        lock.assertHeld()
-        if case .unix = target { return false }
-        if trafficClass != nil || options != nil {
-            someOptions.settings.trafficClass = trafficClass
-            someOptions.settings.trafficClassAsSet = name
-        }
-        if let socket { (trafficClass ?? .standard).apply(to: socket.fd) }
-        return true
-    }
-
-    /// Whether the fd is closed with the pair; may change at any time. Lock held.
-    func setClosesNativeSocket(_ flag: Bool) {
-        lock.assertHeld()
-        closesNativeSocket = flag
-        closesNativeSocketWasSet = true
-        socket?.closesOnRelease = flag
-    }
-
-    /// Whether the output was shut (`shutdownOutput`). Lock held.
-    var outputShutDown: Bool {
-        options?.outputShutDown ?? false
-    }
-
-    /// The socket's own address (`getsockname(2)`); nil before it is connected and once it is closed.
-    /// Under the lock, so the fd cannot be closed (and its number reused) during the call.
-    var localAddress: SocketAddress? {
-        lock.withLock { socket.flatMap { try? Posix.localAddress($0.fd) } }
+        return .taken
     }
 }

@@ -79,18 +79,18 @@ extension Connection {
                 setClosesNativeSocket(flag)
             case Stream.PropertyKey.connectTimeoutKey.rawValue:
                 guard let seconds = PropertyValue.double(value), seconds >= 0 else { return false }
-                return setConnectTimeout(seconds)
+                return set(.connectTimeout(seconds))
             case Stream.PropertyKey.localBindingKey.rawValue:
-                if value == nil || value is NSNull { return setLocalBinding(nil) }
+                if value == nil || value is NSNull { return set(.localBinding(nil)) }
                 guard let binding = value as? LocalBinding else { return false }
-                return setLocalBinding(binding)
+                return set(.localBinding(binding))
             case Stream.PropertyKey.tcpNoDelayKey.rawValue:
                 guard let flag = PropertyValue.bool(value) else { return false }
                 return setNoDelay(flag)
             case kCFStreamNetworkServiceType:
-                if value == nil || value is NSNull { return setTrafficClass(nil, asSet: nil) }
+                if value == nil || value is NSNull { return set(.trafficClass(nil, asSet: nil)) }
                 guard let known = NetworkServiceType(value) else { return false }
-                return setTrafficClass(known.trafficClass, asSet: known.name)
+                return set(.trafficClass(known.trafficClass, asSet: known.name))
             case kCFStreamPropertySocketSecurityLevel:
                 return setSecurityLevel(value)
             case kCFStreamPropertySSLSettings:

@@ -1,6 +1,6 @@
 // Every property name a socket stream pair answers to: CFNetwork's `kCFStream…` constants and
 // SocketStreams' own `Stream.PropertyKey`s. The Properties layer is the only one that knows these
-// spellings; below it, the pair is set with typed values (`Connection.setTLS`, `setProxy`, …).
+// spellings; below it, the pair is set with typed values (`Connection.set(_:)` with a `PairSettings.Change`).
 //
 // `nonisolated(unsafe)` on the `kCF…` constants here: each is a `let` bound once, at load, to an NSString
 // literal that nothing ever mutates, so there is no state to own; the annotation is needed only because

@@ -1,6 +1,6 @@
 // Proxies as properties: CFNetwork's kCFStreamPropertySOCKSProxy dictionary, the CONNECT SPI
 // dictionary and the typed ProxyConfiguration all land in one ProxyConfiguration
-// (`Connection.setProxy`), with the property as set kept beside it for reading back. Set before open
+// (`Connection.set(.proxy(…))`), with the property as set kept beside it for reading back. Set before open
 // only (CFNetwork refuses once the stream is opening), on pairs created for a host and port. What the
 // proxy will be sent is checked before it is accepted (`ProxyValidation`), so a bad value is `false`
 // from setProperty, not a request with a header injected or a name cut short.
@@ -16,25 +16,25 @@ extension Connection {
     }
 
     func setSOCKSProxy(_ value: AnyObject?) -> Bool {
-        guard let value, !(value is NSNull) else { return setProxy(nil, asSet: [:]) }
+        guard let value, !(value is NSNull) else { return set(.proxy(nil, asSet: [:])) }
         switch ProxyDictionary.socks(value, target: target) {
         case .invalid: return false
-        case .disabled: return setProxy(nil, asSet: [:])
+        case .disabled: return set(.proxy(nil, asSet: [:]))
         case .proxy(let configuration):
-            return setProxy(configuration, asSet: [kCFStreamPropertySOCKSProxy as String: value])
+            return set(.proxy(configuration, asSet: [kCFStreamPropertySOCKSProxy as String: value]))
         }
     }
 
     func setCONNECTProxy(_ value: AnyObject?) -> Bool {
-        guard let value, !(value is NSNull) else { return setProxy(nil, asSet: [:]) }
+        guard let value, !(value is NSNull) else { return set(.proxy(nil, asSet: [:])) }
         guard let configuration = ProxyDictionary.connect(value) else { return false }
-        return setProxy(configuration, asSet: [kCFStreamPropertyCONNECTProxy as String: value])
+        return set(.proxy(configuration, asSet: [kCFStreamPropertyCONNECTProxy as String: value]))
     }
 
     func setTypedProxy(_ value: AnyObject?) -> Bool {
-        guard let value, !(value is NSNull) else { return setProxy(nil, asSet: [:]) }
+        guard let value, !(value is NSNull) else { return set(.proxy(nil, asSet: [:])) }
         guard let configuration = value as? ProxyConfiguration else { return false }
-        return setProxy(configuration, asSet: [:])
+        return set(.proxy(configuration, asSet: [:]))
     }
 }
 

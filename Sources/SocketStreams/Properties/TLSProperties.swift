@@ -1,5 +1,5 @@
 // TLS as properties: kCFStreamPropertySocketSecurityLevel, kCFStreamPropertySSLSettings and the typed
-// TLSSettings all land in one TLSSettings value (`Connection.setTLS`), with the property as set kept
+// TLSSettings all land in one TLSSettings value (`Connection.set(.tls(…))`), with the property as set kept
 // beside it for reading back. Set before TCP is up (before open, or while connecting), TLS runs after
 // the proxy stage (if any), before the stream is live; set on a live plain pair, it starts in place
 // (STARTTLS). Once a TLS handshake has started, the settings cannot change (setProperty returns
@@ -19,26 +19,26 @@ extension Connection {
     /// Lock held, as for every setter below.
     func setSecurityLevel(_ value: AnyObject?) -> Bool {
         guard let level = SecurityLevel(value) else { return false }
-        guard level != .none else { return setTLS(nil, asSet: TLSAsSet.level(kCFStreamSocketSecurityLevelNone as String)) }
+        guard level != .none else { return set(.tls(nil, asSet: TLSAsSet.level(kCFStreamSocketSecurityLevelNone as String))) }
         var tls = settings.tls ?? TLSSettings()
         level.apply(to: &tls)
         var asSet = settings.tlsAsSet
         asSet[kCFStreamPropertySocketSecurityLevel as String] = NSString(string: level.rawValue)
-        return setTLS(tls, asSet: asSet)
+        return set(.tls(tls, asSet: asSet))
     }
 
     func setSSLSettings(_ value: AnyObject?) -> Bool {
-        guard let value, !(value is NSNull) else { return setTLS(nil, asSet: [:]) }
+        guard let value, !(value is NSNull) else { return set(.tls(nil, asSet: [:])) }
         guard let dictionary = SSLSettingsDictionary.parse(value) else { return false }
         var asSet = TLSAsSet.level(dictionary.level.rawValue)
         asSet[kCFStreamPropertySSLSettings as String] = value
-        return setTLS(dictionary.settings, asSet: asSet)
+        return set(.tls(dictionary.settings, asSet: asSet))
     }
 
     func setTypedTLSSettings(_ value: AnyObject?) -> Bool {
-        guard let value else { return setTLS(nil, asSet: [:]) }
+        guard let value else { return set(.tls(nil, asSet: [:])) }
         guard let tls = value as? TLSSettings else { return false }
-        return setTLS(tls, asSet: TLSAsSet.level(kCFStreamSocketSecurityLevelNegotiatedSSL as String))
+        return set(.tls(tls, asSet: TLSAsSet.level(kCFStreamSocketSecurityLevelNegotiatedSSL as String)))
     }
 
     /// `kCFStreamPropertySSLPeerCertificates`: the peer's certificates, DER, leaf first. Lock held.

@@ -15,7 +15,7 @@ public final class SocketInputStream: InputStream {
     }
 
     deinit {
-        connection.streamReleased(.input)
+        connection.close(.input, deinitialised: true)
     }
 
     /// Starts connecting (`CFReadStreamOpen`). The first `open()` of either stream of the pair

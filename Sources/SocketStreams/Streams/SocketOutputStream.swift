@@ -23,7 +23,7 @@ public final class SocketOutputStream: OutputStream {
     }
 
     deinit {
-        connection.streamReleased(.output)
+        connection.close(.output, deinitialised: true)
     }
 
     /// Starts connecting (`CFWriteStreamOpen`); see `SocketInputStream.open()`.

@@ -1,0 +1,79 @@
+// The connection's side of its settings: a change made by `PairSettings`' rules and carried out
+// here, and the settings kept on the connection itself (no-delay, whether the native socket closes
+// with the pair) for memory.
+
+import CSocketStreamsShims
+import Foundation
+import Glibc
+
+extension Connection {
+    /// The pair's settings (the defaults when none was set). Lock held.
+    var settings: PairSettings {
+        options?.settings ?? PairSettings()
+    }
+
+    /// The TLS transport in use, once its handshake is done. Lock held.
+    var activeTLS: TLSTransport? {
+        if case .layered(let layered)? = transport { return layered as? TLSTransport }
+        return nil
+    }
+
+    /// Changes a setting by `PairSettings`' rules and carries out what that leaves to do (TLS on a
+    /// live pair starts now; a connected socket is marked with a new traffic class). Lock held.
+    /// Returns whether it was taken.
+    func set(_ change: PairSettings.Change) -> Bool {
+        lock.assertHeld()
+        let moment: PairSettings.Moment
+        switch phase {
+        case .idle: moment = .idle
+        case .connecting: moment = .connecting
+        case .live: moment = .live(tlsStarted: activeTLS != nil || opening.stages.contains { $0 is TLSHandshake })
+        case .negotiating, .failed, .closed: moment = .settled
+        }
+        // Clearing what a pair with no options never set changes nothing: no options are made for it.
+        var none = PairSettings()
+        let effect =
+            options == nil && change.clears
+            ? none.apply(change, at: moment, target: target) : someOptions.settings.apply(change, at: moment, target: target)
+        switch effect {
+        case .refused: return false
+        case .taken: return true
+        case .markSocket:
+            if let socket { (settings.trafficClass ?? .standard).apply(to: socket.fd) }
+            return true
+        case .startTLS:
+            let tls = settings.tls!
+            return queueStage(TLSHandshake(settings: tls, target: target, resume: resumer(for: tls)))
+        }
+    }
+
+    /// `TCP_NODELAY`, now if the socket is up, else once it is; refused on Unix-domain pairs. Lock held.
+    func setNoDelay(_ flag: Bool) -> Bool {
+        lock.assertHeld()
+        if case .unix = target { return false }
+        noDelay = flag
+        if let socket {
+            try? Posix.setOption(socket.fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: flag ? 1 : 0)
+        }
+        return true
+    }
+
+    /// Whether the fd is closed with the pair; may change at any time. Lock held.
+    func setClosesNativeSocket(_ flag: Bool) {
+        lock.assertHeld()
+        closesNativeSocket = flag
+        closesNativeSocketWasSet = true
+        socket?.closesOnRelease = flag
+    }
+
+    /// Whether the output was shut (`shutdownOutput`). Lock held.
+    var outputShutDown: Bool {
+        options?.outputShutDown ?? false
+    }
+
+    /// The socket's own address (`getsockname(2)`); nil before it is connected and once it is closed.
+    /// Under the lock, so the fd cannot be closed (and its number reused) during the call.
+    var localAddress: SocketAddress? {
+        lock.withLock { socket.flatMap { try? Posix.localAddress($0.fd) } }
+    }
+}
