@@ -73,11 +73,8 @@ extension Connection {
                 }
                 return count
             case .end:
-                return lock.withLock { () -> Int in
-                    if let deferred = options?.deferredInputError {
-                        signal(.input, .errorOccurred, error: deferred)
-                        return -1
-                    }
+                return lock.withLock {
+                    if reportDeferredInputError() { return -1 }
                     signal(.input, .endEncountered)
                     syncInterest()
                     return 0
@@ -86,14 +83,8 @@ extension Connection {
                 lock.withLock { fail(failure, from: .input) }
                 return -1
             case .wouldBlock:
-                let failed = lock.withLock { () -> Bool in
-                    if halves[.input].gone { return true }
-                    guard let deferred = options?.deferredInputError else { return false }
-                    signal(.input, .errorOccurred, error: deferred)
-                    syncInterest()
-                    return true
-                }
-                if failed || !block(for: transport.readInterest, on: transport.fd, .input) { return -1 }
+                if lock.withLock({ halves[.input].gone || reportDeferredInputError() }) { return -1 }
+                if !block(for: transport.readInterest, on: transport.fd, .input) { return -1 }
             }
         }
     }
@@ -166,6 +157,14 @@ extension Connection {
                 return -1
             }
         }
+    }
+
+    /// The bytes that arrived before a failure are read: the input reports it now. Lock held.
+    private func reportDeferredInputError() -> Bool {
+        guard let deferred = options?.deferredInputError else { return false }
+        signal(.input, .errorOccurred, error: deferred)
+        syncInterest()
+        return true
     }
 
     /// A write failed: the pair fails, unless the output was shut on purpose (`shutdownOutputKey`),

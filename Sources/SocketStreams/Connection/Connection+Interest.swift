@@ -1,13 +1,8 @@
 // Epoll interest: what the pair's fd is watched for on each reactor it is scheduled on (or the
 // open's home while a stage runs), kept in its `PairRegistrations`, and readiness from those
-// reactors turned into has-events.
+// reactors turned into has-events (by `PairHalves`' rules).
 
-import CSocketStreamsShims
-import CoreFoundation
-import Dispatch
 import Foundation
-import Glibc
-import Synchronization
 
 extension Connection {
     // MARK: epoll interest
@@ -59,10 +54,6 @@ extension Connection {
     func handleReadiness(_ events: UInt32, from reactor: Reactor) {
         lock.lock()
         defer { lock.unlock() }
-        let problem = cssh_epollerr() | cssh_epollhup()
-        var reported: Interest = []
-        if events & (cssh_epollin() | cssh_epollrdhup() | problem) != 0 { reported.insert(.readable) }
-        if events & (cssh_epollout() | problem) != 0 { reported.insert(.writable) }
         if isNegotiating {
             if reactor === opening.home { advanceNegotiation() }
             return syncInterest()
@@ -70,8 +61,8 @@ extension Connection {
         let ready: Interest
         switch transport {
         case .none: return
-        case .socket?: ready = reported
-        case .layered(let layered)?: ready = layered.ready(reported)
+        case .socket?: ready = PairRegistrations.interest(reportedBy: events)
+        case .layered(let layered)?: ready = layered.ready(PairRegistrations.interest(reportedBy: events))
         }
         let signals = halves.take(ready, from: reactor)
         if signals.bytes { signal(.input, .hasBytesAvailable) }

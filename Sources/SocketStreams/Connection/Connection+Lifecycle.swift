@@ -1,13 +1,9 @@
-// Carrying out the pair's lifecycle (PairLifecycle): the open (home, deadline, connector, TCP up),
-// the handshake stages, failure, close and teardown. Every move of the lifecycle is made here, under
-// the lock, and each action it returns is done here.
+// Carrying out the pair's lifecycle: the open (home, deadline, connector, TCP up), the handshake
+// stages, failure, close and teardown. Every move of `PairLifecycle` is made here, under the lock,
+// and each action it returns is done here.
 
-import CSocketStreamsShims
-import CoreFoundation
-import Dispatch
 import Foundation
 import Glibc
-import Synchronization
 
 extension Connection {
     // MARK: open
@@ -31,11 +27,11 @@ extension Connection {
             break
         }
         lock.unlock()
-        started?.start()  // may complete the open at once, so not under the lock
+        started?.start()
     }
 
     /// The first `open()` of either half starts the shared work. Lock held. Returns the connector to
-    /// start once the lock is released.
+    /// start once the lock is released (it may complete the open at once).
     private func start() -> Connector? {
         lock.assertHeld()
         if case .native(let fd, _) = target {
@@ -61,7 +57,8 @@ extension Connection {
             return nil
         }
         let connector = Connector(
-            connection: self, endpoint: options?.settings.firstHop ?? target, home: opening.home!, time: time, resolve: resolve,
+            connection: self, endpoint: options?.settings.firstHop ?? target, home: opening.home!, time: options?.time ?? SystemTime(),
+            resolve: options?.resolve ?? PairOptions.systemResolve,
             local: options?.settings.localBinding)
         _ = lifecycle.handle(.dial(connector))
         return connector
@@ -76,24 +73,20 @@ extension Connection {
         }
     }
 
-    /// What the open's deadline runs (made only for an open that has one).
+    /// What the open's deadline (`connectTimeoutKey`) runs, made only for an open that has one: the
+    /// connect or the handshake in progress fails with ETIMEDOUT.
     private func deadlineAlarm() -> @Sendable () -> Void {
-        { [weak self] in self?.deadlinePassed() }
-    }
-
-    /// The open deadline passed (`connectTimeoutKey`): the connect or the handshake in progress fails
-    /// with ETIMEDOUT.
-    private func deadlinePassed() {
-        lock.withLock {
-            guard opening.deadlinePassed() else { return }
-            switch lifecycle.handle(.deadlinePassed) {
-            case .timeOutConnect(let connector):
-                connector.cancel()
-                fail(.posix(ETIMEDOUT, .connect), from: nil)
-            case .timeOutHandshake:
-                fail(.posix(ETIMEDOUT, .handshake(opening.stageName)), from: nil)
-            default:
-                break
+        { [weak self] in
+            guard let self else { return }
+            lock.withLock {
+                guard opening.deadlinePassed() else { return }
+                switch lifecycle.handle(.deadlinePassed) {
+                case .timeOutConnect(let connector):
+                    connector.cancel()
+                    fail(.posix(ETIMEDOUT, .connect), from: nil)
+                case .timeOutHandshake: fail(.posix(ETIMEDOUT, .handshake(opening.stageName)), from: nil)
+                default: break
+                }
             }
         }
     }
@@ -102,7 +95,7 @@ extension Connection {
     /// some client run loop being run (`PairOpen.moveToStreamThread`). Lock held.
     func moveOpenToStreamThread() {
         lock.assertHeld()
-        guard isOpening, let (target, old) = opening.moveToStreamThread(alarm: deadlineAlarm) else { return }
+        guard lifecycle.isOpening, let (target, old) = opening.moveToStreamThread(alarm: deadlineAlarm) else { return }
         lifecycle.dial?.move(to: target)
         if isNegotiating { rebuildRegistrations() }
         ReactorRegistry.shared.release(old)
@@ -182,12 +175,7 @@ extension Connection {
     /// Adds a stage to run before the stream is (again) live. Before the open it waits its turn; on a
     /// live pair it starts now (STARTTLS): has-events stop until it is done, bytes already received
     /// stay in the transport for it, and the deadline is `connectTimeoutKey` again. Returns false on
-    /// a failed or closed pair.
-    func addStage(_ stage: any HandshakeStage) -> Bool {
-        lock.withLock { queueStage(stage) }
-    }
-
-    /// `addStage` with the lock held.
+    /// a failed or closed pair. Lock held.
     func queueStage(_ stage: any HandshakeStage) -> Bool {
         lock.assertHeld()
         switch lifecycle.handle(.stageAdded) {
@@ -236,17 +224,16 @@ extension Connection {
         }
     }
 
-    /// A stage that waited for something other than the socket (a TLS trust evaluation's answer)
-    /// can go on: runs the negotiation again on the open's home reactor. From any thread.
-    /// What a TLS stage with these settings calls to run the negotiation again: only a trust evaluation
-    /// needs it. Made only then: a weak reference to the connection gives it a side table, and every
-    /// retain and release of it then takes the slow path (TLS ping-pong +1.9% instructions when every TLS
-    /// stage captured one).
+    /// What a TLS stage with these settings calls when it waited for something other than the socket
+    /// (a trust evaluation's answer) and can go on. Made only then: a weak reference to the connection
+    /// gives it a side table, and every retain and release of it then takes the slow path (TLS
+    /// ping-pong +1.9% instructions when every TLS stage captured one).
     func resumer(for tls: TLSSettings) -> @Sendable () -> Void {
         guard tls.trustEvaluation != nil else { return {} }
         return { [weak self] in self?.resumeNegotiation() }
     }
 
+    /// Runs the negotiation again on the open's home reactor. From any thread.
     func resumeNegotiation() {
         guard let home = lock.withLock({ isNegotiating ? opening.home : nil }) else { return }
         home.execute { [weak self] in
@@ -265,15 +252,15 @@ extension Connection {
 
     // MARK: failure, close, release
 
-    /// A connection-level failure: connect, a stage, read or write. It goes to both opened halves; the
-    /// input half of a live pair keeps reading what arrived before it unless the failure came from
-    /// reading. Lock held.
+    /// A connection-level failure (connect, a stage, read or write), as `StreamErrors` names it.
     func fail(_ failure: StreamFailure, from origin: Half?) {
-        lock.assertHeld()
         fail(StreamErrors.error(for: failure, target: target), from: origin)
     }
 
+    /// A connection-level failure: it goes to both opened halves; the input half of a live pair keeps
+    /// reading what arrived before it unless the failure came from reading. Lock held.
     func fail(_ error: NSError, from origin: Half?) {
+        lock.assertHeld()
         guard case .failed(let wasLive, let connector) = lifecycle.handle(.fail(error)) else { return }
         connector?.cancel()
         opening.end(dropStages: true)

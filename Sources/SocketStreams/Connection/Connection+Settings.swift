@@ -24,7 +24,7 @@ extension Connection {
     func set(_ change: PairSettings.Change) -> Bool {
         lock.assertHeld()
         let moment: PairSettings.Moment
-        switch phase {
+        switch lifecycle.state {
         case .idle: moment = .idle
         case .connecting: moment = .connecting
         case .live: moment = .live(tlsStarted: activeTLS != nil || opening.stages.contains { $0 is TLSHandshake })

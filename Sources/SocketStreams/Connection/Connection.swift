@@ -5,8 +5,8 @@
 // when), `PairRegistrations` (the epoll sets), `TransferGate` (the transfers in flight), `SendSpace`.
 //
 // Its four jobs, a room each:
-// 1. The halves and their events (this file; their state in PairState.swift, their rules in
-//    PairHalves.swift): `signal` (CFNetwork's filter, `StreamEventState`) and `deliverEvents`.
+// 1. The halves and their events (this file; the halves' state and rules in PairHalves.swift):
+//    `signal` (CFNetwork's filter, `StreamEventState`) and `deliverEvents`.
 // 2. Carrying out the lifecycle (Connection+Lifecycle.swift, Connection+Settings.swift): the open,
 //    the handshake stages, settings changed on the way, failure and teardown.
 // 3. Where it listens (Connection+Scheduling.swift, Connection+Interest.swift): run loops and queues
@@ -29,12 +29,7 @@
 // stages run under it. Lock order: connection lock, then the connector's, a reactor's or the reactor
 // registry's; never the other way round.
 
-import CSocketStreamsShims
-import CoreFoundation
-import Dispatch
 import Foundation
-import Glibc
-import Synchronization
 
 final class Connection: EventTarget, @unchecked Sendable {
     typealias Lifecycle = PairLifecycle<Connector, NSError>
@@ -78,6 +73,7 @@ final class Connection: EventTarget, @unchecked Sendable {
     @exclusivity(unchecked) var registrations = PairRegistrations()
     /// The open's home, deadline and stages (the open in progress, and where the next one runs).
     @exclusivity(unchecked) var opening = PairOpen()
+    /// What few pairs need (PairOptions.swift), the tests' seams for time and name resolution included.
     var options: PairOptions?
 
     /// The options, created on first use.
@@ -88,30 +84,13 @@ final class Connection: EventTarget, @unchecked Sendable {
         return created
     }
 
-    /// Time for the connector and the deadline; tests substitute a clock they advance.
-    var time: any TimeSource {
-        get { options?.time ?? SystemTime() }
-        set { someOptions.time = newValue }
-    }
-
-    /// Name resolution; tests substitute their own answers.
-    var resolve: ResolveFunction {
-        get { options?.resolve ?? PairOptions.systemResolve }
-        set { someOptions.resolve = newValue }
-    }
-
     init(endpoint: Endpoint) {
         self.target = endpoint
         if case .native = endpoint { closesNativeSocket = false } else { closesNativeSocket = true }
     }
 
-    /// The lifecycle's state (idle, connecting, negotiating, live, failed, closed). Lock held.
-    var phase: Lifecycle.State { lifecycle.state }
-
+    /// Whether a handshake stage runs (the lifecycle's `negotiating`). Lock held.
     var isNegotiating: Bool { lifecycle.isNegotiating }
-
-    /// Connecting or negotiating: an open is in progress. Lock held.
-    var isOpening: Bool { lifecycle.isOpening }
 
     // MARK: status and events
 

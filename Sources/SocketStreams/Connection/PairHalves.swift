@@ -1,14 +1,65 @@
-// The rules that turn socket readiness into has-events, per half, as a pure function of the two
-// halves' state (`HalfState`, in place in their `FixedPair`): what each half wants epoll to report
-// on a reactor, what a report becomes, and what a read, a write, a schedule or a stage does to the
-// watching. Readiness is semi-level-triggered: a has-event is signalled while the socket is ready,
-// but once signalled it is not signalled again until the client reads (or writes); meanwhile the fd
-// leaves the epoll set for that half, so nothing spins. No I/O and no locks: the connection calls
-// these with its lock held and does the signalling and the epoll changes; `PairHalvesTests` checks
-// them without a socket.
+// A pair's two halves: each one's state (`HalfState`, the two in place in a `FixedPair`) and the
+// rules that turn socket readiness into has-events, as functions of that state: what each half wants
+// epoll to report on a reactor, what a report becomes, and what a read, a write, a schedule or a
+// stage does to the watching. Readiness is semi-level-triggered: a has-event is signalled while the
+// socket is ready, but once signalled it is not signalled again until the client reads (or writes);
+// meanwhile the fd leaves the epoll set for that half, so nothing spins. No I/O and no locks: the
+// connection calls these with its lock held and does the signalling and the epoll changes.
+// `PairHalvesTests` checks them without a socket.
 
 import CSocketStreamsShims
 import Foundation
+
+/// One half's state in its connection (guarded by the connection's lock).
+struct HalfState {
+    // References first, then the bytes: 32 bytes a half (`SendSpaceTests.testHalfStateStaysThirtyTwoBytes`).
+    /// The reactors (run loop + mode) this half is scheduled on.
+    var reactors: SmallList<Reactor> = []
+    var error: NSError?
+    /// Status, pending events, and whether the one-shot has-event awaits the client.
+    var events = StreamEventState()
+    /// Closed or deinitialised: the half no longer holds the socket open.
+    var gone: Bool {
+        get { flags & Self.goneFlag != 0 }
+        set { set(Self.goneFlag, newValue) }
+    }
+    /// Input: readiness came again while `hasBytesAvailable` awaited the client; stop watching until `read`.
+    var suppressed: Bool {
+        get { flags & Self.suppressedFlag != 0 }
+        set { set(Self.suppressedFlag, newValue) }
+    }
+    /// Output: epoll watches the fd for writability (from a write that left it unwritable until
+    /// epoll reports it writable while `hasSpaceAvailable` still awaits the client).
+    var watchingSpace: Bool {
+        get { flags & Self.watchingSpaceFlag != 0 }
+        set { set(Self.watchingSpaceFlag, newValue) }
+    }
+    /// Output, plain socket: the kernel (a poll, or the send-space bound) said the socket takes
+    /// bytes and nothing has been written since, so `hasSpaceAvailable` can answer without asking
+    /// the kernel again. Only writes take space away; every write clears it on its way in.
+    var spaceConfirmed: Bool {
+        get { flags & Self.spaceConfirmedFlag != 0 }
+        set { set(Self.spaceConfirmedFlag, newValue) }
+    }
+    /// The four flags above, a bit each (one byte, so `sendSpace` fits in the 32 bytes).
+    private var flags: UInt8 = 0
+    /// Schedules waiting for their run loop's CFRunLoop (`onCFRunLoop`'s fallback): events are
+    /// kept for them meanwhile, as for a scheduled half.
+    var schedulesPending: UInt8 = 0
+    /// Output, plain TCP socket: a lower bound of the send buffer's free space, so the re-signal after
+    /// a write needs no poll (SendSpace.swift).
+    var sendSpace = SendSpace.unchecked
+
+    private static let goneFlag: UInt8 = 1
+    private static let suppressedFlag: UInt8 = 2
+    private static let watchingSpaceFlag: UInt8 = 4
+    private static let spaceConfirmedFlag: UInt8 = 8
+
+    @inline(__always)
+    private mutating func set(_ flag: UInt8, _ on: Bool) {
+        flags = on ? flags | flag : flags & ~flag
+    }
+}
 
 extension FixedPair where Element == HalfState {
     /// Whether `half` is scheduled on `reactor`.

@@ -17,6 +17,17 @@ struct PairRegistrations {
         (interest.contains(.readable) ? cssh_epollin() | cssh_epollrdhup() : 0) | (interest.contains(.writable) ? cssh_epollout() : 0)
     }
 
+    /// The readiness epoll `events` report: an error or a hang-up makes both directions ready (the
+    /// transfer that follows reports it).
+    @inline(__always)
+    static func interest(reportedBy events: UInt32) -> Interest {
+        let problem = cssh_epollerr() | cssh_epollhup()
+        var reported: Interest = []
+        if events & (cssh_epollin() | cssh_epollrdhup() | problem) != 0 { reported.insert(.readable) }
+        if events & (cssh_epollout() | problem) != 0 { reported.insert(.writable) }
+        return reported
+    }
+
     /// Brings every registration's epoll events in line with `wanted(reactor)`. Cheap: no
     /// allocation, and a syscall only where the wanted events changed. Connection lock held.
     @inline(__always)

@@ -54,7 +54,7 @@ final class ConnectTests: SocketStreamsTestCase {
         let blackhole = try BacklogFullListener(family: .v4)
         let pair = makePair(port: blackhole.port)
         let clock = ManualTime()
-        pair.input.connection.time = clock
+        pair.input.connection.someOptions.time = clock
         XCTAssertTrue(pair.input.setProperty(NSNumber(value: 0.5), forKey: .connectTimeoutKey))
         let recorder = startRecorder(pair)
         XCTAssertEqual(clock.pending, [0.5])
@@ -117,7 +117,7 @@ final class ConnectTests: SocketStreamsTestCase {
         let blackhole = try BacklogFullListener(family: .v4)
         let pair = makePair(port: blackhole.port)
         let clock = ManualTime()
-        pair.input.connection.time = clock
+        pair.input.connection.someOptions.time = clock
         let recorder = startRecorder(pair)
         settle()
         XCTAssertEqual(clock.pending, [], "a timer that could end the open")

@@ -541,7 +541,7 @@ final class FaultTests: SocketStreamsTestCase {
         let handlesBefore = SocketHandle.openCount
         let pair = makePair(host: "slow.test", port: server.port)
         let port = server.port
-        pair.input.connection.resolve = { _, _, family in
+        pair.input.connection.someOptions.resolve = { _, _, family in
             lookups.mutate { $0 += 1 }
             answer.wait(timeout: 30)
             answered.mutate { $0 += 1 }
@@ -554,7 +554,7 @@ final class FaultTests: SocketStreamsTestCase {
         XCTAssertEqual(answered.value, 0, "open waited for the lookup")
         XCTAssertLessThan(openTime, 0.5, "open took \(openTime) s")
         weak var weakConnector: Connector?
-        if case .connecting(let connector) = pair.input.connection.lock.withLock({ pair.input.connection.phase }) {
+        if case .connecting(let connector) = pair.input.connection.lock.withLock({ pair.input.connection.lifecycle.state }) {
             weakConnector = connector
         }
         XCTAssertNotNil(weakConnector, "not connecting after open")
@@ -598,7 +598,7 @@ final class FaultTests: SocketStreamsTestCase {
         addCleanup { answer.open() }
         let handlesBefore = SocketHandle.openCount
         let pair = makePair(host: "slow.test", port: 9)
-        pair.input.connection.resolve = { _, _, _ in
+        pair.input.connection.someOptions.resolve = { _, _, _ in
             answer.wait(timeout: 30)
             return .failure(ResolutionError(code: EAI_AGAIN, systemErrno: 0))
         }
@@ -646,7 +646,7 @@ final class FaultTests: SocketStreamsTestCase {
         weak var weakConnection: Connection?
         do {
             let pair = createStreamPair(host: "slow.test", port: port)
-            pair.input.connection.resolve = { _, _, family in
+            pair.input.connection.someOptions.resolve = { _, _, family in
                 answer.wait(timeout: 30)
                 answered.mutate { $0 += 1 }
                 return .success(family == AF_INET ? [SocketAddress(numericHost: "127.0.0.1", port: port)!] : [])
@@ -689,7 +689,7 @@ final class FaultTests: SocketStreamsTestCase {
         let answered = Locked(0)
         let timeout = 0.4
         let pair = makePair(host: "slow.test", port: 9)
-        pair.input.connection.resolve = { _, _, _ in
+        pair.input.connection.someOptions.resolve = { _, _, _ in
             answer.wait(timeout: 30)
             answered.mutate { $0 += 1 }
             return .failure(ResolutionError(code: EAI_AGAIN, systemErrno: 0))
@@ -727,7 +727,7 @@ final class FaultTests: SocketStreamsTestCase {
         let answeredAt = Locked<Double?>(nil)
         let port = blackhole.port
         let pair = makePair(host: "slow.test", port: port)
-        pair.input.connection.resolve = { _, _, family in
+        pair.input.connection.someOptions.resolve = { _, _, family in
             slowDNS.wait(timeout: lookupTime)
             if family == AF_INET { answeredAt.value = monotonicSeconds() }
             return .success([SocketAddress(numericHost: family == AF_INET ? "127.0.0.1" : "::1", port: port)!])

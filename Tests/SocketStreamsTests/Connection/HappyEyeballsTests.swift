@@ -27,8 +27,8 @@ final class HappyEyeballsTests: SocketStreamsTestCase {
     private func dualStackPair(port: Int, resolve: @escaping ResolveFunction) -> (StreamPair, ManualTime) {
         let pair = makePair(host: "dual.test", port: port)
         let clock = ManualTime()
-        pair.input.connection.resolve = resolve
-        pair.input.connection.time = clock
+        pair.input.connection.someOptions.resolve = resolve
+        pair.input.connection.someOptions.time = clock
         return (pair, clock)
     }
 

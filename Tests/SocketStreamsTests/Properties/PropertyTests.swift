@@ -47,7 +47,7 @@ final class PropertyTests: SocketStreamsTestCase {
         let blackhole = try BacklogFullListener(family: .v4)
         let pair = makePair(port: blackhole.port)
         let clock = ManualTime()
-        pair.input.connection.time = clock
+        pair.input.connection.someOptions.time = clock
         let timeout: Double = 0.5
         XCTAssertTrue(
             setAnyValueProperty(pair.output, timeout, forKey: .connectTimeoutKey),

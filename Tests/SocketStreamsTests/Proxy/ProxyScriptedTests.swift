@@ -302,7 +302,7 @@ final class ProxyScriptedTests: SocketStreamsTestCase {
         }
         let pair = proxiedPair(.socks5(host: "127.0.0.1", port: server.port))
         let clock = ManualTime()
-        pair.input.connection.time = clock
+        pair.input.connection.someOptions.time = clock
         XCTAssertTrue(pair.input.setProperty(3.0, forKey: .connectTimeoutKey))
         let recorder = startRecorder(pair)
         XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.openCompleted, on: .output) }, recorder.trace)

@@ -5,7 +5,7 @@ import XCTest
 
 /// A clock that moves only when the test advances it. Timers that come due are posted to their
 /// reactors, so they still fire on the reactor's own thread, as real ones do. Inject it before
-/// `open()` with `connection.time = clock`.
+/// `open()` with `connection.someOptions.time = clock`.
 final class ManualTime: TimeSource, @unchecked Sendable {
     private struct Timer {
         let deadline: UInt64

@@ -101,14 +101,14 @@ final class TLSStartTLSTests: SocketStreamsTestCase {
             let port = listener.port
             let answer = DispatchSemaphore(value: 0)
             let pair = makePair(host: "localhost", port: port)
-            pair.input.connection.resolve = { _, _, family in
+            pair.input.connection.someOptions.resolve = { _, _, family in
                 answer.wait()
                 answer.signal()
                 return .success(family == AF_INET ? [SocketAddress(numericHost: "127.0.0.1", port: port)!] : [])
             }
             pair.input.open()
             pair.output.open()
-            guard case .connecting = pair.input.connection.lock.withLock({ pair.input.connection.phase }) else {
+            guard case .connecting = pair.input.connection.lock.withLock({ pair.input.connection.lifecycle.state }) else {
                 return XCTFail("not connecting after open")
             }
             var client = TLSSettings()
