@@ -61,7 +61,11 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         let queue = socketQueue ?? DispatchQueue(label: GCDAsyncSocketQueueName)
         self.socketQueue = queue
         super.init()
-        queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(queue))
+        if queue.getSpecific(key: Self.queueKey) == nil {
+            // Once per queue: each `setSpecific` posts a barrier block to the queue, whose continuation
+            // libdispatch then keeps cached (issue 25: ~64 bytes per socket opened on a shared queue).
+            queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(queue))
+        }
         state.withLock { state in
             state.delegate = delegate
             state.delegateQueue = delegateQueue
@@ -279,7 +283,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
 
     /// Makes `input`/`output` this socket's connection and opens them on the socket queue.
     private func start(input: InputStream, output: OutputStream, url: URL?, accepted: Bool, timeout: TimeInterval, verb: String) throws {
-        let operations = PackageOperations(queue: socketQueue, handler: self)
+        let operations = StreamOperations(queue: socketQueue, client: self)
         do {
             try state.withLock { state in
                 if !accepted { try Self.check(state, verb) }
@@ -481,7 +485,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// Queues a read on the current connection; none (not started, or disconnected): ignored, as
     /// GCDAsyncSocket drops it.
     private func read(_ request: ReadRequest, timeout: TimeInterval, tag: Int, buffer: NSMutableData?, offset: Int) {
-        let queued = state.withLock { state -> (PackageOperations, Int)? in
+        let queued = state.withLock { state -> (StreamOperations, Int)? in
             guard let link = state.link else { return nil }
             let id = state.nextID
             state.nextID += 1
@@ -493,7 +497,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     }
 
     /// Queues a read or write on the engine; one it refuses (closed meanwhile) is forgotten.
-    private func submit(_ operation: EngineOperation, to operations: PackageOperations) {
+    private func submit(_ operation: EngineOperation, to operations: StreamOperations) {
         switch operation {
         case .read(let request, let timeout, let id):
             if operations.enqueueRead(request, timeout: timeout, tag: id) != nil {
@@ -520,7 +524,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     public func write(_ data: Data?, withTimeout timeout: TimeInterval, tag: Int) {
         guard let data, !data.isEmpty else { return }
         let bytes = [UInt8](data)
-        let queued = state.withLock { state -> (PackageOperations, Int)? in
+        let queued = state.withLock { state -> (StreamOperations, Int)? in
             guard let link = state.link else { return nil }
             let id = state.nextID
             state.nextID += 1
@@ -542,7 +546,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// ``GCDAsyncSocketError/Code/otherError``.
     public func startTLS(_ tlsSettings: [String: NSObject]?) {
         var parsed = Result { try GCDAsyncSocketTLS.parse(tlsSettings ?? [:]) }
-        let operations = state.withLock { state -> PackageOperations? in
+        let operations = state.withLock { state -> StreamOperations? in
             guard let link = state.link, !state.tlsQueued else { return nil }
             state.tlsQueued = true
             return link.operations
@@ -566,7 +570,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
 
     /// Posts the trust question to the delegate (`socket:didReceiveTrust:completionHandler:`); with no
     /// delegate to ask, disconnects as for a delegate that does not implement it.
-    private func askDelegate(_ trust: TLSPeerTrust, _ completion: @escaping @Sendable (Bool) -> Void, for operations: PackageOperations) {
+    private func askDelegate(_ trust: TLSPeerTrust, _ completion: @escaping @Sendable (Bool) -> Void, for operations: StreamOperations) {
         let asked = state.withLock { state -> Bool in
             guard var link = state.link, link.operations === operations else { return true }  // gone: the close answers
             guard state.delegate != nil, state.delegateQueue != nil else { return false }
@@ -710,7 +714,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// ``perform(_:)``; here it answers anywhere, and the descriptor is the streams' own: do not close it.
     public func socketFD() -> Int32 {
         let handle =
-            state.withLock { $0.link?.operations }?.input?.property(
+            state.withLock { $0.link?.operations }?.streams?.input.property(
                 forKey: Stream.PropertyKey(kCFStreamPropertySocketNativeHandle as String)) as? Data
         guard let handle, handle.count == 4 else { return -1 }
         return handle.withUnsafeBytes { $0.loadUnaligned(as: Int32.self) }
@@ -749,7 +753,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
 
     /// Posts `call` if `operations` is still the socket's connection (events of a connection that
     /// `disconnect()` ended are dropped: its `socketDidDisconnect` is already posted).
-    private func post(from operations: PackageOperations, _ call: @escaping (GCDAsyncSocket, GCDAsyncSocketDelegate) -> Void) {
+    private func post(from operations: StreamOperations, _ call: @escaping (GCDAsyncSocket, GCDAsyncSocketDelegate) -> Void) {
         state.withLock { state in
             guard state.link?.operations === operations else { return }
             Self.post(&state, self, call)
@@ -788,11 +792,11 @@ private struct DelegateCall: @unchecked Sendable {
 
 // MARK: - the engine's events, on the socket queue
 
-extension GCDAsyncSocket: OperationsHandler {
-    package func operations(_ operations: PackageOperations, handle event: OperationEvent) {
+extension GCDAsyncSocket: StreamOperationsClient {
+    package func operations(_ operations: StreamOperations, handle event: OperationEvent) {
         switch event {
         case .ready:
-            let input = operations.input  // the engine's lock, not under the socket's
+            let input = operations.streams?.input  // the engine's lock, not under the socket's
             state.withLock { state in
                 guard var link = state.link, link.operations === operations else { return }
                 let wasConnected = link.connected
@@ -887,8 +891,13 @@ extension GCDAsyncSocket: OperationsHandler {
         }
     }
 
+    /// Never asked: the engine asks the question below, which waits for the delegate's answer.
     package func operations(
-        _ operations: PackageOperations, shouldTimeOut direction: OperationDirection, tag id: Int, elapsed: Double, bytesDone: Int,
+        _ operations: StreamOperations, shouldTimeOut direction: OperationDirection, tag: Int, elapsed: Double, bytesDone: Int
+    ) -> Double { 0 }
+
+    package func operations(
+        _ operations: StreamOperations, shouldTimeOut direction: OperationDirection, tag id: Int, elapsed: Double, bytesDone: Int,
         answer: @escaping @Sendable (Double) -> Void
     ) {
         let posted = state.withLock { state -> Bool in

@@ -10,7 +10,7 @@ extension GCDAsyncSocket {
     /// flags into the addresses' padding; what few connections have is in `extras`: 88 bytes, not 112.)
     struct Link {
         /// The engine, which also holds the pair (the socket's descriptor comes from its input).
-        let operations: PackageOperations
+        let operations: StreamOperations
         var storedPeer: StoredAddress?
         /// Made by a listening socket: no `didConnectToHost`.
         let accepted: Bool
@@ -19,7 +19,7 @@ extension GCDAsyncSocket {
         var readClosedReported = false
         private var extras: LinkExtras?
 
-        init(operations: PackageOperations, url: URL?, accepted: Bool) {
+        init(operations: StreamOperations, url: URL?, accepted: Bool) {
             self.operations = operations
             self.accepted = accepted
             if let url { extras = LinkExtras(url: url) }
