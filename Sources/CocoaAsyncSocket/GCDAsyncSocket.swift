@@ -287,14 +287,13 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         do {
             try state.withLock { state in
                 if !accepted { try Self.check(state, verb) }
-                var link = Link(operations: operations, url: url, accepted: accepted)
-                if accepted {
-                    // GCDAsyncSocket marks an accepted socket connected at once.
-                    link.connected = true
-                    Self.learnAddresses(&link, from: input)
-                }
+                state.reset()
+                var link = Link(operations: operations, accepted: accepted)
+                // GCDAsyncSocket marks an accepted socket connected at once.
+                link.connected = accepted
                 state.link = link
-                Self.reset(&state)
+                if let url { state.linkURL = url }
+                if accepted { Self.learnAddresses(&state, from: input) }
             }
         } catch {
             input.close()
@@ -311,12 +310,11 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         }
     }
 
-    private static func learnAddresses(_ link: inout Link, from input: InputStream?) {
+    private static func learnAddresses(_ state: inout State, from input: InputStream?) {
         let handle = input?.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketNativeHandle as String)) as? Data
         guard let handle, handle.count == MemoryLayout<Int32>.size else { return }
         let fd = handle.withUnsafeBytes { $0.loadUnaligned(as: Int32.self) }
-        link.storedPeer = SocketAddresses.peer(of: fd).map(StoredAddress.init)
-        link.storedLocal = SocketAddresses.local(of: fd).map(StoredAddress.init)
+        state.setAddresses(peer: SocketAddresses.peer(of: fd), local: SocketAddresses.local(of: fd))
     }
 
     // MARK: accepting
@@ -489,7 +487,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
             guard let link = state.link else { return nil }
             let id = state.nextID
             state.nextID += 1
-            state.reads.append(id, ReadInfo(tag: tag, buffer: buffer, offset: offset))
+            state.appendRead(id, ReadInfo(tag: tag, buffer: buffer, offset: offset))
             return (link.operations, id)
         }
         guard let (operations, id) = queued else { return }
@@ -501,11 +499,11 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         switch operation {
         case .read(let request, let timeout, let id):
             if operations.enqueueRead(request, timeout: timeout, tag: id) != nil {
-                state.withLock { _ = $0.reads.remove(id) }
+                state.withLock { _ = $0.removeRead(id) }
             }
         case .write(let bytes, let timeout, let id):
             if operations.enqueueWrite(bytes, timeout: timeout, tag: id) != nil {
-                state.withLock { _ = $0.writes.remove(id) }
+                state.withLock { _ = $0.removeWrite(id) }
             }
         }
     }
@@ -528,7 +526,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
             guard let link = state.link else { return nil }
             let id = state.nextID
             state.nextID += 1
-            state.writes.append(id, tag)
+            state.appendWrite(id, tag: tag)
             return (link.operations, id)
         }
         guard let (operations, id) = queued else { return }
@@ -572,13 +570,12 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// delegate to ask, disconnects as for a delegate that does not implement it.
     private func askDelegate(_ trust: TLSPeerTrust, _ completion: @escaping @Sendable (Bool) -> Void, for operations: StreamOperations) {
         let asked = state.withLock { state -> Bool in
-            guard var link = state.link, link.operations === operations else { return true }  // gone: the close answers
+            guard let link = state.link, link.operations === operations else { return true }  // gone: the close answers
             guard state.delegate != nil, state.delegateQueue != nil else { return false }
             guard link.connected || link.accepted else {
                 // The stage runs on the engine's thread and can ask before this socket has handled
                 // `ready`: GCDAsyncSocket says the socket connected before it asks about trust.
-                link.heldTrust = HeldTrust(trust: trust, completion: completion)
-                state.link = link
+                state.heldTrust = HeldTrust(trust: trust, completion: completion)
                 return true
             }
             Self.postTrust(&state, self, HeldTrust(trust: trust, completion: completion))
@@ -614,7 +611,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
             state.link = nil
             state.listener = nil
             state.listenerURL = nil
-            Self.reset(&state)
+            state.reset()
             Self.post(&state, self) { socket, delegate in delegate.socketDidDisconnect(socket, withError: nil) }
             return (link, listener)
         }
@@ -646,18 +643,18 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     public var isConnected: Bool { state.withLock { $0.link?.connected ?? false } }
 
     /// The peer's numeric address (`connectedHost`); nil when not connected.
-    public var connectedHost: String? { state.withLock { $0.link?.peer }.flatMap(SocketAddresses.host) }
+    public var connectedHost: String? { state.withLock { $0.peer }.flatMap(SocketAddresses.host) }
 
     /// The peer's port (`connectedPort`); 0 when not connected.
-    public var connectedPort: UInt16 { state.withLock { $0.link?.peer }.map(SocketAddresses.port) ?? 0 }
+    public var connectedPort: UInt16 { state.withLock { $0.peer }.map(SocketAddresses.port) ?? 0 }
 
     /// The Unix-domain URL connected to (`connectedUrl`).
-    public var connectedUrl: URL? { state.withLock { $0.link?.connected == true ? $0.link?.url : nil } }
+    public var connectedUrl: URL? { state.withLock { $0.link?.connected == true ? $0.linkURL : nil } }
 
     /// The local numeric address (`localHost`); a listening socket's bound address.
     public var localHost: String? {
         state.withLock { state in
-            if let local = state.link?.local { return SocketAddresses.host(local) }
+            if let local = state.local { return SocketAddresses.host(local) }
             return state.listener.map { Self.hostPart($0.localAddress) }
         }
     }
@@ -665,21 +662,21 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// The local port (`localPort`); a listening socket's port.
     public var localPort: UInt16 {
         state.withLock { state in
-            if let local = state.link?.local { return SocketAddresses.port(local) }
+            if let local = state.local { return SocketAddresses.port(local) }
             return state.listener.map { UInt16(clamping: $0.port) } ?? 0
         }
     }
 
     /// The peer's `sockaddr` (`connectedAddress`).
-    public var connectedAddress: Data? { state.withLock { $0.link?.peer } }
+    public var connectedAddress: Data? { state.withLock { $0.peer } }
 
     /// The local `sockaddr` (`localAddress`).
-    public var localAddress: Data? { state.withLock { $0.link?.local } }
+    public var localAddress: Data? { state.withLock { $0.local } }
 
     /// Whether the connection is IPv4 (an IPv4 peer of a dual-stack listener included) (`isIPv4`).
     public var isIPv4: Bool {
         state.withLock { state in
-            if let peer = state.link?.peer { return SocketAddresses.family(peer) == AF_INET }
+            if let peer = state.peer { return SocketAddresses.family(peer) == AF_INET }
             return state.listener != nil && state.listenerURL == nil
         }
     }
@@ -687,7 +684,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// Whether the connection is IPv6 (`isIPv6`); a listener on every interface is both.
     public var isIPv6: Bool {
         state.withLock { state in
-            if let peer = state.link?.peer { return SocketAddresses.family(peer) == AF_INET6 }
+            if let peer = state.peer { return SocketAddresses.family(peer) == AF_INET6 }
             guard let listener = state.listener, state.listenerURL == nil else { return false }
             return Self.hostPart(listener.localAddress).contains(":")
         }
@@ -801,13 +798,13 @@ extension GCDAsyncSocket: StreamOperationsClient {
                 guard var link = state.link, link.operations === operations else { return }
                 let wasConnected = link.connected
                 link.connected = true
-                Self.learnAddresses(&link, from: input)
                 state.link = link
+                Self.learnAddresses(&state, from: input)
                 guard !link.accepted, !wasConnected else { return }
-                if let url = link.url {
+                if let url = state.linkURL {
                     Self.post(&state, self) { socket, delegate in delegate.socket(socket, didConnectTo: url) }
                 } else {
-                    let peer = link.peer
+                    let peer = state.peer
                     let host = peer.flatMap(SocketAddresses.host) ?? ""
                     let port = peer.map(SocketAddresses.port) ?? 0
                     Self.post(&state, self) { socket, delegate in
@@ -815,14 +812,14 @@ extension GCDAsyncSocket: StreamOperationsClient {
                         delegate.socket(socket, didConnectToHost: host, port: Int(port))
                     }
                 }
-                if let held = link.heldTrust {
-                    state.link?.heldTrust = nil
+                if let held = state.heldTrust {
+                    state.heldTrust = nil
                     Self.postTrust(&state, self, held)
                 }
             }
         case .read(let bytes, let id):
             state.withLock { state in
-                guard state.link?.operations === operations, let info = state.reads.remove(id) else { return }
+                guard state.link?.operations === operations, let info = state.removeRead(id) else { return }
                 let data: Data
                 if let buffer = info.buffer {
                     if buffer.length < info.offset + bytes.count { buffer.length = info.offset + bytes.count }
@@ -839,14 +836,14 @@ extension GCDAsyncSocket: StreamOperationsClient {
                 }
             }
         case .readPartial(let count, let id):
-            post(from: operations) { [tag = state.withLock { $0.reads.info(id)?.tag ?? 0 }] socket, delegate in
+            post(from: operations) { [tag = state.withLock { $0.readInfo(id)?.tag ?? 0 }] socket, delegate in
                 delegate.socket(socket, didReadPartialDataOfLength: UInt(count), tag: tag)
                 delegate.socket(socket, didReadPartialDataOfLength: count, tag: tag)
             }
         case .readEnded(_, let id):
             let close = state.withLock { state -> Bool in
                 guard state.link?.operations === operations else { return false }
-                _ = state.reads.remove(id)
+                _ = state.removeRead(id)
                 return state.autoDisconnectOnClosedReadStream
             }
             if close { operations.close(error: GCDAsyncSocketError(.closedError)) }
@@ -864,11 +861,11 @@ extension GCDAsyncSocket: StreamOperationsClient {
             if close { operations.close(error: GCDAsyncSocketError(.closedError)) }
         case .wrote(let id):
             state.withLock { state in
-                guard state.link?.operations === operations, let tag = state.writes.remove(id) else { return }
+                guard state.link?.operations === operations, let tag = state.removeWrite(id) else { return }
                 Self.post(&state, self) { socket, delegate in delegate.socket(socket, didWriteDataWithTag: tag) }
             }
         case .wrotePartial(let count, let id):
-            post(from: operations) { [tag = state.withLock { $0.writes.info(id) ?? 0 }] socket, delegate in
+            post(from: operations) { [tag = state.withLock { $0.writeTag(id) ?? 0 }] socket, delegate in
                 delegate.socket(socket, didWritePartialDataOfLength: UInt(count), tag: tag)
                 delegate.socket(socket, didWritePartialDataOfLength: count, tag: tag)
             }
@@ -885,7 +882,7 @@ extension GCDAsyncSocket: StreamOperationsClient {
             state.withLock { state in
                 guard state.link?.operations === operations else { return }
                 state.link = nil
-                Self.reset(&state)
+                state.reset()
                 Self.post(&state, self) { socket, delegate in delegate.socketDidDisconnect(socket, withError: mapped) }
             }
         }
@@ -905,7 +902,7 @@ extension GCDAsyncSocket: StreamOperationsClient {
                 return false
             }
             let read = direction == .read
-            let tag = (read ? state.reads.info(id)?.tag : state.writes.info(id)) ?? 0
+            let tag = (read ? state.readInfo(id)?.tag : state.writeTag(id)) ?? 0
             let call = DelegateCall(delegate) { [self] delegate in
                 let done = max(0, bytesDone)
                 var extra =
