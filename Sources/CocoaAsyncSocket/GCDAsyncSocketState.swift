@@ -141,29 +141,43 @@ extension GCDAsyncSocket {
         }
     }
 
-    /// Every socket's state: 112 bytes, in a guarded allocation of 16 + 112 + 40 (a 176-byte malloc
-    /// chunk). Swift lays the fields out as declared, so the flags sit in the padding after
-    /// `writesHead`. What few sockets use is in `rare`.
+    /// Every socket's state: 96 bytes, in a guarded allocation of 16 + 96 + 40 (a 160-byte malloc
+    /// chunk; it was 136, a 208-byte chunk, issue 25). Swift lays the fields out as declared, in this
+    /// order with no padding. What few sockets use is in `rare`.
     struct State {
         weak var delegate: GCDAsyncSocketDelegate?
         var delegateQueue: DispatchQueue?
+        /// What few sockets use, allocated when first needed and released once unused again.
+        private var rare: Rare?
         var link: Link?
-        /// The first queued read (its tag and buffer) and write (its tag), by the id the engine knows
-        /// them by (the engine's tag); the rest, in the order queued, in `rare`. The engine completes
-        /// each direction in order, so the one it names is nearly always the first (another only when
-        /// two threads queued at once, or the engine refused one): an idle socket with its one read
-        /// pending allocates nothing for it (issue 25: a dictionary held ~130 bytes).
-        private var readsHead: (id: Int, info: ReadInfo)?
-        private var writesHead: (id: Int, info: Int)?
         var isIPv4Enabled = true
         var isIPv6Enabled = true
         var isIPv4PreferredOverIPv6 = true
         var autoDisconnectOnClosedReadStream = true
         var tlsQueued = false
         var isSecure = false
-        var nextID = 1
-        /// What few sockets use, allocated when first needed and released once unused again.
-        private var rare: Rare?
+        /// The first queued read (its tag and buffer) and write (its tag), by the id the engine knows
+        /// them by (the engine's tag, 1 to `UInt32.max`: see `GCDAsyncSocket.takeID`); the rest, in
+        /// the order queued, in `rare`. The engine completes each direction in order, so the one it
+        /// names is nearly always the first (another only when two threads queued at once, or the
+        /// engine refused one): an idle socket with its one read pending allocates nothing for it
+        /// (issue 25: a dictionary held ~130 bytes). Kept as 32-bit ids, and the write's as two
+        /// fields (id 0: none), so that they fill 32 bytes.
+        private var readHead: (info: ReadInfo, id: UInt32)?
+        private var writeHeadID: UInt32 = 0
+        private var writeHeadTag = 0
+
+        private var readsHead: (id: Int, info: ReadInfo)? {
+            get { readHead.map { (Int($0.id), $0.info) } }
+            set { readHead = newValue.map { (info: $0.info, id: UInt32(truncatingIfNeeded: $0.id)) } }
+        }
+        private var writesHead: (id: Int, info: Int)? {
+            get { writeHeadID == 0 ? nil : (Int(writeHeadID), writeHeadTag) }
+            set {
+                writeHeadID = newValue.map { UInt32(truncatingIfNeeded: $0.id) } ?? 0
+                writeHeadTag = newValue?.info ?? 0
+            }
+        }
 
         var userData: Any? {
             get { rare?.userData }
@@ -252,6 +266,7 @@ extension GCDAsyncSocket {
 
         /// Removes the read `id` and returns it, if queued.
         mutating func removeRead(_ id: Int) -> ReadInfo? {
+            let rare = rare
             let removed = Self.remove(id, &readsHead, rare, \.reads)
             releaseRareIfUnused()
             return removed
@@ -259,6 +274,7 @@ extension GCDAsyncSocket {
 
         /// Removes the write `id` and returns its tag, if queued.
         mutating func removeWrite(_ id: Int) -> Int? {
+            let rare = rare
             let removed = Self.remove(id, &writesHead, rare, \.writes)
             releaseRareIfUnused()
             return removed
@@ -277,7 +293,7 @@ extension GCDAsyncSocket {
         /// Clears what belongs to one connection (lock held): its queued reads and writes, its TLS
         /// state and its rarer facts.
         mutating func reset() {
-            readsHead = nil
+            readHead = nil
             writesHead = nil
             tlsQueued = false
             isSecure = false
