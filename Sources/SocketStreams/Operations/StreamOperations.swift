@@ -31,13 +31,22 @@ import Foundation
 // takes up to 64 KiB, and bytes beyond what the operation needs stay buffered for the next one.
 
 package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked Sendable {
+    /// The request last: its 17 bytes then end the struct (49 bytes, not 56), which keeps the
+    /// engine's State 8 bytes smaller and its guarded allocation a malloc chunk smaller (issue 25).
     struct ReadOperation {
         let id: UInt64
-        let request: ReadRequest
         let timeout: Double
         let tag: Int
         /// Buffered bytes already searched for the delimiter (so each byte is searched once).
         var searched = 0
+        let request: ReadRequest
+
+        init(id: UInt64, request: ReadRequest, timeout: Double, tag: Int) {
+            self.id = id
+            self.timeout = timeout
+            self.tag = tag
+            self.request = request
+        }
     }
 
     struct WriteOperation {
