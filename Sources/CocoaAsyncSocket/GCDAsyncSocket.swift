@@ -1,5 +1,6 @@
 import Foundation
 import SocketStreams
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -32,6 +33,9 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
 
     private let state = Guarded(State())
     private let socketQueue: DispatchQueue
+    /// The next id for the engine (see `takeID`): here, in the object's spare 8 bytes, rather than in
+    /// `state` (issue 25: it kept `State` from fitting 96 bytes).
+    private let nextID = Atomic<UInt32>(1)
     /// Marks a socket queue with its own identity: one key for every socket (issue 25: a key per
     /// socket added an entry per socket to a shared queue's specifics, which libdispatch searches
     /// linearly, so opening the n-th socket on one queue cost O(n): 49 → 83 µs from 1,000 to 10,000).
@@ -61,7 +65,11 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         let queue = socketQueue ?? DispatchQueue(label: GCDAsyncSocketQueueName)
         self.socketQueue = queue
         super.init()
-        queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(queue))
+        if queue.getSpecific(key: Self.queueKey) == nil {
+            // Once per queue: each `setSpecific` posts a barrier block to the queue, whose continuation
+            // libdispatch then keeps cached (issue 25: ~64 bytes per socket opened on a shared queue).
+            queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(queue))
+        }
         state.withLock { state in
             state.delegate = delegate
             state.delegateQueue = delegateQueue
@@ -279,18 +287,17 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
 
     /// Makes `input`/`output` this socket's connection and opens them on the socket queue.
     private func start(input: InputStream, output: OutputStream, url: URL?, accepted: Bool, timeout: TimeInterval, verb: String) throws {
-        let operations = PackageOperations(queue: socketQueue, handler: self)
+        let operations = StreamOperations(queue: socketQueue, client: self)
         do {
             try state.withLock { state in
                 if !accepted { try Self.check(state, verb) }
-                var link = Link(operations: operations, url: url, accepted: accepted)
-                if accepted {
-                    // GCDAsyncSocket marks an accepted socket connected at once.
-                    link.connected = true
-                    Self.learnAddresses(&link, from: input)
-                }
+                state.reset()
+                var link = Link(operations: operations, accepted: accepted)
+                // GCDAsyncSocket marks an accepted socket connected at once.
+                link.connected = accepted
                 state.link = link
-                Self.reset(&state)
+                if let url { state.linkURL = url }
+                if accepted { Self.learnAddresses(&state, from: input) }
             }
         } catch {
             input.close()
@@ -307,12 +314,11 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         }
     }
 
-    private static func learnAddresses(_ link: inout Link, from input: InputStream?) {
+    private static func learnAddresses(_ state: inout State, from input: InputStream?) {
         let handle = input?.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketNativeHandle as String)) as? Data
         guard let handle, handle.count == MemoryLayout<Int32>.size else { return }
         let fd = handle.withUnsafeBytes { $0.loadUnaligned(as: Int32.self) }
-        link.storedPeer = SocketAddresses.peer(of: fd).map(StoredAddress.init)
-        link.storedLocal = SocketAddresses.local(of: fd).map(StoredAddress.init)
+        state.setAddresses(peer: SocketAddresses.peer(of: fd), local: SocketAddresses.local(of: fd))
     }
 
     // MARK: accepting
@@ -481,11 +487,10 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// Queues a read on the current connection; none (not started, or disconnected): ignored, as
     /// GCDAsyncSocket drops it.
     private func read(_ request: ReadRequest, timeout: TimeInterval, tag: Int, buffer: NSMutableData?, offset: Int) {
-        let queued = state.withLock { state -> (PackageOperations, Int)? in
+        let queued = state.withLock { state -> (StreamOperations, Int)? in
             guard let link = state.link else { return nil }
-            let id = state.nextID
-            state.nextID += 1
-            state.reads.append(id, ReadInfo(tag: tag, buffer: buffer, offset: offset))
+            let id = takeID()
+            state.appendRead(id, ReadInfo(tag: tag, buffer: buffer, offset: offset))
             return (link.operations, id)
         }
         guard let (operations, id) = queued else { return }
@@ -493,16 +498,26 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     }
 
     /// Queues a read or write on the engine; one it refuses (closed meanwhile) is forgotten.
-    private func submit(_ operation: EngineOperation, to operations: PackageOperations) {
+    private func submit(_ operation: EngineOperation, to operations: StreamOperations) {
         switch operation {
         case .read(let request, let timeout, let id):
             if operations.enqueueRead(request, timeout: timeout, tag: id) != nil {
-                state.withLock { _ = $0.reads.remove(id) }
+                state.withLock { _ = $0.removeRead(id) }
             }
         case .write(let bytes, let timeout, let id):
             if operations.enqueueWrite(bytes, timeout: timeout, tag: id) != nil {
-                state.withLock { _ = $0.writes.remove(id) }
+                state.withLock { _ = $0.removeWrite(id) }
             }
+        }
+    }
+
+    /// An id for the engine, unique among the reads (and among the writes) queued: 1 to `UInt32.max`,
+    /// wrapping (4 billion operations in one direction cannot be queued at once). Taken under the
+    /// state's lock, so ids are queued in the order taken.
+    private func takeID() -> Int {
+        while true {
+            let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
+            if id != 0 { return Int(id) }
         }
     }
 
@@ -520,11 +535,10 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     public func write(_ data: Data?, withTimeout timeout: TimeInterval, tag: Int) {
         guard let data, !data.isEmpty else { return }
         let bytes = [UInt8](data)
-        let queued = state.withLock { state -> (PackageOperations, Int)? in
+        let queued = state.withLock { state -> (StreamOperations, Int)? in
             guard let link = state.link else { return nil }
-            let id = state.nextID
-            state.nextID += 1
-            state.writes.append(id, tag)
+            let id = takeID()
+            state.appendWrite(id, tag: tag)
             return (link.operations, id)
         }
         guard let (operations, id) = queued else { return }
@@ -542,7 +556,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// ``GCDAsyncSocketError/Code/otherError``.
     public func startTLS(_ tlsSettings: [String: NSObject]?) {
         var parsed = Result { try GCDAsyncSocketTLS.parse(tlsSettings ?? [:]) }
-        let operations = state.withLock { state -> PackageOperations? in
+        let operations = state.withLock { state -> StreamOperations? in
             guard let link = state.link, !state.tlsQueued else { return nil }
             state.tlsQueued = true
             return link.operations
@@ -566,15 +580,14 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
 
     /// Posts the trust question to the delegate (`socket:didReceiveTrust:completionHandler:`); with no
     /// delegate to ask, disconnects as for a delegate that does not implement it.
-    private func askDelegate(_ trust: TLSPeerTrust, _ completion: @escaping @Sendable (Bool) -> Void, for operations: PackageOperations) {
+    private func askDelegate(_ trust: TLSPeerTrust, _ completion: @escaping @Sendable (Bool) -> Void, for operations: StreamOperations) {
         let asked = state.withLock { state -> Bool in
-            guard var link = state.link, link.operations === operations else { return true }  // gone: the close answers
+            guard let link = state.link, link.operations === operations else { return true }  // gone: the close answers
             guard state.delegate != nil, state.delegateQueue != nil else { return false }
             guard link.connected || link.accepted else {
                 // The stage runs on the engine's thread and can ask before this socket has handled
                 // `ready`: GCDAsyncSocket says the socket connected before it asks about trust.
-                link.heldTrust = HeldTrust(trust: trust, completion: completion)
-                state.link = link
+                state.heldTrust = HeldTrust(trust: trust, completion: completion)
                 return true
             }
             Self.postTrust(&state, self, HeldTrust(trust: trust, completion: completion))
@@ -610,7 +623,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
             state.link = nil
             state.listener = nil
             state.listenerURL = nil
-            Self.reset(&state)
+            state.reset()
             Self.post(&state, self) { socket, delegate in delegate.socketDidDisconnect(socket, withError: nil) }
             return (link, listener)
         }
@@ -642,18 +655,18 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     public var isConnected: Bool { state.withLock { $0.link?.connected ?? false } }
 
     /// The peer's numeric address (`connectedHost`); nil when not connected.
-    public var connectedHost: String? { state.withLock { $0.link?.peer }.flatMap(SocketAddresses.host) }
+    public var connectedHost: String? { state.withLock { $0.peer }.flatMap(SocketAddresses.host) }
 
     /// The peer's port (`connectedPort`); 0 when not connected.
-    public var connectedPort: UInt16 { state.withLock { $0.link?.peer }.map(SocketAddresses.port) ?? 0 }
+    public var connectedPort: UInt16 { state.withLock { $0.peer }.map(SocketAddresses.port) ?? 0 }
 
     /// The Unix-domain URL connected to (`connectedUrl`).
-    public var connectedUrl: URL? { state.withLock { $0.link?.connected == true ? $0.link?.url : nil } }
+    public var connectedUrl: URL? { state.withLock { $0.link?.connected == true ? $0.linkURL : nil } }
 
     /// The local numeric address (`localHost`); a listening socket's bound address.
     public var localHost: String? {
         state.withLock { state in
-            if let local = state.link?.local { return SocketAddresses.host(local) }
+            if let local = state.local { return SocketAddresses.host(local) }
             return state.listener.map { Self.hostPart($0.localAddress) }
         }
     }
@@ -661,21 +674,21 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// The local port (`localPort`); a listening socket's port.
     public var localPort: UInt16 {
         state.withLock { state in
-            if let local = state.link?.local { return SocketAddresses.port(local) }
+            if let local = state.local { return SocketAddresses.port(local) }
             return state.listener.map { UInt16(clamping: $0.port) } ?? 0
         }
     }
 
     /// The peer's `sockaddr` (`connectedAddress`).
-    public var connectedAddress: Data? { state.withLock { $0.link?.peer } }
+    public var connectedAddress: Data? { state.withLock { $0.peer } }
 
     /// The local `sockaddr` (`localAddress`).
-    public var localAddress: Data? { state.withLock { $0.link?.local } }
+    public var localAddress: Data? { state.withLock { $0.local } }
 
     /// Whether the connection is IPv4 (an IPv4 peer of a dual-stack listener included) (`isIPv4`).
     public var isIPv4: Bool {
         state.withLock { state in
-            if let peer = state.link?.peer { return SocketAddresses.family(peer) == AF_INET }
+            if let peer = state.peer { return SocketAddresses.family(peer) == AF_INET }
             return state.listener != nil && state.listenerURL == nil
         }
     }
@@ -683,7 +696,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// Whether the connection is IPv6 (`isIPv6`); a listener on every interface is both.
     public var isIPv6: Bool {
         state.withLock { state in
-            if let peer = state.link?.peer { return SocketAddresses.family(peer) == AF_INET6 }
+            if let peer = state.peer { return SocketAddresses.family(peer) == AF_INET6 }
             guard let listener = state.listener, state.listenerURL == nil else { return false }
             return Self.hostPart(listener.localAddress).contains(":")
         }
@@ -710,7 +723,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// ``perform(_:)``; here it answers anywhere, and the descriptor is the streams' own: do not close it.
     public func socketFD() -> Int32 {
         let handle =
-            state.withLock { $0.link?.operations }?.input?.property(
+            state.withLock { $0.link?.operations }?.streams?.input.property(
                 forKey: Stream.PropertyKey(kCFStreamPropertySocketNativeHandle as String)) as? Data
         guard let handle, handle.count == 4 else { return -1 }
         return handle.withUnsafeBytes { $0.loadUnaligned(as: Int32.self) }
@@ -749,7 +762,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
 
     /// Posts `call` if `operations` is still the socket's connection (events of a connection that
     /// `disconnect()` ended are dropped: its `socketDidDisconnect` is already posted).
-    private func post(from operations: PackageOperations, _ call: @escaping (GCDAsyncSocket, GCDAsyncSocketDelegate) -> Void) {
+    private func post(from operations: StreamOperations, _ call: @escaping (GCDAsyncSocket, GCDAsyncSocketDelegate) -> Void) {
         state.withLock { state in
             guard state.link?.operations === operations else { return }
             Self.post(&state, self, call)
@@ -788,22 +801,22 @@ private struct DelegateCall: @unchecked Sendable {
 
 // MARK: - the engine's events, on the socket queue
 
-extension GCDAsyncSocket: OperationsHandler {
-    package func operations(_ operations: PackageOperations, handle event: OperationEvent) {
+extension GCDAsyncSocket: StreamOperationsClient {
+    package func operations(_ operations: StreamOperations, handle event: OperationEvent) {
         switch event {
         case .ready:
-            let input = operations.input  // the engine's lock, not under the socket's
+            let input = operations.streams?.input  // the engine's lock, not under the socket's
             state.withLock { state in
                 guard var link = state.link, link.operations === operations else { return }
                 let wasConnected = link.connected
                 link.connected = true
-                Self.learnAddresses(&link, from: input)
                 state.link = link
+                Self.learnAddresses(&state, from: input)
                 guard !link.accepted, !wasConnected else { return }
-                if let url = link.url {
+                if let url = state.linkURL {
                     Self.post(&state, self) { socket, delegate in delegate.socket(socket, didConnectTo: url) }
                 } else {
-                    let peer = link.peer
+                    let peer = state.peer
                     let host = peer.flatMap(SocketAddresses.host) ?? ""
                     let port = peer.map(SocketAddresses.port) ?? 0
                     Self.post(&state, self) { socket, delegate in
@@ -811,14 +824,14 @@ extension GCDAsyncSocket: OperationsHandler {
                         delegate.socket(socket, didConnectToHost: host, port: Int(port))
                     }
                 }
-                if let held = link.heldTrust {
-                    state.link?.heldTrust = nil
+                if let held = state.heldTrust {
+                    state.heldTrust = nil
                     Self.postTrust(&state, self, held)
                 }
             }
         case .read(let bytes, let id):
             state.withLock { state in
-                guard state.link?.operations === operations, let info = state.reads.remove(id) else { return }
+                guard state.link?.operations === operations, let info = state.removeRead(id) else { return }
                 let data: Data
                 if let buffer = info.buffer {
                     if buffer.length < info.offset + bytes.count { buffer.length = info.offset + bytes.count }
@@ -835,14 +848,14 @@ extension GCDAsyncSocket: OperationsHandler {
                 }
             }
         case .readPartial(let count, let id):
-            post(from: operations) { [tag = state.withLock { $0.reads.info(id)?.tag ?? 0 }] socket, delegate in
+            post(from: operations) { [tag = state.withLock { $0.readInfo(id)?.tag ?? 0 }] socket, delegate in
                 delegate.socket(socket, didReadPartialDataOfLength: UInt(count), tag: tag)
                 delegate.socket(socket, didReadPartialDataOfLength: count, tag: tag)
             }
         case .readEnded(_, let id):
             let close = state.withLock { state -> Bool in
                 guard state.link?.operations === operations else { return false }
-                _ = state.reads.remove(id)
+                _ = state.removeRead(id)
                 return state.autoDisconnectOnClosedReadStream
             }
             if close { operations.close(error: GCDAsyncSocketError(.closedError)) }
@@ -860,11 +873,11 @@ extension GCDAsyncSocket: OperationsHandler {
             if close { operations.close(error: GCDAsyncSocketError(.closedError)) }
         case .wrote(let id):
             state.withLock { state in
-                guard state.link?.operations === operations, let tag = state.writes.remove(id) else { return }
+                guard state.link?.operations === operations, let tag = state.removeWrite(id) else { return }
                 Self.post(&state, self) { socket, delegate in delegate.socket(socket, didWriteDataWithTag: tag) }
             }
         case .wrotePartial(let count, let id):
-            post(from: operations) { [tag = state.withLock { $0.writes.info(id) ?? 0 }] socket, delegate in
+            post(from: operations) { [tag = state.withLock { $0.writeTag(id) ?? 0 }] socket, delegate in
                 delegate.socket(socket, didWritePartialDataOfLength: UInt(count), tag: tag)
                 delegate.socket(socket, didWritePartialDataOfLength: count, tag: tag)
             }
@@ -881,14 +894,19 @@ extension GCDAsyncSocket: OperationsHandler {
             state.withLock { state in
                 guard state.link?.operations === operations else { return }
                 state.link = nil
-                Self.reset(&state)
+                state.reset()
                 Self.post(&state, self) { socket, delegate in delegate.socketDidDisconnect(socket, withError: mapped) }
             }
         }
     }
 
+    /// Never asked: the engine asks the question below, which waits for the delegate's answer.
     package func operations(
-        _ operations: PackageOperations, shouldTimeOut direction: OperationDirection, tag id: Int, elapsed: Double, bytesDone: Int,
+        _ operations: StreamOperations, shouldTimeOut direction: OperationDirection, tag: Int, elapsed: Double, bytesDone: Int
+    ) -> Double { 0 }
+
+    package func operations(
+        _ operations: StreamOperations, shouldTimeOut direction: OperationDirection, tag id: Int, elapsed: Double, bytesDone: Int,
         answer: @escaping @Sendable (Double) -> Void
     ) {
         let posted = state.withLock { state -> Bool in
@@ -896,7 +914,7 @@ extension GCDAsyncSocket: OperationsHandler {
                 return false
             }
             let read = direction == .read
-            let tag = (read ? state.reads.info(id)?.tag : state.writes.info(id)) ?? 0
+            let tag = (read ? state.readInfo(id)?.tag : state.writeTag(id)) ?? 0
             let call = DelegateCall(delegate) { [self] delegate in
                 let done = max(0, bytesDone)
                 var extra =

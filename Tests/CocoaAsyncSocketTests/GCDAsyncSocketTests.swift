@@ -64,6 +64,48 @@ final class GCDAsyncSocketTests: XCTestCase {
         serverRecorder.wait(for: "disconnect nil")
     }
 
+    /// An IPv6 connection's addresses are kept apart from an IPv4 one's (issue 25): they come back
+    /// whole, and a reconnect over IPv4 on the same socket reports only the new ones.
+    func testIPv6AddressesThenIPv4OnTheSameSocket() throws {
+        let recorder = Recorder()
+        let server = GCDAsyncSocket(delegate: recorder, delegateQueue: DispatchQueue(label: "server"))
+        try server.accept(onInterface: "::1", port: 0)
+        let clientRecorder = Recorder()
+        let client = GCDAsyncSocket(delegate: clientRecorder, delegateQueue: queue)
+        try client.connect(toHost: "::1", onPort: server.localPort, withTimeout: 5)
+        clientRecorder.wait(for: "connect ::1 \(server.localPort)")
+        XCTAssertEqual(client.connectedHost, "::1")
+        XCTAssertEqual(client.connectedPort, server.localPort)
+        XCTAssertEqual(client.localHost, "::1")
+        XCTAssertNotEqual(client.localPort, 0)
+        XCTAssertEqual(client.connectedAddress?.count, MemoryLayout<sockaddr_in6>.size)
+        XCTAssertEqual(client.localAddress?.count, MemoryLayout<sockaddr_in6>.size)
+        XCTAssertTrue(client.isIPv6)
+        XCTAssertFalse(client.isIPv4)
+        recorder.wait(for: "accept ::1")
+        let accepted = try XCTUnwrap(recorder.accepted.first)
+        XCTAssertEqual(accepted.connectedHost, "::1")
+        XCTAssertEqual(accepted.connectedPort, client.localPort)
+        XCTAssertTrue(accepted.isIPv6)
+        client.disconnect()
+        clientRecorder.wait(for: "disconnect nil")
+        XCTAssertNil(client.connectedAddress)
+        XCTAssertNil(client.localHost)
+        XCTAssertFalse(client.isIPv6)
+
+        let (echo, _) = try echoServer()
+        try client.connect(toHost: "127.0.0.1", onPort: echo.localPort, withTimeout: 5)
+        clientRecorder.wait(for: "connect 127.0.0.1 \(echo.localPort)")
+        XCTAssertEqual(client.connectedHost, "127.0.0.1")
+        XCTAssertEqual(client.connectedAddress?.count, MemoryLayout<sockaddr_in>.size)
+        XCTAssertEqual(client.localHost, "127.0.0.1")
+        XCTAssertTrue(client.isIPv4)
+        XCTAssertFalse(client.isIPv6)
+        client.disconnect()
+        server.disconnect()
+        echo.disconnect()
+    }
+
     func testLineProtocolAgainstSocat() throws {
         let (peer, port) = try Peer.socatEcho()
         defer { peer.stop() }

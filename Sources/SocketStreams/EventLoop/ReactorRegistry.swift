@@ -82,6 +82,11 @@ final class ReactorRegistry: @unchecked Sendable {
         state.withLock { $0.reactors[Key(runLoop: ObjectIdentifier(cfRunLoop), mode: mode)] }
     }
 
+    /// How many uses `reactor` has now (tests: who holds a queue's reactor, and for how long).
+    func useCount(of reactor: Reactor) -> Int {
+        state.withLock { _ in reactor.useCount }
+    }
+
     /// One more use of a reactor the caller already holds a use of.
     func retain(_ reactor: Reactor) {
         state.withLock { _ in reactor.useCount += 1 }

@@ -285,7 +285,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
 
     // MARK: the engine's events
 
-    func operations(_ operations: StreamOperations, handle event: OperationEvent) {
+    package func operations(_ operations: StreamOperations, handle event: OperationEvent) {
         switch event {
         case .ready:
             let waiters = state.withLock { state -> [CheckedContinuation<Void, Error>] in
@@ -332,7 +332,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
         }
     }
 
-    func operations(
+    package func operations(
         _ operations: StreamOperations, shouldTimeOut direction: OperationDirection, tag: Int, elapsed: Double, bytesDone: Int
     ) -> Double {
         0  // no timeouts are set: a caller bounds a wait with its own task deadline

@@ -52,8 +52,8 @@ package enum OperationEvent {
     case closed(Error?)
 }
 
-/// The engine's client: `QueuedSocket` or `AsyncConnection`.
-protocol StreamOperationsClient: AnyObject, Sendable {
+/// The engine's client: `QueuedSocket`, `AsyncConnection` or (from CocoaAsyncSocket) `GCDAsyncSocket`.
+package protocol StreamOperationsClient: AnyObject, Sendable {
     /// Handles one event (see `OperationEvent`).
     func operations(_ operations: StreamOperations, handle event: OperationEvent)
     /// A timeout passed for the operation with `tag` after `elapsed` seconds with `bytesDone` moved.
@@ -71,7 +71,7 @@ protocol StreamOperationsClient: AnyObject, Sendable {
 }
 
 extension StreamOperationsClient {
-    func operations(
+    package func operations(
         _ operations: StreamOperations, shouldTimeOut direction: OperationDirection, tag: Int, elapsed: Double, bytesDone: Int,
         answer: @escaping @Sendable (Double) -> Void
     ) {

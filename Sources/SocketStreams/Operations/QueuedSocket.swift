@@ -422,7 +422,7 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
 
     // MARK: the engine's events (on the socket's run loop or queue)
 
-    func operations(_ operations: StreamOperations, handle event: OperationEvent) {
+    package func operations(_ operations: StreamOperations, handle event: OperationEvent) {
         let delegate = self.delegate
         switch event {
         case .ready:
@@ -461,7 +461,7 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
         }
     }
 
-    func operations(
+    package func operations(
         _ operations: StreamOperations, shouldTimeOut direction: OperationDirection, tag: Int, elapsed: Double, bytesDone: Int
     ) -> Double {
         guard let delegate else { return 0 }

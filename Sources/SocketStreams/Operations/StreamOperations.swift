@@ -30,14 +30,23 @@ import Foundation
 // Reads happen only while a read operation waits (the kernel's buffer is the backpressure); each
 // takes up to 64 KiB, and bytes beyond what the operation needs stay buffered for the next one.
 
-final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked Sendable {
+package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked Sendable {
+    /// The request last: its 17 bytes then end the struct (49 bytes, not 56), which keeps the
+    /// engine's State 8 bytes smaller and its guarded allocation a malloc chunk smaller (issue 25).
     struct ReadOperation {
         let id: UInt64
-        let request: ReadRequest
         let timeout: Double
         let tag: Int
         /// Buffered bytes already searched for the delimiter (so each byte is searched once).
         var searched = 0
+        let request: ReadRequest
+
+        init(id: UInt64, request: ReadRequest, timeout: Double, tag: Int) {
+            self.id = id
+            self.timeout = timeout
+            self.tag = tag
+            self.request = request
+        }
     }
 
     struct WriteOperation {
@@ -115,6 +124,9 @@ final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked 
         var outputShut = false
         /// A pump is posted to the owner and has not run yet.
         var postPending = false
+        /// The engine acquired its reactor from the registry itself (`init(queue:client:)`) and releases
+        /// it when it goes.
+        var holdsReactor = false
         private var closingRequested = false
 
         // Optionals stored without their extra tag byte (each would cost 7 bytes of padding).
@@ -171,6 +183,10 @@ final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked 
         super.init()
     }
 
+    deinit {
+        if let reactor, state.withLock({ $0.holdsReactor }) { ReactorRegistry.shared.release(reactor) }
+    }
+
     // MARK: setting up
 
     /// Takes over an unopened pair: on the owner, becomes both streams' delegate, lets `schedule` put
@@ -210,7 +226,7 @@ final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked 
     var totalRead: Int { state.withLock { $0.totalRead } }
 
     /// The pair, once attached (kept until the engine is released, closed or not).
-    var streams: (input: InputStream, output: OutputStream)? {
+    package var streams: (input: InputStream, output: OutputStream)? {
         state.withLock { state in state.input.flatMap { input in state.output.map { (input, $0) } } }
     }
 
@@ -230,7 +246,7 @@ final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked 
 
     /// Queues a read. Returns the error that closed the connection if it is closed already.
     @discardableResult
-    func enqueueRead(_ request: ReadRequest, timeout: Double, tag: Int) -> Error? {
+    package func enqueueRead(_ request: ReadRequest, timeout: Double, tag: Int) -> Error? {
         enqueue { state in
             state.reads.append(.read(ReadOperation(id: state.nextID, request: request, timeout: timeout, tag: tag)))
             state.nextID += 1
@@ -240,7 +256,7 @@ final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked 
 
     /// Queues a write (the bytes are copied). Returns the error that closed the connection if it is closed.
     @discardableResult
-    func enqueueWrite(_ bytes: [UInt8], timeout: Double, tag: Int) -> Error? {
+    package func enqueueWrite(_ bytes: [UInt8], timeout: Double, tag: Int) -> Error? {
         enqueue { state in
             if state.outputShut { return Self.outputShutError }
             state.writes.append(.write(WriteOperation(id: state.nextID, bytes: bytes, timeout: timeout, tag: tag)))
@@ -272,7 +288,7 @@ final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked 
     /// Queues a TLS handshake behind every read and write queued so far: it starts once they have
     /// completed, and operations queued after it wait for it.
     @discardableResult
-    func enqueueTLS(_ settings: TLSSettings) -> Error? {
+    package func enqueueTLS(_ settings: TLSSettings) -> Error? {
         enqueue { state in
             state.reads.append(.tls(state.nextID))
             state.writes.append(.tls(state.nextID, settings))
@@ -294,7 +310,7 @@ final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked 
     }
 
     /// Closes once the queued reads (and/or writes) have completed; with neither, at once.
-    func close(afterReads: Bool = false, afterWrites: Bool = false, error: Error? = nil) {
+    package func close(afterReads: Bool = false, afterWrites: Bool = false, error: Error? = nil) {
         state.withLock { state in
             guard !state.closed, state.closing == nil else { return }
             if afterReads || afterWrites {
@@ -322,7 +338,7 @@ final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked 
     // MARK: stream events
 
     /// The pair's events, delivered on the owner (where both streams are scheduled).
-    func stream(_ stream: Stream, handle event: Stream.Event) {
+    package func stream(_ stream: Stream, handle event: Stream.Event) {
         state.withLock { state in
             let isInput = stream === state.input
             switch event {
