@@ -180,13 +180,8 @@ extension Connection {
     /// live, its output is not open or already shut, or the socket refused (the pair then fails).
     func shutdownOutput() -> Bool {
         lock.lock()
-        guard lifecycle.isLive, let transport, options?.outputShutDown != true else {
-            lock.unlock()
-            return false
-        }
-        switch halves[.output].events.status {
-        case .open, .writing: break
-        default:
+        let status = halves[.output].events.status
+        guard lifecycle.isLive, let transport, options?.outputShutDown != true, status == .open || status == .writing else {
             lock.unlock()
             return false
         }
