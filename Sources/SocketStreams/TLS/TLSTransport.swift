@@ -17,6 +17,12 @@
 //   stops there, and sends the tail before anything else: on the next write or read, when the socket
 //   becomes writable (`ready`), and on close. So one `write` moves as many whole records as the
 //   socket takes, not one record per call.
+// - Send space: over the socket's own fd (bare, or behind bytes a proxy left), every send to it is
+//   counted (`takeSendCharge`), so the connection keeps its send-space bound (SendSpace.swift) over
+//   TLS as over a plain socket and re-signals hasSpaceAvailable after a write without a poll.
+// - Reads stop after a record shorter than the most a record holds (16 KiB): that is the end of
+//   what the peer wrote, and asking for the next record would cost a recv that finds nothing
+//   (epoll is level-triggered: bytes that did come meanwhile are reported again).
 // - End: a peer's close_notify is end of stream. A TCP end without it is end of stream too unless
 //   the settings say `requiresCloseNotify` (see TLSSettings). Closing sends close_notify (best
 //   effort, without waiting) before freeing the SSL.
@@ -52,6 +58,9 @@ final class TLSTransport: Transport, @unchecked Sendable {
     /// `SSL_do_handshake` with `lock` held, and read under `lock`.
     var rejection: VerifyRejection?
 
+    /// The most plaintext one record carries (`SSL3_RT_MAX_PLAIN_LENGTH`).
+    private static let fullRecord = 16384
+
     private static let ownerIndex = cssl_get_ex_new_index()
     /// Live SSL objects, for leak checks in tests.
     nonisolated(unsafe) private static var liveCount = 0
@@ -73,7 +82,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
         requiresCloseNotify = settings.requiresCloseNotify
         verifiedDNSName =
             settings.role == .client && hostName.map({ SocketAddress(numericHost: $0, port: 0) == nil }) == true ? hostName : nil
-        wire = TLSWire(inner)
+        wire = TLSWire(inner, countsSends: Self.writesStraight(inner))
         BIO_set_data(bio, Unmanaged.passUnretained(wire).toOpaque())
         BIO_set_init(bio, 1)
         SSL_set_bio(ssl, bio, bio)
@@ -115,6 +124,14 @@ final class TLSTransport: Transport, @unchecked Sendable {
     }
 
     var fd: Int32 { inner.fd }
+
+    /// Whether `transport`'s writes go straight to its fd: the bare socket, or bytes a proxy left
+    /// in front of it. (Not another TLS layer, whose sends are not the bytes handed to it.)
+    static func writesStraight(_ transport: any Transport) -> Bool {
+        if transport is SocketTransport { return true }
+        if let prefixed = transport as? PrefixedTransport { return writesStraight(prefixed.inner) }
+        return false
+    }
 
     // MARK: handshake
 
@@ -217,6 +234,8 @@ final class TLSTransport: Transport, @unchecked Sendable {
                 let result = SSL_read_ex(ssl, buffer + total, count - total, &done)
                 if result == 1 {
                     total += done
+                    // A record shorter than a full one, all handed out: the peer's write ended there.
+                    if done < Self.fullRecord, SSL_pending(ssl) == 0 { break }
                     continue
                 }
                 let code = SSL_get_error(ssl, result)
@@ -263,7 +282,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
     private func flushTail() -> Interest? {
         guard !wire.tail.isEmpty else { return nil }
         while !wire.tail.isEmpty {
-            let result = wire.tail.withUnsafeBytes { inner.write($0.baseAddress!, $0.count) }
+            let result = wire.tail.withUnsafeBytes { wire.send($0.baseAddress!, $0.count) }
             switch result {
             case .processed(let count): wire.tail.removeFirst(count)
             case .wouldBlock: return inner.writeInterest
@@ -312,6 +331,14 @@ final class TLSTransport: Transport, @unchecked Sendable {
     var readInterest: Interest { lock.withLock { wire.tail.isEmpty ? readWants : readWants.union(inner.writeInterest) } }
     var writeInterest: Interest { lock.withLock { writeWants } }
     var hasPendingOutput: Bool { lock.withLock { !wire.tail.isEmpty } }
+
+    func takeSendCharge() -> Int? {
+        lock.withLock {
+            guard wire.countsSends else { return nil }
+            defer { wire.sendCharge = 0 }
+            return wire.sendCharge
+        }
+    }
 
     func flush() -> TransportIO {
         lock.withLock {
@@ -420,9 +447,22 @@ final class TLSWire: @unchecked Sendable {
     var sawEnd = false
     /// Ciphertext of the last record the socket did not take (see TLSTransport: at most one record).
     var tail: [UInt8] = []
+    /// Whether sends are counted in `sendCharge` (the transport below writes straight to the socket).
+    let countsSends: Bool
+    /// `SendSpace.charge` of every send to the socket since `takeSendCharge` last took it.
+    var sendCharge = 0
 
-    init(_ inner: any Transport) {
+    init(_ inner: any Transport, countsSends: Bool) {
         self.inner = inner
+        self.countsSends = countsSends
+    }
+
+    /// Writes to the transport below, counting what the socket took.
+    @inline(__always)
+    func send(_ data: UnsafeRawPointer, _ count: Int) -> TransportIO {
+        let result = inner.write(data, count)
+        if case .processed(let sent) = result { sendCharge &+= SendSpace.charge(sent) }
+        return result
     }
 
     /// A source/sink BIO type whose callbacks call the transport directly.
@@ -454,7 +494,7 @@ final class TLSWire: @unchecked Sendable {
                 cssl_bio_set_retry_write(bio)
                 return 0
             }
-            switch wire.inner.write(data, length) {
+            switch wire.send(data, length) {
             case .processed(let count):
                 if count < length { wire.tail = Array(UnsafeRawBufferPointer(start: data + count, count: length - count)) }
                 done.pointee = length
