@@ -8,8 +8,12 @@
 //   A readable socket may carry only a TLS 1.3 session ticket, which yields no plaintext; `ready`
 //   therefore peeks, so hasBytesAvailable is signalled only when a read will return something
 //   (or an end or error), never leaving a delegate's read blocked.
-// - Bytes OpenSSL has decrypted but not handed out are invisible to epoll: `hasBufferedInput`
-//   reports them, and the connection re-signals hasBytesAvailable while they last.
+// - Read-ahead: OpenSSL reads as much as the socket holds (up to a record's buffer) in one recv, so
+//   a record costs one recv, not two (header, then body).
+// - Bytes OpenSSL has decrypted but not handed out, and records it read ahead, are invisible to
+//   epoll: `hasBufferedInput` reports them (a record read ahead only once a peek says it yields
+//   something: a partial record or a session ticket alone would leave a read waiting), and the
+//   connection re-signals hasBytesAvailable while they last.
 // - Writes: OpenSSL commits a record once it has encrypted it, so a record the socket takes only in
 //   part must not be left to OpenSSL (it would have to be retried with the same bytes, which a
 //   stream's caller need not do). The BIO keeps the unsent tail of that one record (at most ~16 KiB,
@@ -20,9 +24,10 @@
 // - Send space: over the socket's own fd (bare, or behind bytes a proxy left), every send to it is
 //   counted (`takeSendCharge`), so the connection keeps its send-space bound (SendSpace.swift) over
 //   TLS as over a plain socket and re-signals hasSpaceAvailable after a write without a poll.
-// - Reads stop after a record shorter than the most a record holds (16 KiB): that is the end of
-//   what the peer wrote, and asking for the next record would cost a recv that finds nothing
-//   (epoll is level-triggered: bytes that did come meanwhile are reported again).
+// - Reads stop after a record shorter than the most a record holds (16 KiB) with nothing read
+//   ahead behind it: that is the end of what the peer wrote, and asking for the next record would
+//   cost a recv that finds nothing (epoll is level-triggered: bytes that did come meanwhile are
+//   reported again).
 // - End: a peer's close_notify is end of stream. A TCP end without it is end of stream too unless
 //   the settings say `requiresCloseNotify` (see TLSSettings). Closing sends close_notify (best
 //   effort, without waiting) before freeing the SSL.
@@ -86,6 +91,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
         BIO_set_data(bio, Unmanaged.passUnretained(wire).toOpaque())
         BIO_set_init(bio, 1)
         SSL_set_bio(ssl, bio, bio)
+        SSL_set_read_ahead(ssl, 1)  // a record's header and body in one recv, not two
         SSL_set_ex_data(ssl, Self.ownerIndex, Unmanaged.passUnretained(self).toOpaque())
         Self.countLock.withLock { Self.liveCount += 1 }
 
@@ -234,8 +240,9 @@ final class TLSTransport: Transport, @unchecked Sendable {
                 let result = SSL_read_ex(ssl, buffer + total, count - total, &done)
                 if result == 1 {
                     total += done
-                    // A record shorter than a full one, all handed out: the peer's write ended there.
-                    if done < Self.fullRecord, SSL_pending(ssl) == 0 { break }
+                    // A record shorter than a full one, all handed out, nothing read ahead behind it:
+                    // the peer's write ended there.
+                    if done < Self.fullRecord, SSL_has_pending(ssl) == 0 { break }
                     continue
                 }
                 let code = SSL_get_error(ssl, result)
@@ -348,8 +355,15 @@ final class TLSTransport: Transport, @unchecked Sendable {
         }
     }
 
-    /// Plaintext OpenSSL holds (or an end or error a peek found), readable though the socket may not be.
-    var hasBufferedInput: Bool { lock.withLock { SSL_pending(ssl) > 0 || deferredReadOutcome != nil } }
+    /// Plaintext OpenSSL holds (or an end or error a peek found), readable though the socket may not
+    /// be; or records it has read ahead, when one of them yields plaintext, an end or an error (a
+    /// partial record, or a session ticket alone, is not readable: a read would wait for the socket).
+    var hasBufferedInput: Bool {
+        lock.withLock {
+            if SSL_pending(ssl) > 0 || deferredReadOutcome != nil { return true }
+            return SSL_has_pending(ssl) == 1 && peek()
+        }
+    }
 
     /// Readiness arrived: a read can make progress only if a record yields plaintext (or an end or
     /// an error). Peeking processes what arrived, so a session ticket alone signals nothing.
@@ -362,27 +376,36 @@ final class TLSTransport: Transport, @unchecked Sendable {
                 result.insert(.writable)
             }
             guard !events.isDisjoint(with: readWants) else { return result }
-            ERR_clear_error()
-            wire.failure = nil
-            var byte: UInt8 = 0
-            var peeked = 0
-            let status = SSL_peek_ex(ssl, &byte, 1, &peeked)
-            if status == 1 {
-                readWants = .readable
-                result.insert(.readable)
-                return result
-            }
-            let code = SSL_get_error(ssl, status)
-            switch code {
-            case SSL_ERROR_WANT_READ: readWants = inner.readInterest
-            case SSL_ERROR_WANT_WRITE: readWants = inner.writeInterest
-            default:
-                // An end or an error: the next read reports it.
-                deferredReadOutcome = outcome(code, reading: true)
-                result.insert(.readable)
-            }
-            ERR_clear_error()
+            if peek() { result.insert(.readable) }
             return result
+        }
+    }
+
+    /// Whether a read returns something now (plaintext, an end or an error, which it then reports):
+    /// `SSL_peek_ex` processes what has arrived, reading the socket without waiting. Lock held.
+    private func peek() -> Bool {
+        ERR_clear_error()
+        wire.failure = nil
+        var byte: UInt8 = 0
+        var peeked = 0
+        let status = SSL_peek_ex(ssl, &byte, 1, &peeked)
+        if status == 1 {
+            readWants = .readable
+            return true
+        }
+        let code = SSL_get_error(ssl, status)
+        defer { ERR_clear_error() }
+        switch code {
+        case SSL_ERROR_WANT_READ:
+            readWants = inner.readInterest
+            return false
+        case SSL_ERROR_WANT_WRITE:
+            readWants = inner.writeInterest
+            return false
+        default:
+            // An end or an error: the next read reports it.
+            deferredReadOutcome = outcome(code, reading: true)
+            return true
         }
     }
 
