@@ -115,7 +115,7 @@ extension Connection {
                 lock.lock()
                 defer { lock.unlock() }
                 guard halves[.output].events.status == .open, !halves[.output].reactors.isEmpty, !isNegotiating else {
-                    _ = halves[.output].sendSpace.take(count)  // the bound stays a bound for a later schedule
+                    chargeUnsignalledWrite(count, through: transport)  // the bound stays a bound for a later schedule
                     // Unscheduled: nobody would send bytes the transport still holds (a TLS record's
                     // tail) once this returns, so send them now, as a blocking write would.
                     if transport.hasPendingOutput {
@@ -127,17 +127,17 @@ extension Connection {
                     }
                     return count
                 }
-                // Whether it still takes bytes: a plain TCP socket answers from its send-space bound
-                // (SendSpace.swift: no system call while the bound lasts), anything else polls.
-                if count == maxLength && !transport.hasPendingOutput && spaceRemains(afterSending: count, through: transport) {
+                // Whether it still takes bytes: a plain TCP socket, or TLS straight over one, answers
+                // from its send-space bound (SendSpace.swift: no system call while the bound lasts),
+                // anything else polls.
+                let pending = transport.hasPendingOutput
+                if count == maxLength && !pending && spaceRemains(afterSending: count, through: transport) {
                     // No other transfer passed its gate meanwhile (it would have cleared the flag, or
                     // could write after this check): what the check saw still holds.
-                    if case .socket = transport, transfers.count == 1 {
-                        halves[.output].spaceConfirmed = true
-                    }
+                    if transfers.count == 1 { halves[.output].spaceConfirmed = true }
                     signal(.output, .hasSpaceAvailable)
                 } else {
-                    if count < maxLength { sendSpaceRanOut() }
+                    if count < maxLength || pending { sendSpaceRanOut() }
                     if !halves[.output].watchingSpace {
                         halves[.output].watchingSpace = true
                         syncInterest()
@@ -248,7 +248,12 @@ extension Connection {
     func confirmSpaceAvailable() -> Bool {
         lock.assertHeld()
         guard halves[.output].events.status == .open, !isNegotiating, let transport else { return false }
-        if halves[.output].spaceConfirmed { return true }
+        if halves[.output].spaceConfirmed {
+            // A layered transport may have sent since (a record's tail, a KeyUpdate while reading).
+            if case .socket = transport { return true }
+            if layeredSpaceStillConfirmed(transport) { return true }
+            halves[.output].spaceConfirmed = false
+        }
         if !transport.hasPendingOutput, TransferGate.poll(for: transport.writeInterest, on: transport.fd, timeout: 0) {
             if case .socket = transport, transfers.count == 0 {
                 halves[.output].spaceConfirmed = true

@@ -29,10 +29,15 @@
 // first measured it. Either way the write blocks in poll(2) until the socket takes bytes, as a write
 // always could; nothing is lost.
 //
-// Not modelled, so answered by today's poll: layered transports (TLS holds a record's tail and
-// writes records, not the client's bytes), Unix-domain sockets (they count `sk_wmem_alloc`, and
-// their skbs' page rounding makes the head bound differ), sockets that are not TCP, and a
-// `tcp_notsent_lowat` sysctl set below its default (unlimited).
+// A layered transport straight over the socket (TLS over the bare socket or over bytes a proxy left
+// behind) uses the same bound: it writes records, not the client's bytes, and may send between the
+// client's writes (a record's tail, a TLS 1.3 KeyUpdate answered while reading), so it adds up the
+// charge of every send it makes to the socket (`Transport.takeSendCharge`) and the connection takes
+// that sum off the bound, not the client's count.
+//
+// Not modelled, so answered by today's poll: other layered transports, Unix-domain sockets (they
+// count `sk_wmem_alloc`, and their skbs' page rounding makes the head bound differ), sockets that
+// are not TCP, and a `tcp_notsent_lowat` sysctl set below its default (unlimited).
 
 import CSocketStreamsShims
 import Glibc
@@ -71,6 +76,20 @@ struct SendSpace: Equatable {
     mutating func take(_ count: Int) -> Bool {
         guard kib <= Self.maximumKiB else { return false }
         let charge = Self.charge(count)
+        let left = Int(kib) &- ((charge &+ charge >> 1 &+ 1023) >> 10)
+        guard left > 0 else {
+            kib = 0
+            return false
+        }
+        kib = UInt16(truncatingIfNeeded: left)
+        return true
+    }
+
+    /// Takes sends whose charges (`charge(_:)` of each) add up to `charge` off the bound: as `take`,
+    /// for a layered transport's sends. A charge of 0 (nothing sent) leaves the bound as it is.
+    mutating func take(charge: Int) -> Bool {
+        guard kib <= Self.maximumKiB else { return false }
+        guard charge > 0 else { return kib > 0 }
         let left = Int(kib) &- ((charge &+ charge >> 1 &+ 1023) >> 10)
         guard left > 0 else {
             kib = 0

@@ -50,6 +50,11 @@ protocol Transport: AnyObject, Sendable {
     /// Bytes accepted by `write` that have not reached the kernel yet.
     var hasPendingOutput: Bool { get }
 
+    /// The send-space charge (`SendSpace.charge` of each send, added up) of every byte this transport
+    /// has handed the socket since the last call, and the count starts again; nil if it cannot tell
+    /// (its writes do not go straight to the socket's fd), when the connection polls instead.
+    func takeSendCharge() -> Int?
+
     /// Pushes pending output towards the kernel: `.processed` once none is left, else `.wouldBlock`.
     func flush() -> TransportIO
 
@@ -74,6 +79,7 @@ extension Transport {
     var readInterest: Interest { .readable }
     var writeInterest: Interest { .writable }
     var hasPendingOutput: Bool { false }
+    func takeSendCharge() -> Int? { nil }
     func flush() -> TransportIO { .processed(0) }
     func ready(_ events: Interest) -> Interest { events }
 }
@@ -143,6 +149,11 @@ enum ActiveTransport {
     var hasPendingOutput: Bool {
         if case .layered(let transport) = self { return transport.hasPendingOutput }
         return false
+    }
+
+    func takeSendCharge() -> Int? {
+        if case .layered(let transport) = self { return transport.takeSendCharge() }
+        return nil
     }
 
     func flush() -> TransportIO {
