@@ -115,7 +115,7 @@ extension Connection {
                 lock.lock()
                 defer { lock.unlock() }
                 guard halves[.output].events.status == .open, !halves[.output].reactors.isEmpty, !isNegotiating else {
-                    chargeUnsignalledWrite(count, through: transport)  // the bound stays a bound for a later schedule
+                    halves[.output].sendSpace.charge(unsignalled: count, through: transport)
                     // Unscheduled: nobody would send bytes the transport still holds (a TLS record's
                     // tail) once this returns, so send them now, as a blocking write would.
                     if transport.hasPendingOutput {
@@ -131,13 +131,15 @@ extension Connection {
                 // from its send-space bound (SendSpace.swift: no system call while the bound lasts),
                 // anything else polls.
                 let pending = transport.hasPendingOutput
-                if count == maxLength && !pending && spaceRemains(afterSending: count, through: transport) {
+                if count == maxLength && !pending
+                    && halves[.output].sendSpace.remains(afterSending: count, through: transport, madeFor: target)
+                {
                     // No other transfer passed its gate meanwhile (it would have cleared the flag, or
                     // could write after this check): what the check saw still holds.
                     if transfers.count == 1 { halves[.output].spaceConfirmed = true }
                     signal(.output, .hasSpaceAvailable)
                 } else {
-                    if count < maxLength || pending { sendSpaceRanOut() }
+                    if count < maxLength || pending { halves[.output].sendSpace.ranOut() }
                     if !halves[.output].watchingSpace {
                         halves[.output].watchingSpace = true
                         syncInterest()
@@ -148,7 +150,7 @@ extension Connection {
                 #if DEBUG
                     SendSpace.sendsRefused.add(1, ordering: .relaxed)
                 #endif
-                lock.withLock { sendSpaceRanOut() }
+                lock.withLock { halves[.output].sendSpace.ranOut() }
                 if !block(for: transport.writeInterest, on: transport.fd, .output) { return -1 }
             case .failed(let failure):
                 lock.withLock { failWrite(failure) }
@@ -228,7 +230,7 @@ extension Connection {
         // The socket is readable; a layered transport says whether that makes a read return (TLS:
         // not for a session ticket alone).
         let interest = transport.readInterest
-        if TransferGate.poll(for: interest, on: transport.fd, timeout: 0), transport.ready(interest).contains(.readable) { return true }
+        if interest.poll(transport.fd, timeout: 0), transport.ready(interest).contains(.readable) { return true }
         if halves.unconfirmed(.input) { syncInterest() }
         return false
     }
@@ -251,10 +253,10 @@ extension Connection {
         if halves[.output].spaceConfirmed {
             // A layered transport may have sent since (a record's tail, a KeyUpdate while reading).
             if case .socket = transport { return true }
-            if layeredSpaceStillConfirmed(transport) { return true }
+            if halves[.output].sendSpace.stillConfirmed(through: transport) { return true }
             halves[.output].spaceConfirmed = false
         }
-        if !transport.hasPendingOutput, TransferGate.poll(for: transport.writeInterest, on: transport.fd, timeout: 0) {
+        if !transport.hasPendingOutput, transport.writeInterest.poll(transport.fd, timeout: 0) {
             if case .socket = transport, transfers.count == 0 {
                 halves[.output].spaceConfirmed = true
             }

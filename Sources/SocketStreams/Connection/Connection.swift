@@ -11,8 +11,8 @@
 //    the handshake stages, settings changed on the way, failure and teardown.
 // 3. Where it listens (Connection+Scheduling.swift, Connection+Interest.swift): run loops and queues
 //    as reactors, and what epoll reports on each.
-// 4. Transfers (Connection+IO.swift, Connection+SendSpace.swift): read, write, has-bytes,
-//    has-space, half-close.
+// 4. Transfers (Connection+IO.swift): read, write, has-bytes, has-space, half-close; the output's
+//    send-space bound (SendSpace.swift) says whether a write leaves room without a system call.
 // What it does not do: know CFNetwork's property names (the Properties layer maps them onto
 // `PairSettings.Change`s), or parse any dictionary.
 //

@@ -46,21 +46,11 @@ struct TransferGate: ~Copyable {
         word.bitwiseOr(Self.releaseDeferred, ordering: .sequentiallyConsistent).oldValue & ~Self.releaseDeferred == 0
     }
 
-    /// `poll(2)` for the readiness a transport waits for: true once `fd` is ready, false when
-    /// `timeout` (milliseconds; -1: none) passed first.
-    @inline(__always)
-    static func poll(for interest: Interest, on fd: Int32, timeout: Int32 = -1) -> Bool {
-        var events: Int16 = 0
-        if interest.contains(.readable) { events |= Int16(POLLIN) }
-        if interest.contains(.writable) { events |= Int16(POLLOUT) }
-        return ((try? Posix.poll(fd, events: events, timeout: timeout)) ?? 0) != 0
-    }
-
     /// Blocks until `fd` is ready for `interest`: true, or false once `gone()` (asked between slices,
     /// with the connection's lock taken there) says the transfer's stream has been closed.
     static func block(for interest: Interest, on fd: Int32, unless gone: () -> Bool) -> Bool {
         while true {
-            if poll(for: interest, on: fd, timeout: blockingSlice) { return true }
+            if interest.poll(fd, timeout: blockingSlice) { return true }
             if gone() { return false }
         }
     }

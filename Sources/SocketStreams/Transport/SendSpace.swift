@@ -178,3 +178,79 @@ struct SendSpace: Equatable {
         static let sendsRefused = Atomic<Int>(0)
     #endif
 }
+
+// MARK: the bound as an output half keeps it
+
+extension SendSpace {
+    /// After a send through `transport` that took every byte of `count` and left no tail: whether the
+    /// socket surely takes more now, so `hasSpaceAvailable` can be signalled at once. A plain TCP
+    /// socket answers from the bound (no system call while it lasts, one `getsockopt` when it runs
+    /// out), and so does a layered transport that counts its sends to one (their charges come off
+    /// instead of `count`); anything else polls. `target`: what the pair was made for (which sockets
+    /// the bound models).
+    @inline(__always)
+    mutating func remains(afterSending count: Int, through transport: ActiveTransport, madeFor target: Endpoint) -> Bool {
+        guard case .socket(let fd) = transport else { return layeredRemains(transport, madeFor: target) }
+        if take(count) { return true }
+        return remeasure(fd, madeFor: target)
+    }
+
+    /// `remains` through a layered transport: its sends since the last look come off the bound.
+    private mutating func layeredRemains(_ transport: ActiveTransport, madeFor target: Endpoint) -> Bool {
+        guard let charge = transport.takeSendCharge(), self != .pollOnly else {
+            return transport.writeInterest.poll(transport.fd, timeout: 0)
+        }
+        if take(charge: charge) { return true }
+        return remeasure(transport.fd, madeFor: target)
+    }
+
+    /// Whether an earlier "the socket takes bytes" still holds through a layered transport: nothing
+    /// waits to go out first, and whatever it sent since (a record's tail, a KeyUpdate answered while
+    /// reading) leaves the bound above zero. No system call: false sends the caller to poll.
+    mutating func stillConfirmed(through transport: ActiveTransport) -> Bool {
+        guard !transport.hasPendingOutput, let charge = transport.takeSendCharge() else { return false }
+        return take(charge: charge)
+    }
+
+    /// Takes what a write sent off the bound where no one is told of space (an unscheduled stream),
+    /// so the bound stays a bound for a later schedule: the client's count on a plain socket, a
+    /// layered transport's own count of its sends.
+    mutating func charge(unsignalled count: Int, through transport: ActiveTransport) {
+        guard case .layered = transport else {
+            _ = take(count)
+            return
+        }
+        if let charge = transport.takeSendCharge() {
+            _ = take(charge: charge)
+        } else {
+            ranOut()
+        }
+    }
+
+    /// Measures the socket's send space after the bound ran out (or, first, whether the bound models
+    /// this socket at all: a TCP socket the pair made, or an adopted one that `models` says is TCP
+    /// with no low-water mark of its own; never a Unix-domain one).
+    private mutating func remeasure(_ fd: Int32, madeFor target: Endpoint) -> Bool {
+        if self == .unchecked {
+            let modelled: Bool
+            switch target {
+            case .host: modelled = Self.lowWaterMarkUnlimited
+            case .unix: modelled = false
+            case .native: modelled = Self.lowWaterMarkUnlimited && Self.models(fd)
+            }
+            self = modelled ? .exhausted : .pollOnly
+        }
+        guard isBound, let measured = Self.measure(fd) else {
+            self = .pollOnly
+            return Interest.writable.poll(fd, timeout: 0)
+        }
+        self = measured.space
+        return measured.writable
+    }
+
+    /// A send took fewer bytes than offered (or left a tail): whatever the bound said is spent.
+    @inline(__always)
+    mutating func ranOut() {
+        if isBound { self = .exhausted }
+    }
+}

@@ -8,11 +8,23 @@
 // writing may need to read), so it reports the readiness each direction waits for, and `ready(_:)`
 // turns what the fd reported into what the stream can now do.
 
+import Glibc
+
 /// Readiness of the socket, as a transport waits for it.
 struct Interest: OptionSet, Sendable {
     let rawValue: UInt8
     static let readable = Interest(rawValue: 1)
     static let writable = Interest(rawValue: 2)
+
+    /// `poll(2)` for this readiness: true once `fd` is ready, false when `timeout` (milliseconds;
+    /// -1: none) passed first.
+    @inline(__always)
+    func poll(_ fd: Int32, timeout: Int32 = -1) -> Bool {
+        var events: Int16 = 0
+        if contains(.readable) { events |= Int16(POLLIN) }
+        if contains(.writable) { events |= Int16(POLLOUT) }
+        return ((try? Posix.poll(fd, events: events, timeout: timeout)) ?? 0) != 0
+    }
 }
 
 /// The outcome of a non-blocking transport read or write.
