@@ -299,8 +299,7 @@ private final class Acceptor: ReactorHandler, @unchecked Sendable {
             guard case .processed(let client) = result else { return }
             // The peer's address names the pair in error messages and in its remote host and port properties.
             let connection = Connection(endpoint: .native(fd: client, peer: PeerAddress(peer)))
-            connection.closesNativeSocket = true  // as an app does with kCFStreamPropertyShouldCloseNativeSocket
-            connection.closesNativeSocketWasSet = true
+            connection.closesNativeSocketAsSet = true  // as an app does with kCFStreamPropertyShouldCloseNativeSocket
             accept(makeInput(connection), makeOutput(connection))
         }
     }

@@ -209,60 +209,45 @@ extension Connection {
         return done
     }
 
-    /// `CFReadStreamHasBytesAvailable`: never blocks; true only if a read would not block. Bytes the
-    /// transport holds (or an error waiting behind them) answer at once; otherwise the socket is asked
-    /// (a zero-timeout poll). An unconsumed `hasBytesAvailable` event is not trusted on its own: another
-    /// thread's read may have taken the bytes after the event was raised, so a flag the socket does not
-    /// confirm is cleared, and the stream goes back to watching for bytes.
-    var hasBytesAvailable: Bool {
+    /// `CFReadStreamHasBytesAvailable` (the input) and `CFWriteStreamCanAcceptBytes` (the output):
+    /// never blocks; true only if a read (a write) would not block now. An unconsumed has-event is not
+    /// trusted on its own: another thread's transfer may have used it up after it was raised, so one
+    /// the socket does not confirm is cleared, and the stream goes back to watching.
+    func isReady(_ half: Half) -> Bool {
         lock.withLock {
-            if halves[.input].events.status == .opening || isNegotiating { moveOpenToStreamThread() }
-            return confirmBytesAvailable()
+            if halves[half].events.status == .opening || isNegotiating { moveOpenToStreamThread() }
+            return confirm(half)
         }
     }
 
-    /// Whether a read would not block now; if not, an unconsumed `hasBytesAvailable` is cleared and the
-    /// stream watches for bytes again. Lock held.
-    func confirmBytesAvailable() -> Bool {
+    /// `isReady`'s answer, the lock held: also what a half scheduled on several reactors checks before
+    /// it delivers a has-event.
+    func confirm(_ half: Half) -> Bool {
         lock.assertHeld()
-        guard halves[.input].events.status == .open, !isNegotiating, let transport else { return false }
-        if options?.deferredInputError != nil || transport.hasBufferedInput { return true }
-        // The socket is readable; a layered transport says whether that makes a read return (TLS:
-        // not for a session ticket alone).
-        let interest = transport.readInterest
-        if interest.poll(transport.fd, timeout: 0), transport.ready(interest).contains(.readable) { return true }
-        if halves.unconfirmed(.input) { syncInterest() }
+        guard halves[half].events.status == .open, !isNegotiating, let transport else { return false }
+        if half == .input ? bytesReady(transport) : spaceReady(transport) { return true }
+        if halves.unconfirmed(half) { syncInterest() }
         return false
     }
 
-    /// `CFWriteStreamCanAcceptBytes`: never blocks; true only if a write would not block (the socket
-    /// is asked). A `hasSpaceAvailable` event another thread's write has used up is cleared, and the
-    /// stream watches for space again.
-    var hasSpaceAvailable: Bool {
-        lock.withLock {
-            if halves[.output].events.status == .opening || isNegotiating { moveOpenToStreamThread() }
-            return confirmSpaceAvailable()
-        }
+    /// Bytes the transport holds (or an error waiting behind them), or a readable socket that makes a
+    /// read return (a layered transport says: TLS not for a session ticket alone). Lock held.
+    private func bytesReady(_ transport: ActiveTransport) -> Bool {
+        if options?.deferredInputError != nil || transport.hasBufferedInput { return true }
+        let interest = transport.readInterest
+        return interest.poll(transport.fd, timeout: 0) && transport.ready(interest).contains(.readable)
     }
 
-    /// Whether a write would not block now; if not, an unconsumed `hasSpaceAvailable` is cleared and the
-    /// stream watches for space again. Lock held.
-    func confirmSpaceAvailable() -> Bool {
-        lock.assertHeld()
-        guard halves[.output].events.status == .open, !isNegotiating, let transport else { return false }
+    /// An earlier answer nothing has spent since (over TLS: while what it sent since leaves the bound
+    /// above zero), or a writable socket with nothing waiting to go out first. Lock held.
+    private func spaceReady(_ transport: ActiveTransport) -> Bool {
         if halves[.output].spaceConfirmed {
-            // A layered transport may have sent since (a record's tail, a KeyUpdate while reading).
             if case .socket = transport { return true }
             if halves[.output].sendSpace.stillConfirmed(through: transport) { return true }
             halves[.output].spaceConfirmed = false
         }
-        if !transport.hasPendingOutput, transport.writeInterest.poll(transport.fd, timeout: 0) {
-            if case .socket = transport, transfers.count == 0 {
-                halves[.output].spaceConfirmed = true
-            }
-            return true
-        }
-        if halves.unconfirmed(.output) { syncInterest() }
-        return false
+        guard !transport.hasPendingOutput, transport.writeInterest.poll(transport.fd, timeout: 0) else { return false }
+        if case .socket = transport, transfers.count == 0 { halves[.output].spaceConfirmed = true }
+        return true
     }
 }

@@ -61,14 +61,8 @@ extension Connection {
     /// Whether the fd is closed with the pair; may change at any time. Lock held.
     func setClosesNativeSocket(_ flag: Bool) {
         lock.assertHeld()
-        closesNativeSocket = flag
-        closesNativeSocketWasSet = true
+        closesNativeSocketAsSet = flag
         socket?.closesOnRelease = flag
-    }
-
-    /// Whether the output was shut (`shutdownOutput`). Lock held.
-    var outputShutDown: Bool {
-        options?.outputShutDown ?? false
     }
 
     /// The socket's own address (`getsockname(2)`); nil before it is connected and once it is closed.

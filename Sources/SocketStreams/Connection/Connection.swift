@@ -40,9 +40,9 @@ final class Connection: EventTarget, @unchecked Sendable {
     // lives in `options`: `malloc_usable_size` of the object is 184 bytes, a 192-byte chunk (was 240
     // bytes of object before; idle pairs in stream-bench scale measure every such chunk).
     // Properties. Guarded by `lock`.
-    var closesNativeSocket: Bool
-    /// Whether ShouldCloseNativeSocket was set explicitly (an unset one reads back as nil, as in CFNetwork).
-    var closesNativeSocketWasSet = false
+    /// `kCFStreamPropertyShouldCloseNativeSocket` as set (nil: never set, which reads back as nil, as
+    /// in CFNetwork: the pair then closes an fd it made and not one it was given).
+    var closesNativeSocketAsSet: Bool?
     /// The round delivering events right now, if any, and the halves (a bit each) that wait for it:
     /// never two callouts at once for one pair. Guarded by `lock`, which is why the dynamic
     /// exclusivity check is off: its mutating calls cost two runtime calls each otherwise (callgrind,
@@ -86,7 +86,13 @@ final class Connection: EventTarget, @unchecked Sendable {
 
     init(endpoint: Endpoint) {
         self.target = endpoint
-        if case .native = endpoint { closesNativeSocket = false } else { closesNativeSocket = true }
+    }
+
+    /// Whether the fd is closed with the pair. Lock held.
+    var closesNativeSocket: Bool {
+        if let closesNativeSocketAsSet { return closesNativeSocketAsSet }
+        if case .native = target { return false }
+        return true
     }
 
     /// Whether a handshake stage runs (the lifecycle's `negotiating`). Lock held.
@@ -145,7 +151,7 @@ final class Connection: EventTarget, @unchecked Sendable {
             // the stream watches again.
             if halves[half].reactors.count > 1,
                 event.rawValue & (StreamEventState.hasBytesAvailable | StreamEventState.hasSpaceAvailable) != 0,
-                !(slot == 0 ? confirmBytesAvailable() : confirmSpaceAvailable())
+                !confirm(half)
             {
                 lock.unlock()
                 continue

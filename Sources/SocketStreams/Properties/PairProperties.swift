@@ -35,8 +35,8 @@ extension Connection {
                 }
             case kCFStreamPropertyShouldCloseNativeSocket:
                 // Unset on host pairs (nil); native-socket pairs store false, as CFNetwork does.
-                if closesNativeSocketWasSet { return NSNumber(value: closesNativeSocket) }
-                if case .native = target, !closesNativeSocket { return NSNumber(value: false) }
+                if let closesNativeSocketAsSet { return NSNumber(value: closesNativeSocketAsSet) }
+                if case .native = target { return NSNumber(value: false) }
                 return nil
             case Stream.PropertyKey.connectTimeoutKey.rawValue:
                 return settings.connectTimeout.map { NSNumber(value: $0) }
@@ -47,7 +47,7 @@ extension Connection {
             case Stream.PropertyKey.localBindingKey.rawValue:
                 return settings.localBinding.map { $0 as AnyObject }
             case Stream.PropertyKey.shutdownOutputKey.rawValue:
-                return NSNumber(value: outputShutDown)
+                return NSNumber(value: options?.outputShutDown ?? false)
             case kCFStreamPropertySocketSecurityLevel:
                 return securityLevelProperty()
             case kCFStreamPropertySSLSettings:

@@ -44,7 +44,7 @@ public final class SocketInputStream: InputStream {
     ) -> Bool { false }
 
     /// `CFReadStreamHasBytesAvailable`: true if `read` would not block. Never blocks.
-    public override var hasBytesAvailable: Bool { connection.hasBytesAvailable }
+    public override var hasBytesAvailable: Bool { connection.isReady(.input) }
 
     /// `CFReadStreamScheduleWithRunLoop`: deliver delegate events on `aRunLoop` while it runs in `mode`.
     public override func schedule(in aRunLoop: RunLoop, forMode mode: RunLoop.Mode) {

@@ -45,7 +45,7 @@ public final class SocketOutputStream: OutputStream {
     }
 
     /// `CFWriteStreamCanAcceptBytes`: true if `write` would not block. Never blocks.
-    public override var hasSpaceAvailable: Bool { connection.hasSpaceAvailable }
+    public override var hasSpaceAvailable: Bool { connection.isReady(.output) }
 
     /// `CFWriteStreamScheduleWithRunLoop`.
     public override func schedule(in aRunLoop: RunLoop, forMode mode: RunLoop.Mode) {
