@@ -110,8 +110,7 @@ extension Connection {
         while true {
             switch transport.write(buffer, maxLength) {
             case .processed(let count):
-                // Re-signal hasSpaceAvailable now if the socket still takes bytes, else when epoll says so.
-                // Only a scheduled stream has anyone to tell.
+                // Only a scheduled stream has anyone to tell of space (`PairHalves.wrote`).
                 lock.lock()
                 defer { lock.unlock() }
                 guard halves[.output].events.status == .open, !halves[.output].reactors.isEmpty, !isNegotiating else {
@@ -127,23 +126,13 @@ extension Connection {
                     }
                     return count
                 }
-                // Whether it still takes bytes: a plain TCP socket, or TLS straight over one, answers
-                // from its send-space bound (SendSpace.swift: no system call while the bound lasts),
-                // anything else polls.
-                let pending = transport.hasPendingOutput
-                if count == maxLength && !pending
-                    && halves[.output].sendSpace.remains(afterSending: count, through: transport, madeFor: target)
-                {
-                    // No other transfer passed its gate meanwhile (it would have cleared the flag, or
-                    // could write after this check): what the check saw still holds.
-                    if transfers.count == 1 { halves[.output].spaceConfirmed = true }
+                // No other transfer passed its gate meanwhile (it would have cleared the flag, or could
+                // write after this check): what the check sees still holds.
+                let next = halves.wrote(count, of: maxLength, through: transport, madeFor: target, alone: transfers.count == 1)
+                if next.signal {
                     signal(.output, .hasSpaceAvailable)
-                } else {
-                    if count < maxLength || pending { halves[.output].sendSpace.ranOut() }
-                    if !halves[.output].watchingSpace {
-                        halves[.output].watchingSpace = true
-                        syncInterest()
-                    }
+                } else if next.watch {
+                    syncInterest()
                 }
                 return count
             case .wouldBlock:

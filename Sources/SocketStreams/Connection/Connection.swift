@@ -16,13 +16,9 @@
 // What it does not do: know CFNetwork's property names (the Properties layer maps them onto
 // `PairSettings.Change`s), or parse any dictionary.
 //
-// `openCompleted` fires when TCP is up. Then the handshake stages run in order (a proxy, then TLS),
-// each driven by the readiness it asks for; with none, the pair is live at once. Has-events wait
-// until the last stage is done, so the first of them means "the handshakes are done", as in
-// CFNetwork. Every byte goes through `transport`, which the stages may replace with one layered over
-// it (TLS, or bytes read past a proxy's reply). After a write that took every byte,
-// `hasSpaceAvailable` is signalled at once if the socket surely takes more (a plain TCP socket's
-// send-space bound, a zero-timeout poll on anything else), otherwise when epoll says so.
+// `openCompleted` fires when TCP is up, then the handshake stages run (a proxy, then TLS); has-events
+// wait until the last is done, as in CFNetwork. Every byte goes through `transport`, which a stage
+// may replace with one layered over it (TLS, or bytes read past a proxy's reply).
 //
 // Locking: `lock` guards everything below it (`opening` and `registrations` included, values only ever
 // called with it held; `transfers` is atomic). Delegate callouts and blocking waits happen without it;
@@ -36,26 +32,23 @@ final class Connection: EventTarget, @unchecked Sendable {
 
     /// What the pair was created for: what stages and error messages name.
     let target: Endpoint
-    // The one-byte fields follow `target` (25 bytes) and fill its padding, and what few pairs need
-    // lives in `options`: `malloc_usable_size` of the object is 184 bytes, a 192-byte chunk (was 240
-    // bytes of object before; idle pairs in stream-bench scale measure every such chunk).
-    // Properties. Guarded by `lock`.
+    // The one-byte fields fill `target`'s padding (25 bytes), and what few pairs need lives in
+    // `options`: the object is 184 bytes, a 192-byte malloc chunk (stream-bench scale measures it).
+    // Guarded by `lock`, as everything below but `lock` and `transfers`.
     /// `kCFStreamPropertyShouldCloseNativeSocket` as set (nil: never set, which reads back as nil, as
     /// in CFNetwork: the pair then closes an fd it made and not one it was given).
     var closesNativeSocketAsSet: Bool?
     /// The round delivering events right now, if any, and the halves (a bit each) that wait for it:
-    /// never two callouts at once for one pair. Guarded by `lock`, which is why the dynamic
-    /// exclusivity check is off: its mutating calls cost two runtime calls each otherwise (callgrind,
-    /// thread ping-pong: +5.8% instructions).
+    /// never two callouts at once for one pair. No dynamic exclusivity check (the lock serialises
+    /// it): its mutating calls cost two runtime calls each (thread ping-pong +5.8% instructions).
     @exclusivity(unchecked) var callouts = SerialRunner()
     /// `kCFStreamPropertyNoDelay` as set (nil: never set).
     var noDelay: Bool?
     /// Also the condition blocking calls wait on (an open, a handshake). Not a `Guarded`: callers wait on it.
     let lock = ConditionLock.make()
 
-    // Guarded by `lock`. `@exclusivity(unchecked)` on the fields every read, write and event touches:
-    // the lock already serialises them, and Swift's dynamic checks cost 20% (callgrind, ping-pong
-    // 20,000 round trips: delegate client 173.3M → 207.5M instructions, polling 43.1M → 53.1M).
+    // `@exclusivity(unchecked)` on the fields every read, write and event touches: the lock serialises
+    // them, and Swift's dynamic checks cost 20% (callgrind, ping-pong: 173.3M → 207.5M instructions).
     @exclusivity(unchecked) var lifecycle = Lifecycle()
     /// The socket's owner, for properties and ShouldCloseNativeSocket. Nil until TCP is up.
     var socket: SocketHandle?
@@ -64,7 +57,7 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// The transfers past their gate, which use the transport and its fd without the lock, and the
     /// release a teardown left to the last of them (TransferGate.swift).
     let transfers = TransferGate()
-    /// Indexed by `Half.rawValue`; guarded by `lock` like the rest.
+    /// Each half's state (PairHalves.swift).
     let halves = FixedPair(HalfState(), HalfState())
     /// The streams, for delegate callouts (weak: the client owns them).
     weak var inputStream: Stream?

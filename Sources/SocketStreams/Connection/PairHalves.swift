@@ -3,9 +3,9 @@
 // epoll to report on a reactor, what a report becomes, and what a read, a write, a schedule or a
 // stage does to the watching. Readiness is semi-level-triggered: a has-event is signalled while the
 // socket is ready, but once signalled it is not signalled again until the client reads (or writes);
-// meanwhile the fd leaves the epoll set for that half, so nothing spins. No I/O and no locks: the
-// connection calls these with its lock held and does the signalling and the epoll changes.
-// `PairHalvesTests` checks them without a socket.
+// meanwhile the fd leaves the epoll set for that half, so nothing spins. No locks, and no I/O but the
+// send-space bound's own look at the socket after a write: the connection calls these with its lock
+// held and does the signalling and the epoll changes. `PairHalvesTests` checks them without one.
 
 import CSocketStreamsShims
 import Foundation
@@ -127,6 +127,27 @@ extension FixedPair where Element == HalfState {
     func clientWrites() {
         self[.output].events.clientTransferred(.hasSpaceAvailable)
         self[.output].spaceConfirmed = false
+    }
+
+    /// A write through `transport` on a scheduled, open output took `count` of the `offered` bytes:
+    /// `signal` if `hasSpaceAvailable` is due at once, the socket surely taking more (a plain TCP
+    /// socket, or TLS straight over one, answers from its send-space bound, with no system call
+    /// while the bound lasts; anything else polls); else the output watches for space, and `watch`
+    /// says that epoll's interest must change. `alone`: no other transfer is in flight, so the answer
+    /// holds until the next write (`spaceConfirmed`).
+    @inline(__always)
+    func wrote(
+        _ count: Int, of offered: Int, through transport: ActiveTransport, madeFor target: Endpoint, alone: Bool
+    ) -> (signal: Bool, watch: Bool) {
+        let pending = transport.hasPendingOutput
+        if count == offered && !pending && self[.output].sendSpace.remains(afterSending: count, through: transport, madeFor: target) {
+            if alone { self[.output].spaceConfirmed = true }
+            return (true, false)
+        }
+        if count < offered || pending { self[.output].sendSpace.ranOut() }
+        guard !self[.output].watchingSpace else { return (false, false) }
+        self[.output].watchingSpace = true
+        return (false, true)
     }
 
     /// The socket did not confirm what `half`'s unconsumed has-event said (another thread's transfer

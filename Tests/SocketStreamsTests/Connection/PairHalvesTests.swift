@@ -4,7 +4,11 @@ import Foundation
 import SocketStreamsTestSupport
 import XCTest
 
-/// The halves' readiness rules (PairHalves.swift) without a socket: what each half wants epoll to
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The halves' readiness rules (PairHalves.swift) without a connection: what each half wants epoll to
 /// report, what a report becomes, and how a read, a write, a schedule, a stage and an unconfirmed
 /// event change the watching.
 final class PairHalvesTests: XCTestCase {
@@ -139,6 +143,39 @@ final class PairHalvesTests: XCTestCase {
             XCTAssertFalse(halves[.output].watchingSpace)
             XCTAssertFalse(halves[.output].spaceConfirmed)
             XCTAssertEqual(wanted(halves, on: here), Self.reading, "the input watches again once the stage is done")
+        }
+    }
+}
+
+extension PairHalvesTests {
+    /// After a write: a whole write to a socket that still takes bytes signals at once (and, alone,
+    /// holds until the next write); a short one spends the bound and makes the output watch, once.
+    func testAfterAWriteSignalAtOnceOrWatch() throws {
+        var fds: [Int32] = [-1, -1]
+        XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds), 0)
+        defer {
+            close(fds[0])
+            close(fds[1])
+        }
+        try withReactors { here, _ in
+            let halves = Self.openHalves(on: here)
+            let transport = ActiveTransport.socket(fd: fds[0])
+            let target = Endpoint.unix(path: "/tmp/unused")
+            var next = halves.wrote(64, of: 64, through: transport, madeFor: target, alone: true)
+            XCTAssertTrue(next.signal, "an empty socket takes more")
+            XCTAssertTrue(halves[.output].spaceConfirmed)
+            XCTAssertEqual(halves[.output].sendSpace, .pollOnly, "a Unix-domain socket is polled, never bounded")
+            halves[.output].spaceConfirmed = false
+            next = halves.wrote(64, of: 64, through: transport, madeFor: target, alone: false)
+            XCTAssertTrue(next.signal)
+            XCTAssertFalse(halves[.output].spaceConfirmed, "another transfer in flight: nothing to hold")
+            next = halves.wrote(10, of: 64, through: transport, madeFor: target, alone: true)
+            XCTAssertFalse(next.signal)
+            XCTAssertTrue(next.watch, "a short write: watch for space")
+            XCTAssertTrue(halves[.output].watchingSpace)
+            next = halves.wrote(10, of: 64, through: transport, madeFor: target, alone: true)
+            XCTAssertFalse(next.signal)
+            XCTAssertFalse(next.watch, "already watching: epoll's interest stays")
         }
     }
 }
