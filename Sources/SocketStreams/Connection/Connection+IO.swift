@@ -1,7 +1,6 @@
-// Reading and writing: CFReadStreamRead / CFWriteStreamWrite semantics over the connection's
-// transport, waiting for the open and its handshakes first. Past its gate a transfer runs without
-// the lock, and blocks (in poll(2)) until at least one byte moves; returns -1 once its stream has
-// been closed from another thread. The transfers in flight and their waits are a `TransferGate`.
+// Reading and writing: CFReadStreamRead / CFWriteStreamWrite over the transport, after the open and
+// its handshakes. Past its gate (`TransferGate`) a transfer runs without the lock and blocks in
+// poll(2) until a byte moves; -1 once its stream has been closed from another thread.
 
 import CSocketStreamsShims
 import Foundation
@@ -37,8 +36,7 @@ extension Connection {
         if transfers.leave() { lock.withLock { releaseIfIdle() } }
     }
 
-    /// Blocks until the transport's fd is ready for `interest`: true, or false once `half` has been
-    /// closed (by another thread).
+    /// Blocks until `fd` is ready for `interest`: true, or false once `half` was closed by another thread.
     private func block(for interest: Interest, on fd: Int32, _ half: Half) -> Bool {
         TransferGate.block(for: interest, on: fd) { lock.withLock { halves[half].gone } }
     }
@@ -58,8 +56,7 @@ extension Connection {
         return result
     }
 
-    /// The read itself, past the gate (one exit, so `read` ends the transfer inline, not in a `defer`
-    /// closure: measured 24 instructions a call).
+    /// The read past the gate (one exit: `read` ends the transfer inline, a `defer` cost 24 instructions).
     @inline(__always)
     private func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength: Int, through transport: ActiveTransport) -> Int {
         while true {
@@ -126,8 +123,7 @@ extension Connection {
                     }
                     return count
                 }
-                // No other transfer passed its gate meanwhile (it would have cleared the flag, or could
-                // write after this check): what the check sees still holds.
+                // `alone`: no other transfer passed its gate since, so what the check sees still holds.
                 let next = halves.wrote(count, of: maxLength, through: transport, madeFor: target, alone: transfers.count == 1)
                 if next.signal {
                     signal(.output, .hasSpaceAvailable)
@@ -158,17 +154,15 @@ extension Connection {
         return true
     }
 
-    /// A write failed: the pair fails, unless the output was shut on purpose (`shutdownOutputKey`),
-    /// when only the output stream reports the EPIPE and the input reads on. Lock held.
+    /// A write failed: the pair fails, or, the output shut on purpose, only the output reports it. Lock held.
     private func failWrite(_ failure: StreamFailure) {
         guard options?.outputShutDown == true else { return fail(failure, from: .output) }
         signal(.output, .errorOccurred, error: StreamErrors.error(for: failure, target: target))
         syncInterest()
     }
 
-    /// `shutdownOutputKey`: the write side's half-close over the live transport (close_notify, then
-    /// FIN), waiting in poll(2) while the socket cannot take the last bytes. False if the pair is not
-    /// live, its output is not open or already shut, or the socket refused (the pair then fails).
+    /// `shutdownOutputKey`: the half-close (close_notify, FIN), waiting in poll(2) for the last bytes.
+    /// False unless live with its output open and not shut, or if the socket refused (the pair fails).
     func shutdownOutput() -> Bool {
         lock.lock()
         let status = halves[.output].events.status
@@ -198,10 +192,9 @@ extension Connection {
         return done
     }
 
-    /// `CFReadStreamHasBytesAvailable` (the input) and `CFWriteStreamCanAcceptBytes` (the output):
-    /// never blocks; true only if a read (a write) would not block now. An unconsumed has-event is not
-    /// trusted on its own: another thread's transfer may have used it up after it was raised, so one
-    /// the socket does not confirm is cleared, and the stream goes back to watching.
+    /// `CFReadStreamHasBytesAvailable` / `CFWriteStreamCanAcceptBytes`: never blocks; true only if a read
+    /// (a write) would not block now. A has-event another thread's transfer used up is not trusted:
+    /// one the socket does not confirm is cleared, and the stream watches again.
     func isReady(_ half: Half) -> Bool {
         lock.withLock {
             if halves[half].events.status == .opening || isNegotiating { moveOpenToStreamThread() }
@@ -209,8 +202,7 @@ extension Connection {
         }
     }
 
-    /// `isReady`'s answer, the lock held: also what a half scheduled on several reactors checks before
-    /// it delivers a has-event.
+    /// `isReady` with the lock held (also a has-event's check before it is delivered on several reactors).
     func confirm(_ half: Half) -> Bool {
         lock.assertHeld()
         guard halves[half].events.status == .open, !isNegotiating, let transport else { return false }
@@ -219,16 +211,14 @@ extension Connection {
         return false
     }
 
-    /// Bytes the transport holds (or an error waiting behind them), or a readable socket that makes a
-    /// read return (a layered transport says: TLS not for a session ticket alone). Lock held.
+    /// Bytes held (or an error behind them), or a readable socket a read returns on (TLS: not a ticket alone).
     private func bytesReady(_ transport: ActiveTransport) -> Bool {
         if options?.deferredInputError != nil || transport.hasBufferedInput { return true }
         let interest = transport.readInterest
         return interest.poll(transport.fd, timeout: 0) && transport.ready(interest).contains(.readable)
     }
 
-    /// An earlier answer nothing has spent since (over TLS: while what it sent since leaves the bound
-    /// above zero), or a writable socket with nothing waiting to go out first. Lock held.
+    /// An answer nothing spent since (TLS: its sends since leave the bound), or a writable, drained socket.
     private func spaceReady(_ transport: ActiveTransport) -> Bool {
         if halves[.output].spaceConfirmed {
             if case .socket = transport { return true }

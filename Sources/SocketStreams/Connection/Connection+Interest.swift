@@ -1,14 +1,12 @@
-// Epoll interest: what the pair's fd is watched for on each reactor it is scheduled on (or the
-// open's home while a stage runs), kept in its `PairRegistrations`, and readiness from those
-// reactors turned into has-events (by `PairHalves`' rules).
+// Epoll interest: what the fd is watched for on each reactor (`PairRegistrations`), and readiness
+// from them turned into has-events (`PairHalves`' rules).
 
 import Foundation
 
 extension Connection {
     // MARK: epoll interest
 
-    /// The epoll events this connection wants from `reactor`: the running stage's on the open's home,
-    /// else from the halves scheduled there. Lock held.
+    /// What epoll should report from `reactor`: the running stage's wants on the open's home, else the halves'.
     private func wantedEvents(on reactor: Reactor) -> UInt32 {
         lock.assertHeld()
         // Not the phase: after a failure the input half may still be open, draining what arrived first.
@@ -24,24 +22,21 @@ extension Connection {
             on: reactor, reading: PairRegistrations.epollEvents(reading), writing: PairRegistrations.epollEvents(writing))
     }
 
-    /// Brings every registration's epoll events in line with what the halves want. Lock held.
-    /// Cheap: no allocation, and a syscall only where the wanted events changed.
+    /// Every registration in line with what is wanted: no allocation, a syscall only where it changed.
     func syncInterest() {
         lock.assertHeld()
         registrations.sync { wantedEvents(on: $0) }
     }
 
-    /// Makes one registration per reactor that some half is scheduled on, and the open's home while
-    /// a stage runs (after scheduling changes or the socket appearing), then syncs their events.
-    /// Lock held.
+    /// One registration per reactor a half is scheduled on, and the open's home while a stage runs
+    /// (after a schedule changes or the socket appears), then in line. Lock held.
     func rebuildRegistrations() {
         lock.assertHeld()
         var none: EpollHandover?
         rebuildRegistrations(handover: &none)
     }
 
-    /// As `rebuildRegistrations()`, a new registration on `handover`'s reactor taking it over (and
-    /// setting it to nil). Lock held.
+    /// As `rebuildRegistrations()`, a new one on `handover`'s reactor taking it over (and setting it to nil).
     func rebuildRegistrations(handover: inout EpollHandover?) {
         lock.assertHeld()
         guard let fd = socket?.fd else { return }

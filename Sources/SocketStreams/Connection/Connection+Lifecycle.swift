@@ -1,6 +1,5 @@
-// Carrying out the pair's lifecycle: the open (home, deadline, connector, TCP up), the handshake
-// stages, failure, close and teardown. Every move of `PairLifecycle` is made here, under the lock,
-// and each action it returns is done here.
+// Carrying out the pair's lifecycle: the open, the handshake stages, failure, close and teardown.
+// Every move of `PairLifecycle` is made here, under the lock, and each action it returns is done here.
 
 import Foundation
 import Glibc
@@ -30,8 +29,7 @@ extension Connection {
         started?.start()
     }
 
-    /// The first `open()` of either half starts the shared work. Lock held. Returns the connector to
-    /// start once the lock is released (it may complete the open at once).
+    /// The first `open()` starts the shared work; the connector it returns starts once the lock is released.
     private func start() -> Connector? {
         lock.assertHeld()
         if case .native(let fd, _) = target {
@@ -91,8 +89,7 @@ extension Connection {
         }
     }
 
-    /// Before a call waits for (or polls) an open in progress: make sure the open does not depend on
-    /// some client run loop being run (`PairOpen.moveToStreamThread`). Lock held.
+    /// A call waits for (or polls) the open: it must not depend on a client's run loop running. Lock held.
     func moveOpenToStreamThread() {
         lock.assertHeld()
         guard lifecycle.isOpening, let (target, old) = opening.moveToStreamThread(alarm: deadlineAlarm) else { return }
@@ -128,8 +125,7 @@ extension Connection {
     /// `writable`: the socket just reported writable (a completed connect). Lock held.
     private func tcpUp(_ handle: SocketHandle, writable: Bool, handover: EpollHandover? = nil) {
         lock.assertHeld()
-        // The connector's epoll registration, if it left one: the first registration on its reactor
-        // takes it over; if none does (a failure, or no stream scheduled there), it is removed.
+        // The connector's epoll registration: taken over by the first registration on its reactor, else removed.
         var handover = handover
         defer { handover?.cancel() }
         socket = handle
@@ -151,9 +147,8 @@ extension Connection {
         }
     }
 
-    /// The last stage is done (or there were none), and the lifecycle has moved to `live`: has-events
-    /// flow. With `writable`, as after a completed connect, `hasSpaceAvailable` follows `openCompleted`
-    /// at once, as CFNetwork's connect callback does; otherwise epoll reports it. Lock held.
+    /// The lifecycle moved to `live`: has-events flow. With `writable` (a completed connect) space follows
+    /// `openCompleted` at once, as CFNetwork's connect callback does; otherwise epoll reports it. Lock held.
     private func goLive(writable: Bool, handover: inout EpollHandover?) {
         opening.end()
         if halves[.output].events.status == .open {
@@ -172,10 +167,9 @@ extension Connection {
 
     // MARK: handshake stages
 
-    /// Adds a stage to run before the stream is (again) live. Before the open it waits its turn; on a
-    /// live pair it starts now (STARTTLS): has-events stop until it is done, bytes already received
-    /// stay in the transport for it, and the deadline is `connectTimeoutKey` again. Returns false on
-    /// a failed or closed pair. Lock held.
+    /// Adds a stage to run before the pair is (again) live: it waits its turn before the open; on a live
+    /// pair it starts now (STARTTLS), has-events stop until it is done, bytes received stay for it, and
+    /// the deadline is `connectTimeoutKey` again. False on a failed or closed pair. Lock held.
     func queueStage(_ stage: any HandshakeStage) -> Bool {
         lock.assertHeld()
         switch lifecycle.handle(.stageAdded) {
@@ -207,8 +201,7 @@ extension Connection {
         advanceNegotiation()
     }
 
-    /// Runs the stages as far as they go (`PairOpen.runStages`), and carries out what they came to.
-    /// Lock held.
+    /// Runs the stages as far as they go (`PairOpen.runStages`) and carries out the outcome. Lock held.
     func advanceNegotiation() {
         lock.assertHeld()
         guard isNegotiating else { return }
@@ -224,10 +217,9 @@ extension Connection {
         }
     }
 
-    /// What a TLS stage with these settings calls when it waited for something other than the socket
-    /// (a trust evaluation's answer) and can go on. Made only then: a weak reference to the connection
-    /// gives it a side table, and every retain and release of it then takes the slow path (TLS
-    /// ping-pong +1.9% instructions when every TLS stage captured one).
+    /// What a TLS stage calls when a trust evaluation's answer lets it go on. Made only then: a weak
+    /// reference gives the connection a side table, and every retain and release of it then takes the
+    /// slow path (TLS ping-pong +1.9% instructions when every TLS stage captured one).
     func resumer(for tls: TLSSettings) -> @Sendable () -> Void {
         guard tls.trustEvaluation != nil else { return {} }
         return { [weak self] in self?.resumeNegotiation() }
@@ -257,8 +249,7 @@ extension Connection {
         fail(StreamErrors.error(for: failure, target: target), from: origin)
     }
 
-    /// A connection-level failure: it goes to both opened halves; the input half of a live pair keeps
-    /// reading what arrived before it unless the failure came from reading. Lock held.
+    /// It goes to both opened halves; a live pair's input reads what came before it, unless reading failed. Lock held.
     func fail(_ error: NSError, from origin: Half?) {
         lock.assertHeld()
         guard case .failed(let wasLive, let connector) = lifecycle.handle(.fail(error)) else { return }
@@ -288,8 +279,7 @@ extension Connection {
         for reactor in released { ReactorRegistry.shared.release(reactor) }
     }
 
-    /// The half stops holding the connection; when both have, the socket goes. Lock held.
-    /// Returns the reactors to release once the lock is dropped.
+    /// The half lets go (both gone: the socket goes). Lock held; returns the reactors to release after.
     private func letGo(_ half: Half) -> SmallList<Reactor> {
         lock.assertHeld()
         halves[half].gone = true

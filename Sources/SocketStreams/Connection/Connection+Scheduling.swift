@@ -6,9 +6,8 @@ import Dispatch
 import Foundation
 
 extension Connection {
-    /// `-[NSStream scheduleInRunLoop:forMode:]`. A run loop whose CFRunLoop is not known yet (one
-    /// that has never run) is scheduled on its own thread once it runs in `mode`; events raised
-    /// meanwhile wait for it instead of being dropped.
+    /// `-[NSStream scheduleInRunLoop:forMode:]`. A run loop that has never run is scheduled on its own
+    /// thread once it runs in `mode`; events raised meanwhile wait for it instead of being dropped.
     func schedule(_ half: Half, in runLoop: RunLoop, forMode mode: RunLoop.Mode) {
         guard let cf = cfRunLoop(of: runLoop) else {
             lock.withLock { halves[half].schedulesPending += 1 }
@@ -27,8 +26,7 @@ extension Connection {
         join(half, wasPending: wasPending) { () throws(SystemError) in try ReactorRegistry.shared.acquire(cfRunLoop: runLoop, mode: mode) }
     }
 
-    /// `CFReadStreamSetDispatchQueue`: the half leaves every run loop (and a previous queue) and, with a
-    /// queue, joins that queue's reactor, whose callouts run on the queue.
+    /// `CFReadStreamSetDispatchQueue`: the half leaves every run loop and queue, and joins `queue`'s reactor.
     func setDispatchQueue(_ queue: DispatchQueue?, for half: Half) {
         let left = lock.withLock { () -> SmallList<Reactor> in
             guard !halves[half].gone else { return [] }
@@ -47,9 +45,8 @@ extension Connection {
         lock.withLock { halves[half].reactors.lazy.compactMap(\.queue).first }
     }
 
-    /// The half listens on the reactor `acquire` gives (a registry use of it, released if the half
-    /// has it already or is gone). Out of fds for the run-loop source or the queue's epoll set, the
-    /// half cannot hear anything there: the pair fails (now, or at open) with the errno, no trap.
+    /// The half listens on the reactor `acquire` gives (a registry use, released if not kept). Out of
+    /// fds for a run-loop source or a queue's epoll set, the pair fails (now, or at open), no trap.
     private func join(_ half: Half, wasPending: Bool = false, _ acquire: () throws(SystemError) -> Reactor) {
         let reactor: Reactor
         do {

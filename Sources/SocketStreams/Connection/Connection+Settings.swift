@@ -1,6 +1,5 @@
-// The connection's side of its settings: a change made by `PairSettings`' rules and carried out
-// here, and the settings kept on the connection itself (no-delay, whether the native socket closes
-// with the pair) for memory.
+// The connection's side of its settings: a change by `PairSettings`' rules, carried out here, and the
+// two kept on the connection itself for memory (no-delay, closing the native socket).
 
 import CSocketStreamsShims
 import Foundation
@@ -18,9 +17,8 @@ extension Connection {
         return nil
     }
 
-    /// Changes a setting by `PairSettings`' rules and carries out what that leaves to do (TLS on a
-    /// live pair starts now; a connected socket is marked with a new traffic class). Lock held.
-    /// Returns whether it was taken.
+    /// Changes a setting by `PairSettings`' rules and does what is left (STARTTLS; marking a connected
+    /// socket's traffic). Lock held. Returns whether it was taken.
     func set(_ change: PairSettings.Change) -> Bool {
         lock.assertHeld()
         let moment: PairSettings.Moment
@@ -65,8 +63,7 @@ extension Connection {
         socket?.closesOnRelease = flag
     }
 
-    /// The socket's own address (`getsockname(2)`); nil before it is connected and once it is closed.
-    /// Under the lock, so the fd cannot be closed (and its number reused) during the call.
+    /// `getsockname(2)` (nil unless connected), under the lock so the fd is not closed and reused meanwhile.
     var localAddress: SocketAddress? {
         lock.withLock { socket.flatMap { try? Posix.localAddress($0.fd) } }
     }
