@@ -74,19 +74,12 @@ struct SendSpace: Equatable {
     /// stays as it is (false).
     @inline(__always)
     mutating func take(_ count: Int) -> Bool {
-        guard kib <= Self.maximumKiB else { return false }
-        let charge = Self.charge(count)
-        let left = Int(kib) &- ((charge &+ charge >> 1 &+ 1023) >> 10)
-        guard left > 0 else {
-            kib = 0
-            return false
-        }
-        kib = UInt16(truncatingIfNeeded: left)
-        return true
+        take(charge: Self.charge(count))
     }
 
     /// Takes sends whose charges (`charge(_:)` of each) add up to `charge` off the bound: as `take`,
     /// for a layered transport's sends. A charge of 0 (nothing sent) leaves the bound as it is.
+    @inline(__always)
     mutating func take(charge: Int) -> Bool {
         guard kib <= Self.maximumKiB else { return false }
         guard charge > 0 else { return kib > 0 }
