@@ -30,6 +30,9 @@ import Foundation
 // Reads happen only while a read operation waits (the kernel's buffer is the backpressure); each
 // takes up to 64 KiB, and bytes beyond what the operation needs stay buffered for the next one.
 
+// `@unchecked Sendable`: its mutable state is `state`, behind its own lock, and the streams'
+// Foundation properties are touched only on the owner reactor's thread (above), which
+// `reactor.assertOwner` checks in debug builds.
 package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked Sendable {
     /// The request last: its 17 bytes then end the struct (49 bytes, not 56), which keeps the
     /// engine's State 8 bytes smaller and its guarded allocation a malloc chunk smaller (issue 25).

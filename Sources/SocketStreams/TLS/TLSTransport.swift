@@ -77,7 +77,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
         context: TLSContext, over inner: any Transport, settings: TLSSettings, hostName: String?, sessionKey: String?,
         peerLabel: String
     ) throws(TLSSetupError) {
-        ERR_clear_error()
+        clearErrors()
         guard let ssl = SSL_new(context.context), let bio = BIO_new(TLSWire.method) else { throw TLSSetupError("SSL_new failed") }
         self.ssl = ssl
         self.inner = inner
@@ -151,7 +151,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
     func handshake() -> HandshakeProgress {
         lock.withLock {
             if let blocked = flushTail() { return handshakeBlocked(blocked) }
-            ERR_clear_error()
+            clearErrors()
             wire.failure = nil
             let result = SSL_do_handshake(ssl)
             if result == 1 {
@@ -250,7 +250,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
                 if code != SSL_ERROR_WANT_READ && code != SSL_ERROR_WANT_WRITE {
                     deferredReadOutcome = outcome(code, reading: true)
                 }
-                ERR_clear_error()
+                clearErrors()
                 break
             }
             readWants = .readable
@@ -394,7 +394,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
             return true
         }
         let code = SSL_get_error(ssl, status)
-        defer { ERR_clear_error() }
+        defer { clearErrors() }
         switch code {
         case SSL_ERROR_WANT_READ:
             readWants = inner.readInterest
@@ -420,12 +420,12 @@ final class TLSTransport: Transport, @unchecked Sendable {
                     writeWants = blocked
                     return .wouldBlock
                 }
-                ERR_clear_error()
+                clearErrors()
                 wire.failure = nil
                 let result = SSL_shutdown(ssl)  // 0: ours sent, the peer's not yet (our BIO keeps any unsent part as the tail)
                 if result < 0 {
                     let code = SSL_get_error(ssl, result)
-                    ERR_clear_error()
+                    clearErrors()
                     if code == SSL_ERROR_WANT_WRITE || code == SSL_ERROR_WANT_READ {
                         writeWants = code == SSL_ERROR_WANT_WRITE ? inner.writeInterest : inner.readInterest
                         return .wouldBlock
@@ -451,18 +451,18 @@ final class TLSTransport: Transport, @unchecked Sendable {
             closed = true
             _ = flushTail()
             if SSL_is_init_finished(ssl) == 1, !outputShut {
-                ERR_clear_error()
+                clearErrors()
                 _ = SSL_shutdown(ssl)
-                ERR_clear_error()
+                clearErrors()
             }
         }
         inner.close()
     }
 }
 
-/// Empties this thread's OpenSSL error queue before an I/O call, as `SSL_get_error` requires, and
-/// only if it holds something: `ERR_clear_error` resets all its 16 slots whether or not (callgrind,
-/// TLS ping-pong: 838 instructions a call, three calls a round trip, where a peek costs a fraction).
+/// Empties this thread's OpenSSL error queue (before an I/O call, as `SSL_get_error` requires, and
+/// after a failed one), and only if it holds something: `ERR_clear_error` resets all its 16 slots
+/// whether or not (callgrind, TLS ping-pong: 838 instructions a call, where a peek costs a fraction).
 @inline(__always)
 private func clearErrors() {
     if ERR_peek_error() != 0 { ERR_clear_error() }
