@@ -350,9 +350,23 @@ package enum RawSocket {
 
     /// Number of entries in /proc/self/fd (includes the directory handle used to list it,
     /// which is the same on every call, so differences are exact).
+    ///
+    /// The first call makes libdispatch's main-queue port for CoreFoundation (an eventfd it opens
+    /// once, the first time the main run loop runs in a common mode), so that a count taken before a
+    /// test first runs the main run loop and one taken after agree. Without it such a test saw one fd
+    /// more after, depending on whether setting up had already run the run loop (FaultTests'
+    /// slow-resolver test, about 3 runs in 10 on a loaded machine).
     package static func openDescriptorCount() -> Int {
-        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
+        _ = mainQueuePortMade
+        return (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
     }
+
+    private static let mainQueuePortMade: Bool = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "_dispatch_get_main_queue_port_4CF") else { return false }
+        typealias GetPort = @convention(c) () -> Int32
+        _ = unsafeBitCast(symbol, to: GetPort.self)()
+        return true
+    }()
 
     /// Raises the soft RLIMIT_NOFILE to at least `wanted` (capped at the hard limit).
     /// Returns the soft limit now in force.

@@ -408,7 +408,7 @@ final class Reactor: @unchecked Sendable {
             }
             if timer { fireTimers() }
             for (handler, mask) in firing { handler.reactor(self, fired: mask) }
-            firing.removeAll(keepingCapacity: true)
+            firing.empty()
             drainWork()
         }
         drainWork()
@@ -435,7 +435,7 @@ final class Reactor: @unchecked Sendable {
             if !localReady.isEmpty {
                 swap(&localReady, &spareReady)
                 for item in spareReady { item.target.deliverEvents(item.slot, on: self) }
-                spareReady.removeAll(keepingCapacity: true)
+                spareReady.empty()
                 continue
             }
             guard sharedWork.load(ordering: .acquiring) else { return }
@@ -446,8 +446,8 @@ final class Reactor: @unchecked Sendable {
             lock.unlock()
             for task in spareTasks { task() }
             for item in spareReady { item.target.deliverEvents(item.slot, on: self) }
-            spareTasks.removeAll(keepingCapacity: true)
-            spareReady.removeAll(keepingCapacity: true)
+            spareTasks.empty()
+            spareReady.empty()
         }
     }
 
@@ -587,4 +587,14 @@ private func makeCFString(_ string: String) -> CFRunLoopMode {
     if string == RunLoop.Mode.common.rawValue { return kCFRunLoopCommonModes }
     if string == RunLoop.Mode.default.rawValue { return kCFRunLoopDefaultMode }
     return CFStringCreateWithCString(nil, string, CFStringBuiltInEncodings.UTF8.rawValue)
+}
+
+extension Array {
+    /// Removes every element and keeps the storage, one at a time from the end: the reactor's lists
+    /// hold an element or two, and `removeAll(keepingCapacity:)` goes through the generic
+    /// `replaceSubrange`, about 200 instructions a call (callgrind, ping-pong: -2.3% in all).
+    @inline(__always)
+    fileprivate mutating func empty() {
+        while !isEmpty { removeLast() }
+    }
 }
