@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// async/await over a SocketStreams pair: `try await` to open, read and write, and the input as an
 /// `AsyncSequence` of chunks.
@@ -19,13 +20,14 @@ import Foundation
 ///   that is cancelled always throws `CancellationError`, whatever it raced with.
 /// - **Threads.** Safe from any task or thread; nothing blocks a thread. Calls of one kind are meant to
 ///   come one at a time (one reader, one writer); concurrent reads complete in the order they were made.
-///   The connection is owned by the package's stream thread: the pair is scheduled there, and every
-///   read, write and close of the streams happens there. A call from any other thread queues its
-///   operation and wakes that thread; a task running on ``AsyncConnection/executor`` is already there,
-///   so a read whose bytes have arrived, or a write the socket has room for, completes at once.
+///   The connection is owned by the package's own serial dispatch queue: the pair is scheduled on it
+///   (`CFReadStreamSetDispatchQueue`), and every read, write and close of the streams happens there,
+///   driven by that queue's reactor with no run loop in between. A call from any other thread queues
+///   its operation and wakes the queue; a task running on ``AsyncConnection/executor`` is already
+///   there, so a read whose bytes have arrived, or a write the socket has room for, completes at once.
 /// - **Closing.** ``close()``, cancellation and releasing the last reference may come from any thread
-///   while data flows: each asks the stream thread to close the pair, and the operations waiting then
-///   end with an error.
+///   while data flows: each asks the queue to close the pair, and the operations waiting then end
+///   with an error.
 ///
 /// Errors are the streams' own (`NSError` in CFNetwork's domains, as `streamError` gives them) or a
 /// ``StreamOperationError``. Underneath is the same engine as ``QueuedSocket``'s.
@@ -62,9 +64,26 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
     let engine: StreamOperations
     private let state: Guarded<State>
 
-    /// The reactor of the package's stream thread, where every connection's events are delivered;
-    /// nil if it cannot be made (out of file descriptors), and then each connection fails when it opens.
-    static var reactor: Reactor? { try? StreamThread.reactor() }
+    /// The package's serial queue that owns every connection: their pairs are scheduled on it and the
+    /// executor's jobs run on it. A queue, not the stream thread's run loop: a queue's reactor is
+    /// woken by its own epoll fd, with no CoreFoundation pass and no outer epoll set per wake-up
+    /// (issue 25: 4.4 system calls a ping-pong round trip on the stream thread, 3.0 on a queue).
+    static let queue = DispatchQueue(label: "SocketStreams.AsyncConnection")
+
+    /// The queue's reactor once made: acquired from the registry on first use and held for the
+    /// process's life, like the stream thread's. Read without a lock (every executor job reads it).
+    private static let sharedReactor = AtomicLazyReference<Reactor>()
+
+    /// The reactor of ``queue``, where every connection's events are delivered; nil if it cannot be
+    /// made (out of file descriptors: its epoll set), and then each connection fails when it opens. A
+    /// later call tries again.
+    static var reactor: Reactor? {
+        if let reactor = sharedReactor.load() { return reactor }
+        guard let created = try? ReactorRegistry.shared.acquire(queue: queue) else { return nil }
+        let kept = sharedReactor.storeIfNil(created)
+        if kept !== created { ReactorRegistry.shared.release(created) }  // the same reactor, one use too many
+        return kept
+    }
 
     /// Wraps an unopened pair made any way (`createStreamPair`, an accepted `StreamListener` pair), with
     /// whatever properties you set on it (TLS, a proxy). ``open()`` opens it.
@@ -82,7 +101,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
         self.init(input: pair.input, output: pair.output)
     }
 
-    /// Asks the stream thread to close the pair (the engine lives until it has). The engine's weak
+    /// Asks the queue to close the pair (the engine lives until it has). The engine's weak
     /// reference to this object already reads nil, so nothing more is reported.
     deinit {
         engine.close()
@@ -107,10 +126,10 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
                 }
                 if let answer { return continuation.resume(with: answer) }
                 guard let (input, output) = pair else { return }
-                guard hasStreamThread() else { return }  // out of fds: closed with EMFILE, which open throws
+                guard hasReactor() else { return }  // out of fds: closed with EMFILE, which open throws
                 engine.attach(input: input, output: output) { input, output in
-                    input.schedule(in: .socketStreams, forMode: .default)
-                    output.schedule(in: .socketStreams, forMode: .default)
+                    CFReadStreamSetDispatchQueue(input, Self.queue)
+                    CFWriteStreamSetDispatchQueue(output, Self.queue)
                 }
             }
         }
@@ -171,7 +190,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
     }
 
     /// Queues an operation under a new tag and returns its result: at once when it completed inline
-    /// (the engine pumps on this thread), else once the streams' thread completes it.
+    /// (the engine pumps on this thread), else once the queue completes it.
     private func perform(endIsNil: Bool = false, _ enqueue: (Int) -> Error?) async throws -> [UInt8]? {
         // A task cancelled before it calls closes the connection and throws, even where the call could
         // have completed at once (a write the socket has room for, on the executor).
@@ -339,22 +358,23 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
     }
 }
 
-/// A task executor that runs jobs on the package's stream thread, where every ``AsyncConnection``'s
-/// stream events are delivered (`withTaskExecutorPreference(AsyncConnection.executor) { … }`).
+/// A task executor that runs jobs on the package's serial dispatch queue, where every
+/// ``AsyncConnection``'s stream events are delivered (`withTaskExecutorPreference(AsyncConnection.executor) { … }`).
 ///
-/// A task that waits for a read is resumed from a stream event's callout on that thread. Run on this
-/// executor, it continues there right after the callout, instead of on another thread that has to be
-/// woken: one thread wake-up per exchange, as a delegate has. The price is that every connection's
-/// events and every task preferring this executor share that thread: use it for code that awaits
-/// network operations and does little else between them, never for code that blocks.
+/// A task that waits for a read is resumed from a stream event's callout on that queue. Run on this
+/// executor, it continues there right after the callout, in the same block on the same thread,
+/// instead of on another thread that has to be woken: one thread wake-up per exchange, as a delegate
+/// has. The price is that every connection's events and every task preferring this executor share
+/// that one serial queue: use it for code that awaits network operations and does little else between
+/// them, never for code that blocks.
 public final class AsyncConnectionExecutor: TaskExecutor, @unchecked Sendable {
-    /// Runs `job` on the stream thread (at once after the current callout, if called from one).
+    /// Runs `job` on the connections' queue (at once after the current callout, if called from one).
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         let executor = asUnownedTaskExecutor()
         guard let reactor = AsyncConnection.reactor else {
-            // No stream thread (out of file descriptors): the job still has to run somewhere.
-            return DispatchQueue.global().async { job.runSynchronously(on: executor) }
+            // No reactor (out of file descriptors): the job still runs on the queue, outside it.
+            return AsyncConnection.queue.async { job.runSynchronously(on: executor) }
         }
         reactor.post { job.runSynchronously(on: executor) }
     }
