@@ -56,8 +56,8 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
         var nextTag = 1
         var openWaiters: [CheckedContinuation<Void, Error>] = []
         /// Operations queued whose callers have not had their results: at most a few (one reader,
-        /// one writer), so a list searched by tag.
-        var operations: [Operation] = []
+        /// one writer), so a list searched by tag, the first inline.
+        var operations = OperationList()
         var tls: [CheckedContinuation<Void, Error>] = []
     }
 
@@ -225,7 +225,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
     /// Completes the operation `tag`: its waiter, or a result kept for a caller not yet waiting.
     private func complete(_ tag: Int, _ result: (_ endIsNil: Bool) -> Result<[UInt8]?, Error>) {
         let resumption = state.withLock { state -> (Waiter, Result<[UInt8]?, Error>)? in
-            guard let index = state.operations.firstIndex(where: { $0.tag == tag }) else { return nil }
+            guard let index = state.operations.firstIndex(tag: tag) else { return nil }
             let value = result(state.operations[index].endIsNil)
             guard let waiter = state.operations[index].waiter else {
                 state.operations[index].result = value
@@ -383,24 +383,66 @@ public final class AsyncConnectionExecutor: TaskExecutor, @unchecked Sendable {
 extension AsyncConnection.State {
     /// Removes and returns the result of `tag`, if it has one.
     fileprivate mutating func takeResult(_ tag: Int) -> Result<[UInt8]?, Error>? {
-        guard let index = operations.firstIndex(where: { $0.tag == tag }), let result = operations[index].result else { return nil }
+        guard let index = operations.firstIndex(tag: tag), let result = operations[index].result else { return nil }
         removeOperation(at: index)
         return result
     }
 
-    /// Removes one operation; the list keeps no storage once empty, so an idle connection holds none
-    /// (issue 25).
+    /// Removes one operation.
     fileprivate mutating func removeOperation(at index: Int) {
-        if operations.count == 1 {
-            operations = []
-        } else {
-            operations.remove(at: index)
-        }
+        operations.remove(at: index)
     }
 
     fileprivate mutating func setWaiter(_ waiter: AsyncConnection.Waiter, for tag: Int) {
-        guard let index = operations.firstIndex(where: { $0.tag == tag }) else { return }
+        guard let index = operations.firstIndex(tag: tag) else { return }
         operations[index].waiter = waiter
+    }
+}
+
+/// A connection's operations in the order made, the first held inline: a connection has one at a
+/// time most of the time (a write, then a read), and an array would allocate its storage for each
+/// (its storage is dropped once empty, so an idle connection holds none; issue 25). Only a second
+/// operation at once allocates. Index 0 is the inline one.
+private struct OperationList {
+    private var head: AsyncConnection.Operation?
+    private var tail: [AsyncConnection.Operation] = []
+
+    var count: Int { head == nil ? 0 : 1 + tail.count }
+    var indices: Range<Int> { 0..<count }
+
+    subscript(index: Int) -> AsyncConnection.Operation {
+        get { index == 0 ? head! : tail[index - 1] }
+        _modify {
+            if index == 0 {
+                yield &head!
+            } else {
+                yield &tail[index - 1]
+            }
+        }
+    }
+
+    func firstIndex(tag: Int) -> Int? {
+        guard let head else { return nil }
+        if head.tag == tag { return 0 }
+        return tail.firstIndex { $0.tag == tag }.map { $0 + 1 }
+    }
+
+    mutating func append(_ operation: AsyncConnection.Operation) {
+        if head == nil {
+            head = operation
+        } else {
+            tail.append(operation)
+        }
+    }
+
+    /// Removes one operation, keeping the order of the rest; the tail's storage goes once it is empty.
+    mutating func remove(at index: Int) {
+        if index == 0 {
+            head = tail.isEmpty ? nil : tail.removeFirst()
+        } else {
+            tail.remove(at: index - 1)
+        }
+        if tail.isEmpty { tail = [] }
     }
 }
 
