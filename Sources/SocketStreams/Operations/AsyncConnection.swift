@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// async/await over a SocketStreams pair: `try await` to open, read and write, and the input as an
 /// `AsyncSequence` of chunks.
@@ -19,13 +20,14 @@ import Foundation
 ///   that is cancelled always throws `CancellationError`, whatever it raced with.
 /// - **Threads.** Safe from any task or thread; nothing blocks a thread. Calls of one kind are meant to
 ///   come one at a time (one reader, one writer); concurrent reads complete in the order they were made.
-///   The connection is owned by the package's stream thread: the pair is scheduled there, and every
-///   read, write and close of the streams happens there. A call from any other thread queues its
-///   operation and wakes that thread; a task running on ``AsyncConnection/executor`` is already there,
-///   so a read whose bytes have arrived, or a write the socket has room for, completes at once.
+///   The connection is owned by the package's own serial dispatch queue: the pair is scheduled on it
+///   (`CFReadStreamSetDispatchQueue`), and every read, write and close of the streams happens there,
+///   driven by that queue's reactor with no run loop in between. A call from any other thread queues
+///   its operation and wakes the queue; a task running on ``AsyncConnection/executor`` is already
+///   there, so a read whose bytes have arrived, or a write the socket has room for, completes at once.
 /// - **Closing.** ``close()``, cancellation and releasing the last reference may come from any thread
-///   while data flows: each asks the stream thread to close the pair, and the operations waiting then
-///   end with an error.
+///   while data flows: each asks the queue to close the pair, and the operations waiting then end
+///   with an error.
 ///
 /// Errors are the streams' own (`NSError` in CFNetwork's domains, as `streamError` gives them) or a
 /// ``StreamOperationError``. Underneath is the same engine as ``QueuedSocket``'s.
@@ -54,17 +56,48 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
         var nextTag = 1
         var openWaiters: [CheckedContinuation<Void, Error>] = []
         /// Operations queued whose callers have not had their results: at most a few (one reader,
-        /// one writer), so a list searched by tag.
-        var operations: [Operation] = []
+        /// one writer), so a list searched by tag, the first inline.
+        var operations = OperationList()
         var tls: [CheckedContinuation<Void, Error>] = []
     }
 
     let engine: StreamOperations
     private let state: Guarded<State>
 
-    /// The reactor of the package's stream thread, where every connection's events are delivered;
-    /// nil if it cannot be made (out of file descriptors), and then each connection fails when it opens.
-    static var reactor: Reactor? { try? StreamThread.reactor() }
+    /// The package's serial queue that owns every connection: their pairs are scheduled on it and the
+    /// executor's jobs run on it. A queue, not the stream thread's run loop: a queue's reactor is
+    /// woken by its own epoll fd, with no CoreFoundation pass and no outer epoll set per wake-up
+    /// (issue 25: 4.4 system calls a ping-pong round trip on the stream thread, 3.0 on a queue).
+    static let queue = DispatchQueue(label: "SocketStreams.AsyncConnection")
+
+    /// The queue's reactor once made (its address; 0 until then): acquired from the registry on first
+    /// use and held for the process's life, like the stream thread's, so it is never released and a
+    /// plain load finds it. Every executor job reads it: an `Atomic<UInt>` load is inlined, where
+    /// `AtomicLazyReference.load()` is an unspecialised call that instantiates `Unmanaged`'s metadata
+    /// each time (callgrind: 640 instructions a load; a lock cost about 60).
+    private static let sharedReactor = Atomic<UInt>(0)
+
+    /// The reactor of ``queue``, where every connection's events are delivered; nil if it cannot be
+    /// made (out of file descriptors: its epoll set), and then each connection fails when it opens. A
+    /// later call tries again.
+    static var reactor: Reactor? {
+        let known = sharedReactor.load(ordering: .acquiring)
+        if known != 0 { return Unmanaged<Reactor>.fromOpaque(UnsafeRawPointer(bitPattern: known)!).takeUnretainedValue() }
+        return makeReactor()
+    }
+
+    private static func makeReactor() -> Reactor? {
+        guard let created = try? ReactorRegistry.shared.acquire(queue: queue) else { return nil }
+        // The registry gives every caller the same reactor for the queue; the first to publish it
+        // keeps its use (and a reference) forever, the others give theirs back.
+        let address = UInt(bitPattern: Unmanaged.passRetained(created).toOpaque())
+        let (exchanged, _) = sharedReactor.compareExchange(expected: 0, desired: address, ordering: .acquiringAndReleasing)
+        if !exchanged {
+            Unmanaged<Reactor>.fromOpaque(UnsafeRawPointer(bitPattern: address)!).release()
+            ReactorRegistry.shared.release(created)
+        }
+        return created
+    }
 
     /// Wraps an unopened pair made any way (`createStreamPair`, an accepted `StreamListener` pair), with
     /// whatever properties you set on it (TLS, a proxy). ``open()`` opens it.
@@ -82,7 +115,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
         self.init(input: pair.input, output: pair.output)
     }
 
-    /// Asks the stream thread to close the pair (the engine lives until it has). The engine's weak
+    /// Asks the queue to close the pair (the engine lives until it has). The engine's weak
     /// reference to this object already reads nil, so nothing more is reported.
     deinit {
         engine.close()
@@ -107,10 +140,10 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
                 }
                 if let answer { return continuation.resume(with: answer) }
                 guard let (input, output) = pair else { return }
-                guard hasStreamThread() else { return }  // out of fds: closed with EMFILE, which open throws
+                guard hasReactor() else { return }  // out of fds: closed with EMFILE, which open throws
                 engine.attach(input: input, output: output) { input, output in
-                    input.schedule(in: .socketStreams, forMode: .default)
-                    output.schedule(in: .socketStreams, forMode: .default)
+                    CFReadStreamSetDispatchQueue(input, Self.queue)
+                    CFWriteStreamSetDispatchQueue(output, Self.queue)
                 }
             }
         }
@@ -171,7 +204,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
     }
 
     /// Queues an operation under a new tag and returns its result: at once when it completed inline
-    /// (the engine pumps on this thread), else once the streams' thread completes it.
+    /// (the engine pumps on this thread), else once the queue completes it.
     private func perform(endIsNil: Bool = false, _ enqueue: (Int) -> Error?) async throws -> [UInt8]? {
         // A task cancelled before it calls closes the connection and throws, even where the call could
         // have completed at once (a write the socket has room for, on the executor).
@@ -206,7 +239,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
     /// Completes the operation `tag`: its waiter, or a result kept for a caller not yet waiting.
     private func complete(_ tag: Int, _ result: (_ endIsNil: Bool) -> Result<[UInt8]?, Error>) {
         let resumption = state.withLock { state -> (Waiter, Result<[UInt8]?, Error>)? in
-            guard let index = state.operations.firstIndex(where: { $0.tag == tag }) else { return nil }
+            guard let index = state.operations.firstIndex(tag: tag) else { return nil }
             let value = result(state.operations[index].endIsNil)
             guard let waiter = state.operations[index].waiter else {
                 state.operations[index].result = value
@@ -339,22 +372,23 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
     }
 }
 
-/// A task executor that runs jobs on the package's stream thread, where every ``AsyncConnection``'s
-/// stream events are delivered (`withTaskExecutorPreference(AsyncConnection.executor) { … }`).
+/// A task executor that runs jobs on the package's serial dispatch queue, where every
+/// ``AsyncConnection``'s stream events are delivered (`withTaskExecutorPreference(AsyncConnection.executor) { … }`).
 ///
-/// A task that waits for a read is resumed from a stream event's callout on that thread. Run on this
-/// executor, it continues there right after the callout, instead of on another thread that has to be
-/// woken: one thread wake-up per exchange, as a delegate has. The price is that every connection's
-/// events and every task preferring this executor share that thread: use it for code that awaits
-/// network operations and does little else between them, never for code that blocks.
+/// A task that waits for a read is resumed from a stream event's callout on that queue. Run on this
+/// executor, it continues there right after the callout, in the same block on the same thread,
+/// instead of on another thread that has to be woken: one thread wake-up per exchange, as a delegate
+/// has. The price is that every connection's events and every task preferring this executor share
+/// that one serial queue: use it for code that awaits network operations and does little else between
+/// them, never for code that blocks.
 public final class AsyncConnectionExecutor: TaskExecutor, @unchecked Sendable {
-    /// Runs `job` on the stream thread (at once after the current callout, if called from one).
+    /// Runs `job` on the connections' queue (at once after the current callout, if called from one).
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         let executor = asUnownedTaskExecutor()
         guard let reactor = AsyncConnection.reactor else {
-            // No stream thread (out of file descriptors): the job still has to run somewhere.
-            return DispatchQueue.global().async { job.runSynchronously(on: executor) }
+            // No reactor (out of file descriptors): the job still runs on the queue, outside it.
+            return AsyncConnection.queue.async { job.runSynchronously(on: executor) }
         }
         reactor.post { job.runSynchronously(on: executor) }
     }
@@ -363,24 +397,66 @@ public final class AsyncConnectionExecutor: TaskExecutor, @unchecked Sendable {
 extension AsyncConnection.State {
     /// Removes and returns the result of `tag`, if it has one.
     fileprivate mutating func takeResult(_ tag: Int) -> Result<[UInt8]?, Error>? {
-        guard let index = operations.firstIndex(where: { $0.tag == tag }), let result = operations[index].result else { return nil }
+        guard let index = operations.firstIndex(tag: tag), let result = operations[index].result else { return nil }
         removeOperation(at: index)
         return result
     }
 
-    /// Removes one operation; the list keeps no storage once empty, so an idle connection holds none
-    /// (issue 25).
+    /// Removes one operation.
     fileprivate mutating func removeOperation(at index: Int) {
-        if operations.count == 1 {
-            operations = []
-        } else {
-            operations.remove(at: index)
-        }
+        operations.remove(at: index)
     }
 
     fileprivate mutating func setWaiter(_ waiter: AsyncConnection.Waiter, for tag: Int) {
-        guard let index = operations.firstIndex(where: { $0.tag == tag }) else { return }
+        guard let index = operations.firstIndex(tag: tag) else { return }
         operations[index].waiter = waiter
+    }
+}
+
+/// A connection's operations in the order made, the first held inline: a connection has one at a
+/// time most of the time (a write, then a read), and an array would allocate its storage for each
+/// (its storage is dropped once empty, so an idle connection holds none; issue 25). Only a second
+/// operation at once allocates. Index 0 is the inline one.
+private struct OperationList {
+    private var head: AsyncConnection.Operation?
+    private var tail: [AsyncConnection.Operation] = []
+
+    var count: Int { head == nil ? 0 : 1 + tail.count }
+    var indices: Range<Int> { 0..<count }
+
+    subscript(index: Int) -> AsyncConnection.Operation {
+        get { index == 0 ? head! : tail[index - 1] }
+        _modify {
+            if index == 0 {
+                yield &head!
+            } else {
+                yield &tail[index - 1]
+            }
+        }
+    }
+
+    func firstIndex(tag: Int) -> Int? {
+        guard let head else { return nil }
+        if head.tag == tag { return 0 }
+        return tail.firstIndex { $0.tag == tag }.map { $0 + 1 }
+    }
+
+    mutating func append(_ operation: AsyncConnection.Operation) {
+        if head == nil {
+            head = operation
+        } else {
+            tail.append(operation)
+        }
+    }
+
+    /// Removes one operation, keeping the order of the rest; the tail's storage goes once it is empty.
+    mutating func remove(at index: Int) {
+        if index == 0 {
+            head = tail.isEmpty ? nil : tail.removeFirst()
+        } else {
+            tail.remove(at: index - 1)
+        }
+        if tail.isEmpty { tail = [] }
     }
 }
 

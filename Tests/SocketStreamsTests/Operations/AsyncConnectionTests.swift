@@ -31,7 +31,7 @@ final class AsyncConnectionTests: SocketStreamsTestCase {
         }
     }
 
-    /// On `AsyncConnection.executor` the task runs on the stream thread, where the events come: the
+    /// On `AsyncConnection.executor` the task runs on the connections' queue, where the events come: the
     /// same exchanges work, and reads and writes that complete inline there trust the events.
     func testExchangesOnTheConnectionsExecutor() async throws {
         let server = try startStreamEchoServer()
@@ -45,11 +45,47 @@ final class AsyncConnectionTests: SocketStreamsTestCase {
                 try await connection.write(message)
                 if try await connection.read(upTo: [10], maxLength: 100) == message { good += 1 }
             }
-            XCTAssertTrue(connection.engine.reactor?.isPerformingHere == true, "not running on the stream thread")
+            XCTAssertTrue(connection.engine.reactor?.isPerformingHere == true, "not running where the events come")
             connection.close()
             return good
         }
         XCTAssertEqual(count, 200)
+    }
+
+    /// Every connection is owned by the package's serial queue, not the stream thread (issue 25: a
+    /// queue's reactor needs no CoreFoundation pass per wake-up): with the stream thread held busy, a
+    /// connection still opens and exchanges, its reactor is a queue's, and a task on the executor
+    /// continues inside that reactor's perform, off the stream thread.
+    func testConnectionsRunOnTheirQueueNotTheStreamThread() async throws {
+        let server = try startStreamEchoServer()
+        let port = server.port
+        let held = Signal()
+        let release = Signal()
+        let releasedInTime = Locked<Bool?>(nil)
+        let timeout = shortTimeout
+        try StreamThread.reactor().post {
+            held.raise()
+            releasedInTime.value = release.wait(timeout: timeout)  // false: the exchange needed this thread
+        }
+        let holding = await waitUntilAsync { held.wait(timeout: 0) }
+        XCTAssertTrue(holding, "the stream thread never ran the task that holds it")
+        let echo = try await withTaskExecutorPreference(AsyncConnection.executor) {
+            let connection = AsyncConnection(host: "127.0.0.1", port: port)
+            try await connection.open()
+            try await connection.write(Array("ping\n".utf8))
+            let echo = try await connection.read(upTo: [10], maxLength: 100)
+            let reactor = try XCTUnwrap(connection.engine.reactor)
+            XCTAssertNotNil(reactor.queue, "the connection's reactor is a run loop's")
+            XCTAssertTrue(reactor.isPerformingHere, "the task does not continue where the events come")
+            XCTAssertFalse(Thread.current === StreamThread.thread, "the task runs on the stream thread")
+            connection.close()
+            return echo
+        }
+        release.raise()
+        XCTAssertEqual(echo, Array("ping\n".utf8))
+        let ended = await waitUntilAsync { releasedInTime.value != nil }
+        XCTAssertTrue(ended)
+        XCTAssertEqual(releasedInTime.value, true, "the exchange waited for the stream thread to be let go")
     }
 
     func testOpenThrowsTheStreamsError() async throws {
