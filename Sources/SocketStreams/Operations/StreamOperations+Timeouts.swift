@@ -18,8 +18,7 @@ extension StreamOperations {
 
     /// Cancels the timer of an operation that is no longer first, and asks for one for the new first
     /// operation if it has a timeout. Under the lock; the changes are applied outside it.
-    func updateTimers(_ state: inout State) -> [TimerChange] {
-        var changes: [TimerChange] = []
+    func updateTimers(_ state: inout State, _ changes: inout [TimerChange]) {
         var firstRead: (UInt64, Double)?
         var firstWrite: (UInt64, Double)?
         if !state.closed {
@@ -44,7 +43,6 @@ extension StreamOperations {
             state.writeTimeout = Timeout(operation: id, timer: 0, started: time.now())
             changes.append(.arm(.write, operation: id, after: timeout))
         }
-        return changes
     }
 
     func apply(_ changes: [TimerChange]) {

@@ -221,7 +221,7 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
             schedule(input, output)
             input.open()
             output.open()
-            pumpHere()
+            requestPump()
         }
     }
 
@@ -301,14 +301,24 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
     }
 
     /// Applies `add` unless the connection is closed (then returns why) or a `disconnectAfter…` has
-    /// forbidden new operations (then returns ``StreamOperationError/closed``), and pumps on the owner.
+    /// forbidden new operations (then returns ``StreamOperationError/closed``), and pumps on the owner:
+    /// in the same critical section (one lock per operation queued on the owner, not two).
     private func enqueue(_ add: (inout State) -> Error?) -> Error? {
-        let refused = state.withLock { state -> Error? in
-            if let error = Self.finalError(state) { return error }
-            if state.forbidden { return StreamOperationError.closed }
-            return add(&state)
+        let here = isOwnerHere
+        var work = Round()
+        var refused: Error?
+        let claim = state.withLock { state -> PumpClaim in
+            if let error = Self.finalError(state) {
+                refused = error
+            } else if state.forbidden {
+                refused = StreamOperationError.closed
+            } else {
+                refused = add(&state)
+            }
+            if refused != nil { return .none }
+            return claimPump(&state, here: here, &work)
         }
-        if refused == nil { requestPump() }
+        pump(claim, &work)
         return refused
     }
 
@@ -340,9 +350,12 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
 
     // MARK: stream events
 
-    /// The pair's events, delivered on the owner (where both streams are scheduled).
+    /// The pair's events, delivered on the owner (where both streams are scheduled). The event is
+    /// recorded and the pump entered under one lock.
     package func stream(_ stream: Stream, handle event: Stream.Event) {
-        state.withLock { state in
+        let here = isOwnerHere
+        var work = Round()
+        let claim = state.withLock { state -> PumpClaim in
             let isInput = stream === state.input
             switch event {
             case .hasBytesAvailable:
@@ -365,60 +378,97 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
             default:
                 break
             }
+            return claimPump(&state, here: here, &work)
         }
-        requestPump()
+        pump(claim, &work)
     }
 
     // MARK: pumping
 
+    /// Whether the caller is on the owner, where the pump runs (with no reactor, the engine never
+    /// attached and a pump only reports the close: anywhere).
+    private var isOwnerHere: Bool { reactor?.isPerformingHere ?? true }
+
+    /// What a request decided under the lock: run the pump now (its first round decided), post one to
+    /// the owner, or nothing (the pump running goes round again, or a post is pending).
+    private enum PumpClaim {
+        case none
+        case run
+        case post
+    }
+
     /// Pumps at once on the owner; from any other thread, posts one pump there (one at a time).
     func requestPump() {
-        guard let reactor else { return pumpHere() }  // never attached: only reports the close
-        if reactor.isPerformingHere { return pumpHere() }
-        let post = state.withLock { state -> Bool in
-            if state.postPending { return false }
+        let here = isOwnerHere
+        var work = Round()
+        let claim = state.withLock { claimPump(&$0, here: here, &work) }
+        pump(claim, &work)
+    }
+
+    /// Under the lock, after a request: on the owner, enters the pump and decides its first round in
+    /// `work` (or leaves the request to the pump running); elsewhere, asks for a post unless one is
+    /// pending.
+    private func claimPump(_ state: inout State, here: Bool, _ work: inout Round) -> PumpClaim {
+        guard here else {
+            if state.postPending { return .none }
             state.postPending = true
-            return true
+            return .post
         }
-        if post {
-            reactor.post { [self] in
-                state.withLock { $0.postPending = false }
-                pumpHere()
+        guard state.pump.enter() == .run else { return .none }
+        round(&state, &work)
+        return .run
+    }
+
+    /// Carries out a claim made under the lock.
+    private func pump(_ claim: PumpClaim, _ work: inout Round) {
+        switch claim {
+        case .none: return
+        case .run: runPump(&work)
+        case .post:
+            reactor?.post { [self] in
+                var work = Round()
+                let claim = state.withLock { state -> PumpClaim in
+                    state.postPending = false
+                    return claimPump(&state, here: true, &work)
+                }
+                pump(claim, &work)
             }
         }
     }
 
-    /// Runs the pump, on the owner, unless one runs already (which then goes round again).
-    private func pumpHere() {
+    /// Runs the pump, on the owner, from its first round (decided under the lock that entered it)
+    /// until a round leaves nothing to do and nothing was asked for meanwhile.
+    private func runPump(_ work: inout Round) {
         reactor?.assertOwner("the operations pump")
-        var round = state.withLock { state -> Round? in
-            guard state.pump.enter() == .run else { return nil }
-            return self.round(&state)
-        }
-        while let work = round {
-            apply(work.timers)
+        while true {
+            if !work.timers.isEmpty { apply(work.timers) }
             if let settings = work.startTLS?.settings, self.input?.setProperty(settings, forKey: .tlsSettingsKey) != true {
                 state.withLock { state in
                     if state.closing == nil { state.closing = .some(StreamOperationError.tlsSettingsRefused) }
                 }
             }
             if work.closeStreams { closePair() }
-            if let client {
-                for event in work.events { client.operations(self, handle: event) }
+            // The client (a weak load) only for a round that has something to tell it.
+            if !work.events.isEmpty, let client {
+                work.events.forEach { client.operations(self, handle: $0) }
             }
-            round = state.withLock { state -> Round? in
+            let again = work.again
+            work = Round()
+            let more = state.withLock { state -> Bool in
                 // Go round again if this round left work (a close to carry out, TLS refused) or
                 // anything was asked for meanwhile; else let go.
-                let more = work.again || state.closing != nil && !state.closed
-                if !more, state.pump.finishRound() == nil { return nil }
-                return self.round(&state)
+                let more = again || state.closing != nil && !state.closed
+                if !more, state.pump.finishRound() == nil { return false }
+                round(&state, &work)
+                return true
             }
+            if !more { return }
         }
     }
 
     /// What one round decided, to be done outside the lock.
     private struct Round {
-        var events: [OperationEvent] = []
+        var events = EventList()
         var timers: [TimerChange] = []
         /// Boxed: a round is moved and copied several times a pump, and TLS settings are large.
         var startTLS: TLSStart?
@@ -427,17 +477,15 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
         var again = false
     }
 
-    /// One round of work, under the lock.
-    private func round(_ state: inout State) -> Round {
-        var work = Round()
+    /// One round of work, under the lock, into `work` (a fresh one).
+    private func round(_ state: inout State, _ work: inout Round) {
         step(&state, &work.events, &work.startTLS, &work.closeStreams, &work.again)
-        work.timers = updateTimers(&state)
-        return work
+        updateTimers(&state, &work.timers)
     }
 
     /// One round of work, under the lock.
     private func step(
-        _ state: inout State, _ events: inout [OperationEvent], _ startTLS: inout TLSStart?, _ closeStreams: inout Bool,
+        _ state: inout State, _ events: inout EventList, _ startTLS: inout TLSStart?, _ closeStreams: inout Bool,
         _ again: inout Bool
     ) {
         guard !state.closed else { return }
@@ -500,6 +548,26 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
             stream.delegate = nil
             stream.close()
         }
+    }
+}
+
+/// A round's events, in order, the first inline: a round almost always has none or one (a read or a
+/// write completed), and an array for one is a heap allocation and a free every round trip.
+struct EventList {
+    private var head: OperationEvent?
+    private var rest: [OperationEvent] = []
+
+    var isEmpty: Bool { head == nil }
+
+    mutating func append(_ event: OperationEvent) {
+        if head == nil { head = event } else { rest.append(event) }
+    }
+
+    /// Calls `body` with each event, in order.
+    func forEach(_ body: (OperationEvent) -> Void) {
+        guard let head else { return }
+        body(head)
+        for event in rest { body(event) }
     }
 }
 
