@@ -11,14 +11,27 @@ import Foundation
 
 extension StreamOperations {
 
-    enum TimerChange {
-        case cancel(UInt64)
-        case arm(OperationDirection, operation: UInt64, after: Double)
+    /// A round's timer changes, applied outside the lock in this order: the read's cancel, the
+    /// write's, then the read's arm, the write's. Fixed fields, not an array of changes: a round
+    /// makes at most these four, and most none (no allocation, and nothing to release, per round).
+    struct TimerChanges {
+        /// The timers to cancel (0: none; ids start at 1).
+        var cancelRead: UInt64 = 0
+        var cancelWrite: UInt64 = 0
+        /// The operations whose timeouts to arm (0: none; ids start at 1), and after how long.
+        var armRead: UInt64 = 0
+        var armWrite: UInt64 = 0
+        var readAfter: Double = 0
+        var writeAfter: Double = 0
+
+        var isEmpty: Bool { cancelRead == 0 && cancelWrite == 0 && armRead == 0 && armWrite == 0 }
     }
 
     /// Cancels the timer of an operation that is no longer first, and asks for one for the new first
-    /// operation if it has a timeout. Under the lock; the changes are applied outside it.
-    func updateTimers(_ state: inout State, _ changes: inout [TimerChange]) {
+    /// operation if it has a timeout. Under the lock; the changes are applied outside it. Nothing to do
+    /// (and the queues' first operations not even looked at) while no operation has had a timeout.
+    func updateTimers(_ state: inout State, _ changes: inout TimerChanges) {
+        guard state.timeoutsUsed else { return }
         var firstRead: (UInt64, Double)?
         var firstWrite: (UInt64, Double)?
         if !state.closed {
@@ -28,32 +41,32 @@ extension StreamOperations {
             if case .write(let operation)? = state.writes.first { firstWrite = (operation.id, operation.timeout) }
         }
         if let current = state.readTimeout, current.operation != firstRead?.0 {
-            changes.append(.cancel(current.timer))
+            changes.cancelRead = current.timer
             state.readTimeout = nil
         }
         if let current = state.writeTimeout, current.operation != firstWrite?.0 {
-            changes.append(.cancel(current.timer))
+            changes.cancelWrite = current.timer
             state.writeTimeout = nil
         }
         if state.readTimeout == nil, let (id, timeout) = firstRead, timeout > 0 {
             state.readTimeout = Timeout(operation: id, timer: 0, started: time.now())
-            changes.append(.arm(.read, operation: id, after: timeout))
+            changes.armRead = id
+            changes.readAfter = timeout
         }
         if state.writeTimeout == nil, let (id, timeout) = firstWrite, timeout > 0 {
             state.writeTimeout = Timeout(operation: id, timer: 0, started: time.now())
-            changes.append(.arm(.write, operation: id, after: timeout))
+            changes.armWrite = id
+            changes.writeAfter = timeout
         }
     }
 
-    func apply(_ changes: [TimerChange]) {
-        for change in changes {
-            switch change {
-            case .cancel(let timer):
-                if let reactor { time.cancel(timer, on: reactor) }
-            case .arm(let direction, let operation, let seconds):
-                arm(direction, operation: operation, after: seconds)
-            }
+    func apply(_ changes: TimerChanges) {
+        if let reactor {
+            if changes.cancelRead != 0 { time.cancel(changes.cancelRead, on: reactor) }
+            if changes.cancelWrite != 0 { time.cancel(changes.cancelWrite, on: reactor) }
         }
+        if changes.armRead != 0 { arm(.read, operation: changes.armRead, after: changes.readAfter) }
+        if changes.armWrite != 0 { arm(.write, operation: changes.armWrite, after: changes.writeAfter) }
     }
 
     /// Schedules the timer of `operation`'s timeout (first, or extended) and records it.
