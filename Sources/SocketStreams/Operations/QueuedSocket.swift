@@ -423,7 +423,8 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
     // MARK: the engine's events (on the socket's run loop or queue)
 
     package func operations(_ operations: StreamOperations, handle event: OperationEvent) {
-        let delegate = self.delegate
+        // The delegate and whether it takes `Data` reads in one acquisition of the lock.
+        let (delegate, skipsDataRead) = state.withLock { ($0.delegate, $0.skipsDataRead) }
         switch event {
         case .ready:
             let (host, port) = state.withLock { state -> (String, Int) in
@@ -436,7 +437,7 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
             }
         case .read(let bytes, let tag):
             delegate?.socket(self, didRead: bytes, withTag: tag)
-            if let delegate, !state.withLock({ $0.skipsDataRead }) { delegate.socket(self, didRead: Data(bytes), withTag: tag) }
+            if let delegate, !skipsDataRead { delegate.socket(self, didRead: Data(bytes), withTag: tag) }
         case .readPartial(let count, let tag):
             delegate?.socket(self, didReadPartialDataOfLength: count, tag: tag)
             delegate?.socket(self, didReadPartialDataOfLength: UInt(max(0, count)), tag: tag)

@@ -10,7 +10,7 @@ import Foundation
 #endif
 
 extension StreamOperations {
-    func writes(_ state: inout State, _ events: inout [OperationEvent]) {
+    func writes(_ state: inout State, _ events: inout EventList) {
         while state.closing == nil, let first = state.writes.first {
             if let error = state.outputError {
                 state.closing = .some(error)
@@ -55,7 +55,7 @@ extension StreamOperations {
     /// before it, from any thread, is not lost to the close having reached the owner first. Writes (or
     /// the rest of one) that would block are dropped; a completed one reports `wrote` before `closed`.
     /// Nothing is sent before the pair is ready or while a TLS handshake runs.
-    func flush(_ state: inout State, _ events: inout [OperationEvent]) {
+    func flush(_ state: inout State, _ events: inout EventList) {
         guard state.attached, state.ready, state.securing == nil, state.outputError == nil, let output = state.output else { return }
         while case .write(var operation)? = state.writes.first {
             // `hasSpaceAvailable` polls the socket: a write it allows does not block.
@@ -72,7 +72,7 @@ extension StreamOperations {
         }
     }
 
-    func reads(_ state: inout State, _ events: inout [OperationEvent]) {
+    func reads(_ state: inout State, _ events: inout EventList) {
         while state.closing == nil, case .read(var operation)? = state.reads.first {
             if let bytes = Self.complete(&state, &operation) {
                 state.reads.removeFirst()
@@ -106,7 +106,7 @@ extension StreamOperations {
             }
             if count > 0 {
                 state.totalRead += count
-                if Self.satisfiable(state, operation) == false { events.append(.readPartial(count, tag: operation.tag)) }
+                if Self.satisfiable(&state, operation) == false { events.append(.readPartial(count, tag: operation.tag)) }
             } else if count == 0 {
                 state.ended = true
             } else if input.streamStatus == .atEnd {
@@ -126,35 +126,37 @@ extension StreamOperations {
         return signalled
     }
 
-    /// Whether the buffer now completes `operation` (checked without consuming, and without copying
-    /// the state: a copy retained and released every reference in it, on every read).
-    static func satisfiable(_ state: State, _ operation: ReadOperation) -> Bool {
-        completion(state, operation).count != nil
+    /// Whether the buffer now completes `operation` (checked without consuming; `inout` only so that
+    /// the state is not copied).
+    static func satisfiable(_ state: inout State, _ operation: ReadOperation) -> Bool {
+        completion(state.buffer, start: state.bufferStart, operation).count != nil
     }
 
     /// Takes the bytes that complete `operation` from the buffer, or returns nil if it cannot complete yet.
     static func complete(_ state: inout State, _ operation: inout ReadOperation) -> [UInt8]? {
-        let (count, searched) = completion(state, operation)
+        let (count, searched) = completion(state.buffer, start: state.bufferStart, operation)
         operation.searched = searched
         return count.map { take(&state, count: $0) }
     }
 
-    /// How many buffered bytes complete `operation` (nil: not enough yet), and how far a delimiter
-    /// read has searched (so each byte is searched once).
-    static func completion(_ state: State, _ operation: ReadOperation) -> (count: Int?, searched: Int) {
+    /// How many of the bytes buffered from `start` complete `operation` (nil: not enough yet), and how
+    /// far a delimiter read has searched (so each byte is searched once). Given the buffer, not the
+    /// state: a `State` argument was copied whole (a memcpy of ~270 bytes, twice a read; issue 25).
+    static func completion(_ buffer: [UInt8], start: Int, _ operation: ReadOperation) -> (count: Int?, searched: Int) {
+        let bufferCount = buffer.count - start
         switch operation.request {
         case .length(let count):
-            return (state.bufferCount >= count ? count : nil, operation.searched)
+            return (bufferCount >= count ? count : nil, operation.searched)
         case .available(let maxLength):
-            guard state.bufferCount > 0 else { return (nil, operation.searched) }
-            return (maxLength > 0 ? min(maxLength, state.bufferCount) : state.bufferCount, operation.searched)
+            guard bufferCount > 0 else { return (nil, operation.searched) }
+            return (maxLength > 0 ? min(maxLength, bufferCount) : bufferCount, operation.searched)
         case .delimiter(let delimiter, let maxLength):
             guard !delimiter.isEmpty else { return (0, operation.searched) }
-            let limit = maxLength > 0 ? min(maxLength, state.bufferCount) : state.bufferCount
+            let limit = maxLength > 0 ? min(maxLength, bufferCount) : bufferCount
             var index = max(0, operation.searched - delimiter.count + 1)
             while index + delimiter.count <= limit {
-                if state.buffer[state.bufferStart + index] == delimiter[0],
-                    state.buffer[(state.bufferStart + index)..<(state.bufferStart + index + delimiter.count)].elementsEqual(delimiter)
+                if buffer[start + index] == delimiter[0],
+                    buffer[(start + index)..<(start + index + delimiter.count)].elementsEqual(delimiter)
                 {
                     return (index + delimiter.count, operation.searched)
                 }

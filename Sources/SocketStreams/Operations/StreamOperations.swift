@@ -73,18 +73,26 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
         case shutdown(tag: Int)
     }
 
+    /// A direction's timeout: the operation it times, and the timer armed for it. The timer may outlive
+    /// its operation until the pump lets go (`operation` 0), so that the next operation, queued from the
+    /// completion of the last, adopts it: no cancel and arm per operation. An operation whose deadline
+    /// is no earlier than the armed timer's keeps it, and the timer, firing early, re-arms for the rest.
     struct Timeout {
-        /// The operation's id (ids start at 1; 0 in `none`).
-        let operation: UInt64
-        var timer: UInt64
-        let started: UInt64
-
-        static let none = Timeout(operation: 0, timer: 0, started: 0)
+        /// The operation timed (ids start at 1; 0: none).
+        var operation: UInt64 = 0
+        /// When the operation became first, and when it times out (the engine's clock, nanoseconds).
+        var started: UInt64 = 0
+        var deadline: UInt64 = 0
+        /// The armed timer: its serial (0: none armed; its firing carries it), its id once scheduled
+        /// (for the cancel) and when it fires.
+        var serial: UInt64 = 0
+        var timer: UInt64 = 0
+        var fires: UInt64 = 0
     }
 
     struct State {
         /// The timeout of the first read or write.
-        subscript(timeout direction: OperationDirection) -> Timeout? {
+        subscript(timeout direction: OperationDirection) -> Timeout {
             get { direction == .read ? readTimeout : writeTimeout }
             set {
                 if direction == .read { readTimeout = newValue } else { writeTimeout = newValue }
@@ -127,25 +135,19 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
         var outputShut = false
         /// A pump is posted to the owner and has not run yet.
         var postPending = false
+        /// An operation with a timeout has been queued: until then a round has no timer to look at.
+        var timeoutsUsed = false
         /// The engine acquired its reactor from the registry itself (`init(queue:client:)`) and releases
         /// it when it goes.
         var holdsReactor = false
         private var closingRequested = false
 
+        var readTimeout = Timeout()
+        var writeTimeout = Timeout()
         // Optionals stored without their extra tag byte (each would cost 7 bytes of padding).
-        private var readTimeoutStorage = Timeout.none
-        private var writeTimeoutStorage = Timeout.none
         private var securingMarker: UInt64 = 0
         private var closingError: Error?
 
-        var readTimeout: Timeout? {
-            get { readTimeoutStorage.operation == 0 ? nil : readTimeoutStorage }
-            set { readTimeoutStorage = newValue ?? .none }
-        }
-        var writeTimeout: Timeout? {
-            get { writeTimeoutStorage.operation == 0 ? nil : writeTimeoutStorage }
-            set { writeTimeoutStorage = newValue ?? .none }
-        }
         /// The id of the TLS marker whose handshake runs (ids start at 1).
         var securing: UInt64? {
             get { securingMarker == 0 ? nil : securingMarker }
@@ -221,7 +223,7 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
             schedule(input, output)
             input.open()
             output.open()
-            pumpHere()
+            requestPump()
         }
     }
 
@@ -251,6 +253,7 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
     @discardableResult
     package func enqueueRead(_ request: ReadRequest, timeout: Double, tag: Int) -> Error? {
         enqueue { state in
+            if timeout > 0 { state.timeoutsUsed = true }
             state.reads.append(.read(ReadOperation(id: state.nextID, request: request, timeout: timeout, tag: tag)))
             state.nextID += 1
             return nil
@@ -262,6 +265,7 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
     package func enqueueWrite(_ bytes: [UInt8], timeout: Double, tag: Int) -> Error? {
         enqueue { state in
             if state.outputShut { return Self.outputShutError }
+            if timeout > 0 { state.timeoutsUsed = true }
             state.writes.append(.write(WriteOperation(id: state.nextID, bytes: bytes, timeout: timeout, tag: tag)))
             state.nextID += 1
             return nil
@@ -301,14 +305,24 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
     }
 
     /// Applies `add` unless the connection is closed (then returns why) or a `disconnectAfter…` has
-    /// forbidden new operations (then returns ``StreamOperationError/closed``), and pumps on the owner.
+    /// forbidden new operations (then returns ``StreamOperationError/closed``), and pumps on the owner:
+    /// in the same critical section (one lock per operation queued on the owner, not two).
     private func enqueue(_ add: (inout State) -> Error?) -> Error? {
-        let refused = state.withLock { state -> Error? in
-            if let error = Self.finalError(state) { return error }
-            if state.forbidden { return StreamOperationError.closed }
-            return add(&state)
+        let here = isOwnerHere
+        var work = Round()
+        var refused: Error?
+        let claim = state.withLock { state -> PumpClaim in
+            if let error = Self.finalError(state) {
+                refused = error
+            } else if state.forbidden {
+                refused = StreamOperationError.closed
+            } else {
+                refused = add(&state)
+            }
+            if refused != nil { return .none }
+            return claimPump(&state, here: here, &work)
         }
-        if refused == nil { requestPump() }
+        pump(claim, &work)
         return refused
     }
 
@@ -340,9 +354,12 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
 
     // MARK: stream events
 
-    /// The pair's events, delivered on the owner (where both streams are scheduled).
+    /// The pair's events, delivered on the owner (where both streams are scheduled). The event is
+    /// recorded and the pump entered under one lock.
     package func stream(_ stream: Stream, handle event: Stream.Event) {
-        state.withLock { state in
+        let here = isOwnerHere
+        var work = Round()
+        let claim = state.withLock { state -> PumpClaim in
             let isInput = stream === state.input
             switch event {
             case .hasBytesAvailable:
@@ -365,79 +382,132 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
             default:
                 break
             }
+            return claimPump(&state, here: here, &work)
         }
-        requestPump()
+        pump(claim, &work)
     }
 
     // MARK: pumping
 
+    /// Whether the caller is on the owner, where the pump runs (with no reactor, the engine never
+    /// attached and a pump only reports the close: anywhere).
+    private var isOwnerHere: Bool { reactor?.isPerformingHere ?? true }
+
+    /// What a request decided under the lock: run the pump now (its first round decided), post one to
+    /// the owner, or nothing (the pump running goes round again, or a post is pending).
+    private enum PumpClaim {
+        case none
+        case run
+        case post
+    }
+
     /// Pumps at once on the owner; from any other thread, posts one pump there (one at a time).
     func requestPump() {
-        guard let reactor else { return pumpHere() }  // never attached: only reports the close
-        if reactor.isPerformingHere { return pumpHere() }
-        let post = state.withLock { state -> Bool in
-            if state.postPending { return false }
+        let here = isOwnerHere
+        var work = Round()
+        let claim = state.withLock { claimPump(&$0, here: here, &work) }
+        pump(claim, &work)
+    }
+
+    /// Under the lock, after a request: on the owner, enters the pump and decides its first round in
+    /// `work` (or leaves the request to the pump running); elsewhere, asks for a post unless one is
+    /// pending.
+    private func claimPump(_ state: inout State, here: Bool, _ work: inout Round) -> PumpClaim {
+        guard here else {
+            if state.postPending { return .none }
             state.postPending = true
-            return true
+            return .post
         }
-        if post {
-            reactor.post { [self] in
-                state.withLock { $0.postPending = false }
-                pumpHere()
+        guard state.pump.enter() == .run else { return .none }
+        round(&state, &work)
+        return .run
+    }
+
+    /// Carries out a claim made under the lock.
+    private func pump(_ claim: PumpClaim, _ work: inout Round) {
+        switch claim {
+        case .none: return
+        case .run: runPump(&work)
+        case .post:
+            reactor?.post { [self] in
+                var work = Round()
+                let claim = state.withLock { state -> PumpClaim in
+                    state.postPending = false
+                    return claimPump(&state, here: true, &work)
+                }
+                pump(claim, &work)
             }
         }
     }
 
-    /// Runs the pump, on the owner, unless one runs already (which then goes round again).
-    private func pumpHere() {
+    /// Runs the pump, on the owner, from its first round (decided under the lock that entered it)
+    /// until a round leaves nothing to do and nothing was asked for meanwhile.
+    private func runPump(_ work: inout Round) {
         reactor?.assertOwner("the operations pump")
-        var round = state.withLock { state -> Round? in
-            guard state.pump.enter() == .run else { return nil }
-            return self.round(&state)
-        }
-        while let work = round {
-            apply(work.timers)
+        while true {
+            if !work.timers.isEmpty { apply(work.timers) }
             if let settings = work.startTLS?.settings, self.input?.setProperty(settings, forKey: .tlsSettingsKey) != true {
                 state.withLock { state in
                     if state.closing == nil { state.closing = .some(StreamOperationError.tlsSettingsRefused) }
                 }
             }
             if work.closeStreams { closePair() }
-            if let client {
-                for event in work.events { client.operations(self, handle: event) }
+            // The client (a weak load) only for a round that has something to tell it.
+            if !work.events.isEmpty, let client {
+                work.events.forEach { client.operations(self, handle: $0) }
             }
-            round = state.withLock { state -> Round? in
+            let again = work.again
+            work.clear()
+            let more = state.withLock { state -> Bool in
                 // Go round again if this round left work (a close to carry out, TLS refused) or
-                // anything was asked for meanwhile; else let go.
-                let more = work.again || state.closing != nil && !state.closed
-                if !more, state.pump.finishRound() == nil { return nil }
-                return self.round(&state)
+                // anything was asked for meanwhile; else let go, cancelling the timers no operation
+                // adopted.
+                let more = again || state.closing != nil && !state.closed
+                if !more, state.pump.finishRound() == nil {
+                    letGoOfTimers(&state, &work.timers)
+                    return false
+                }
+                round(&state, &work)
+                return true
+            }
+            if !more {
+                if !work.timers.isEmpty { apply(work.timers) }
+                return
             }
         }
     }
 
     /// What one round decided, to be done outside the lock.
     private struct Round {
-        var events: [OperationEvent] = []
-        var timers: [TimerChange] = []
+        var events = EventList()
+        var timers = TimerChanges()
         /// Boxed: a round is moved and copied several times a pump, and TLS settings are large.
         var startTLS: TLSStart?
         var closeStreams = false
         /// The round left work for another (a close it decided on).
         var again = false
+
+        /// Empties the round for the next, releasing only what it holds: assigning a fresh round
+        /// destroyed every field (through the value witness, each reference released) and cost
+        /// more than the rest of the pump (issue 25).
+        mutating func clear() {
+            events.removeAll()
+            timers = TimerChanges()
+            if startTLS != nil { startTLS = nil }
+            closeStreams = false
+            again = false
+        }
     }
 
-    /// One round of work, under the lock.
-    private func round(_ state: inout State) -> Round {
-        var work = Round()
+    /// One round of work, under the lock, into `work` (a fresh one).
+    private func round(_ state: inout State, _ work: inout Round) {
         step(&state, &work.events, &work.startTLS, &work.closeStreams, &work.again)
-        work.timers = updateTimers(&state)
-        return work
+        updateTimers(&state, &work.timers)
     }
 
     /// One round of work, under the lock.
     private func step(
-        _ state: inout State, _ events: inout [OperationEvent], _ startTLS: inout TLSStart?, _ closeStreams: inout Bool,
+        _ state: inout State, _ events: inout EventList, _ startTLS: inout TLSStart?, _ closeStreams: inout Bool,
         _ again: inout Bool
     ) {
         guard !state.closed else { return }
@@ -500,6 +570,32 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
             stream.delegate = nil
             stream.close()
         }
+    }
+}
+
+/// A round's events, in order, the first inline: a round almost always has none or one (a read or a
+/// write completed), and an array for one is a heap allocation and a free every round trip.
+struct EventList {
+    private var head: OperationEvent?
+    private var rest: [OperationEvent] = []
+
+    var isEmpty: Bool { head == nil }
+
+    mutating func append(_ event: OperationEvent) {
+        if head == nil { head = event } else { rest.append(event) }
+    }
+
+    mutating func removeAll() {
+        guard head != nil else { return }
+        head = nil
+        if !rest.isEmpty { rest = [] }
+    }
+
+    /// Calls `body` with each event, in order.
+    func forEach(_ body: (OperationEvent) -> Void) {
+        guard let head else { return }
+        body(head)
+        for event in rest { body(event) }
     }
 }
 

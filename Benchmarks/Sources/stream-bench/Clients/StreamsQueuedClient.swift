@@ -1,20 +1,36 @@
-// streams-queued: `QueuedSocket` (GCDAsyncSocket-style queued reads and writes) on the benchmark
-// thread's run loop, driven with `RunLoop.current.run(mode:before:)` until the workload is done. Each
-// workload is a small delegate that queues the next operation from the completion of the last.
+// streams-queued: `QueuedSocket` (GCDAsyncSocket-style queued reads and writes) with a serial
+// dispatch queue as its delegate queue, GCDAsyncSocket's own model (`initWithDelegate:delegateQueue:`):
+// code written that way runs on delegate queues, and a pair on a queue needs no run-loop pass. (The
+// run-loop variant, a socket on the main run loop, is the delegate client's territory:
+// streams-delegate measures that path.) The benchmark thread only starts each workload and waits.
+// Each workload is a small delegate that queues the next operation from the completion of the last.
 
 import Foundation
 import SocketStreams
 
 struct StreamsQueuedClient: BenchmarkClient {
-    /// A delegate that records completion or failure; subclasses queue the workload's operations.
-    class Driver: QueuedSocketDelegate {
-        var done = false
-        var failure: String?
-        var sockets: [QueuedSocket] = []
+    /// The delegate queue: one per measurement process, so the warm-up starts the machinery (the
+    /// queue's reactor) that the measurement then uses.
+    static let queue = DispatchQueue(label: "stream-bench.streams-queued")
 
-        /// A socket on this thread's run loop, connected, with TLS or the SOCKS proxy when asked for.
+    /// A delegate that records completion or failure; subclasses queue the workload's operations.
+    /// Its state is touched only on `queue` (callbacks, and `run`'s reads through `queue.sync`), and
+    /// by the benchmark thread before the first socket exists: hence `@unchecked Sendable`.
+    class Driver: QueuedSocketDelegate, @unchecked Sendable {
+        var done = false {
+            didSet { if done { finished.signal() } }
+        }
+        var failure: String? {
+            didSet { if failure != nil { finished.signal() } }
+        }
+        var sockets: [QueuedSocket] = []
+        /// Signalled on the queue when the workload is done or failed.
+        private let finished = DispatchSemaphore(value: 0)
+
+        /// A socket delivering to this driver on the delegate queue, connected, with TLS or the SOCKS
+        /// proxy when asked for.
         func connect(port: UInt16) throws -> QueuedSocket {
-            let socket = QueuedSocket(delegate: self, runLoop: .current)
+            let socket = QueuedSocket(delegate: self, delegateQueue: StreamsQueuedClient.queue)
             var proxyError: Error?
             try socket.connect(toHost: "127.0.0.1", onPort: Int(port)) { input, output in
                 BenchTLS.apply(to: input)
@@ -25,13 +41,17 @@ struct StreamsQueuedClient: BenchmarkClient {
             return socket
         }
 
-        /// Runs this thread's run loop until the workload is done or failed.
+        /// Waits until the workload is done or failed (the callbacks run on the queue); checks once a
+        /// second that callbacks still come.
         func run() throws {
-            stallCheckTimer
             var lastProgress = Posix.monotonicNanoseconds()
-            var lastEvents = events
-            while !done && failure == nil {
-                _ = RunLoop.current.run(mode: .default, before: .distantFuture)
+            var lastEvents = -1
+            while true {
+                let signalled = finished.wait(timeout: .now() + 1) == .success
+                let (done, failure, events) = StreamsQueuedClient.queue.sync { (self.done, self.failure, self.events) }
+                if let failure { throw BenchError(failure) }
+                if done { return }
+                if signalled { continue }
                 let now = Posix.monotonicNanoseconds()
                 if events != lastEvents {
                     lastEvents = events
@@ -40,7 +60,6 @@ struct StreamsQueuedClient: BenchmarkClient {
                     throw BenchError("stalled: no QueuedSocket callback for \(Int(stallTimeout)) s")
                 }
             }
-            if let failure { throw BenchError(failure) }
         }
 
         var events = 0
@@ -60,7 +79,7 @@ struct StreamsQueuedClient: BenchmarkClient {
         _ = try connect(port: port, count: 1)
     }
 
-    final class Download: Driver {
+    final class Download: Driver, @unchecked Sendable {
         var received = 0
         var expected = 0
 
@@ -92,7 +111,7 @@ struct StreamsQueuedClient: BenchmarkClient {
         return stopwatch.elapsedSeconds
     }
 
-    final class Upload: Driver {
+    final class Upload: Driver, @unchecked Sendable {
         var count: UInt64?
 
         override func socket(_ socket: QueuedSocket, didRead data: [UInt8], withTag tag: Int) {
@@ -122,7 +141,7 @@ struct StreamsQueuedClient: BenchmarkClient {
         return stopwatch.elapsedSeconds
     }
 
-    final class PingPong: Driver {
+    final class PingPong: Driver, @unchecked Sendable {
         var messages: [[UInt8]] = []
         var remaining = 0
 
@@ -156,7 +175,7 @@ struct StreamsQueuedClient: BenchmarkClient {
         return stopwatch.elapsedSeconds
     }
 
-    final class Connect: Driver {
+    final class Connect: Driver, @unchecked Sendable {
         var port: UInt16 = 0
         var remaining = 0
         var current: QueuedSocket?
@@ -194,7 +213,7 @@ struct StreamsQueuedClient: BenchmarkClient {
         driver.port = port
         driver.remaining = count
         let stopwatch = Stopwatch()
-        driver.next()
+        Self.queue.async { driver.next() }  // each connection opens the next from the queue
         try driver.run()
         return stopwatch.elapsedSeconds
     }
