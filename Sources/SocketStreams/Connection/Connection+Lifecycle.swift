@@ -18,7 +18,7 @@ extension Connection {
             signal(half, .openCompleted)
         case .completeOpenLive:
             signal(half, .openCompleted)
-            if half == .output { halves[.output].watchingSpace = true }
+            if half == .output { outputOpensLive() }
             rebuildRegistrations()
         case .reportFailure(let error):
             signal(half, .errorOccurred, error: error)
@@ -27,6 +27,19 @@ extension Connection {
         }
         lock.unlock()
         started?.start()
+    }
+
+    /// The output opens on a live pair (the input's open connected at once, or it opens late): space
+    /// follows `openCompleted` at once where the socket surely takes bytes (a plain socket whose
+    /// send-space bound is above zero, where a poll would say POLLOUT), as when the output was open
+    /// before the connect completed; otherwise epoll reports it. Lock held.
+    private func outputOpensLive() {
+        let space = halves[.output].sendSpace
+        if case .socket? = transport, space.isBound, space.kib > 0, !halves[.output].reactors.isEmpty {
+            signal(.output, .hasSpaceAvailable)
+        } else {
+            halves[.output].watchingSpace = true
+        }
     }
 
     /// The first `open()` starts the shared work; the connector it returns starts once the lock is released.
@@ -96,6 +109,24 @@ extension Connection {
         lifecycle.dial?.move(to: target)
         if isNegotiating { rebuildRegistrations() }
         ReactorRegistry.shared.release(old)
+    }
+
+    /// Whether a connect completing now, on this thread, is best left for `home`'s epoll to report:
+    /// the halves are scheduled there and nowhere else, and the caller is not inside its perform,
+    /// so the events would need an eventfd wake-up (a write and a read) to reach it, where the
+    /// attempt's own readiness wakes it for nothing. Otherwise (inside that perform, unscheduled
+    /// halves, several places) completing at once costs no wake-up the wait would not. Lock held.
+    func connectWaitsFor(_ home: Reactor) -> Bool {
+        lock.assertHeld()
+        if home.isPerformingHere { return false }
+        var scheduled = false
+        for half in [Half.input, .output] where !halves[half].gone {
+            for reactor in halves[half].reactors {
+                if reactor !== home { return false }
+                scheduled = true
+            }
+        }
+        return scheduled
     }
 
     /// The connector's success: TCP is up on `handle`.

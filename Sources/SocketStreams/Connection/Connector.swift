@@ -259,6 +259,15 @@ final class Connector: @unchecked Sendable {
                     case .processed:
                         return finish(&state, .connected(handle, nil))
                     case .wouldBlock:
+                        // A peer on this host has usually answered inside connect(2) already (the
+                        // handshake runs through the loopback device before the call returns, and
+                        // still says EINPROGRESS): one poll sees it, for the attempt's epoll ADD,
+                        // wait and MOD. A refusal fails the attempt here, and the next address is
+                        // tried at once, as `attemptFinished` would. Not where the events would
+                        // then need a wake-up that the attempt's readiness gives for nothing.
+                        if !connection.connectWaitsFor(state.home), try settledAtOnce(fd) {
+                            return finish(&state, .connected(handle, nil))
+                        }
                         let attempt = Attempt(connector: self, handle: handle)
                         attempt.token = try state.home.add(fd: fd, events: cssh_epollout(), handler: attempt)
                         state.attempts.append(attempt)
@@ -276,6 +285,19 @@ final class Connector: @unchecked Sendable {
         }
         guard state.attempts.isEmpty, state.resolutions.count == 2 else { return .none }
         return finish(&state, .failed(failure(state)))
+    }
+
+    /// Whether a connect in progress on `fd` has already completed: true if connected, false if still
+    /// in progress (or the poll itself failed: the reactor then waits as for any attempt); throws the
+    /// connect's error if it failed. A zero-timeout `poll(POLLOUT)`, as curl makes after its connect;
+    /// without POLLERR or POLLHUP the connect succeeded, and SO_ERROR need not be asked.
+    private func settledAtOnce(_ fd: Int32) throws(SystemError) -> Bool {
+        let revents = (try? Posix.poll(fd, events: Int16(POLLOUT), timeout: 0)) ?? 0
+        guard revents != 0 else { return false }
+        if revents & Int16(POLLERR | POLLHUP) == 0 { return revents & Int16(POLLOUT) != 0 }
+        let code = Posix.pendingError(fd)
+        guard code == 0 else { throw SystemError(code: code, function: "connect") }
+        return true
     }
 
     /// Starts the next attempt once the Connection Attempt Delay has passed since the last one started.
