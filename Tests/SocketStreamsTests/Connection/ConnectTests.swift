@@ -165,4 +165,36 @@ final class ConnectTests: SocketStreamsTestCase {
         input.close()
         XCTAssertTrue(peerSawEOF.wait(timeout: shortTimeout), "socket not closed with the only stream")
     }
+
+    /// A loopback peer has answered by the time connect(2) returns (EINPROGRESS): the open sees it
+    /// with one poll and the pair is live when `open()` returns. The stream thread, where an
+    /// unscheduled pair's attempt would otherwise wait in epoll, is kept busy meanwhile, so that
+    /// wait could not have completed. Up to three tries: under load the kernel may leave the
+    /// handshake's softirq work for later, and the connect is then really in progress.
+    func testLoopbackConnectCompletesInsideOpenWithoutTheStreamThread() throws {
+        let server = try startRawServer(.v4) { connection in
+            try? connection.write("x")
+            _ = try? connection.readToEOF(timeout: 5)
+        }
+        let (busy, release) = (Signal(), Signal())
+        try StreamThread.reactor().post {
+            busy.raise()
+            _ = release.wait(timeout: 30)
+        }
+        defer { release.raise() }
+        XCTAssertTrue(busy.wait(timeout: shortTimeout), "the stream thread never ran the task")
+        var live: StreamPair?
+        for _ in 0..<3 where live == nil {
+            let pair = makePair(port: server.port)
+            pair.input.open()
+            let connection = pair.input.connection
+            if connection.lock.withLock({ connection.lifecycle.isLive }) { live = pair }
+        }
+        let pair = try XCTUnwrap(live, "no connect completed inside open()")
+        XCTAssertEqual(pair.input.streamStatus, .open)
+        release.raise()
+        var byte: UInt8 = 0
+        XCTAssertEqual(pair.input.read(&byte, maxLength: 1), 1)
+        XCTAssertEqual(byte, UInt8(ascii: "x"))
+    }
 }
