@@ -111,14 +111,16 @@ extension Connection {
         ReactorRegistry.shared.release(old)
     }
 
-    /// Whether a connect completing now, on this thread, is best left for `home`'s epoll to report:
-    /// the halves are scheduled there and nowhere else, and the caller is not inside its perform,
-    /// so the events would need an eventfd wake-up (a write and a read) to reach it, where the
-    /// attempt's own readiness wakes it for nothing. Otherwise (inside that perform, unscheduled
-    /// halves, several places) completing at once costs no wake-up the wait would not. Lock held.
+    /// Whether a connect completing now, on this thread, is best left for `home`'s epoll to report.
+    /// Inside `home`'s perform it never is. Elsewhere it is when handshake stages are to run (they
+    /// run on the open's home), and when the halves are scheduled on `home` and nowhere else: the
+    /// events would then need an eventfd wake-up (a write and a read) to reach it, where the
+    /// attempt's own readiness wakes it for nothing. Unscheduled halves, or several places, gain
+    /// from completing at once: no reactor has to wake for it. Lock held.
     func connectWaitsFor(_ home: Reactor) -> Bool {
         lock.assertHeld()
         if home.isPerformingHere { return false }
+        if options?.settings.tls != nil || options?.settings.proxy != nil || !opening.stages.isEmpty { return true }
         var scheduled = false
         for half in [Half.input, .output] where !halves[half].gone {
             for reactor in halves[half].reactors {
