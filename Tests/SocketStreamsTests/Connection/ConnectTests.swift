@@ -197,4 +197,28 @@ final class ConnectTests: SocketStreamsTestCase {
         XCTAssertEqual(pair.input.read(&byte, maxLength: 1), 1)
         XCTAssertEqual(byte, UInt8(ascii: "x"))
     }
+
+    /// The output opened once the input's open has made the pair live (a socket this pair connected,
+    /// nothing written yet): `hasSpaceAvailable` follows `openCompleted` from the send-space bound,
+    /// with no epoll wait for it (the output is not watching for space when `open()` returns).
+    func testOutputOpenedOnALivePairHasSpaceWithoutWatching() throws {
+        _ = try XCTUnwrap(SendSpace.freshlyConnected, "tcp_wmem unreadable or tcp_notsent_lowat set")
+        let server = try startRawServer(.v4) { connection in
+            _ = try? connection.readToEOF(timeout: 5)
+        }
+        let pair = makePair(port: server.port)
+        let recorder = DelegateRecorder()
+        recorder.attach(pair)
+        for stream in [pair.input as Stream, pair.output as Stream] {
+            stream.delegate = recorder
+            stream.schedule(in: .current, forMode: .default)
+        }
+        pair.input.open()
+        let connection = pair.input.connection
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { connection.lock.withLock { connection.lifecycle.isLive } })
+        pair.output.open()
+        XCTAssertFalse(connection.lock.withLock { connection.halves[.output].watchingSpace }, "space left for epoll to report")
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.hasSpaceAvailable, on: .output) }, recorder.trace)
+        XCTAssertEqual(recorder.snapshot.events(.output), [.openCompleted, .hasSpaceAvailable])
+    }
 }
