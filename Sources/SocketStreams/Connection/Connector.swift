@@ -7,6 +7,10 @@
 // - Addresses are interleaved by family, IPv6 first (§4). A new attempt starts every 250 ms (the
 //   Connection Attempt Delay, §5) or as soon as the previous attempt fails, whichever comes first.
 // - The first attempt to connect wins; every other attempt is closed.
+// - A connect(2) that says EINPROGRESS is polled once at once (zero timeout), unless completing
+//   there would cost a wake-up that waiting does not (`Connection.connectWaitsFor`): a peer on this
+//   host has usually answered already. A refusal seen there moves on to the next address at once,
+//   as one epoll reports does. Only a connect still in progress waits in the home reactor's epoll set.
 // Numeric addresses and Unix paths skip resolution. The open's deadline (connectTimeoutKey) belongs to
 // the connection, which cancels the connector when it passes.
 //
