@@ -18,7 +18,7 @@ extension Connection {
             signal(half, .openCompleted)
         case .completeOpenLive:
             signal(half, .openCompleted)
-            if half == .output { halves[.output].watchingSpace = true }
+            if half == .output { outputOpensLive() }
             rebuildRegistrations()
         case .reportFailure(let error):
             signal(half, .errorOccurred, error: error)
@@ -27,6 +27,19 @@ extension Connection {
         }
         lock.unlock()
         started?.start()
+    }
+
+    /// The output opens on a live pair (the input's open connected at once, or it opens late): space
+    /// follows `openCompleted` at once where the socket surely takes bytes (a plain socket whose
+    /// send-space bound is above zero, where a poll would say POLLOUT), as when the output was open
+    /// before the connect completed; otherwise epoll reports it. Lock held.
+    private func outputOpensLive() {
+        let space = halves[.output].sendSpace
+        if case .socket? = transport, space.isBound, space.kib > 0, !halves[.output].reactors.isEmpty {
+            signal(.output, .hasSpaceAvailable)
+        } else {
+            halves[.output].watchingSpace = true
+        }
     }
 
     /// The first `open()` starts the shared work; the connector it returns starts once the lock is released.
@@ -96,6 +109,38 @@ extension Connection {
         lifecycle.dial?.move(to: target)
         if isNegotiating { rebuildRegistrations() }
         ReactorRegistry.shared.release(old)
+    }
+
+    /// Whether a connect completing now, on this thread, is best left for `home`'s epoll to report.
+    /// Inside `home`'s perform it never is. Elsewhere it is when the halves are scheduled on `home`
+    /// and nowhere else (the events would need an eventfd wake-up, a write and a read, to reach it,
+    /// where the attempt's own readiness wakes it for nothing), and when handshake stages are to
+    /// run (they run on the open's home). Unscheduled halves, or several places, gain from
+    /// completing at once: no reactor has to wake for it. Lock held. (The cheap tests first: the
+    /// settings' are a copy of the TLS settings, ~200 instructions.)
+    func connectWaitsFor(_ home: Reactor) -> Bool {
+        lock.assertHeld()
+        if home.isPerformingHere { return false }
+        if deliversOnlyOn(home) { return true }
+        return !opening.stages.isEmpty || options?.settings.tls != nil || options?.settings.proxy != nil
+    }
+
+    /// Whether some half is scheduled, on `reactor` and nowhere else. Lock held.
+    private func deliversOnlyOn(_ reactor: Reactor) -> Bool {
+        var scheduled = false
+        if !halves[.input].gone {
+            for other in halves[.input].reactors {
+                guard other === reactor else { return false }
+                scheduled = true
+            }
+        }
+        if !halves[.output].gone {
+            for other in halves[.output].reactors {
+                guard other === reactor else { return false }
+                scheduled = true
+            }
+        }
+        return scheduled
     }
 
     /// The connector's success: TCP is up on `handle`.

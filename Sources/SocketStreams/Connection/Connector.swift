@@ -7,6 +7,10 @@
 // - Addresses are interleaved by family, IPv6 first (§4). A new attempt starts every 250 ms (the
 //   Connection Attempt Delay, §5) or as soon as the previous attempt fails, whichever comes first.
 // - The first attempt to connect wins; every other attempt is closed.
+// - A connect(2) that says EINPROGRESS is polled once at once (zero timeout), unless completing
+//   there would cost a wake-up that waiting does not (`Connection.connectWaitsFor`): a peer on this
+//   host has usually answered already. A refusal seen there moves on to the next address at once,
+//   as one epoll reports does. Only a connect still in progress waits in the home reactor's epoll set.
 // Numeric addresses and Unix paths skip resolution. The open's deadline (connectTimeoutKey) belongs to
 // the connection, which cancels the connector when it passes.
 //
@@ -259,6 +263,15 @@ final class Connector: @unchecked Sendable {
                     case .processed:
                         return finish(&state, .connected(handle, nil))
                     case .wouldBlock:
+                        // A peer on this host has usually answered inside connect(2) already (the
+                        // handshake runs through the loopback device before the call returns, and
+                        // still says EINPROGRESS): one poll sees it, for the attempt's epoll ADD,
+                        // wait and MOD. A refusal fails the attempt here, and the next address is
+                        // tried at once, as `attemptFinished` would. Not where the events would
+                        // then need a wake-up that the attempt's readiness gives for nothing.
+                        if !connection.connectWaitsFor(state.home), try settledAtOnce(fd) {
+                            return finish(&state, .connected(handle, nil))
+                        }
                         let attempt = Attempt(connector: self, handle: handle)
                         attempt.token = try state.home.add(fd: fd, events: cssh_epollout(), handler: attempt)
                         state.attempts.append(attempt)
@@ -276,6 +289,19 @@ final class Connector: @unchecked Sendable {
         }
         guard state.attempts.isEmpty, state.resolutions.count == 2 else { return .none }
         return finish(&state, .failed(failure(state)))
+    }
+
+    /// Whether a connect in progress on `fd` has already completed: true if connected, false if still
+    /// in progress (or the poll itself failed: the reactor then waits as for any attempt); throws the
+    /// connect's error if it failed. A zero-timeout `poll(POLLOUT)`, as curl makes after its connect;
+    /// without POLLERR or POLLHUP the connect succeeded, and SO_ERROR need not be asked.
+    private func settledAtOnce(_ fd: Int32) throws(SystemError) -> Bool {
+        let revents = (try? Posix.poll(fd, events: Int16(POLLOUT), timeout: 0)) ?? 0
+        guard revents != 0 else { return false }
+        if revents & Int16(POLLERR | POLLHUP) == 0 { return revents & Int16(POLLOUT) != 0 }
+        let code = Posix.pendingError(fd)
+        guard code == 0 else { throw SystemError(code: code, function: "connect") }
+        return true
     }
 
     /// Starts the next attempt once the Connection Attempt Delay has passed since the last one started.

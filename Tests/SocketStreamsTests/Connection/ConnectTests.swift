@@ -165,4 +165,60 @@ final class ConnectTests: SocketStreamsTestCase {
         input.close()
         XCTAssertTrue(peerSawEOF.wait(timeout: shortTimeout), "socket not closed with the only stream")
     }
+
+    /// A loopback peer has answered by the time connect(2) returns (EINPROGRESS): the open sees it
+    /// with one poll and the pair is live when `open()` returns. The stream thread, where an
+    /// unscheduled pair's attempt would otherwise wait in epoll, is kept busy meanwhile, so that
+    /// wait could not have completed. Up to three tries: under load the kernel may leave the
+    /// handshake's softirq work for later, and the connect is then really in progress.
+    func testLoopbackConnectCompletesInsideOpenWithoutTheStreamThread() throws {
+        let server = try startRawServer(.v4) { connection in
+            try? connection.write("x")
+            _ = try? connection.readToEOF(timeout: 5)
+        }
+        let (busy, release) = (Signal(), Signal())
+        try StreamThread.reactor().post {
+            busy.raise()
+            _ = release.wait(timeout: 30)
+        }
+        defer { release.raise() }
+        XCTAssertTrue(busy.wait(timeout: shortTimeout), "the stream thread never ran the task")
+        var live: StreamPair?
+        for _ in 0..<3 where live == nil {
+            let pair = makePair(port: server.port)
+            pair.input.open()
+            let connection = pair.input.connection
+            if connection.lock.withLock({ connection.lifecycle.isLive }) { live = pair }
+        }
+        let pair = try XCTUnwrap(live, "no connect completed inside open()")
+        XCTAssertEqual(pair.input.streamStatus, .open)
+        release.raise()
+        var byte: UInt8 = 0
+        XCTAssertEqual(pair.input.read(&byte, maxLength: 1), 1)
+        XCTAssertEqual(byte, UInt8(ascii: "x"))
+    }
+
+    /// The output opened once the input's open has made the pair live (a socket this pair connected,
+    /// nothing written yet): `hasSpaceAvailable` follows `openCompleted` from the send-space bound,
+    /// with no epoll wait for it (the output is not watching for space when `open()` returns).
+    func testOutputOpenedOnALivePairHasSpaceWithoutWatching() throws {
+        _ = try XCTUnwrap(SendSpace.freshlyConnected, "tcp_wmem unreadable or tcp_notsent_lowat set")
+        let server = try startRawServer(.v4) { connection in
+            _ = try? connection.readToEOF(timeout: 5)
+        }
+        let pair = makePair(port: server.port)
+        let recorder = DelegateRecorder()
+        recorder.attach(pair)
+        for stream in [pair.input as Stream, pair.output as Stream] {
+            stream.delegate = recorder
+            stream.schedule(in: .current, forMode: .default)
+        }
+        pair.input.open()
+        let connection = pair.input.connection
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { connection.lock.withLock { connection.lifecycle.isLive } })
+        pair.output.open()
+        XCTAssertFalse(connection.lock.withLock { connection.halves[.output].watchingSpace }, "space left for epoll to report")
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.hasSpaceAvailable, on: .output) }, recorder.trace)
+        XCTAssertEqual(recorder.snapshot.events(.output), [.openCompleted, .hasSpaceAvailable])
+    }
 }

@@ -140,4 +140,32 @@ final class HappyEyeballsTests: SocketStreamsTestCase {
         XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.errorOccurred, on: StreamRole.output) }, recorder.trace)
         assertPOSIXError(pair.output.streamError, [ETIMEDOUT])
     }
+
+    /// The same race where each attempt's outcome is seen by a poll right after connect(2) (an
+    /// unscheduled pair: its events need no reactor): IPv6 is refused, IPv4 is tried at once and
+    /// answers, all without the stream thread, which is kept busy (an attempt waiting in its epoll
+    /// set there could not finish).
+    func testRefusedIPv6FallsBackWithinTheConnectWhenNoReactorIsNeeded() throws {
+        let v4Server = try startRawServer(.v4) { connection in
+            try? connection.write("v4")
+            _ = try? connection.readToEOF(timeout: 5)
+        }
+        let (busy, release) = (Signal(), Signal())
+        try StreamThread.reactor().post {
+            busy.raise()
+            _ = release.wait(timeout: 30)
+        }
+        defer { release.raise() }
+        XCTAssertTrue(busy.wait(timeout: shortTimeout), "the stream thread never ran the task")
+        let (pair, clock) = dualStackPair(port: v4Server.port, resolve: resolver(v6: ["::1"], v4: ["127.0.0.1"], port: v4Server.port))
+        pair.input.open()
+        let connection = pair.input.connection
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { connection.lock.withLock { connection.lifecycle.isLive } })
+        XCTAssertEqual(clock.pending, [], "no attempt timer, no resolution delay left")
+        let fd = try XCTUnwrap(nativeHandle(of: pair.input))
+        XCTAssertEqual(RawSocket.intOption(fd, level: SOL_SOCKET, name: SO_DOMAIN), AF_INET)
+        release.raise()
+        var byte: UInt8 = 0
+        XCTAssertEqual(pair.input.read(&byte, maxLength: 1), 1)
+    }
 }
