@@ -96,6 +96,9 @@ final class Reactor: @unchecked Sendable {
     /// `markReady` calls made inside `perform` on its own thread (every event a readiness report or a
     /// delegate's read or write raises): no lock, no wake-up, delivered before `perform` returns.
     @exclusivity(unchecked) private var localReady: [ReadyItem] = []
+    /// Work posted inside `perform` on its own thread (an executor's job resumed by a callout): no lock
+    /// and no wake-up either, run before `perform` returns, after the events delivered with it.
+    @exclusivity(unchecked) private var localTasks: [@Sendable () -> Void] = []
 
     init(runLoop: CFRunLoop?, mode: String, queue: DispatchQueue? = nil) throws(SystemError) {
         self.runLoop = runLoop
@@ -241,6 +244,7 @@ final class Reactor: @unchecked Sendable {
 
     /// Runs `work` on the reactor's thread the next time its run loop runs in its mode.
     func post(_ work: @escaping @Sendable () -> Void) {
+        if isPerformingHere { return localTasks.append(work) }
         let wake = lock.withLock { () -> Bool in
             tasks.append(work)
             sharedWork.store(true, ordering: .releasing)
@@ -436,6 +440,12 @@ final class Reactor: @unchecked Sendable {
                 swap(&localReady, &spareReady)
                 for item in spareReady { item.target.deliverEvents(item.slot, on: self) }
                 spareReady.empty()
+                continue
+            }
+            if !localTasks.isEmpty {
+                swap(&localTasks, &spareTasks)
+                for task in spareTasks { task() }
+                spareTasks.empty()
                 continue
             }
             guard sharedWork.load(ordering: .acquiring) else { return }
