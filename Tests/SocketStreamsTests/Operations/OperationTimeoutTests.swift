@@ -6,7 +6,8 @@ import XCTest
 /// The operations engine's timers (issue 25): an operation that follows one with a timeout adopts the
 /// timer already armed instead of a cancel and an arm per operation; the timer, firing before the
 /// adopting operation's deadline, re-arms for the rest; a shorter timeout re-arms at once; a timer no
-/// operation adopts is cancelled when the pump lets go. On a manual clock, through `QueuedSocket`.
+/// operation adopts is cancelled when the pump lets go; a timer the delegate extended is adopted or
+/// replaced like any other. On a manual clock, through `QueuedSocket`.
 final class OperationTimeoutTests: SocketStreamsTestCase {
     private let queue = DispatchQueue(label: "OperationTimeoutTests")
 
@@ -75,6 +76,63 @@ final class OperationTimeoutTests: SocketStreamsTestCase {
         XCTAssertTrue(clock.waitForTimers { $0 == [1] }, "\(clock.pending)")
         clock.advance(by: 1)
         XCTAssertTrue(recorder.waitFor("timeout read 2 1.0 0"), "\(recorder.log)")
+        XCTAssertTrue(recorder.wait { $0.last?.hasPrefix("disconnect") == true }, "\(recorder.log)")
+        XCTAssertEqual(recorder.disconnectError as? StreamOperationError, .readTimedOut(tag: 2))
+    }
+
+    /// A timer the delegate extended is adopted like any other: the next read, whose deadline is later
+    /// than the extension's, keeps it, and the early firing re-arms for that read's own deadline (the
+    /// extension belonged to the read before it).
+    func testAnExtendedTimerIsAdoptedForTheNextReadsOwnDeadline() throws {
+        let send = Signal()
+        let server = try byteServer(send, count: 1)
+        let clock = ManualTime()
+        let recorder = QueuedRecorder()
+        recorder.timeoutAnswers = [10]
+        let socket = try socket(recorder, clock: clock, port: server.port)
+        socket.read(toLength: 1, timeout: 5, tag: 1)
+        socket.read(toLength: 1, timeout: 20, tag: 2)
+        XCTAssertTrue(clock.waitForTimers { $0 == [5] }, "\(clock.pending)")
+        clock.advance(by: 5)
+        XCTAssertTrue(recorder.waitFor("timeout read 1 5.0 0"), "\(recorder.log)")
+        XCTAssertTrue(clock.waitForTimers { $0 == [10] }, "the extension was not armed: \(clock.pending)")
+        clock.advance(by: 2)
+        send.raise()
+        XCTAssertTrue(recorder.waitFor("read 1 x"), "\(recorder.log)")
+        queue.sync {}
+        // Read 2 (first at 7, deadline 27) kept the extended timer (due at 15).
+        XCTAssertEqual(clock.pending, [8])
+        clock.advance(by: 8)
+        XCTAssertTrue(clock.waitForTimers { $0 == [12] }, "the early firing did not re-arm for read 2's deadline: \(clock.pending)")
+        queue.sync {}
+        XCTAssertEqual(recorder.log.filter { $0.hasPrefix("timeout") }, ["timeout read 1 5.0 0"])
+        clock.advance(by: 12)
+        XCTAssertTrue(recorder.waitFor("timeout read 2 20.0 0"), "\(recorder.log)")
+        XCTAssertTrue(recorder.wait { $0.last?.hasPrefix("disconnect") == true }, "\(recorder.log)")
+        XCTAssertEqual(recorder.disconnectError as? StreamOperationError, .readTimedOut(tag: 2))
+    }
+
+    /// The next read's deadline comes before the extended timer's: that timer is cancelled and one
+    /// armed for the read's own deadline.
+    func testAnExtendedTimerIsReplacedForAShorterTimeout() throws {
+        let send = Signal()
+        let server = try byteServer(send, count: 1)
+        let clock = ManualTime()
+        let recorder = QueuedRecorder()
+        recorder.timeoutAnswers = [10]
+        let socket = try socket(recorder, clock: clock, port: server.port)
+        socket.read(toLength: 1, timeout: 5, tag: 1)
+        socket.read(toLength: 1, timeout: 3, tag: 2)
+        XCTAssertTrue(clock.waitForTimers { $0 == [5] }, "\(clock.pending)")
+        clock.advance(by: 5)
+        XCTAssertTrue(recorder.waitFor("timeout read 1 5.0 0"), "\(recorder.log)")
+        XCTAssertTrue(clock.waitForTimers { $0 == [10] }, "the extension was not armed: \(clock.pending)")
+        clock.advance(by: 2)
+        send.raise()
+        XCTAssertTrue(recorder.waitFor("read 1 x"), "\(recorder.log)")
+        XCTAssertTrue(clock.waitForTimers { $0 == [3] }, "\(clock.pending)")
+        clock.advance(by: 3)
+        XCTAssertTrue(recorder.waitFor("timeout read 2 3.0 0"), "\(recorder.log)")
         XCTAssertTrue(recorder.wait { $0.last?.hasPrefix("disconnect") == true }, "\(recorder.log)")
         XCTAssertEqual(recorder.disconnectError as? StreamOperationError, .readTimedOut(tag: 2))
     }
