@@ -25,7 +25,7 @@ extension StreamOperations {
                     state.closing = .some(output.streamError ?? StreamOperationError.closed)
                     return
                 }
-                state.writes.removeFirst()
+                state.removeFirstWrite()
                 events.append(.outputShutDown(tag: tag))
                 continue
             }
@@ -45,7 +45,7 @@ extension StreamOperations {
                     continue
                 }
             }
-            state.writes.removeFirst()
+            state.removeFirstWrite()
             events.append(.wrote(tag: operation.tag))
         }
     }
@@ -67,7 +67,7 @@ extension StreamOperations {
                 operation.offset += moved
             }
             guard operation.offset == operation.bytes.count else { return }
-            state.writes.removeFirst()
+            state.removeFirstWrite()
             events.append(.wrote(tag: operation.tag))
         }
     }
@@ -75,7 +75,7 @@ extension StreamOperations {
     func reads(_ state: inout State, _ events: inout EventList) {
         while state.closing == nil, case .read(var operation)? = state.reads.first {
             if let bytes = Self.complete(&state, &operation) {
-                state.reads.removeFirst()
+                state.removeFirstRead()
                 events.append(.read(bytes, tag: operation.tag))
                 continue
             }
@@ -85,7 +85,7 @@ extension StreamOperations {
             }
             state.reads.replaceFirst(.read(operation))
             if state.ended {
-                state.reads.removeFirst()
+                state.removeFirstRead()
                 events.append(.readEnded(unread: Self.take(&state, count: state.bufferCount), tag: operation.tag))
                 continue
             }

@@ -73,22 +73,52 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
         case shutdown(tag: Int)
     }
 
+    /// A direction's timer, and when the operation it times started. The timer may outlive its
+    /// operation until the pump lets go, so that the next operation, queued from the completion of the
+    /// last, adopts it: no cancel and arm per operation (see StreamOperations+Timeouts.swift). Whether
+    /// it times the first operation is the direction's `timing` bit in `State`, cleared whenever that
+    /// operation leaves the queue; the operation's own deadline is derived, not stored (24 bytes, not
+    /// 48: every idle connection holds two; see StreamOperationsLayoutTests).
     struct Timeout {
-        /// The operation's id (ids start at 1; 0 in `none`).
-        let operation: UInt64
-        var timer: UInt64
-        let started: UInt64
-
-        static let none = Timeout(operation: 0, timer: 0, started: 0)
+        /// The reactor's id of the armed timer, for the cancel (0 until `arm` has recorded it).
+        var timer: UInt64 = 0
+        /// When the armed timer fires (the engine's clock, nanoseconds; 0: none armed). The firing
+        /// carries it: one that finds another value here is of a timer since replaced, and is ignored.
+        var fires: UInt64 = 0
+        /// When the operation timed became first.
+        var started: UInt64 = 0
     }
 
     struct State {
-        /// The timeout of the first read or write.
-        subscript(timeout direction: OperationDirection) -> Timeout? {
+        /// The timer of the first read or write.
+        subscript(timeout direction: OperationDirection) -> Timeout {
             get { direction == .read ? readTimeout : writeTimeout }
             set {
                 if direction == .read { readTimeout = newValue } else { writeTimeout = newValue }
             }
+        }
+
+        /// Whether the direction's `Timeout` times its first operation (`started` is then that
+        /// operation's). Cleared by `removeFirstRead`/`removeFirstWrite`, set by `updateTimers`.
+        subscript(timing direction: OperationDirection) -> Bool {
+            get { flags & (direction == .read ? 4 : 8) != 0 }
+            set {
+                let bit: UInt8 = direction == .read ? 4 : 8
+                flags = newValue ? flags | bit : flags & ~bit
+            }
+        }
+
+        /// Removes the first read (or TLS marker): its timer, if it had one, stays for the next.
+        mutating func removeFirstRead() {
+            reads.removeFirst()
+            self[timing: .read] = false
+        }
+
+        /// Removes the first write (or TLS marker, or half-close): its timer, if it had one, stays for
+        /// the next.
+        mutating func removeFirstWrite() {
+            writes.removeFirst()
+            self[timing: .write] = false
         }
 
         // Fields in an order that leaves little padding (Swift lays them out as declared): every idle
@@ -118,17 +148,18 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
         var ended = false
         var endReported = false
         var closed = false
-        /// `disconnectAfterReading` (bit 0) and `disconnectAfterWriting` (bit 1) in one byte: with the
-        /// flags as separate `Bool`s the state took 8 bytes more (280, a malloc chunk more per idle
-        /// connection; see StreamOperationsLayoutTests).
-        private var disconnectAfter: UInt8 = 0
+        /// `disconnectAfterReading` (bit 0), `disconnectAfterWriting` (bit 1) and the read's and the
+        /// write's `timing` (bits 2 and 3) in one byte: with the flags as separate `Bool`s the state
+        /// took 8 bytes more (280, a malloc chunk more per idle connection; see
+        /// StreamOperationsLayoutTests).
+        private var flags: UInt8 = 0
         var disconnectAfterReads: Bool {
-            get { disconnectAfter & 1 != 0 }
-            set { disconnectAfter = newValue ? disconnectAfter | 1 : disconnectAfter & ~1 }
+            get { flags & 1 != 0 }
+            set { flags = newValue ? flags | 1 : flags & ~1 }
         }
         var disconnectAfterWrites: Bool {
-            get { disconnectAfter & 2 != 0 }
-            set { disconnectAfter = newValue ? disconnectAfter | 2 : disconnectAfter & ~2 }
+            get { flags & 2 != 0 }
+            set { flags = newValue ? flags | 2 : flags & ~2 }
         }
         /// Set by a `disconnectAfter…`: reads, writes and TLS queued from then on are ignored, as
         /// GCDAsyncSocket's `kForbidReadsWrites` does.
@@ -144,20 +175,12 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
         var holdsReactor = false
         private var closingRequested = false
 
+        var readTimeout = Timeout()
+        var writeTimeout = Timeout()
         // Optionals stored without their extra tag byte (each would cost 7 bytes of padding).
-        private var readTimeoutStorage = Timeout.none
-        private var writeTimeoutStorage = Timeout.none
         private var securingMarker: UInt64 = 0
         private var closingError: Error?
 
-        var readTimeout: Timeout? {
-            get { readTimeoutStorage.operation == 0 ? nil : readTimeoutStorage }
-            set { readTimeoutStorage = newValue ?? .none }
-        }
-        var writeTimeout: Timeout? {
-            get { writeTimeoutStorage.operation == 0 ? nil : writeTimeoutStorage }
-            set { writeTimeoutStorage = newValue ?? .none }
-        }
         /// The id of the TLS marker whose handshake runs (ids start at 1).
         var securing: UInt64? {
             get { securingMarker == 0 ? nil : securingMarker }
@@ -470,13 +493,20 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
             work.clear()
             let more = state.withLock { state -> Bool in
                 // Go round again if this round left work (a close to carry out, TLS refused) or
-                // anything was asked for meanwhile; else let go.
+                // anything was asked for meanwhile; else let go, cancelling the timers no operation
+                // adopted.
                 let more = again || state.closing != nil && !state.closed
-                if !more, state.pump.finishRound() == nil { return false }
+                if !more, state.pump.finishRound() == nil {
+                    letGoOfTimers(&state, &work.timers)
+                    return false
+                }
                 round(&state, &work)
                 return true
             }
-            if !more { return }
+            if !more {
+                if !work.timers.isEmpty { apply(work.timers) }
+                return
+            }
         }
     }
 
@@ -535,8 +565,8 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
                 state.output?.property(forKey: .tlsConnectionInfoKey) != nil || state.input?.property(forKey: .tlsConnectionInfoKey) != nil
             else { return }
             state.securing = nil
-            if case .tls(marker)? = state.reads.first { state.reads.removeFirst() }
-            if case .tls(marker, _)? = state.writes.first { state.writes.removeFirst() }
+            if case .tls(marker)? = state.reads.first { state.removeFirstRead() }
+            if case .tls(marker, _)? = state.writes.first { state.removeFirstWrite() }
             events.append(.secured)
         }
         guard state.ready else { return }

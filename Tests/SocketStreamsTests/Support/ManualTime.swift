@@ -33,7 +33,10 @@ final class ManualTime: TimeSource, @unchecked Sendable {
     }
 
     func cancel(_ timer: UInt64, on reactor: Reactor) {
-        lock.withLock { timers.removeAll { $0.id == timer } }
+        lock.withLock {
+            timers.removeAll { $0.id == timer }
+            lock.broadcast()  // `waitForTimers` waits for cancels too
+        }
     }
 
     /// How far in the future each pending timer is, in seconds, soonest first.
