@@ -176,13 +176,9 @@ final class ConnectTests: SocketStreamsTestCase {
             try? connection.write("x")
             _ = try? connection.readToEOF(timeout: 5)
         }
-        let (busy, release) = (Signal(), Signal())
-        try StreamThread.reactor().post {
-            busy.raise()
-            _ = release.wait(timeout: 30)
-        }
-        defer { release.raise() }
-        XCTAssertTrue(busy.wait(timeout: shortTimeout), "the stream thread never ran the task")
+        let hold = try StreamThreadHold()
+        defer { hold.release() }
+        XCTAssertTrue(hold.isHolding(timeout: shortTimeout), "the stream thread never ran the task")
         var live: StreamPair?
         for _ in 0..<3 where live == nil {
             let pair = makePair(port: server.port)
@@ -192,7 +188,7 @@ final class ConnectTests: SocketStreamsTestCase {
         }
         let pair = try XCTUnwrap(live, "no connect completed inside open()")
         XCTAssertEqual(pair.input.streamStatus, .open)
-        release.raise()
+        hold.release()
         var byte: UInt8 = 0
         XCTAssertEqual(pair.input.read(&byte, maxLength: 1), 1)
         XCTAssertEqual(byte, UInt8(ascii: "x"))

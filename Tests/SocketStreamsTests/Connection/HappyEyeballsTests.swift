@@ -150,13 +150,9 @@ final class HappyEyeballsTests: SocketStreamsTestCase {
             try? connection.write("v4")
             _ = try? connection.readToEOF(timeout: 5)
         }
-        let (busy, release) = (Signal(), Signal())
-        try StreamThread.reactor().post {
-            busy.raise()
-            _ = release.wait(timeout: 30)
-        }
-        defer { release.raise() }
-        XCTAssertTrue(busy.wait(timeout: shortTimeout), "the stream thread never ran the task")
+        let hold = try StreamThreadHold()
+        defer { hold.release() }
+        XCTAssertTrue(hold.isHolding(timeout: shortTimeout), "the stream thread never ran the task")
         let (pair, clock) = dualStackPair(port: v4Server.port, resolve: resolver(v6: ["::1"], v4: ["127.0.0.1"], port: v4Server.port))
         pair.input.open()
         let connection = pair.input.connection
@@ -164,7 +160,7 @@ final class HappyEyeballsTests: SocketStreamsTestCase {
         XCTAssertEqual(clock.pending, [], "no attempt timer, no resolution delay left")
         let fd = try XCTUnwrap(nativeHandle(of: pair.input))
         XCTAssertEqual(RawSocket.intOption(fd, level: SOL_SOCKET, name: SO_DOMAIN), AF_INET)
-        release.raise()
+        hold.release()
         var byte: UInt8 = 0
         XCTAssertEqual(pair.input.read(&byte, maxLength: 1), 1)
     }

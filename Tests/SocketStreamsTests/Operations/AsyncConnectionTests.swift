@@ -59,15 +59,8 @@ final class AsyncConnectionTests: SocketStreamsTestCase {
     func testConnectionsRunOnTheirQueueNotTheStreamThread() async throws {
         let server = try startStreamEchoServer()
         let port = server.port
-        let held = Signal()
-        let release = Signal()
-        let releasedInTime = Locked<Bool?>(nil)
-        let timeout = shortTimeout
-        try StreamThread.reactor().post {
-            held.raise()
-            releasedInTime.value = release.wait(timeout: timeout)  // false: the exchange needed this thread
-        }
-        let holding = await waitUntilAsync { held.wait(timeout: 0) }
+        let hold = try StreamThreadHold(timeout: shortTimeout)
+        let holding = await waitUntilAsync { hold.isHolding(timeout: 0) }
         XCTAssertTrue(holding, "the stream thread never ran the task that holds it")
         let echo = try await withTaskExecutorPreference(AsyncConnection.executor) {
             let connection = AsyncConnection(host: "127.0.0.1", port: port)
@@ -81,11 +74,11 @@ final class AsyncConnectionTests: SocketStreamsTestCase {
             connection.close()
             return echo
         }
-        release.raise()
+        hold.release()
         XCTAssertEqual(echo, Array("ping\n".utf8))
-        let ended = await waitUntilAsync { releasedInTime.value != nil }
+        let ended = await waitUntilAsync { hold.wasReleasedInTime != nil }
         XCTAssertTrue(ended)
-        XCTAssertEqual(releasedInTime.value, true, "the exchange waited for the stream thread to be let go")
+        XCTAssertEqual(hold.wasReleasedInTime, true, "the exchange waited for the stream thread to be let go")
     }
 
     func testOpenThrowsTheStreamsError() async throws {

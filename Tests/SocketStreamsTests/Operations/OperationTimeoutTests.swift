@@ -33,6 +33,16 @@ final class OperationTimeoutTests: SocketStreamsTestCase {
         return socket
     }
 
+    /// The delegate was asked about read 2 (`after` seconds elapsed, nothing read), did not extend it,
+    /// and the socket disconnected with its timeout.
+    private func assertSecondReadTimedOut(
+        _ recorder: QueuedRecorder, after elapsed: String, file: StaticString = #filePath, line: UInt = #line
+    ) {
+        XCTAssertTrue(recorder.waitFor("timeout read 2 \(elapsed) 0"), "\(recorder.log)", file: file, line: line)
+        XCTAssertTrue(recorder.wait { $0.last?.hasPrefix("disconnect") == true }, "\(recorder.log)", file: file, line: line)
+        XCTAssertEqual(recorder.disconnectError as? StreamOperationError, .readTimedOut(tag: 2), file: file, line: line)
+    }
+
     /// The second read (same timeout) keeps the first one's timer, which fires early, re-arms for the
     /// rest of the second read's time, and then asks the delegate with the second read's elapsed time.
     func testTheNextOperationAdoptsTheTimerAndItFiresAtItsOwnDeadline() throws {
@@ -55,9 +65,7 @@ final class OperationTimeoutTests: SocketStreamsTestCase {
         queue.sync {}
         XCTAssertFalse(recorder.log.contains { $0.hasPrefix("timeout") }, "\(recorder.log)")
         clock.advance(by: 2)
-        XCTAssertTrue(recorder.waitFor("timeout read 2 5.0 0"), "\(recorder.log)")
-        XCTAssertTrue(recorder.wait { $0.last?.hasPrefix("disconnect") == true }, "\(recorder.log)")
-        XCTAssertEqual(recorder.disconnectError as? StreamOperationError, .readTimedOut(tag: 2))
+        assertSecondReadTimedOut(recorder, after: "5.0")
     }
 
     /// A next operation with a shorter timeout cannot wait for the armed timer: it is cancelled and
@@ -75,9 +83,7 @@ final class OperationTimeoutTests: SocketStreamsTestCase {
         XCTAssertTrue(recorder.waitFor("read 1 x"), "\(recorder.log)")
         XCTAssertTrue(clock.waitForTimers { $0 == [1] }, "\(clock.pending)")
         clock.advance(by: 1)
-        XCTAssertTrue(recorder.waitFor("timeout read 2 1.0 0"), "\(recorder.log)")
-        XCTAssertTrue(recorder.wait { $0.last?.hasPrefix("disconnect") == true }, "\(recorder.log)")
-        XCTAssertEqual(recorder.disconnectError as? StreamOperationError, .readTimedOut(tag: 2))
+        assertSecondReadTimedOut(recorder, after: "1.0")
     }
 
     /// A timer the delegate extended is adopted like any other: the next read, whose deadline is later
@@ -107,9 +113,7 @@ final class OperationTimeoutTests: SocketStreamsTestCase {
         queue.sync {}
         XCTAssertEqual(recorder.log.filter { $0.hasPrefix("timeout") }, ["timeout read 1 5.0 0"])
         clock.advance(by: 12)
-        XCTAssertTrue(recorder.waitFor("timeout read 2 20.0 0"), "\(recorder.log)")
-        XCTAssertTrue(recorder.wait { $0.last?.hasPrefix("disconnect") == true }, "\(recorder.log)")
-        XCTAssertEqual(recorder.disconnectError as? StreamOperationError, .readTimedOut(tag: 2))
+        assertSecondReadTimedOut(recorder, after: "20.0")
     }
 
     /// The next read's deadline comes before the extended timer's: that timer is cancelled and one
@@ -132,9 +136,7 @@ final class OperationTimeoutTests: SocketStreamsTestCase {
         XCTAssertTrue(recorder.waitFor("read 1 x"), "\(recorder.log)")
         XCTAssertTrue(clock.waitForTimers { $0 == [3] }, "\(clock.pending)")
         clock.advance(by: 3)
-        XCTAssertTrue(recorder.waitFor("timeout read 2 3.0 0"), "\(recorder.log)")
-        XCTAssertTrue(recorder.wait { $0.last?.hasPrefix("disconnect") == true }, "\(recorder.log)")
-        XCTAssertEqual(recorder.disconnectError as? StreamOperationError, .readTimedOut(tag: 2))
+        assertSecondReadTimedOut(recorder, after: "3.0")
     }
 
     /// A read with no timeout after one with a timeout adopts nothing: the timer is cancelled when the
