@@ -33,6 +33,29 @@ final class OperationTimeoutTests: SocketStreamsTestCase {
         return socket
     }
 
+    /// Read 1 (timeout 5) and read 2 (`timeout`) queued; read 1 times out at 5 and the delegate extends
+    /// it by 10 (due at 15); a byte at 7 completes read 1, and read 2 is first from then on.
+    private func secondReadAfterAnExtension(
+        timeout: Double
+    ) throws -> (ManualTime, QueuedRecorder, (QueuedSocket, RawTCPServer)) {
+        let send = Signal()
+        let server = try byteServer(send, count: 1)
+        let clock = ManualTime()
+        let recorder = QueuedRecorder()
+        recorder.timeoutAnswers = [10]
+        let socket = try socket(recorder, clock: clock, port: server.port)
+        socket.read(toLength: 1, timeout: 5, tag: 1)
+        socket.read(toLength: 1, timeout: timeout, tag: 2)
+        XCTAssertTrue(clock.waitForTimers { $0 == [5] }, "\(clock.pending)")
+        clock.advance(by: 5)
+        XCTAssertTrue(recorder.waitFor("timeout read 1 5.0 0"), "\(recorder.log)")
+        XCTAssertTrue(clock.waitForTimers { $0 == [10] }, "the extension was not armed: \(clock.pending)")
+        clock.advance(by: 2)
+        send.raise()
+        XCTAssertTrue(recorder.waitFor("read 1 x"), "\(recorder.log)")
+        return (clock, recorder, (socket, server))
+    }
+
     /// The delegate was asked about read 2 (`after` seconds elapsed, nothing read), did not extend it,
     /// and the socket disconnected with its timeout.
     private func assertSecondReadTimedOut(
@@ -90,21 +113,8 @@ final class OperationTimeoutTests: SocketStreamsTestCase {
     /// than the extension's, keeps it, and the early firing re-arms for that read's own deadline (the
     /// extension belonged to the read before it).
     func testAnExtendedTimerIsAdoptedForTheNextReadsOwnDeadline() throws {
-        let send = Signal()
-        let server = try byteServer(send, count: 1)
-        let clock = ManualTime()
-        let recorder = QueuedRecorder()
-        recorder.timeoutAnswers = [10]
-        let socket = try socket(recorder, clock: clock, port: server.port)
-        socket.read(toLength: 1, timeout: 5, tag: 1)
-        socket.read(toLength: 1, timeout: 20, tag: 2)
-        XCTAssertTrue(clock.waitForTimers { $0 == [5] }, "\(clock.pending)")
-        clock.advance(by: 5)
-        XCTAssertTrue(recorder.waitFor("timeout read 1 5.0 0"), "\(recorder.log)")
-        XCTAssertTrue(clock.waitForTimers { $0 == [10] }, "the extension was not armed: \(clock.pending)")
-        clock.advance(by: 2)
-        send.raise()
-        XCTAssertTrue(recorder.waitFor("read 1 x"), "\(recorder.log)")
+        let (clock, recorder, kept) = try secondReadAfterAnExtension(timeout: 20)
+        defer { withExtendedLifetime(kept) {} }
         queue.sync {}
         // Read 2 (first at 7, deadline 27) kept the extended timer (due at 15).
         XCTAssertEqual(clock.pending, [8])
@@ -119,21 +129,8 @@ final class OperationTimeoutTests: SocketStreamsTestCase {
     /// The next read's deadline comes before the extended timer's: that timer is cancelled and one
     /// armed for the read's own deadline.
     func testAnExtendedTimerIsReplacedForAShorterTimeout() throws {
-        let send = Signal()
-        let server = try byteServer(send, count: 1)
-        let clock = ManualTime()
-        let recorder = QueuedRecorder()
-        recorder.timeoutAnswers = [10]
-        let socket = try socket(recorder, clock: clock, port: server.port)
-        socket.read(toLength: 1, timeout: 5, tag: 1)
-        socket.read(toLength: 1, timeout: 3, tag: 2)
-        XCTAssertTrue(clock.waitForTimers { $0 == [5] }, "\(clock.pending)")
-        clock.advance(by: 5)
-        XCTAssertTrue(recorder.waitFor("timeout read 1 5.0 0"), "\(recorder.log)")
-        XCTAssertTrue(clock.waitForTimers { $0 == [10] }, "the extension was not armed: \(clock.pending)")
-        clock.advance(by: 2)
-        send.raise()
-        XCTAssertTrue(recorder.waitFor("read 1 x"), "\(recorder.log)")
+        let (clock, recorder, kept) = try secondReadAfterAnExtension(timeout: 3)
+        defer { withExtendedLifetime(kept) {} }
         XCTAssertTrue(clock.waitForTimers { $0 == [3] }, "\(clock.pending)")
         clock.advance(by: 3)
         assertSecondReadTimedOut(recorder, after: "3.0")
