@@ -42,8 +42,18 @@ struct FIFO<Element> {
     }
 
     mutating func removeAll() {
+        guard head != nil else { return }
         head = nil
-        rest = []
+        if !rest.isEmpty { rest = [] }
         start = 0
+    }
+
+    /// Calls `body` with each element, first to last.
+    func forEach(_ body: (Element) -> Void) {
+        guard let head else { return }
+        body(head)
+        for index in Int(start)..<rest.count {
+            if let element = rest[index] { body(element) }
+        }
     }
 }

@@ -10,7 +10,7 @@ import Foundation
 #endif
 
 extension StreamOperations {
-    func writes(_ state: inout State, _ events: inout EventList) {
+    func writes(_ state: inout State, _ events: inout FIFO<OperationEvent>) {
         while state.closing == nil, let first = state.writes.first {
             if let error = state.outputError {
                 state.closing = .some(error)
@@ -55,7 +55,7 @@ extension StreamOperations {
     /// before it, from any thread, is not lost to the close having reached the owner first. Writes (or
     /// the rest of one) that would block are dropped; a completed one reports `wrote` before `closed`.
     /// Nothing is sent before the pair is ready or while a TLS handshake runs.
-    func flush(_ state: inout State, _ events: inout EventList) {
+    func flush(_ state: inout State, _ events: inout FIFO<OperationEvent>) {
         guard state.attached, state.ready, state.securing == nil, state.outputError == nil, let output = state.output else { return }
         while case .write(var operation)? = state.writes.first {
             // `hasSpaceAvailable` polls the socket: a write it allows does not block.
@@ -72,7 +72,7 @@ extension StreamOperations {
         }
     }
 
-    func reads(_ state: inout State, _ events: inout EventList) {
+    func reads(_ state: inout State, _ events: inout FIFO<OperationEvent>) {
         while state.closing == nil, case .read(var operation)? = state.reads.first {
             if let bytes = Self.complete(&state, &operation) {
                 state.removeFirstRead()

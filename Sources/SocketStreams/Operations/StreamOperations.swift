@@ -512,7 +512,9 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
 
     /// What one round decided, to be done outside the lock.
     private struct Round {
-        var events = EventList()
+        /// A `FIFO`: a round almost always has none or one event (a read or a write completed), held
+        /// inline, where an array would allocate and free one every round trip.
+        var events = FIFO<OperationEvent>()
         var timers = TimerChanges()
         /// Boxed: a round is moved and copied several times a pump, and TLS settings are large.
         var startTLS: TLSStart?
@@ -540,7 +542,7 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
 
     /// One round of work, under the lock.
     private func step(
-        _ state: inout State, _ events: inout EventList, _ startTLS: inout TLSStart?, _ closeStreams: inout Bool,
+        _ state: inout State, _ events: inout FIFO<OperationEvent>, _ startTLS: inout TLSStart?, _ closeStreams: inout Bool,
         _ again: inout Bool
     ) {
         guard !state.closed else { return }
@@ -603,32 +605,6 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
             stream.delegate = nil
             stream.close()
         }
-    }
-}
-
-/// A round's events, in order, the first inline: a round almost always has none or one (a read or a
-/// write completed), and an array for one is a heap allocation and a free every round trip.
-struct EventList {
-    private var head: OperationEvent?
-    private var rest: [OperationEvent] = []
-
-    var isEmpty: Bool { head == nil }
-
-    mutating func append(_ event: OperationEvent) {
-        if head == nil { head = event } else { rest.append(event) }
-    }
-
-    mutating func removeAll() {
-        guard head != nil else { return }
-        head = nil
-        if !rest.isEmpty { rest = [] }
-    }
-
-    /// Calls `body` with each event, in order.
-    func forEach(_ body: (OperationEvent) -> Void) {
-        guard let head else { return }
-        body(head)
-        for event in rest { body(event) }
     }
 }
 
