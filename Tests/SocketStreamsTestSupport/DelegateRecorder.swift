@@ -156,14 +156,20 @@ package final class DelegateRecorder: NSObject, StreamDelegate, @unchecked Senda
     /// The Apple-guide set-up: delegate on both, schedule both, open both.
     /// Must run on `runLoop`'s thread when that is not the library's own run loop.
     package func start(_ pair: StreamPair, on runLoop: RunLoop = .current, mode: RunLoop.Mode = .default) {
+        schedule(pair, on: runLoop, mode: mode)
+        pair.input.open()
+        pair.output.open()
+    }
+
+    /// `start` without the opens: attaches `pair`, becomes both streams' delegate and schedules them
+    /// on `runLoop` in `mode`.
+    package func schedule(_ pair: StreamPair, on runLoop: RunLoop = .current, mode: RunLoop.Mode = .default) {
         attach(pair)
         self.mode = mode
         for stream in [pair.input as Stream, pair.output as Stream] {
             stream.delegate = self
             stream.schedule(in: runLoop, forMode: mode)
         }
-        pair.input.open()
-        pair.output.open()
     }
 
     package func role(of stream: Stream) -> StreamRole {

@@ -204,11 +204,7 @@ final class ConnectTests: SocketStreamsTestCase {
         }
         let pair = makePair(port: server.port)
         let recorder = DelegateRecorder()
-        recorder.attach(pair)
-        for stream in [pair.input as Stream, pair.output as Stream] {
-            stream.delegate = recorder
-            stream.schedule(in: .current, forMode: .default)
-        }
+        recorder.schedule(pair)
         pair.input.open()
         let connection = pair.input.connection
         XCTAssertTrue(runUntil(timeout: shortTimeout) { connection.lock.withLock { connection.lifecycle.isLive } })

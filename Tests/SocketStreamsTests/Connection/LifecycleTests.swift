@@ -31,11 +31,7 @@ final class LifecycleTests: SocketStreamsTestCase {
             if event == .openCompleted { statusAtOpenCompleted[recorder.role(of: stream)] = stream.streamStatus }
             if event == .endEncountered { statusAtEnd = stream.streamStatus }
         }
-        recorder.attach(pair)
-        for stream in [pair.input as Stream, pair.output as Stream] {
-            stream.delegate = recorder
-            stream.schedule(in: .current, forMode: .default)
-        }
+        recorder.schedule(pair)
         pair.input.open()
         XCTAssertTrue([.opening, .open].contains(pair.input.streamStatus), pair.input.streamStatus.name)
         XCTAssertEqual(pair.output.streamStatus, .notOpen, "only the opened stream changes status")

@@ -172,11 +172,7 @@ final class MisuseTests: SocketStreamsTestCase {
         let handlesBefore = SocketHandle.openCount
         let pair = makePair(port: port)
         let recorder = DelegateRecorder()
-        recorder.attach(pair)
-        for stream in [pair.input as Stream, pair.output as Stream] {
-            stream.delegate = recorder
-            stream.schedule(in: .current, forMode: .default)
-        }
+        recorder.schedule(pair)
         pair.input.open()
         XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.errorOccurred, on: .input) }, "trace: \(recorder.trace)")
         settle()
@@ -227,11 +223,7 @@ final class MisuseTests: SocketStreamsTestCase {
         pair.output.open()
         XCTAssertTrue(runUntil(timeout: shortTimeout) { pair.input.streamStatus == .error && pair.output.streamStatus == .error })
         let recorder = DelegateRecorder()
-        recorder.attach(pair)
-        for stream in [pair.input as Stream, pair.output as Stream] {
-            stream.delegate = recorder
-            stream.schedule(in: .current, forMode: .default)
-        }
+        recorder.schedule(pair)
         settle()
         XCTAssertEqual(recorder.snapshot.entries, [], "replayed: \(recorder.trace)")
         assertPOSIXError(pair.input.streamError, [ECONNREFUSED])

@@ -116,11 +116,7 @@ final class SchedulingTests: SocketStreamsTestCase {
         let recorder = DelegateRecorder(sending: "GET /data.bin HTTP/1.0\r\n\r\n")
         recorder.writeChunk = 4096
         recorder.readChunk = 4096
-        recorder.attach(pair)
-        for stream in [pair.input as Stream, pair.output as Stream] {
-            stream.delegate = recorder
-            stream.schedule(in: .socketStreams, forMode: .default)
-        }
+        recorder.schedule(pair, on: .socketStreams)
         pair.input.open()
         pair.output.open()
 
