@@ -22,6 +22,7 @@ static inline unsigned int cssh_epollout(void) { return EPOLLOUT; }
 static inline unsigned int cssh_epollerr(void) { return EPOLLERR; }
 static inline unsigned int cssh_epollhup(void) { return EPOLLHUP; }
 static inline unsigned int cssh_epollrdhup(void) { return EPOLLRDHUP; }
+static inline unsigned int cssh_epolloneshot(void) { return EPOLLONESHOT; }
 
 /// Pins the calling thread to one CPU (`sched_setaffinity`); returns 0 or -1.
 int cssh_pin_to_cpu(int cpu);

@@ -58,6 +58,15 @@ final class Reactor: @unchecked Sendable {
     private let timerFD: Int32
     private static let wakeToken: UInt64 = 1
     private static let timerToken: UInt64 = 2
+    /// A driven reactor's token for CoreFoundation's port set (see `drive`).
+    private static let runLoopPortsToken: UInt64 = 3
+    /// Driven by its thread (the stream thread): no run-loop source; the thread waits on the epoll fd
+    /// itself and calls `drive`, and CoreFoundation's own port set sits in the epoll set.
+    let isDriven: Bool
+    /// CoreFoundation's port set for this run loop and mode, while it is in a driven reactor's epoll set.
+    private var runLoopPorts: Int32 = -1
+    /// Set by a round that found CoreFoundation's port set ready; the driven thread's only.
+    @exclusivity(unchecked) private var runLoopDue = false
 
     // Guarded by `lock`. `@exclusivity(unchecked)` where `perform` touches a field on every wake-up:
     // the lock (or, for the spare lists, the run loop's single thread) serialises access, and Swift's
@@ -100,10 +109,11 @@ final class Reactor: @unchecked Sendable {
     /// and no wake-up either, run before `perform` returns, after the events delivered with it.
     @exclusivity(unchecked) private var localTasks: [@Sendable () -> Void] = []
 
-    init(runLoop: CFRunLoop?, mode: String, queue: DispatchQueue? = nil) throws(SystemError) {
+    init(runLoop: CFRunLoop?, mode: String, queue: DispatchQueue? = nil, driven: Bool = false) throws(SystemError) {
         self.runLoop = runLoop
         self.mode = mode
         self.queue = queue
+        self.isDriven = driven && queue == nil
         epollFD = try Posix.epollCreate()
         guard queue == nil else {
             wakeFD = -1
@@ -151,7 +161,7 @@ final class Reactor: @unchecked Sendable {
             watcher.resume()
             return
         }
-        guard let runLoop else { return }
+        guard let runLoop, !isDriven else { return }
         var context = CFRunLoopSourceContext1()
         context.version = 1
         context.info = Unmanaged.passUnretained(self).toOpaque()
@@ -372,6 +382,46 @@ final class Reactor: @unchecked Sendable {
 
     /// The version-1 source's perform callback: the run loop saw the epoll fd readable.
     private func perform() {
+        if performRounds(waited: 0) { wake() }
+    }
+
+    /// A driven reactor's turn of its thread's loop: waits in `epoll_wait` for up to `timeout`
+    /// milliseconds (-1: until something is ready), then performs as the run-loop source would.
+    /// `runLoopDue`: CoreFoundation's port set was ready, so the thread should let the run loop handle
+    /// what is due (`CFRunLoopRunInMode` with a zero timeout), then call `rearmRunLoopPorts`. `again`:
+    /// the rounds' budget ran out with events left, or work came in meanwhile, so the next wait should
+    /// not block (a run-loop source needs an eventfd write for that; this thread just goes round again).
+    ///
+    /// What it saves over a run-loop source: CoreFoundation's pass each time the thread sleeps (its
+    /// `ppoll`, its own `epoll_wait`, a `read` of the port that fired, and its bookkeeping), since the
+    /// thread waits in this epoll set directly and runs the run loop only when the run loop has work.
+    func drive(timeout: Int32) -> (runLoopDue: Bool, again: Bool) {
+        let count = Posix.epollWait(epollFD, events, eventCapacity, timeout: timeout)
+        runLoopDue = false
+        let again = performRounds(waited: count)
+        return (runLoopDue, again)
+    }
+
+    /// Puts CoreFoundation's port set `fd` for this reactor's run loop and mode into a driven reactor's
+    /// epoll set, one-shot (re-armed by `rearmRunLoopPorts` once the run loop has run): a port the run
+    /// loop leaves ready must not make every round of `perform` find it again.
+    func adoptRunLoopPorts(_ fd: Int32) throws(SystemError) {
+        precondition(isDriven)
+        try Posix.epollControl(epollFD, EPOLL_CTL_ADD, fd, events: Self.runLoopPortsEvents, token: Self.runLoopPortsToken)
+        runLoopPorts = fd
+    }
+
+    /// Watches CoreFoundation's port set again after the run loop ran (see `adoptRunLoopPorts`).
+    func rearmRunLoopPorts() {
+        try? Posix.epollControl(epollFD, EPOLL_CTL_MOD, runLoopPorts, events: Self.runLoopPortsEvents, token: Self.runLoopPortsToken)
+    }
+
+    private static var runLoopPortsEvents: UInt32 { cssh_epollin() | cssh_epolloneshot() }
+
+    /// Runs rounds of the epoll set: the first over `waited` events already fetched by a waiting
+    /// `epoll_wait` (a driven reactor's), then non-blocking ones. Returns whether `wake` is needed (for a
+    /// driven reactor, whether its thread should go round again without waiting: no wake-up is made).
+    private func performRounds(waited: Int) -> Bool {
         performing.store(UInt(pthread_self()), ordering: .relaxed)
         // Rounds until the epoll set has nothing ready, within a budget, so one busy socket cannot
         // starve the run loop's other sources and timers: at most `maxRounds`, and no new round once
@@ -390,7 +440,7 @@ final class Reactor: @unchecked Sendable {
                 exhausted = true
                 break
             }
-            let count = Posix.epollPoll(epollFD, events, eventCapacity)
+            let count = rounds == 0 && waited > 0 ? waited : Posix.epollPoll(epollFD, events, eventCapacity)
             if count == 0 { break }
             rounds += 1
             var wake = false
@@ -401,6 +451,7 @@ final class Reactor: @unchecked Sendable {
                 switch event.data.u64 {
                 case Self.wakeToken: wake = true
                 case Self.timerToken: timer = true
+                case Self.runLoopPortsToken: runLoopDue = true
                 case let token:
                     if let handler = handlers[token] { firing.append((handler, event.events)) }
                 }
@@ -424,12 +475,13 @@ final class Reactor: @unchecked Sendable {
             // (Measured on this project's Linux 6.18 machines: events left in an epoll set after epoll_wait
             // raise no new edge for an epoll fd that waits on it.)
             if exhausted || (!tasks.isEmpty || !ready.isEmpty) && !wakePending {
+                if isDriven { return true }
                 wakePending = true
                 return true
             }
             return false
         }
-        if again { wake() }
+        return again
     }
 
     /// Runs posted tasks and delivers stream events until there is nothing left. The lists are

@@ -77,6 +77,17 @@ final class ReactorRegistry: @unchecked Sendable {
         return kept
     }
 
+    /// Makes `reactor` (a driven one, made by the thread that runs its run loop before anyone else can
+    /// ask for that run loop's reactors) the reactor of its run loop and mode for good: its one use is
+    /// never given back, so it is never cached as idle nor detached.
+    func install(_ reactor: Reactor) {
+        guard let runLoop = reactor.runLoop else { return }
+        state.withLock { state in
+            reactor.useCount = 1
+            state.reactors[Key(runLoop: ObjectIdentifier(runLoop), mode: reactor.mode)] = reactor
+        }
+    }
+
     /// The reactor of a (run loop, mode), if one exists, without counting a use.
     func existing(cfRunLoop: CFRunLoop, mode: String) -> Reactor? {
         state.withLock { $0.reactors[Key(runLoop: ObjectIdentifier(cfRunLoop), mode: mode)] }

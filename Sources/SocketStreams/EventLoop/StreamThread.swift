@@ -5,22 +5,40 @@ import Synchronization
 
 /// The package's own run-loop thread, started on first use.
 ///
-/// It runs a Foundation `RunLoop` in the default mode forever. Opens that no client run loop can be
-/// trusted to drive (name resolution results, non-blocking connects, Happy Eyeballs and deadline
-/// timers, handshake stages of unscheduled or blocking clients) run on its reactor, and clients may
-/// schedule streams on its run loop (`RunLoop.socketStreams`) the way GCDAsyncSocket schedules its
-/// CFStreams on a dedicated thread.
+/// Opens that no client run loop can be trusted to drive (name resolution results, non-blocking
+/// connects, Happy Eyeballs and deadline timers, handshake stages of unscheduled or blocking clients)
+/// run on its reactor, and clients may schedule streams on its run loop (`RunLoop.socketStreams`) the
+/// way GCDAsyncSocket schedules its CFStreams on a dedicated thread.
+///
+/// How it waits (issue 25: the streams on it are ours end to end). The thread's reactor for the
+/// default mode is *driven*: the thread waits in the reactor's epoll set itself, and CoreFoundation's
+/// port set for that mode (its wake-up port, its timers' port, the ports of any other source a client
+/// adds) sits in that epoll set too. A socket event costs one `epoll_wait` and no CoreFoundation pass;
+/// only when the run loop has something to do (a `Timer`, a block with a wake-up, another source) does
+/// the thread run it, once, without waiting (`CFRunLoopRunInMode` with a zero timeout). Timers, blocks
+/// and sources on `RunLoop.socketStreams` behave as on any run loop running in the default mode. The
+/// port set is found once, at the start, by asking the kernel which epoll set holds a probe port added
+/// to the mode (`/proc/self/fdinfo`); where that cannot be read the thread runs the run loop forever
+/// with the reactor as its source, as every other run loop does.
 enum StreamThread {
     private final class Loop: Sendable {
         nonisolated(unsafe) let runLoop: RunLoop
         nonisolated(unsafe) let cfRunLoop: CFRunLoop
         nonisolated(unsafe) let thread: Thread
-        init(_ runLoop: RunLoop, _ cfRunLoop: CFRunLoop, _ thread: Thread) {
+        /// The default mode's reactor, driven by the thread (nil: the thread runs the run loop, and the
+        /// reactor is a run-loop source made on first use).
+        let driven: Reactor?
+        init(_ runLoop: RunLoop, _ cfRunLoop: CFRunLoop, _ thread: Thread, driven: Reactor?) {
             self.runLoop = runLoop
             self.cfRunLoop = cfRunLoop
             self.thread = thread
+            self.driven = driven
         }
     }
+
+    /// How many times the driven thread ran its run loop for CoreFoundation's own work (for tests: a
+    /// port the run loop leaves ready would show as a count that keeps climbing).
+    static let runLoopTurns = Atomic<Int>(0)
 
     /// Set once the thread runs; read without a lock on every schedule.
     private static let started = Atomic<Bool>(false)
@@ -29,10 +47,12 @@ enum StreamThread {
     /// Serialises starts (a start waits for the new thread).
     private static let starting = NSLock()
 
-    /// How many fds the new thread's CoreFoundation run loop may need (its epoll set, wake-up
-    /// eventfd and timers). Held free until the thread creates its run loop: CoreFoundation cannot
-    /// report failing to create them, and its thread would never become ready.
-    private static let runLoopDescriptors = 4
+    /// How many fds the new thread may need: its CoreFoundation run loop's (three to six on Swift 6.3:
+    /// wake-up eventfds, port sets and timer ports), the probe that finds the port set, and its
+    /// reactor's (epoll set, eventfd, timerfd). What it does not take is free again once it runs. Held free until
+    /// the thread makes them: CoreFoundation cannot report failing to create its own, and its thread
+    /// would never become ready.
+    private static let runLoopDescriptors = 10
 
     /// The thread's run loop, starting the thread if it has not started. Throws EMFILE (ENFILE) when
     /// the fds its run loop needs are not free; a later call tries again.
@@ -51,15 +71,27 @@ enum StreamThread {
         let held = reserved
         let thread = Thread {
             Posix.nameCurrentThread("SocketStreams")
-            held.forEach(Posix.close)  // now CoreFoundation can have them
-            // A timer that never fires keeps `run` waiting even while no source is attached (before
-            // the reactor exists, or if it could not be created).
+            held.forEach(Posix.close)  // now CoreFoundation (and the reactor) can have them
+            // A timer that never fires keeps the run loop's default mode from being empty, which would
+            // make a run return at once (before the reactor exists, or if it could not be created).
             let keepAlive = Timer(fire: .distantFuture, interval: 1_000_000, repeats: true) { _ in }
             RunLoop.current.add(keepAlive, forMode: .default)
-            handoff.withLock { $0 = Loop(RunLoop.current, CFRunLoopGetCurrent(), Thread.current) }
+            let cfRunLoop = CFRunLoopGetCurrent()!
+            let driven = makeDrivenReactor(cfRunLoop, likely: held)
+            handoff.withLock { $0 = Loop(RunLoop.current, cfRunLoop, Thread.current, driven: driven) }
             ready.signal()
+            // The driven loop runs inside the run loop, in a block it calls out to, and never returns:
+            // CoreFoundation ignores CFRunLoopWakeUp while its run loop is not running (its per-run
+            // "ignore wake-ups" flag), and a block is called out to where the flag is clear. Each
+            // turn for the run loop's own work is a nested run that does not wait.
+            if let driven {
+                CFRunLoopPerformBlock(cfRunLoop, kCFRunLoopDefaultMode) { drive(driven) }
+            }
+            // CFRunLoopRun, not `RunLoop.run(mode:before:)`: the latter returns after every source it
+            // handles (CoreFoundation's returnAfterSourceHandled), and each return and re-entry costs
+            // three `_CFIsMainThread` checks, a getpid and a gettid each, per wake-up.
             while true {
-                _ = RunLoop.current.run(mode: .default, before: .distantFuture)
+                CFRunLoopRun()
             }
         }
         thread.name = "SocketStreams"
@@ -69,6 +101,37 @@ enum StreamThread {
         loopSlot.withLock { $0 = loop }
         started.store(true, ordering: .releasing)
         return loop
+    }
+
+    /// The stream thread's loop when its reactor is driven: wait in the reactor's epoll set, and run the
+    /// run loop (without waiting) only when CoreFoundation's port set, in that epoll set, says it has
+    /// work. Never returns.
+    private static func drive(_ reactor: Reactor) {
+        var timeout: Int32 = -1
+        while true {
+            let (runLoopDue, again) = reactor.drive(timeout: timeout)
+            timeout = again ? 0 : -1
+            guard runLoopDue else { continue }
+            runLoopTurns.add(1, ordering: .relaxed)
+            _ = CFRunLoopRunInMode(kCFRunLoopDefaultMode, 0, true)
+            reactor.rearmRunLoopPorts()
+        }
+    }
+
+    /// The default mode's reactor for the new thread's run loop, driven by the thread, registered as
+    /// that run loop's and mode's reactor for good; nil if it or CoreFoundation's port set cannot be
+    /// had (the thread then runs its run loop). On the new thread, before anything else can use it.
+    private static func makeDrivenReactor(_ cfRunLoop: CFRunLoop, likely: [Int32]) -> Reactor? {
+        guard let ports = RunLoopPorts.portSet(of: cfRunLoop, likely: likely),
+            let reactor = try? Reactor(runLoop: cfRunLoop, mode: RunLoop.Mode.default.rawValue, driven: true)
+        else { return nil }
+        do {
+            try reactor.adoptRunLoopPorts(ports)
+        } catch {
+            return nil
+        }
+        ReactorRegistry.shared.install(reactor)
+        return reactor
     }
 
     /// The stream thread's run loop, starting the thread if needed; throws EMFILE (ENFILE) when the
@@ -89,7 +152,7 @@ enum StreamThread {
     /// always start later (`RunLoop.socketStreams` never has to wait, an open moved to the stream
     /// thread never finds it missing). The thread itself is not started here: that would make every
     /// process multi-threaded (Guides/Architecture.md, the stream thread). A process that never
-    /// starts the thread holds these four eventfds for its lifetime.
+    /// starts the thread holds these ten eventfds for its lifetime.
     @inline(__always)
     static func prepare() {
         if prepared.load(ordering: .acquiring) { return }
@@ -159,7 +222,9 @@ enum StreamThread {
     /// descriptors); a later call tries again.
     static func reactor() throws(SystemError) -> Reactor {
         if let reactor = reactorSlot.withLock({ $0 }) { return reactor }
-        let created = try ReactorRegistry.shared.acquire(cfRunLoop: try loop().cfRunLoop, mode: RunLoop.Mode.default.rawValue)
+        let loop = try loop()
+        if let driven = loop.driven { return driven }
+        let created = try ReactorRegistry.shared.acquire(cfRunLoop: loop.cfRunLoop, mode: RunLoop.Mode.default.rawValue)
         let (kept, spare) = reactorSlot.withLock { slot -> (Reactor, Reactor?) in
             if let first = slot { return (first, created) }
             slot = created
@@ -177,7 +242,7 @@ extension RunLoop {
     /// delegates called on that thread, like CFNetwork clients that keep a private CFStream thread.
     /// Delegate callouts run on that thread: do not block in them.
     ///
-    /// The file descriptors its run loop needs (four) are set aside when the first stream pair or
+    /// The file descriptors its thread needs (ten) are set aside when the first stream pair or
     /// listener is made, so the thread can start whenever it is first asked for. Only if the process
     /// was out of them before that does this wait until some are free (it never traps);
     /// ``startSocketStreams()`` throws instead.
@@ -185,7 +250,7 @@ extension RunLoop {
 
     /// The stream thread's run loop (``socketStreams``), starting the thread if needed. Throws an
     /// `NSPOSIXErrorDomain` error, `EMFILE` or `ENFILE`, if the process is out of file descriptors
-    /// (its CoreFoundation run loop needs about four); a later call tries again. SocketStreams' own;
+    /// (the thread needs ten); a later call tries again. SocketStreams' own;
     /// CFNetwork's stream thread is private.
     public static func startSocketStreams() throws -> RunLoop {
         do {

@@ -256,6 +256,11 @@ enum Posix {
         Int((try? call("epoll_wait") { epoll_wait(epfd, events, capacity, 0) }) ?? 0)
     }
 
+    /// `epoll_wait(2)` that waits up to `timeout` milliseconds (-1: until an event). 0 on failure.
+    static func epollWait(_ epfd: Int32, _ events: UnsafeMutablePointer<epoll_event>, _ capacity: Int32, timeout: Int32) -> Int {
+        Int((try? call("epoll_wait") { epoll_wait(epfd, events, capacity, timeout) }) ?? 0)
+    }
+
     /// `eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)`.
     static func eventFD() throws(SystemError) -> Int32 {
         try call("eventfd") { eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC)) }
