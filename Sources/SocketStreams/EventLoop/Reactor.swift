@@ -428,10 +428,13 @@ final class Reactor: @unchecked Sendable {
         // `roundBudget` has passed (the clock is read every eighth round). Each return to the run
         // loop costs CoreFoundation a pass of about ten syscalls, so the budget is in time, not in
         // events (a 1 GiB download in 64 KiB reads: 8-round performs made 2,057 passes; see
-        // Benchmarks/results/syscalls.md).
+        // Benchmarks/results/syscalls.md). A driven reactor runs one round, over what its wait fetched:
+        // its thread's next `epoll_wait` finds whatever is left (every registration is level-triggered)
+        // without a non-blocking poll that would mostly find nothing, and the run loop's own work, whose
+        // port set is in the epoll set, gets its turn between any two rounds.
         var rounds = 0
         var exhausted = false
-        let started = Posix.monotonicNanoseconds()
+        let started = isDriven ? 0 : Posix.monotonicNanoseconds()
         if queue != nil, queueTimerDue.exchange(false, ordering: .acquiringAndReleasing) { fireTimers() }
         while true {
             if rounds & 7 == 0, rounds > 0,
@@ -440,7 +443,13 @@ final class Reactor: @unchecked Sendable {
                 exhausted = true
                 break
             }
-            let count = rounds == 0 && waited > 0 ? waited : Posix.epollPoll(epollFD, events, eventCapacity)
+            let count: Int
+            if isDriven {
+                if rounds > 0 { break }
+                count = waited
+            } else {
+                count = rounds == 0 && waited > 0 ? waited : Posix.epollPoll(epollFD, events, eventCapacity)
+            }
             if count == 0 { break }
             rounds += 1
             var wake = false
