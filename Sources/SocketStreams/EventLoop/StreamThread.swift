@@ -36,6 +36,10 @@ enum StreamThread {
         }
     }
 
+    /// Whether a thread started from now on drives its reactor (tests turn it off, before the start, to
+    /// run the fallback: what a process without `/proc` gets).
+    static let drivesItsReactor = Atomic<Bool>(true)
+
     /// How many times the driven thread ran its run loop for CoreFoundation's own work (for tests: a
     /// port the run loop leaves ready would show as a count that keeps climbing).
     static let runLoopTurns = Atomic<Int>(0)
@@ -122,7 +126,7 @@ enum StreamThread {
     /// that run loop's and mode's reactor for good; nil if it or CoreFoundation's port set cannot be
     /// had (the thread then runs its run loop). On the new thread, before anything else can use it.
     private static func makeDrivenReactor(_ cfRunLoop: CFRunLoop, likely: [Int32]) -> Reactor? {
-        guard let ports = RunLoopPorts.portSet(of: cfRunLoop, likely: likely),
+        guard drivesItsReactor.load(ordering: .relaxed), let ports = RunLoopPorts.portSet(of: cfRunLoop, likely: likely),
             let reactor = try? Reactor(runLoop: cfRunLoop, mode: RunLoop.Mode.default.rawValue, driven: true)
         else { return nil }
         do {

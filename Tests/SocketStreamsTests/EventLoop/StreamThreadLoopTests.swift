@@ -8,6 +8,39 @@ import XCTest
 /// default mode inside it (issue 25): a socket event costs one `epoll_wait` and no run-loop pass, and
 /// what clients put on `RunLoop.socketStreams` (timers, blocks with a wake-up) still runs there.
 final class StreamThreadLoopTests: SocketStreamsTestCase {
+    /// Where CoreFoundation's port set cannot be found (no `/proc`), the thread runs its run loop with
+    /// the reactor as a run-loop source, as any run loop does: streams scheduled there, an
+    /// `AsyncConnection`, timers and blocks all still run. In a child process, where the thread has not
+    /// started yet.
+    func testWithoutTheDrivenReactorTheThreadRunsItsRunLoop() async throws {
+        guard Self.childScenario == "stream-thread-not-driven" else {
+            return try runInChild(
+                "SocketStreamsTests.StreamThreadLoopTests/testWithoutTheDrivenReactorTheThreadRunsItsRunLoop",
+                scenario: "stream-thread-not-driven")
+        }
+        XCTAssertNil(StreamThread.thread, "something started the thread already")
+        StreamThread.drivesItsReactor.store(false, ordering: .relaxed)
+        let reactor = try StreamThread.reactor()
+        XCTAssertFalse(reactor.isDriven)
+        let cfRunLoop = try XCTUnwrap(StreamThread.knownRunLoop?.cfRunLoop)
+        let ran = Signal()
+        CFRunLoopPerformBlock(cfRunLoop, kCFRunLoopDefaultMode) { ran.raise() }
+        CFRunLoopWakeUp(cfRunLoop)
+        XCTAssertTrue(ran.wait(timeout: shortTimeout), "a block with a wake-up did not run on the stream thread")
+
+        let server = try startStreamEchoServer()
+        let connection = AsyncConnection(host: "127.0.0.1", port: server.port)
+        try await connection.open()
+        for index in 0..<100 {
+            let message = Array("line \(index)\n".utf8)
+            try await connection.write(message)
+            let echo = try await connection.read(upTo: [10], maxLength: 100)
+            XCTAssertEqual(echo, message)
+        }
+        XCTAssertTrue(connection.engine.reactor === reactor)
+        connection.close()
+    }
+
 
     /// The thread found CoreFoundation's port set and drives its reactor, and that reactor is the one
     /// streams scheduled on `RunLoop.socketStreams` in the default mode get.
