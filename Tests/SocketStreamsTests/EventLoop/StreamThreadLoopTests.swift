@@ -41,7 +41,6 @@ final class StreamThreadLoopTests: SocketStreamsTestCase {
         connection.close()
     }
 
-
     /// The thread found CoreFoundation's port set and drives its reactor, and that reactor is the one
     /// streams scheduled on `RunLoop.socketStreams` in the default mode get.
     func testTheStreamThreadDrivesTheReactorItsStreamsUse() throws {
