@@ -389,8 +389,7 @@ final class Reactor: @unchecked Sendable {
     /// milliseconds (-1: until something is ready), then performs as the run-loop source would.
     /// `runLoopDue`: CoreFoundation's port set was ready, so the thread should let the run loop handle
     /// what is due (`CFRunLoopRunInMode` with a zero timeout), then call `rearmRunLoopPorts`. `again`:
-    /// the rounds' budget ran out with events left, or work came in meanwhile, so the next wait should
-    /// not block (a run-loop source needs an eventfd write for that; this thread just goes round again).
+    /// work came in that no wake-up was written for, so the next wait should not block.
     ///
     /// What it saves over a run-loop source: CoreFoundation's pass each time the thread sleeps (its
     /// `ppoll`, its own `epoll_wait`, a `read` of the port that fired, and its bookkeeping), since the
@@ -406,7 +405,7 @@ final class Reactor: @unchecked Sendable {
     /// epoll set, one-shot (re-armed by `rearmRunLoopPorts` once the run loop has run): a port the run
     /// loop leaves ready must not make every round of `perform` find it again.
     func adoptRunLoopPorts(_ fd: Int32) throws(SystemError) {
-        precondition(isDriven)
+        assert(isDriven)
         try Posix.epollControl(epollFD, EPOLL_CTL_ADD, fd, events: Self.runLoopPortsEvents, token: Self.runLoopPortsToken)
         runLoopPorts = fd
     }
@@ -418,9 +417,10 @@ final class Reactor: @unchecked Sendable {
 
     private static var runLoopPortsEvents: UInt32 { cssh_epollin() | cssh_epolloneshot() }
 
-    /// Runs rounds of the epoll set: the first over `waited` events already fetched by a waiting
-    /// `epoll_wait` (a driven reactor's), then non-blocking ones. Returns whether `wake` is needed (for a
-    /// driven reactor, whether its thread should go round again without waiting: no wake-up is made).
+    /// Runs rounds of the epoll set, each over a non-blocking `epoll_wait`; a driven reactor runs one,
+    /// over the `waited` events its thread's waiting `epoll_wait` fetched. Returns whether `wake` is
+    /// needed (for a driven reactor, whether its thread should go round again without waiting: no
+    /// wake-up is made).
     private func performRounds(waited: Int) -> Bool {
         performing.store(UInt(pthread_self()), ordering: .relaxed)
         // Rounds until the epoll set has nothing ready, within a budget, so one busy socket cannot
@@ -443,13 +443,7 @@ final class Reactor: @unchecked Sendable {
                 exhausted = true
                 break
             }
-            let count: Int
-            if isDriven {
-                if rounds > 0 { break }
-                count = waited
-            } else {
-                count = rounds == 0 && waited > 0 ? waited : Posix.epollPoll(epollFD, events, eventCapacity)
-            }
+            let count = isDriven ? (rounds == 0 ? waited : 0) : Posix.epollPoll(epollFD, events, eventCapacity)
             if count == 0 { break }
             rounds += 1
             var wake = false
@@ -563,90 +557,6 @@ final class Reactor: @unchecked Sendable {
             guard let self else { return }
             queueTimerDue.store(true, ordering: .releasing)
             performOnQueue()
-        }
-    }
-}
-
-/// The handlers of a reactor's fds, in an array indexed by their tokens: a lookup per event is an
-/// index, not a hash, and the table costs 24 bytes a registration (a dictionary's buckets cost about
-/// twice that, with every connection holding one; issue 25). A token is a slot's index (from 16: the
-/// reactor's own tokens are below) and its generation, which changes each time the slot is freed, so an
-/// event fetched for an fd removed meanwhile finds nothing, even once the slot is in use again.
-private struct HandlerTable {
-    private struct Slot {
-        var handler: (any ReactorHandler)?
-        var generation: UInt32 = 1
-    }
-
-    private static let firstIndex: UInt64 = 16
-    private var slots: [Slot] = []
-    private var free: [UInt32] = []
-
-    /// Registers `handler`; returns its token.
-    mutating func insert(_ handler: any ReactorHandler) -> UInt64 {
-        let index: Int
-        if let reused = free.popLast() {
-            index = Int(reused)
-        } else {
-            index = slots.count
-            slots.append(Slot())
-        }
-        slots[index].handler = handler
-        return UInt64(slots[index].generation) << 32 | (UInt64(index) + Self.firstIndex)
-    }
-
-    /// The slot of a live token, or nil.
-    private func index(of token: UInt64) -> Int? {
-        let low = token & 0xFFFF_FFFF
-        guard low >= Self.firstIndex else { return nil }
-        let index = Int(low - Self.firstIndex)
-        guard index < slots.count, slots[index].generation == UInt32(truncatingIfNeeded: token >> 32), slots[index].handler != nil
-        else { return nil }
-        return index
-    }
-
-    subscript(token: UInt64) -> (any ReactorHandler)? {
-        index(of: token).flatMap { slots[$0].handler }
-    }
-
-    mutating func replace(_ token: UInt64, with handler: any ReactorHandler) {
-        if let index = index(of: token) { slots[index].handler = handler }
-    }
-
-    mutating func remove(_ token: UInt64) {
-        guard let index = index(of: token) else { return }
-        slots[index].handler = nil
-        slots[index].generation = slots[index].generation &+ 1 == 0 ? 1 : slots[index].generation &+ 1
-        free.append(UInt32(index))
-    }
-}
-
-/// Something a reactor's timer calls without a closure of its own (see `Reactor.schedule(after:target:context:)`).
-protocol TimerTarget: AnyObject, Sendable {
-    /// The timer armed with `context` is due; on the reactor's thread.
-    func timerFired(_ context: UInt64)
-}
-
-/// A timer target, held weakly (as a plain reference, 8 bytes, cast back when the timer fires).
-private struct WeakTimerTarget {
-    weak var object: AnyObject?
-
-    init(target: any TimerTarget) { object = target }
-
-    var target: (any TimerTarget)? { object as? any TimerTarget }
-}
-
-/// What a timer does: a closure, or a call to a target. (An enum the heap, generic over its payload,
-/// stores as it is: a bare function type would be stored through a reabstraction thunk, one more
-/// allocation per timer.)
-private enum TimerAction {
-    case closure(@Sendable () -> Void)
-    case target(WeakTimerTarget, UInt64)
-
-    func run() {
-        switch self {
-        case .closure(let fire): fire()
-        case .target(let weak, let context): weak.target?.timerFired(context)
         }
     }
 }

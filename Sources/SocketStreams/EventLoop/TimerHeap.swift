@@ -156,3 +156,35 @@ struct TimerHeap<Payload> {
         heap[parent] = entry
     }
 }
+
+// What the reactor's timers hold (moved out of Reactor.swift).
+
+/// Something a reactor's timer calls without a closure of its own (see `Reactor.schedule(after:target:context:)`).
+protocol TimerTarget: AnyObject, Sendable {
+    /// The timer armed with `context` is due; on the reactor's thread.
+    func timerFired(_ context: UInt64)
+}
+
+/// A timer target, held weakly (as a plain reference, 8 bytes, cast back when the timer fires).
+struct WeakTimerTarget {
+    weak var object: AnyObject?
+
+    init(target: any TimerTarget) { object = target }
+
+    var target: (any TimerTarget)? { object as? any TimerTarget }
+}
+
+/// What a timer does: a closure, or a call to a target. (An enum the heap, generic over its payload,
+/// stores as it is: a bare function type would be stored through a reabstraction thunk, one more
+/// allocation per timer.)
+enum TimerAction {
+    case closure(@Sendable () -> Void)
+    case target(WeakTimerTarget, UInt64)
+
+    func run() {
+        switch self {
+        case .closure(let fire): fire()
+        case .target(let weak, let context): weak.target?.timerFired(context)
+        }
+    }
+}

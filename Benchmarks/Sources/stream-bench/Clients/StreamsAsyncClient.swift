@@ -8,10 +8,10 @@ struct StreamsAsyncClient: BenchmarkClient {
     /// Runs `body` as a task and blocks this thread until it finishes.
     private func run<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) throws -> Result {
         let outcome = TaskOutcome<Result>()
-        let onConnectionsQueue = ProcessInfo.processInfo.environment["STREAM_BENCH_ASYNC_GLOBAL"] == nil
+        let onConnectionsExecutor = ProcessInfo.processInfo.environment["STREAM_BENCH_ASYNC_GLOBAL"] == nil
         Task {
             do {
-                if onConnectionsQueue {
+                if onConnectionsExecutor {
                     outcome.finish(.success(try await withTaskExecutorPreference(AsyncConnection.executor) { try await body() }))
                 } else {
                     outcome.finish(.success(try await body()))
