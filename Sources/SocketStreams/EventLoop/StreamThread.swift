@@ -53,9 +53,9 @@ enum StreamThread {
 
     /// How many fds the new thread may need: its CoreFoundation run loop's (three to six on Swift 6.3:
     /// wake-up eventfds, port sets and timer ports), the probe that finds the port set, and its
-    /// reactor's (epoll set, eventfd, timerfd). What it does not take is free again once it runs. Held free until
-    /// the thread makes them: CoreFoundation cannot report failing to create its own, and its thread
-    /// would never become ready.
+    /// reactor's (epoll set, eventfd, timerfd). Held free until the thread makes them: CoreFoundation
+    /// cannot report failing to create its own, and its thread would never become ready. What the
+    /// thread does not take is free again once it runs.
     private static let runLoopDescriptors = 10
 
     /// The thread's run loop, starting the thread if it has not started. Throws EMFILE (ENFILE) when
