@@ -9,10 +9,9 @@ import XCTest
 /// what clients put on `RunLoop.socketStreams` (timers, blocks with a wake-up) still runs there.
 final class StreamThreadLoopTests: SocketStreamsTestCase {
     /// Where CoreFoundation's port set cannot be found (no `/proc`), the thread runs its run loop with
-    /// the reactor as a run-loop source, as any run loop does: streams scheduled there, an
-    /// `AsyncConnection`, timers and blocks all still run. In a child process, where the thread has not
-    /// started yet.
-    func testWithoutTheDrivenReactorTheThreadRunsItsRunLoop() async throws {
+    /// the reactor as a run-loop source, as any run loop does: blocks run, and a pair scheduled there
+    /// exchanges. In a child process, where the thread has not started yet.
+    func testWithoutTheDrivenReactorTheThreadRunsItsRunLoop() throws {
         guard Self.childScenario == "stream-thread-not-driven" else {
             return try runInChild(
                 "SocketStreamsTests.StreamThreadLoopTests/testWithoutTheDrivenReactorTheThreadRunsItsRunLoop",
@@ -28,17 +27,18 @@ final class StreamThreadLoopTests: SocketStreamsTestCase {
         CFRunLoopWakeUp(cfRunLoop)
         XCTAssertTrue(ran.wait(timeout: shortTimeout), "a block with a wake-up did not run on the stream thread")
 
-        let server = try startStreamEchoServer()
-        let connection = AsyncConnection(host: "127.0.0.1", port: server.port)
-        try await connection.open()
-        for index in 0..<100 {
-            let message = Array("line \(index)\n".utf8)
-            try await connection.write(message)
-            let echo = try await connection.read(upTo: [10], maxLength: 100)
-            XCTAssertEqual(echo, message)
-        }
-        XCTAssertTrue(connection.engine.reactor === reactor)
-        connection.close()
+        let body = testPayload(100_000, seed: 26)
+        let port = try startHTTPServer(.v4, files: ["data.bin": body])
+        let pair = makePair(port: port)
+        let recorder = DelegateRecorder(sending: "GET /data.bin HTTP/1.0\r\n\r\n")
+        recorder.schedule(pair, on: .socketStreams)
+        pair.input.open()
+        pair.output.open()
+        XCTAssertTrue(recorder.wait(timeout: 20) { $0.has(.endEncountered, on: .input) }, "trace: \(recorder.trace)")
+        XCTAssertEqual(try XCTUnwrap(HTTPReply(recorder.snapshot.received)).body, body)
+        let thread = try XCTUnwrap(StreamThread.thread)
+        XCTAssertTrue(recorder.snapshot.eventThreads.allSatisfy { $0 === thread }, "a callback ran off the stream thread")
+        XCTAssertTrue(ReactorRegistry.shared.existing(cfRunLoop: cfRunLoop, mode: RunLoop.Mode.default.rawValue) === reactor)
     }
 
     /// The thread found CoreFoundation's port set and drives its reactor, and that reactor is the one
