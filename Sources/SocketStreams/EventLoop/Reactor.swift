@@ -1,5 +1,6 @@
 // One epoll set per (run loop, mode), plugged into that run loop as a version-1 CFRunLoopSource whose
-// port is the epoll fd; or one per dispatch queue, whose epoll fd a DispatchSource watches with the
+// port is the epoll fd (the stream thread's default mode instead waits in it itself: `drive`, a driven
+// reactor with the run loop's port set inside it, StreamThread.swift); or one per dispatch queue, whose epoll fd a DispatchSource watches with the
 // queue as its target, so `perform` (and every delegate callout) runs on that queue, with no thread of
 // our own and no hop. On Linux CoreFoundation waits on its ports with epoll, so a socket becoming
 // ready wakes the run loop directly and our `perform` runs on the run loop's own thread, in the right
@@ -386,7 +387,7 @@ final class Reactor: @unchecked Sendable {
     }
 
     /// A driven reactor's turn of its thread's loop: waits in `epoll_wait` for up to `timeout`
-    /// milliseconds (-1: until something is ready), then performs as the run-loop source would.
+    /// milliseconds (-1: until something is ready), then runs one round over what it fetched.
     /// `runLoopDue`: CoreFoundation's port set was ready, so the thread should let the run loop handle
     /// what is due (`CFRunLoopRunInMode` with a zero timeout), then call `rearmRunLoopPorts`. `again`:
     /// work came in that no wake-up was written for, so the next wait should not block.
