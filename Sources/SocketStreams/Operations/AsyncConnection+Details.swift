@@ -18,20 +18,20 @@ extension AsyncConnection {
     /// handle, the peer's address, TLS details, `.tcpNoDelayKey`) may be used from any thread. Do not
     /// read or write from them, open, close, schedule or remove them: the connection does. Foundation's
     /// own `Stream` members that are not thread-safe, `delegate` first of all, must only be touched on
-    /// the connection's owner, the package's serial dispatch queue (where ``AsyncConnection/executor``
-    /// runs its jobs), on which the connection drives the pair; the connection is their delegate, and
+    /// the connection's owner, the package's stream thread (where ``AsyncConnection/executor`` runs its
+    /// jobs), on which the connection drives the pair; the connection is their delegate, and
     /// replacing it stops the connection.
     public var streams: (input: InputStream, output: OutputStream)? { engine.streams }
 }
 
 extension AsyncConnection {
-    /// Whether the engine has the connections' queue's reactor, where `open()` attaches the pair.
-    /// Without it (its epoll set could not be made when the connection was: out of file descriptors)
+    /// Whether the engine has the stream thread's reactor, where `open()` attaches the pair. Without it
+    /// (the thread could not start when the connection was made: out of file descriptors)
     /// the engine would refuse the pair and `open()` would never return: the connection is closed with
     /// EMFILE instead, which `open()` then throws.
     func hasReactor() -> Bool {
         guard engine.reactor == nil else { return true }
-        engine.close(error: StreamErrors.posix(EMFILE, "Could not create the SocketStreams AsyncConnection queue's reactor"))
+        engine.close(error: StreamErrors.posix(EMFILE, "Could not start the SocketStreams stream thread"))
         return false
     }
 }

@@ -20,18 +20,19 @@ import Synchronization
 ///   that is cancelled always throws `CancellationError`, whatever it raced with.
 /// - **Threads.** Safe from any task or thread; nothing blocks a thread. Calls of one kind are meant to
 ///   come one at a time (one reader, one writer); concurrent reads complete in the order they were made.
-///   The connection is owned by the package's own serial dispatch queue: the pair is scheduled on it
-///   (`CFReadStreamSetDispatchQueue`), and every read, write and close of the streams happens there,
-///   driven by that queue's reactor with no run loop in between. A call from any other thread queues
-///   its operation and wakes the queue; a task running on ``AsyncConnection/executor`` is already
-///   there, so a read whose bytes have arrived, or a write the socket has room for, completes at once.
+///   The connection is owned by the package's stream thread (`RunLoop.socketStreams`): the pair is
+///   scheduled there, and every read, write and close of the streams happens on that thread, which
+///   waits in its reactor's epoll set itself, with no run-loop pass in between. A call from any other
+///   thread queues its operation and wakes the thread; a task running on ``AsyncConnection/executor``
+///   is already there, so a read whose bytes have arrived, or a write the socket has room for,
+///   completes at once.
 /// - **Isolation.** Every async method is `nonisolated(nonsending)` (SE-0461): it runs on the caller's
 ///   actor or executor until it has to wait, and comes back there, instead of hopping to the global
 ///   executor on every call (callgrind, stream-bench's async ping-pong: about 850 instructions a round
 ///   trip). A `@MainActor` caller keeps main-actor isolation across the call; only the wait leaves it.
 /// - **Closing.** ``close()``, cancellation and releasing the last reference may come from any thread
-///   while data flows: each asks the queue to close the pair, and the operations waiting then end
-///   with an error.
+///   while data flows: each asks the stream thread to close the pair, and the operations waiting then
+///   end with an error.
 ///
 /// Errors are the streams' own (`NSError` in CFNetwork's domains, as `streamError` gives them) or a
 /// ``StreamOperationError``. Underneath is the same engine as ``QueuedSocket``'s.
@@ -68,22 +69,21 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
     let engine: StreamOperations
     private let state: Guarded<State>
 
-    /// The package's serial queue that owns every connection: their pairs are scheduled on it and the
-    /// executor's jobs run on it. A queue, not the stream thread's run loop: a queue's reactor is
-    /// woken by its own epoll fd, with no CoreFoundation pass and no outer epoll set per wake-up
-    /// (issue 25: 4.4 system calls a ping-pong round trip on the stream thread, 3.0 on a queue).
-    static let queue = DispatchQueue(label: "SocketStreams.AsyncConnection")
-
-    /// The queue's reactor once made (its address; 0 until then): acquired from the registry on first
-    /// use and held for the process's life, like the stream thread's, so it is never released and a
-    /// plain load finds it. Every executor job reads it: an `Atomic<UInt>` load is inlined, where
-    /// `AtomicLazyReference.load()` is an unspecialised call that instantiates `Unmanaged`'s metadata
-    /// each time (callgrind: 640 instructions a load; a lock cost about 60).
+    /// The stream thread's reactor once known (its address; 0 until then): the thread holds it for the
+    /// process's life, so it is never released and a plain load finds it. Every executor job reads it:
+    /// an `Atomic<UInt>` load is inlined, where `AtomicLazyReference.load()` is an unspecialised call
+    /// that instantiates `Unmanaged`'s metadata each time (callgrind: 640 instructions a load; a lock
+    /// cost about 60).
+    ///
+    /// The stream thread, not a dispatch queue of the package's (where connections lived before): the
+    /// thread waits in this reactor's epoll set directly, one `epoll_wait` a wake-up and no thread hop,
+    /// where a queue's reactor is woken through libdispatch's own epoll set and a worker thread
+    /// (issue 25, stream-bench: ping-pong 0.72 → 0.82 of the raw client, connect 0.62 → 0.70).
     private static let sharedReactor = Atomic<UInt>(0)
 
-    /// The reactor of ``queue``, where every connection's events are delivered; nil if it cannot be
-    /// made (out of file descriptors: its epoll set), and then each connection fails when it opens. A
-    /// later call tries again.
+    /// The stream thread's reactor, where every connection's events are delivered; nil if it cannot be
+    /// had (out of file descriptors: the thread could not start), and then each connection fails when
+    /// it opens. A later call tries again.
     static var reactor: Reactor? {
         let known = sharedReactor.load(ordering: .acquiring)
         if known != 0 { return Unmanaged<Reactor>.fromOpaque(UnsafeRawPointer(bitPattern: known)!).takeUnretainedValue() }
@@ -91,15 +91,12 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
     }
 
     private static func makeReactor() -> Reactor? {
-        guard let created = try? ReactorRegistry.shared.acquire(queue: queue) else { return nil }
-        // The registry gives every caller the same reactor for the queue; the first to publish it
-        // keeps its use (and a reference) forever, the others give theirs back.
+        guard let created = try? StreamThread.reactor() else { return nil }
+        // The stream thread holds its reactor for the process's life; the first to publish it keeps a
+        // reference, so a plain load finds it.
         let address = UInt(bitPattern: Unmanaged.passRetained(created).toOpaque())
         let (exchanged, _) = sharedReactor.compareExchange(expected: 0, desired: address, ordering: .acquiringAndReleasing)
-        if !exchanged {
-            Unmanaged<Reactor>.fromOpaque(UnsafeRawPointer(bitPattern: address)!).release()
-            ReactorRegistry.shared.release(created)
-        }
+        if !exchanged { Unmanaged<Reactor>.fromOpaque(UnsafeRawPointer(bitPattern: address)!).release() }
         return created
     }
 
@@ -119,7 +116,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
         self.init(input: pair.input, output: pair.output)
     }
 
-    /// Asks the queue to close the pair (the engine lives until it has). The engine's weak
+    /// Asks the stream thread to close the pair (the engine lives until it has). The engine's weak
     /// reference to this object already reads nil, so nothing more is reported.
     deinit {
         engine.close()
@@ -146,8 +143,9 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
                 guard let (input, output) = pair else { return }
                 guard hasReactor() else { return }  // out of fds: closed with EMFILE, which open throws
                 engine.attach(input: input, output: output) { input, output in
-                    CFReadStreamSetDispatchQueue(input, Self.queue)
-                    CFWriteStreamSetDispatchQueue(output, Self.queue)
+                    guard let runLoop = StreamThread.knownRunLoop?.runLoop else { return }  // it runs: it has the reactor
+                    input.schedule(in: runLoop, forMode: .default)
+                    output.schedule(in: runLoop, forMode: .default)
                 }
             }
         }
@@ -208,7 +206,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
     }
 
     /// Queues an operation under a new tag and returns its result: at once when it completed inline
-    /// (the engine pumps on this thread), else once the queue completes it.
+    /// (the engine pumps on this thread), else once the stream thread completes it.
     nonisolated(nonsending) private func perform(endIsNil: Bool = false, _ enqueue: (Int) -> Error?) async throws -> [UInt8]? {
         // A task cancelled before it calls closes the connection and throws, even where the call could
         // have completed at once (a write the socket has room for, on the executor).
@@ -376,23 +374,22 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
     }
 }
 
-/// A task executor that runs jobs on the package's serial dispatch queue, where every
-/// ``AsyncConnection``'s stream events are delivered (`withTaskExecutorPreference(AsyncConnection.executor) { … }`).
+/// A task executor that runs jobs on the package's stream thread, where every ``AsyncConnection``'s
+/// stream events are delivered (`withTaskExecutorPreference(AsyncConnection.executor) { … }`).
 ///
-/// A task that waits for a read is resumed from a stream event's callout on that queue. Run on this
-/// executor, it continues there right after the callout, in the same block on the same thread,
-/// instead of on another thread that has to be woken: one thread wake-up per exchange, as a delegate
-/// has. The price is that every connection's events and every task preferring this executor share
-/// that one serial queue: use it for code that awaits network operations and does little else between
-/// them, never for code that blocks.
+/// A task that waits for a read is resumed from a stream event's callout on that thread. Run on this
+/// executor, it continues there right after the callout, on the same thread, instead of on another
+/// thread that has to be woken: one thread wake-up per exchange, as a delegate has. The price is that
+/// every connection's events and every task preferring this executor share that one thread: use it for
+/// code that awaits network operations and does little else between them, never for code that blocks.
 public final class AsyncConnectionExecutor: TaskExecutor, @unchecked Sendable {
-    /// Runs `job` on the connections' queue (at once after the current callout, if called from one).
+    /// Runs `job` on the stream thread (at once after the current callout, if called from one).
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         let executor = asUnownedTaskExecutor()
         guard let reactor = AsyncConnection.reactor else {
-            // No reactor (out of file descriptors): the job still runs on the queue, outside it.
-            return AsyncConnection.queue.async { job.runSynchronously(on: executor) }
+            // No stream thread (out of file descriptors): the job still runs, on a global queue.
+            return DispatchQueue.global().async { job.runSynchronously(on: executor) }
         }
         reactor.post { job.runSynchronously(on: executor) }
     }

@@ -12,7 +12,7 @@ import Foundation
 //
 // Ownership. The engine, like the pair under it, is owned by one reactor (`reactor`): the run loop or
 // dispatch queue where the streams are scheduled, their events are delivered and the timers fire
-// (`QueuedSocket`: its delegate's; `AsyncConnection`: its package queue's). Everything that touches the
+// (`QueuedSocket`: its delegate's; `AsyncConnection`: the stream thread's). Everything that touches the
 // streams (attaching as their delegate, reading, writing, setting TLS, closing) and every completion
 // runs there, inside the reactor's `perform`, and `Reactor.assertOwner` checks it in debug builds.
 // Any other thread only records a request under `state`'s lock (an operation queued, a close asked

@@ -31,7 +31,7 @@ final class AsyncConnectionTests: SocketStreamsTestCase {
         }
     }
 
-    /// On `AsyncConnection.executor` the task runs on the connections' queue, where the events come: the
+    /// On `AsyncConnection.executor` the task runs on the stream thread, where the events come: the
     /// same exchanges work, and reads and writes that complete inline there trust the events.
     func testExchangesOnTheConnectionsExecutor() async throws {
         let server = try startStreamEchoServer()
@@ -52,33 +52,27 @@ final class AsyncConnectionTests: SocketStreamsTestCase {
         XCTAssertEqual(count, 200)
     }
 
-    /// Every connection is owned by the package's serial queue, not the stream thread (issue 25: a
-    /// queue's reactor needs no CoreFoundation pass per wake-up): with the stream thread held busy, a
-    /// connection still opens and exchanges, its reactor is a queue's, and a task on the executor
-    /// continues inside that reactor's perform, off the stream thread.
-    func testConnectionsRunOnTheirQueueNotTheStreamThread() async throws {
+    /// Every connection is owned by the package's stream thread, whose reactor it drives itself (issue
+    /// 25: one `epoll_wait` a wake-up, no run-loop pass and no dispatch worker between): a connection
+    /// opens and exchanges, its reactor is the stream thread's driven one, and a task on the executor
+    /// continues inside that reactor's perform, on the stream thread.
+    func testConnectionsRunOnTheStreamThread() async throws {
         let server = try startStreamEchoServer()
         let port = server.port
-        let hold = try StreamThreadHold(timeout: shortTimeout)
-        let holding = await waitUntilAsync { hold.isHolding(timeout: 0) }
-        XCTAssertTrue(holding, "the stream thread never ran the task that holds it")
         let echo = try await withTaskExecutorPreference(AsyncConnection.executor) {
             let connection = AsyncConnection(host: "127.0.0.1", port: port)
             try await connection.open()
             try await connection.write(Array("ping\n".utf8))
             let echo = try await connection.read(upTo: [10], maxLength: 100)
             let reactor = try XCTUnwrap(connection.engine.reactor)
-            XCTAssertNotNil(reactor.queue, "the connection's reactor is a run loop's")
+            XCTAssertTrue(reactor === (try StreamThread.reactor()), "the connection's reactor is not the stream thread's")
+            XCTAssertTrue(reactor.isDriven, "the stream thread does not drive its reactor")
             XCTAssertTrue(reactor.isPerformingHere, "the task does not continue where the events come")
-            XCTAssertFalse(Thread.current === StreamThread.thread, "the task runs on the stream thread")
+            XCTAssertTrue(Thread.current === StreamThread.thread, "the task does not run on the stream thread")
             connection.close()
             return echo
         }
-        hold.release()
         XCTAssertEqual(echo, Array("ping\n".utf8))
-        let ended = await waitUntilAsync { hold.wasReleasedInTime != nil }
-        XCTAssertTrue(ended)
-        XCTAssertEqual(hold.wasReleasedInTime, true, "the exchange waited for the stream thread to be let go")
     }
 
     func testOpenThrowsTheStreamsError() async throws {
