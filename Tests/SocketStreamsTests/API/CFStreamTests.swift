@@ -575,6 +575,33 @@ final class CFStreamTests: SocketStreamsTestCase {
         XCTAssertEqual(stale, 0)
     }
 
+    /// A pair on a queue whose delegate takes less than the socket holds at every event: a 2 MB download
+    /// read 1 KiB an event arrives whole and ends with `endEncountered`. Bytes a perform leaves in the
+    /// socket must raise another event (the reactor's rounds, or libdispatch firing its source again),
+    /// or the transfer stalls.
+    func testBytesLeftInTheSocketOnAQueueAreDeliveredLater() throws {
+        let body = testPayload(2_000_000, seed: 27)
+        let port = try startHTTPServer(.v4, files: ["data.bin": body])
+        let pair = makePair(port: port)
+        let queue = makeQueue("cf.rounds.queue")
+        let recorder = DelegateRecorder(sending: "GET /data.bin HTTP/1.0\r\n\r\n")
+        recorder.readChunk = 1024
+        recorder.attach(pair)
+        pair.input.delegate = recorder
+        pair.output.delegate = recorder
+        CFReadStreamSetDispatchQueue(pair.input, queue)
+        CFWriteStreamSetDispatchQueue(pair.output, queue)
+        pair.input.open()
+        pair.output.open()
+        XCTAssertTrue(
+            recorder.wait(timeout: 20) { $0.has(.endEncountered, on: .input) },
+            "received \(recorder.snapshot.received.count) bytes, then nothing")
+        XCTAssertEqual(try XCTUnwrap(HTTPReply(recorder.snapshot.received)).body, body)
+        XCTAssertGreaterThan(recorder.snapshot.events(.input).count, 1_000, "too few events to tell")
+        pair.input.close()
+        pair.output.close()
+    }
+
     // MARK: - helpers
 
     /// Waits on the calling thread (no run loop needed: the queue delivers) until `condition` holds,
