@@ -76,7 +76,7 @@ final class Reactor: @unchecked Sendable {
     private let lock = ConditionLock.make()
     /// Registered fds' handlers, by the index in their token (see `HandlerTable`).
     @exclusivity(unchecked) private var handlers = HandlerTable()
-    @exclusivity(unchecked) private var tasks: [@Sendable () -> Void] = []
+    @exclusivity(unchecked) private var tasks: [PostedWork] = []
     @exclusivity(unchecked) private var ready: [ReadyItem] = []
     @exclusivity(unchecked) private var wakePending = false
     /// Whether `tasks` or `ready` may hold something: lets `drainWork` skip the lock when neither does.
@@ -101,14 +101,14 @@ final class Reactor: @unchecked Sendable {
     private let eventCapacity: Int32 = 256
     private let events: UnsafeMutablePointer<epoll_event>
     @exclusivity(unchecked) private var firing: [(any ReactorHandler, UInt32)] = []
-    @exclusivity(unchecked) private var spareTasks: [@Sendable () -> Void] = []
+    @exclusivity(unchecked) private var spareTasks: [PostedWork] = []
     @exclusivity(unchecked) private var spareReady: [ReadyItem] = []
     /// `markReady` calls made inside `perform` on its own thread (every event a readiness report or a
     /// delegate's read or write raises): no lock, no wake-up, delivered before `perform` returns.
     @exclusivity(unchecked) private var localReady: [ReadyItem] = []
     /// Work posted inside `perform` on its own thread (an executor's job resumed by a callout): no lock
     /// and no wake-up either, run before `perform` returns, after the events delivered with it.
-    @exclusivity(unchecked) private var localTasks: [@Sendable () -> Void] = []
+    @exclusivity(unchecked) private var localTasks: [PostedWork] = []
 
     init(runLoop: CFRunLoop?, mode: String, queue: DispatchQueue? = nil, driven: Bool = false) throws(SystemError) {
         self.runLoop = runLoop
@@ -255,6 +255,15 @@ final class Reactor: @unchecked Sendable {
 
     /// Runs `work` on the reactor's thread the next time its run loop runs in its mode.
     func post(_ work: @escaping @Sendable () -> Void) {
+        post(.closure(work))
+    }
+
+    /// Runs `job` on `executor`, on the reactor's thread, as `post` runs a closure.
+    func post(_ job: UnownedJob, on executor: UnownedTaskExecutor) {
+        post(.job(job, executor))
+    }
+
+    private func post(_ work: PostedWork) {
         if isPerformingHere { return localTasks.append(work) }
         let wake = lock.withLock { () -> Bool in
             tasks.append(work)
@@ -505,7 +514,7 @@ final class Reactor: @unchecked Sendable {
             }
             if !localTasks.isEmpty {
                 swap(&localTasks, &spareTasks)
-                for task in spareTasks { task() }
+                for task in spareTasks { task.run() }
                 spareTasks.empty()
                 continue
             }
@@ -515,7 +524,7 @@ final class Reactor: @unchecked Sendable {
             swap(&tasks, &spareTasks)
             swap(&ready, &spareReady)
             lock.unlock()
-            for task in spareTasks { task() }
+            for task in spareTasks { task.run() }
             for item in spareReady { item.target.deliverEvents(item.slot, on: self) }
             spareTasks.empty()
             spareReady.empty()

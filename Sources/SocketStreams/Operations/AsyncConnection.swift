@@ -244,7 +244,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
             guard let index = state.operations.firstIndex(tag: tag) else { return nil }
             let value = result(state.operations[index].endIsNil)
             guard let waiter = state.operations[index].waiter else {
-                state.operations[index].result = value
+                state.operations.setResult(value, at: index)
                 return nil
             }
             state.removeOperation(at: index)
@@ -350,7 +350,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
                         waiters.insert(waiter, at: 0)
                         state.removeOperation(at: index)
                     } else {
-                        state.operations[index].result = .failure(error)  // its caller is about to wait: it finds this
+                        state.operations.setResult(.failure(error), at: index)  // its caller is about to wait: it finds this
                     }
                 }
                 defer {
@@ -391,7 +391,7 @@ public final class AsyncConnectionExecutor: TaskExecutor, @unchecked Sendable {
             // No stream thread (out of file descriptors): the job still runs, on a global queue.
             return DispatchQueue.global().async { job.runSynchronously(on: executor) }
         }
-        reactor.post { job.runSynchronously(on: executor) }
+        reactor.post(job, on: executor)
     }
 }
 
@@ -410,7 +410,7 @@ extension AsyncConnection.State {
 
     fileprivate mutating func setWaiter(_ waiter: AsyncConnection.Waiter, for tag: Int) {
         guard let index = operations.firstIndex(tag: tag) else { return }
-        operations[index].waiter = waiter
+        operations.setWaiter(waiter, at: index)
     }
 }
 
@@ -426,14 +426,18 @@ private struct OperationList {
     var indices: Range<Int> { 0..<count }
 
     subscript(index: Int) -> AsyncConnection.Operation {
-        get { index == 0 ? head! : tail[index - 1] }
-        _modify {
-            if index == 0 {
-                yield &head!
-            } else {
-                yield &tail[index - 1]
-            }
-        }
+        index == 0 ? head! : tail[index - 1]
+    }
+
+    /// Sets the waiter of the operation at `index`. Setters rather than a `_modify` accessor: the
+    /// accessor's coroutine frame was allocated (`malloc`) on every call, twice a round trip.
+    mutating func setWaiter(_ waiter: AsyncConnection.Waiter, at index: Int) {
+        if index == 0 { head!.waiter = waiter } else { tail[index - 1].waiter = waiter }
+    }
+
+    /// Sets the result of the operation at `index` (see `setWaiter(_:at:)`).
+    mutating func setResult(_ result: Result<[UInt8]?, Error>, at index: Int) {
+        if index == 0 { head!.result = result } else { tail[index - 1].result = result }
     }
 
     func firstIndex(tag: Int) -> Int? {
