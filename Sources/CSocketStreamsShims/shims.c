@@ -6,7 +6,32 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <netdb.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include "CSocketStreamsShims.h"
+
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CSSH_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define CSSH_TSAN 1
+#endif
+
+#ifdef CSSH_TSAN
+// The sanitizer's mutex annotations (compiler-rt's tsan_interface.h): between a pre_ and a post_ call
+// it ignores the lock's own memory accesses and records the acquisition or release instead.
+void __tsan_mutex_create(void *addr, unsigned flags);
+void __tsan_mutex_destroy(void *addr, unsigned flags);
+void __tsan_mutex_pre_lock(void *addr, unsigned flags);
+int __tsan_mutex_post_lock(void *addr, unsigned flags, int recursion);
+int __tsan_mutex_pre_unlock(void *addr, unsigned flags);
+void __tsan_mutex_post_unlock(void *addr, unsigned flags);
+#define CSSH_TSAN_CALL(call) call
+#else
+#define CSSH_TSAN_CALL(call) ((void)0)
+#endif
 
 int cssh_pin_to_cpu(int cpu) {
     cpu_set_t set;
@@ -34,4 +59,73 @@ int cssh_name_current_thread(const char *name) {
     return pthread_setname_np(pthread_self(), truncated);
 }
 
-int cssh_gettid(void) { return (int)syscall(SYS_gettid); }
+
+// The lock is Drepper's three-state futex mutex ("Futexes Are Tricky", mutex 2); the condition is a
+// sequence number a waiter reads under the lock and sleeps on, so a broadcast between its release of the
+// lock and its sleep changes the number and the sleep returns at once.
+
+// The calling thread, as the holder: its thread pointer (one instruction, where `pthread_self` is a call).
+static inline unsigned long cssh_self(void) { return (unsigned long)__builtin_thread_pointer(); }
+
+static long cssh_futex(unsigned int *word, int op, unsigned int value) {
+    return syscall(SYS_futex, word, op | FUTEX_PRIVATE_FLAG, value, NULL, NULL, 0);
+}
+
+void cssh_lock_init(cssh_lock_t *lock) {
+    memset(lock, 0, sizeof *lock);
+    CSSH_TSAN_CALL(__tsan_mutex_create(lock, 0));
+}
+
+void cssh_lock_destroy(cssh_lock_t *lock) {
+    CSSH_TSAN_CALL(__tsan_mutex_destroy(lock, 0));
+    (void)lock;
+}
+
+static void cssh_lock_take(cssh_lock_t *lock) {
+    unsigned int expected = 0;
+    if (!__atomic_compare_exchange_n(&lock->state, &expected, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+        // Held: mark it contended and sleep until the holder's release finds the mark and wakes one.
+        if (expected != 2) expected = __atomic_exchange_n(&lock->state, 2, __ATOMIC_ACQUIRE);
+        while (expected != 0) {
+            cssh_futex(&lock->state, FUTEX_WAIT, 2);
+            expected = __atomic_exchange_n(&lock->state, 2, __ATOMIC_ACQUIRE);
+        }
+    }
+    __atomic_store_n(&lock->holder, cssh_self(), __ATOMIC_RELAXED);
+}
+
+static void cssh_lock_give(cssh_lock_t *lock) {
+    __atomic_store_n(&lock->holder, 0, __ATOMIC_RELAXED);
+    if (__atomic_exchange_n(&lock->state, 0, __ATOMIC_RELEASE) == 2) cssh_futex(&lock->state, FUTEX_WAKE, 1);
+}
+
+void cssh_lock_acquire(cssh_lock_t *lock) {
+    CSSH_TSAN_CALL(__tsan_mutex_pre_lock(lock, 0));
+    cssh_lock_take(lock);
+    CSSH_TSAN_CALL(__tsan_mutex_post_lock(lock, 0, 0));
+}
+
+void cssh_lock_release(cssh_lock_t *lock) {
+    CSSH_TSAN_CALL(__tsan_mutex_pre_unlock(lock, 0));
+    cssh_lock_give(lock);
+    CSSH_TSAN_CALL(__tsan_mutex_post_unlock(lock, 0));
+}
+
+int cssh_lock_held(cssh_lock_t *lock) {
+    return __atomic_load_n(&lock->holder, __ATOMIC_RELAXED) == cssh_self();
+}
+
+void cssh_lock_wait(cssh_lock_t *lock) {
+    unsigned int sequence = __atomic_load_n(&lock->sequence, __ATOMIC_RELAXED);
+    lock->waiters += 1;
+    cssh_lock_release(lock);
+    cssh_futex(&lock->sequence, FUTEX_WAIT, sequence);
+    cssh_lock_acquire(lock);
+    lock->waiters -= 1;
+}
+
+void cssh_lock_broadcast(cssh_lock_t *lock) {
+    if (lock->waiters == 0) return;
+    __atomic_fetch_add(&lock->sequence, 1, __ATOMIC_RELAXED);
+    cssh_futex(&lock->sequence, FUTEX_WAKE, INT_MAX);
+}
