@@ -67,7 +67,7 @@ struct BaselineClient: BenchmarkClient {
             let message = messages[i & 1]
             try Posix.sendAll(fd, message)
             try echo.withUnsafeMutableBytes { try Posix.readExactly(fd, into: $0) }
-            if echo != message { throw BenchError("ping-pong: echo \(i) differs from the message sent") }
+            if !Payload.same(echo, message) { throw BenchError("ping-pong: echo \(i) differs from the message sent") }
         }
         return stopwatch.elapsedSeconds
     }

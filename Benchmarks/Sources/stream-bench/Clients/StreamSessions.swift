@@ -441,7 +441,7 @@ final class EchoSession: StreamSession {
             guard let n = read(into: &echo, offset: received, count: echo.count - received) else { return }
             received += n
             guard received == echo.count else { return }
-            guard echo == messages[roundTrip & 1] else { return fail("echo \(roundTrip) differs from the message sent") }
+            guard Payload.same(echo, messages[roundTrip & 1]) else { return fail("echo \(roundTrip) differs from the message sent") }
             received = 0
             roundTrip += 1
             if roundTrip == roundTrips {

@@ -80,7 +80,7 @@ struct StreamsAsyncClient: BenchmarkClient {
             for i in 0..<roundTrips {
                 try await connection.write(messages[i & 1])
                 let echo = try await connection.read(exactly: messageSize)
-                if echo != messages[i & 1] { throw BenchError("ping-pong: echo \(i) differs from the message sent") }
+                if !Payload.same(echo, messages[i & 1]) { throw BenchError("ping-pong: echo \(i) differs from the message sent") }
             }
             return stopwatch.elapsedSeconds
         }

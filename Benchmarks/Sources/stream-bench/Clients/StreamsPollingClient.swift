@@ -99,7 +99,7 @@ struct StreamsPollingClient: BenchmarkClient {
         for i in 0..<roundTrips {
             try pair.writeAll(messages[i & 1])
             try pair.readExactly(&echo)
-            if echo != messages[i & 1] { throw BenchError("ping-pong: echo \(i) differs from the message sent") }
+            if !Payload.same(echo, messages[i & 1]) { throw BenchError("ping-pong: echo \(i) differs from the message sent") }
         }
         return stopwatch.elapsedSeconds
     }
@@ -149,7 +149,7 @@ struct StreamsPollingClient: BenchmarkClient {
             for pair in pairs { try pair.writeAll(message) }
             for pair in pairs {
                 try pair.readExactly(&echo)
-                if echo != message { throw BenchError("many: echo differs from the message sent") }
+                if !Payload.same(echo, message) { throw BenchError("many: echo differs from the message sent") }
             }
         }
         return Stopwatch.seconds(from: start ?? 0, to: Posix.monotonicNanoseconds())

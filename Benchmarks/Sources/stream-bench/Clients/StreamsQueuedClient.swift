@@ -147,7 +147,7 @@ struct StreamsQueuedClient: BenchmarkClient {
 
         override func socket(_ socket: QueuedSocket, didRead data: [UInt8], withTag tag: Int) {
             events += 1
-            if data != messages[tag & 1] {
+            if !Payload.same(data, messages[tag & 1]) {
                 failure = "ping-pong: echo \(tag) differs from the message sent"
                 return
             }
