@@ -40,9 +40,9 @@ int cssh_eai_nodata(void);
 /// at most 15 bytes. Returns 0 or an error number.
 int cssh_name_current_thread(const char *name);
 
-/// A lock and the condition its holders wait on, in 16 bytes: a futex word (0 free, 1 held, 2 held with
+/// A lock and the condition its holders wait on, in 24 bytes: a futex word (0 free, 1 held, 2 held with
 /// waiters), a futex sequence for the condition, the number of threads in `cssh_lock_wait`, and the
-/// holder (its `pthread_self`, for the "lock held" checks). The connection's and the reactor's lock and
+/// holder (its thread pointer, for the "lock held" checks). The connection's and the reactor's lock and
 /// `Guarded`'s: an uncontended lock and unlock is one compare-and-swap and one exchange each, where
 /// glibc's `pthread_mutex_lock`/`unlock` cost about 60 instructions a pair. Under Thread Sanitizer each
 /// function tells the sanitizer what it does (`__tsan_mutex_*`), so it sees a mutex, as with pthreads.
@@ -51,7 +51,6 @@ typedef struct {
     unsigned int state;
     unsigned int sequence;
     unsigned int waiters;
-    unsigned int reserved;
     unsigned long holder;
 } cssh_lock_t;
 
