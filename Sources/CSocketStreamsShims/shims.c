@@ -59,6 +59,8 @@ int cssh_name_current_thread(const char *name) {
     return pthread_setname_np(pthread_self(), truncated);
 }
 
+int cssh_gettid(void) { return (int)syscall(SYS_gettid); }
+
 
 // The lock is Drepper's three-state futex mutex ("Futexes Are Tricky", mutex 2); the condition is a
 // sequence number a waiter reads under the lock and sleeps on, so a broadcast between its release of the

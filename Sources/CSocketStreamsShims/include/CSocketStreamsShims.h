@@ -40,6 +40,9 @@ int cssh_eai_nodata(void);
 /// at most 15 bytes. Returns 0 or an error number.
 int cssh_name_current_thread(const char *name);
 
+/// The calling thread's kernel id (`gettid(2)`), which `/proc/self/task/` lists.
+int cssh_gettid(void);
+
 /// A lock and the condition its holders wait on, in 24 bytes: a futex word (0 free, 1 held, 2 held with
 /// waiters), a futex sequence for the condition, the number of threads in `cssh_lock_wait`, and the
 /// holder (its thread pointer, for the "lock held" checks). The connection's and the reactor's lock and

@@ -1,8 +1,9 @@
 // One epoll set per (run loop, mode), plugged into that run loop as a version-1 CFRunLoopSource whose
 // port is the epoll fd (the stream thread's default mode instead waits in it itself: `drive`, a driven
-// reactor with the run loop's port set inside it, StreamThread.swift); or one per dispatch queue, whose epoll fd a DispatchSource watches with the
-// queue as its target, so `perform` (and every delegate callout) runs on that queue, with no thread of
-// our own and no hop. On Linux CoreFoundation waits on its ports with epoll, so a socket becoming
+// reactor with the run loop's port set inside it, StreamThread.swift); or one per dispatch queue, whose
+// `perform` (and every delegate callout) runs on that queue: for the first few queues in use a thread of
+// ours waits in the epoll set and runs each perform with `queue.sync` (`driveQueue`), for the rest a
+// DispatchSource watches the epoll fd with the queue as its target. On Linux CoreFoundation waits on its ports with epoll, so a socket becoming
 // ready wakes the run loop directly and our `perform` runs on the run loop's own thread, in the right
 // mode, with no thread hop. (Measured on this project's machines: a 1-byte ping-pong into a run loop
 // takes ~34 µs this way, against ~50 µs for CFRunLoopPerformBlock plus CFRunLoopWakeUp from another
@@ -11,7 +12,8 @@
 // Besides sockets a run loop's epoll set holds an eventfd, used by other threads to post work
 // (`post`, `markReady`), and a timerfd for deadlines (`schedule(after:)`). A queue's reactor needs
 // neither: work is posted with `queue.async` and deadlines with `queue.asyncAfter`, so a queue costs
-// one fd (its epoll set), which matters to code that makes a queue per connection.
+// one fd (its epoll set), which matters to code that makes a queue per connection; a queue with a
+// thread of ours has one more, an eventfd that tells the thread to stop.
 //
 // Lifetime: the CFRunLoopSource retains the reactor through its context's retain/release callbacks.
 // The registry counts users; when the count drops to zero the source is invalidated, CoreFoundation
@@ -52,7 +54,8 @@ final class Reactor: @unchecked Sendable {
     /// The dispatch queue this reactor serves (nil for a run loop's).
     let queue: DispatchQueue?
 
-    /// The eventfd other threads write to post work (-1 for a queue's reactor).
+    /// The eventfd other threads write to post work (-1 for a queue's reactor); for a queue with a
+    /// thread of ours (`drivesQueue`), the eventfd `detach` writes to stop the thread.
     private let wakeFD: Int32
     /// The timerfd for deadlines (-1 for a queue's reactor). Created up front, not on first use:
     /// timers must work when the process is out of fds (the listener's back-off depends on one).
@@ -61,9 +64,24 @@ final class Reactor: @unchecked Sendable {
     private static let timerToken: UInt64 = 2
     /// A driven reactor's token for CoreFoundation's port set (see `drive`).
     private static let runLoopPortsToken: UInt64 = 3
+    /// A driven queue's stop eventfd (see `driveQueue`); rounds ignore it.
+    private static let stopToken: UInt64 = 4
     /// Driven by its thread (the stream thread): no run-loop source; the thread waits on the epoll fd
     /// itself and calls `drive`, and CoreFoundation's own port set sits in the epoll set.
     let isDriven: Bool
+    /// A queue's reactor whose epoll set a thread of ours waits in, running each perform on the queue
+    /// with `queue.sync` (`driveQueue`); false for the main queue's and for one a dispatch source watches.
+    let drivesQueue: Bool
+    /// Whether this reactor holds one of the `maxQueueDrivers` slots (given back once, by `detach` or
+    /// `deinit`).
+    private let holdsDriverSlot: Atomic<Bool>
+    /// Set by `detach` to end a driven queue's thread.
+    private let driverStopping = Atomic<Bool>(false)
+    /// That thread's kernel id once it runs (0 before): tests watch it wait for its queue.
+    let driverThreadID = Atomic<Int32>(0)
+    /// The queue's thread waits for a perform running elsewhere (a concurrent queue's) to end; the
+    /// runner broadcasts when it lets go. Guarded by `lock`.
+    @exclusivity(unchecked) private var driverWaiting = false
     /// CoreFoundation's port set for this run loop and mode, while it is in a driven reactor's epoll set.
     private var runLoopPorts: Int32 = -1
     /// Set by a round that found CoreFoundation's port set ready; the driven thread's only.
@@ -115,11 +133,32 @@ final class Reactor: @unchecked Sendable {
         self.mode = mode
         self.queue = queue
         self.isDriven = driven && queue == nil
-        epollFD = try Posix.epollCreate()
+        // A queue's reactor gets a thread of ours while one of the slots is free (not the main queue's:
+        // its blocks run on the main thread whoever asks).
+        drivesQueue = queue.map { !Self.isMainQueue($0) && Self.claimDriverSlot() } ?? false
+        holdsDriverSlot = Atomic(drivesQueue)
+        do {
+            epollFD = try Posix.epollCreate()
+        } catch {
+            if drivesQueue { Self.queueDrivers.subtract(1, ordering: .relaxed) }
+            throw error
+        }
         guard queue == nil else {
-            wakeFD = -1
             timerFD = -1
             events = .allocate(capacity: Int(eventCapacity))
+            guard drivesQueue else {
+                wakeFD = -1
+                return
+            }
+            do {
+                wakeFD = try Posix.eventFD()
+                try Posix.epollControl(epollFD, EPOLL_CTL_ADD, wakeFD, events: cssh_epollin(), token: Self.stopToken)
+            } catch {
+                events.deallocate()
+                Posix.close(epollFD)
+                Self.queueDrivers.subtract(1, ordering: .relaxed)
+                throw error
+            }
             return
         }
         do {
@@ -141,6 +180,7 @@ final class Reactor: @unchecked Sendable {
     }
 
     deinit {
+        giveBackDriverSlot()
         if wakeFD >= 0 { Posix.close(wakeFD) }
         if timerFD >= 0 { Posix.close(timerFD) }
         Posix.close(epollFD)
@@ -150,6 +190,15 @@ final class Reactor: @unchecked Sendable {
     /// Creates the run-loop source and adds it to the run loop in `mode`; for a queue, the dispatch
     /// source on the epoll fd.
     func attach() throws(SystemError) {
+        if let queue, drivesQueue {
+            // The thread holds the reactor (and so the queue) until its loop ends, and lets go of both
+            // itself: Foundation's `Thread`, which holds its block, is released in the thread's TSD
+            // destructors, and a dispatch queue released there double-frees libdispatch's per-thread
+            // cache (AddressSanitizer; Thread Sanitizer runs crashed soon after).
+            let start = QueueDriverStart(reactor: self, queue: queue)
+            Thread { start.run() }.start()
+            return
+        }
         if let queue {
             let watcher = DispatchSource.makeReadSource(fileDescriptor: epollFD, queue: queue)
             watcher.setEventHandler { [self] in performOnQueue() }  // the reactor lives until the source is cancelled
@@ -186,6 +235,12 @@ final class Reactor: @unchecked Sendable {
     /// dispatch source is cancelled; its cancel handler, the last holder of the reactor, runs once
     /// libdispatch no longer watches the epoll fd.
     func detach() {
+        if drivesQueue {
+            driverStopping.store(true, ordering: .releasing)
+            Posix.eventFDSignal(wakeFD)
+            giveBackDriverSlot()
+            return
+        }
         let (detached, watcher) = lock.withLock { () -> (CFRunLoopSource?, (any DispatchSourceRead)?) in
             defer {
                 source = nil
@@ -383,16 +438,110 @@ final class Reactor: @unchecked Sendable {
     /// concurrent queue runs side by side). A request that finds a perform running is left for it:
     /// the running one goes round again before it lets go (`SerialRunner`). So callouts, posted work
     /// and timers for streams on one queue never overlap, as if the queue were serial.
-    private func performOnQueue() {
-        guard lock.withLock({ queueRunner.enter() }) == .run else { return }
+    /// `oneRound`: the queue's thread asks (see `driveQueue`). Returns false when another perform was
+    /// running (the request is left for it).
+    @discardableResult
+    private func performOnQueue(oneRound: Bool = false) -> Bool {
+        guard lock.withLock({ queueRunner.enter() }) == .run else { return false }
+        var oneRound = oneRound
         repeat {
-            perform()
-        } while lock.withLock({ queueRunner.finishRound() }) != nil
+            if performRounds(waited: 0, oneRound: oneRound) { wake() }
+            oneRound = false
+        } while lock.withLock({ () -> Bool in
+            if queueRunner.finishRound() != nil { return true }
+            if driverWaiting {
+                driverWaiting = false
+                lock.broadcast()
+            }
+            return false
+        })
+        return true
     }
 
     /// The version-1 source's perform callback: the run loop saw the epoll fd readable.
     private func perform() {
         if performRounds(waited: 0) { wake() }
+    }
+
+    // MARK: a queue's thread
+
+    /// How many reactors hold a queue thread's slot (`drivesQueue`), process-wide, and how many may.
+    static let queueDrivers = Atomic<Int>(0)
+    /// Package-visible so tests can have a queue either way (0: every queue on a dispatch source).
+    nonisolated(unsafe) static var maxQueueDrivers = 8
+
+    /// Whether `queue` is the main queue: by its label, as each `DispatchQueue.main` is a new wrapper.
+    private static func isMainQueue(_ queue: DispatchQueue) -> Bool {
+        queue.label == DispatchQueue.main.label
+    }
+
+    private static func claimDriverSlot() -> Bool {
+        var current = queueDrivers.load(ordering: .relaxed)
+        while current < maxQueueDrivers {
+            let (exchanged, found) = queueDrivers.compareExchange(expected: current, desired: current + 1, ordering: .relaxed)
+            if exchanged { return true }
+            current = found
+        }
+        return false
+    }
+
+    private func giveBackDriverSlot() {
+        if holdsDriverSlot.exchange(false, ordering: .relaxed) { Self.queueDrivers.subtract(1, ordering: .relaxed) }
+    }
+
+    /// What a driven queue's thread holds while it runs: handed over by `attach`, emptied by the thread
+    /// itself when `driveQueue` returns.
+    private final class QueueDriverStart: @unchecked Sendable {
+        // @unchecked: written by `init` before the thread starts, then touched only by that thread.
+        private var reactor: Reactor?
+        private var queue: DispatchQueue?
+
+        init(reactor: Reactor, queue: DispatchQueue) {
+            self.reactor = reactor
+            self.queue = queue
+        }
+
+        func run() {
+            if let reactor, let queue { reactor.driveQueue(queue) }
+            reactor = nil
+            queue = nil
+        }
+    }
+
+    /// A driven queue's thread: waits in the epoll set, then runs a perform on the queue with
+    /// `queue.sync`, which runs the block on this thread when the queue is idle and waits for it
+    /// otherwise, as a dispatch source's block would. An event then costs what it costs on the stream
+    /// thread (one `epoll_wait`, no thread woken), where a dispatch source costs libdispatch's cycle: its
+    /// epoll thread woken, a worker woken, the source re-armed (see Benchmarks/results/syscalls.md).
+    ///
+    /// The queue's rules hold: every callout runs on the queue, one at a time (`SerialRunner`), not while
+    /// the queue runs other work. Posted work and timers still go through `queue.async` and
+    /// `queue.asyncAfter`, so they keep their order with the user's own blocks. The perform runs one
+    /// round over a fresh poll, not over what the wait fetched: by the time the queue runs the block,
+    /// its other work may have read the bytes that made a socket readable. One thread per queue (a
+    /// shared one would deadlock where one queue's block waits for another queue's connection), for at
+    /// most `maxQueueDrivers` queues at once; never the main queue.
+    private func driveQueue(_ queue: DispatchQueue) {
+        Posix.nameCurrentThread("SocketStreams q")
+        driverThreadID.store(cssh_gettid(), ordering: .releasing)
+        var event = epoll_event()
+        while true {
+            let count = Posix.epollWait(epollFD, &event, 1, timeout: -1)
+            if driverStopping.load(ordering: .acquiring) { return }
+            guard count > 0 else { continue }
+            var performed = true
+            queue.sync { performed = performOnQueue(oneRound: true) }
+            // A perform running elsewhere (a concurrent queue's) handles what is ready: wait for it to
+            // end rather than find the same events again and again.
+            if !performed {
+                lock.withLock {
+                    while queueRunner.isRunning {
+                        driverWaiting = true
+                        lock.wait()
+                    }
+                }
+            }
+        }
     }
 
     /// A driven reactor's turn of its thread's loop: waits in `epoll_wait` for up to `timeout`
@@ -428,10 +577,11 @@ final class Reactor: @unchecked Sendable {
     private static var runLoopPortsEvents: UInt32 { cssh_epollin() | cssh_epolloneshot() }
 
     /// Runs rounds of the epoll set, each over a non-blocking `epoll_wait`; a driven reactor runs one,
-    /// over the `waited` events its thread's waiting `epoll_wait` fetched. Returns whether `wake` is
+    /// over the `waited` events its thread's waiting `epoll_wait` fetched, and with `oneRound` (a driven
+    /// queue's thread, which waits again at once) one over a fresh poll. Returns whether `wake` is
     /// needed (for a driven reactor, whether its thread should go round again without waiting: no
     /// wake-up is made).
-    private func performRounds(waited: Int) -> Bool {
+    private func performRounds(waited: Int, oneRound: Bool = false) -> Bool {
         performing.store(UInt(pthread_self()), ordering: .relaxed)
         // Rounds until the epoll set has nothing ready, within a budget, so one busy socket cannot
         // starve the run loop's other sources and timers: at most `maxRounds`, and no new round once
@@ -449,7 +599,7 @@ final class Reactor: @unchecked Sendable {
         // 2.07 -> 11.24 calls a 64 KiB chunk, `Benchmarks/syscalls --perf`).
         var rounds = 0
         var exhausted = false
-        let started = isDriven ? 0 : Posix.monotonicNanoseconds()
+        let started = isDriven || oneRound ? 0 : Posix.monotonicNanoseconds()
         if queue != nil, queueTimerDue.exchange(false, ordering: .acquiringAndReleasing) { fireTimers() }
         while true {
             if rounds & 7 == 0, rounds > 0,
@@ -458,11 +608,13 @@ final class Reactor: @unchecked Sendable {
                 exhausted = true
                 break
             }
-            let count = isDriven ? (rounds == 0 ? waited : 0) : Posix.epollPoll(epollFD, events, eventCapacity)
+            let count =
+                isDriven ? (rounds == 0 ? waited : 0) : oneRound && rounds > 0 ? 0 : Posix.epollPoll(epollFD, events, eventCapacity)
             if count == 0 { break }
             rounds += 1
             var wake = false
             var timer = false
+            var stopOnly = false
             lock.lock()
             for index in 0..<count {
                 let event = events[index]
@@ -470,11 +622,13 @@ final class Reactor: @unchecked Sendable {
                 case Self.wakeToken: wake = true
                 case Self.timerToken: timer = true
                 case Self.runLoopPortsToken: runLoopDue = true
+                case Self.stopToken: stopOnly = count == 1  // stays ready once its thread has stopped
                 case let token:
                     if let handler = handlers[token] { firing.append((handler, event.events)) }
                 }
             }
             lock.unlock()
+            if stopOnly { break }
             if wake {
                 Posix.drainCounter(wakeFD)
                 lock.withLock { wakePending = false }

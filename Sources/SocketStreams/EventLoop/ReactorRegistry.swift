@@ -1,5 +1,5 @@
 // Who shares a reactor: one per (run loop, mode) and one per dispatch queue, counted by their users,
-// with a small cache of idle run-loop reactors (moved out of Reactor.swift).
+// with a small cache of idle reactors (moved out of Reactor.swift).
 
 import CoreFoundation
 import CSocketStreamsShims
@@ -45,8 +45,23 @@ final class ReactorRegistry: @unchecked Sendable {
     /// The reactor for a dispatch queue (one per queue, however many streams use it).
     func acquire(queue: DispatchQueue) throws(SystemError) -> Reactor {
         try acquire(Key(runLoop: ObjectIdentifier(queue), mode: Self.queueMode)) { () throws(SystemError) in
-            try Reactor(runLoop: nil, mode: Self.queueMode, queue: queue)
+            evictIdleQueueThread()
+            return try Reactor(runLoop: nil, mode: Self.queueMode, queue: queue)
         }
+    }
+
+    /// When every queue-thread slot is taken (`Reactor.maxQueueDrivers`) and an idle reactor holds one,
+    /// detaches the oldest such reactor, so the queue about to be served gets the slot rather than a
+    /// queue nobody uses.
+    private func evictIdleQueueThread() {
+        guard Reactor.queueDrivers.load(ordering: .relaxed) >= Reactor.maxQueueDrivers else { return }
+        let evicted = state.withLock { state -> Reactor? in
+            guard let index = state.idle.firstIndex(where: { $0.drivesQueue }) else { return nil }
+            let oldest = state.idle.remove(at: index)
+            if let queue = oldest.queue { state.reactors.removeValue(forKey: Key(runLoop: ObjectIdentifier(queue), mode: oldest.mode)) }
+            return oldest
+        }
+        evicted?.detach()
     }
 
     /// The mode name a queue's reactor is keyed with.
