@@ -438,15 +438,16 @@ final class Reactor: @unchecked Sendable {
     /// concurrent queue runs side by side). A request that finds a perform running is left for it:
     /// the running one goes round again before it lets go (`SerialRunner`). So callouts, posted work
     /// and timers for streams on one queue never overlap, as if the queue were serial.
-    /// `oneRound`: the queue's thread asks (see `driveQueue`). Returns false when another perform was
-    /// running (the request is left for it).
+    /// `driver`: the queue's thread asks, with the `count` events its wait fetched in `fetched` if they
+    /// are still current, else nil for a fresh poll (see `driveQueue`); its perform runs one round.
+    /// Returns false when another perform was running (the request is left for it).
     @discardableResult
-    private func performOnQueue(oneRound: Bool = false) -> Bool {
+    private func performOnQueue(driver: Bool = false, fetched: UnsafeMutablePointer<epoll_event>? = nil, count: Int = 0) -> Bool {
         guard lock.withLock({ queueRunner.enter() }) == .run else { return false }
-        var oneRound = oneRound
+        var driver = driver
         repeat {
-            if performRounds(waited: 0, oneRound: oneRound) { wake() }
-            oneRound = false
+            if performRounds(fetched: driver ? fetched : nil, count: count, single: driver) { wake() }
+            driver = false
         } while lock.withLock({ () -> Bool in
             if queueRunner.finishRound() != nil { return true }
             if driverWaiting {
@@ -460,7 +461,7 @@ final class Reactor: @unchecked Sendable {
 
     /// The version-1 source's perform callback: the run loop saw the epoll fd readable.
     private func perform() {
-        if performRounds(waited: 0) { wake() }
+        if performRounds(fetched: nil, count: 0, single: false) { wake() }
     }
 
     // MARK: a queue's thread
@@ -517,20 +518,30 @@ final class Reactor: @unchecked Sendable {
     /// The queue's rules hold: every callout runs on the queue, one at a time (`SerialRunner`), not while
     /// the queue runs other work. Posted work and timers still go through `queue.async` and
     /// `queue.asyncAfter`, so they keep their order with the user's own blocks. The perform runs one
-    /// round over a fresh poll, not over what the wait fetched: by the time the queue runs the block,
-    /// its other work may have read the bytes that made a socket readable. One thread per queue (a
+    /// round, over what the wait fetched only if no socket was read or written since the wait looked
+    /// (`Posix.ioCount`): by the time the queue runs the block, its other work (a user's read) may have
+    /// taken the bytes that made a socket readable, and then the round polls afresh. One thread per queue (a
     /// shared one would deadlock where one queue's block waits for another queue's connection), for at
     /// most `maxQueueDrivers` queues at once; never the main queue.
     private func driveQueue(_ queue: DispatchQueue) {
         Posix.nameCurrentThread("SocketStreams q")
         driverThreadID.store(cssh_gettid(), ordering: .releasing)
-        var event = epoll_event()
+        let fetched = UnsafeMutablePointer<epoll_event>.allocate(capacity: Int(eventCapacity))
+        defer { fetched.deallocate() }
+        // The socket I/O count (`Posix.ioCount`) when this thread last looked, on the queue: if it has
+        // not moved when the next block runs, nothing has read or written a socket since this thread's
+        // wait looked at the epoll set, and what the wait fetched is current.
+        var ioSeen = Posix.ioCount.load(ordering: .relaxed) &- 1
         while true {
-            let count = Posix.epollWait(epollFD, &event, 1, timeout: -1)
+            let count = Posix.epollWait(epollFD, fetched, eventCapacity, timeout: -1)
             if driverStopping.load(ordering: .acquiring) { return }
             guard count > 0 else { continue }
             var performed = true
-            queue.sync { performed = performOnQueue(oneRound: true) }
+            queue.sync {
+                let current = Posix.ioCount.load(ordering: .relaxed) == ioSeen
+                performed = performOnQueue(driver: true, fetched: current ? fetched : nil, count: count)
+                ioSeen = Posix.ioCount.load(ordering: .relaxed)
+            }
             // A perform running elsewhere (a concurrent queue's) handles what is ready: wait for it to
             // end rather than find the same events again and again.
             if !performed {
@@ -556,7 +567,7 @@ final class Reactor: @unchecked Sendable {
     func drive(timeout: Int32) -> (runLoopDue: Bool, again: Bool) {
         let count = Posix.epollWait(epollFD, events, eventCapacity, timeout: timeout)
         runLoopDue = false
-        let again = performRounds(waited: count)
+        let again = performRounds(fetched: events, count: count, single: true)
         return (runLoopDue, again)
     }
 
@@ -576,12 +587,12 @@ final class Reactor: @unchecked Sendable {
 
     private static var runLoopPortsEvents: UInt32 { cssh_epollin() | cssh_epolloneshot() }
 
-    /// Runs rounds of the epoll set, each over a non-blocking `epoll_wait`; a driven reactor runs one,
-    /// over the `waited` events its thread's waiting `epoll_wait` fetched, and with `oneRound` (a driven
-    /// queue's thread, which waits again at once) one over a fresh poll. Returns whether `wake` is
+    /// Runs rounds of the epoll set, each over a non-blocking `epoll_wait`, or with `single` one round
+    /// (for a thread that waits in the epoll set again at once: the stream thread, a driven queue's),
+    /// over the `count` events in `fetched` (what that thread's wait fetched) or else a fresh poll. Returns whether `wake` is
     /// needed (for a driven reactor, whether its thread should go round again without waiting: no
     /// wake-up is made).
-    private func performRounds(waited: Int, oneRound: Bool = false) -> Bool {
+    private func performRounds(fetched: UnsafeMutablePointer<epoll_event>?, count fetchedCount: Int, single: Bool) -> Bool {
         performing.store(UInt(pthread_self()), ordering: .relaxed)
         // Rounds until the epoll set has nothing ready, within a budget, so one busy socket cannot
         // starve the run loop's other sources and timers: at most `maxRounds`, and no new round once
@@ -599,7 +610,7 @@ final class Reactor: @unchecked Sendable {
         // 2.07 -> 11.24 calls a 64 KiB chunk, `Benchmarks/syscalls --perf`).
         var rounds = 0
         var exhausted = false
-        let started = isDriven || oneRound ? 0 : Posix.monotonicNanoseconds()
+        let started = single ? 0 : Posix.monotonicNanoseconds()
         if queue != nil, queueTimerDue.exchange(false, ordering: .acquiringAndReleasing) { fireTimers() }
         while true {
             if rounds & 7 == 0, rounds > 0,
@@ -608,8 +619,9 @@ final class Reactor: @unchecked Sendable {
                 exhausted = true
                 break
             }
+            let round = rounds == 0 ? fetched ?? events : events
             let count =
-                isDriven ? (rounds == 0 ? waited : 0) : oneRound && rounds > 0 ? 0 : Posix.epollPoll(epollFD, events, eventCapacity)
+                rounds == 0 && fetched != nil ? fetchedCount : single && rounds > 0 ? 0 : Posix.epollPoll(epollFD, events, eventCapacity)
             if count == 0 { break }
             rounds += 1
             var wake = false
@@ -617,7 +629,7 @@ final class Reactor: @unchecked Sendable {
             var stopOnly = false
             lock.lock()
             for index in 0..<count {
-                let event = events[index]
+                let event = round[index]
                 switch event.data.u64 {
                 case Self.wakeToken: wake = true
                 case Self.timerToken: timer = true

@@ -9,6 +9,7 @@
 
 import CSocketStreamsShims
 import Glibc
+import Synchronization
 
 /// The outcome of a non-blocking I/O call: it moved something, or it would have had to wait.
 enum IOResult<T> {
@@ -117,18 +118,21 @@ enum Posix {
     /// `recv(2)`; `.processed(0)` is end of stream.
     @inline(__always)
     static func recv(_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) throws(SystemError) -> IOResult<Int> {
-        try syscall("recv", nonBlocking: true, fd: fd) { Glibc.recv(fd, buffer, count, 0) }
+        defer { countIO() }
+        return try syscall("recv", nonBlocking: true, fd: fd) { Glibc.recv(fd, buffer, count, 0) }
     }
 
     /// `send(2)` with `MSG_NOSIGNAL`, so a closed peer gives EPIPE instead of SIGPIPE.
     @inline(__always)
     static func send(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) throws(SystemError) -> IOResult<Int> {
-        try syscall("send", nonBlocking: true, fd: fd) { Glibc.send(fd, buffer, count, Int32(MSG_NOSIGNAL)) }
+        defer { countIO() }
+        return try syscall("send", nonBlocking: true, fd: fd) { Glibc.send(fd, buffer, count, Int32(MSG_NOSIGNAL)) }
     }
 
     /// `accept4(2)` with `SOCK_NONBLOCK | SOCK_CLOEXEC`, storing the peer's address in `peer`.
     static func accept(_ fd: Int32, peer: inout SocketAddress) throws(SystemError) -> IOResult<Int32> {
-        try syscall("accept4", nonBlocking: true) { peer.withMutableSockAddr { cssh_accept4_from(fd, $0, $1) } }
+        defer { countIO() }
+        return try syscall("accept4", nonBlocking: true) { peer.withMutableSockAddr { cssh_accept4_from(fd, $0, $1) } }
     }
 
     /// `shutdown(2)` with `how` (`SHUT_WR`: a FIN after the bytes already sent; reads go on).
@@ -235,6 +239,16 @@ enum Posix {
 
     // MARK: epoll, eventfd, timerfd
 
+    /// Socket reads, writes and accepts and epoll set changes made so far in the process (wrapping),
+    /// each counted once its call returns. A dispatch queue's thread (`Reactor.driveQueue`) compares it
+    /// before and after the queue ran other work, to know whether the events its wait fetched still hold.
+    static let ioCount = Atomic<UInt>(0)
+
+    @inline(__always)
+    static func countIO() {
+        ioCount.wrappingAdd(1, ordering: .relaxed)
+    }
+
     /// `epoll_create1(EPOLL_CLOEXEC)`.
     static func epollCreate() throws(SystemError) -> Int32 {
         try call("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) }
@@ -245,6 +259,7 @@ enum Posix {
         var event = epoll_event()
         event.events = events
         event.data.u64 = token
+        defer { countIO() }
         do {
             _ = try call("epoll_ctl", fd: fd) { epoll_ctl(epfd, op, fd, &event) }
         } catch  where op == EPOLL_CTL_DEL && error.code == ENOENT {
