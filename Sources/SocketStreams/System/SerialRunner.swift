@@ -4,9 +4,9 @@ import Glibc
 /// requests before it lets go": the one mechanism behind three places that must never run twice at
 /// once for the same state.
 ///
-/// - A dispatch queue's reactor (`Reactor.performOnQueue`): its dispatch source and its posted
-///   wake-ups are separate work items, which a concurrent queue runs side by side. A request goes
-///   round again.
+/// - A dispatch queue's reactor (`Reactor.performOnQueue`): its thread's `queue.sync` (or its dispatch
+///   source), its posted wake-ups and its timers are separate work items, which a concurrent queue
+///   runs side by side. A request goes round again.
 /// - A pair's event delivery (`Connection.deliverEvents`): a pair scheduled on several run loops or
 ///   queues never has two callouts at once. A request (a bit per half) is handed back to that half's
 ///   reactors when the runner lets go, since the runner's thread may not be one the half is scheduled
