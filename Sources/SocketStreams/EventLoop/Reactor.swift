@@ -468,8 +468,8 @@ final class Reactor: @unchecked Sendable {
 
     /// How many reactors hold a queue thread's slot (`drivesQueue`), process-wide, and how many may.
     static let queueDrivers = Atomic<Int>(0)
-    /// Package-visible so tests can have a queue either way (0: every queue on a dispatch source).
-    nonisolated(unsafe) static var maxQueueDrivers = 8
+    /// Eight by default; tests change it to have a queue either way (0: every queue on a dispatch source).
+    static let maxQueueDrivers = Atomic<Int>(8)
 
     /// Whether `queue` is the main queue: by its label, as each `DispatchQueue.main` is a new wrapper.
     private static func isMainQueue(_ queue: DispatchQueue) -> Bool {
@@ -478,7 +478,7 @@ final class Reactor: @unchecked Sendable {
 
     private static func claimDriverSlot() -> Bool {
         var current = queueDrivers.load(ordering: .relaxed)
-        while current < maxQueueDrivers {
+        while current < maxQueueDrivers.load(ordering: .relaxed) {
             let (exchanged, found) = queueDrivers.compareExchange(expected: current, desired: current + 1, ordering: .relaxed)
             if exchanged { return true }
             current = found

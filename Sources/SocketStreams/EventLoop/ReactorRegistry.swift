@@ -54,7 +54,7 @@ final class ReactorRegistry: @unchecked Sendable {
     /// detaches the oldest such reactor, so the queue about to be served gets the slot rather than a
     /// queue nobody uses.
     private func evictIdleQueueThread() {
-        guard Reactor.queueDrivers.load(ordering: .relaxed) >= Reactor.maxQueueDrivers else { return }
+        guard Reactor.queueDrivers.load(ordering: .relaxed) >= Reactor.maxQueueDrivers.load(ordering: .relaxed) else { return }
         let evicted = state.withLock { state -> Reactor? in
             guard let index = state.idle.firstIndex(where: { $0.drivesQueue }) else { return nil }
             let oldest = state.idle.remove(at: index)

@@ -21,9 +21,9 @@ final class QueueDriverTests: SocketStreamsTestCase {
     /// Lets the next queue reactor made have a thread (`driven`) or not, whatever other tests' cached
     /// reactors hold; restores the limit after the test.
     private func allowQueueThread(_ driven: Bool) {
-        let saved = Reactor.maxQueueDrivers
-        addTeardownBlock { Reactor.maxQueueDrivers = saved }
-        Reactor.maxQueueDrivers = driven ? Reactor.queueDrivers.load(ordering: .relaxed) + 1 : 0
+        let saved = Reactor.maxQueueDrivers.load(ordering: .relaxed)
+        addTeardownBlock { Reactor.maxQueueDrivers.store(saved, ordering: .relaxed) }
+        Reactor.maxQueueDrivers.store(driven ? Reactor.queueDrivers.load(ordering: .relaxed) + 1 : 0, ordering: .relaxed)
     }
 
     /// The reactor `queue`'s streams use (the registry's count balanced at once).
