@@ -447,7 +447,8 @@ final class CFStreamTests: SocketStreamsTestCase {
         XCTAssertLessThanOrEqual(
             threadCount(named: "SocketStreams"), max(ownThreadsBefore, 1),
             "the stream thread (started with the first pair) and no other run-loop thread")
-        XCTAssertLessThanOrEqual(threadCount(named: "SocketStreams q"), min(8, Reactor.maxQueueDrivers.load(ordering: .relaxed)), "a thread per queue at most")
+        XCTAssertLessThanOrEqual(
+            threadCount(named: "SocketStreams q"), min(8, Reactor.maxQueueDrivers.load(ordering: .relaxed)), "a thread per queue at most")
         XCTAssertLessThan(threadsDuring - threadsBefore, 250, "no thread per pair")
         for pair in pairs {
             pair.input.close()
