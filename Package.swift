@@ -149,7 +149,7 @@ let package = Package(
             name: "SocketStreamsTests",
             // The executables are listed so that `swift test` builds the binaries the end-to-end tests run.
             dependencies: [
-                "SocketStreams", "CSocketStreamsShims", "HTTPParsing", "StreamGetCore", "stream-get", "stream-bench",
+                "SocketStreams", "CSocketStreamsShims", "COpenSSL", "HTTPParsing", "StreamGetCore", "stream-get", "stream-bench",
                 "StressScenarios",
                 "TestPeers", "SocketStreamsTestSupport",
             ]

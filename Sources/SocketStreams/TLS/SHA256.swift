@@ -4,6 +4,7 @@ import Foundation
 /// SHA-256 through OpenSSL's EVP interface.
 enum SHA256 {
     static func digest(_ data: Data) -> Data {
+        OpenSSLLibrary.prepare()
         var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
         data.withUnsafeBytes { raw in

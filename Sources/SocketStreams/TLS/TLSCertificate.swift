@@ -16,6 +16,7 @@ public struct TLSCertificate: Sendable, Hashable {
 
     /// Parses a DER certificate (`d2i_X509`); nil if it is not one.
     public init?(der: Data) {
+        OpenSSLLibrary.prepare()
         let parsed = der.withUnsafeBytes { raw -> OpaquePointer? in
             var cursor: UnsafePointer<UInt8>? = raw.baseAddress?.assumingMemoryBound(to: UInt8.self)
             guard cursor != nil else { return nil }
@@ -88,6 +89,7 @@ extension TLSIdentity {
         commonName: String = "localhost", dnsNames: [String] = ["localhost"], ipAddresses: [String] = ["127.0.0.1", "::1"],
         validity: TimeInterval = 86_400
     ) throws -> (certificatePEM: Data, privateKeyPEM: Data) {
+        OpenSSLLibrary.prepare()
         func failure(_ what: String) -> NSError {
             NSError(
                 domain: TLSErrors.domain, code: TLSStatus.badConfiguration,

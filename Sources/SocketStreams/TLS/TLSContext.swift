@@ -71,6 +71,7 @@ final class TLSContext: @unchecked Sendable {
     // MARK: building
 
     private static func build(_ settings: TLSSettings) throws(TLSSetupError) -> TLSContext {
+        OpenSSLLibrary.prepare()
         ERR_clear_error()
         let method = settings.role == .client ? TLS_client_method() : TLS_server_method()
         guard let context = SSL_CTX_new(method) else { throw TLSSetupError("SSL_CTX_new failed") }
@@ -318,6 +319,7 @@ struct TLSSetupError: Error {
 enum PEM {
     /// Every certificate in PEM `data` (at least one), each to be `X509_free`d.
     static func certificates(_ data: Data, what: String) throws(TLSSetupError) -> [OpaquePointer] {
+        OpenSSLLibrary.prepare()
         var certificates: [OpaquePointer] = []
         data.withUnsafeBytes { raw in
             guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return }
@@ -331,6 +333,7 @@ enum PEM {
 
     /// Every CRL in a PEM file or text (at least one), each to be `X509_CRL_free`d.
     static func revocationLists(_ list: TLSRevocationList) throws(TLSSetupError) -> [OpaquePointer] {
+        OpenSSLLibrary.prepare()
         let data: Data
         let what: String
         switch list {
@@ -355,6 +358,7 @@ enum PEM {
 
     /// The private key in PEM `data`, decrypted with `password` if it is encrypted.
     static func privateKey(_ data: Data, password: String?) throws(TLSSetupError) -> OpaquePointer {
+        OpenSSLLibrary.prepare()
         let key = data.withUnsafeBytes { raw -> OpaquePointer? in
             guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return nil }
             defer { BIO_free(bio) }
@@ -372,6 +376,7 @@ enum PEM {
 
     /// The certificate chain (leaf first) and key in a PKCS#12 archive.
     static func pkcs12(_ data: Data, password: String) throws(TLSSetupError) -> ([OpaquePointer], OpaquePointer) {
+        OpenSSLLibrary.prepare()
         var key: OpaquePointer?
         var leaf: OpaquePointer?
         var others: OpaquePointer?

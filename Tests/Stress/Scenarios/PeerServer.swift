@@ -263,6 +263,7 @@ private final class ServerLoop {
     }
 
     func run(certificatePEM: Data, privateKeyPEM: Data) {
+        OpenSSLLibrary.prepare()
         defer { shutdown() }
         guard epoll >= 0 else { return server.fail("epoll_create1: \(String(cString: strerror(errno)))") }
         guard let context = Self.makeContext(certificatePEM: certificatePEM, privateKeyPEM: privateKeyPEM) else {

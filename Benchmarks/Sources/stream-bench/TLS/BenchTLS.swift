@@ -40,6 +40,7 @@ enum BenchTLS {
 
     /// The server's context: TLS 1.3, the certificate and key, partial writes.
     static func serverContext(certificate: String, key: String) throws -> OpaquePointer {
+        OpenSSLLibrary.prepare()
         guard let context = SSL_CTX_new(TLS_server_method()) else { throw opensslError("SSL_CTX_new") }
         guard cssl_ctx_set_min_proto_version(context, cssl_tls1_3_version()) == 1,
             SSL_CTX_use_certificate_chain_file(context, certificate) == 1,
@@ -51,6 +52,7 @@ enum BenchTLS {
 
     /// The baseline client's context: TLS 1.3, verifying the server against `caFile`.
     static func clientContext(caFile: String) throws -> OpaquePointer {
+        OpenSSLLibrary.prepare()
         guard let context = SSL_CTX_new(TLS_client_method()) else { throw opensslError("SSL_CTX_new") }
         guard cssl_ctx_set_min_proto_version(context, cssl_tls1_3_version()) == 1,
             SSL_CTX_load_verify_locations(context, caFile, nil) == 1
