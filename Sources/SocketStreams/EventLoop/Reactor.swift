@@ -3,9 +3,9 @@
 // reactor with the run loop's port set inside it, StreamThread.swift); or one per dispatch queue, whose
 // `perform` (and every delegate callout) runs on that queue: for the first few queues in use a thread of
 // ours waits in the epoll set and runs each perform with `queue.sync` (`driveQueue`), for the rest a
-// DispatchSource watches the epoll fd with the queue as its target. On Linux CoreFoundation waits on its ports with epoll, so a socket becoming
-// ready wakes the run loop directly and our `perform` runs on the run loop's own thread, in the right
-// mode, with no thread hop. (Measured on this project's machines: a 1-byte ping-pong into a run loop
+// DispatchSource watches the epoll fd with the queue as its target. On Linux CoreFoundation waits on its
+// ports with epoll, so a socket becoming ready wakes the run loop directly and our `perform` runs on the
+// run loop's own thread, in the right mode, with no thread hop. (Measured on this project's machines: a 1-byte ping-pong into a run loop
 // takes ~34 µs this way, against ~50 µs for CFRunLoopPerformBlock plus CFRunLoopWakeUp from another
 // thread and ~500 µs for a Timer; RunLoop.perform from another thread does not wake the loop at all.)
 //
@@ -520,9 +520,9 @@ final class Reactor: @unchecked Sendable {
     /// `queue.asyncAfter`, so they keep their order with the user's own blocks. The perform runs one
     /// round, over what the wait fetched only if no socket was read or written since the wait looked
     /// (`Posix.ioCount`): by the time the queue runs the block, its other work (a user's read) may have
-    /// taken the bytes that made a socket readable, and then the round polls afresh. One thread per queue (a
-    /// shared one would deadlock where one queue's block waits for another queue's connection), for at
-    /// most `maxQueueDrivers` queues at once; never the main queue.
+    /// taken the bytes that made a socket readable, and then the round polls afresh. One thread per
+    /// queue (a shared one would deadlock where one queue's block waits for another queue's
+    /// connection), for at most `maxQueueDrivers` queues at once; never the main queue.
     private func driveQueue(_ queue: DispatchQueue) {
         Posix.nameCurrentThread("SocketStreams q")
         driverThreadID.store(cssh_gettid(), ordering: .releasing)
@@ -589,9 +589,9 @@ final class Reactor: @unchecked Sendable {
 
     /// Runs rounds of the epoll set, each over a non-blocking `epoll_wait`, or with `single` one round
     /// (for a thread that waits in the epoll set again at once: the stream thread, a driven queue's),
-    /// over the `count` events in `fetched` (what that thread's wait fetched) or else a fresh poll. Returns whether `wake` is
-    /// needed (for a driven reactor, whether its thread should go round again without waiting: no
-    /// wake-up is made).
+    /// over the `count` events in `fetched` (what that thread's wait fetched) or else a fresh poll.
+    /// Returns whether `wake` is needed (for a driven reactor, whether its thread should go round again
+    /// without waiting: no wake-up is made).
     private func performRounds(fetched: UnsafeMutablePointer<epoll_event>?, count fetchedCount: Int, single: Bool) -> Bool {
         performing.store(UInt(pthread_self()), ordering: .relaxed)
         // Rounds until the epoll set has nothing ready, within a budget, so one busy socket cannot

@@ -33,14 +33,8 @@ final class QueueDriverTests: SocketStreamsTestCase {
         return reactor
     }
 
-    /// An echo exchange on `queue`, every callout checked to run there.
-    private func exchange(on queue: DispatchQueue, name: String, port: Int) throws {
-        let pair = makePair(port: port)
-        let recorder = DelegateRecorder(sending: "ping")
-        let offQueue = Locked(0)
-        recorder.onEvent = { [key] _, _ in
-            if DispatchQueue.getSpecific(key: key) != name { offQueue.mutate { $0 += 1 } }
-        }
+    /// Opens `pair` with `recorder` as both halves' delegate, scheduled on `queue`.
+    private func open(_ pair: StreamPair, with recorder: DelegateRecorder, on queue: DispatchQueue) {
         recorder.attach(pair)
         pair.input.delegate = recorder
         pair.output.delegate = recorder
@@ -48,6 +42,23 @@ final class QueueDriverTests: SocketStreamsTestCase {
         CFWriteStreamSetDispatchQueue(pair.output, queue)
         pair.input.open()
         pair.output.open()
+    }
+
+    /// An echo exchange on a new queue with a thread (`driven`) or a dispatch source, every callout
+    /// checked to run there.
+    private func exchange(driven: Bool) throws {
+        allowQueueThread(driven)
+        let server = try startStreamEchoServer()
+        let name = driven ? "driver.thread" : "driver.source"
+        let queue = makeQueue(name)
+        XCTAssertEqual(try reactor(of: queue).drivesQueue, driven)
+        let pair = makePair(port: server.port)
+        let recorder = DelegateRecorder(sending: "ping")
+        let offQueue = Locked(0)
+        recorder.onEvent = { [key] _, _ in
+            if DispatchQueue.getSpecific(key: key) != name { offQueue.mutate { $0 += 1 } }
+        }
+        open(pair, with: recorder, on: queue)
         XCTAssertTrue(recorder.wait(timeout: shortTimeout) { $0.receivedString == "ping" }, recorder.trace)
         XCTAssertEqual(offQueue.value, 0, "callouts off the queue")
         queue.sync {
@@ -57,19 +68,11 @@ final class QueueDriverTests: SocketStreamsTestCase {
     }
 
     func testAQueueWithAThreadDeliversOnTheQueue() throws {
-        allowQueueThread(true)
-        let server = try startStreamEchoServer()
-        let queue = makeQueue("driver.thread")
-        XCTAssertTrue(try reactor(of: queue).drivesQueue)
-        try exchange(on: queue, name: "driver.thread", port: server.port)
+        try exchange(driven: true)
     }
 
     func testAQueueWatchedByADispatchSourceDeliversOnTheQueue() throws {
-        allowQueueThread(false)
-        let server = try startStreamEchoServer()
-        let queue = makeQueue("driver.source")
-        XCTAssertFalse(try reactor(of: queue).drivesQueue)
-        try exchange(on: queue, name: "driver.source", port: server.port)
+        try exchange(driven: false)
     }
 
     /// Never the main queue: its blocks run on the main thread whoever asks.
@@ -104,13 +107,7 @@ final class QueueDriverTests: SocketStreamsTestCase {
             var probe = pollfd(fd: fd.value, events: Int16(POLLIN), revents: 0)
             if poll(&probe, 1, 0) != 1 { falseSignals.mutate { $0 += 1 } }
         }
-        recorder.attach(pair)
-        pair.input.delegate = recorder
-        pair.output.delegate = recorder
-        CFReadStreamSetDispatchQueue(pair.input, queue)
-        CFWriteStreamSetDispatchQueue(pair.output, queue)
-        pair.input.open()
-        pair.output.open()
+        open(pair, with: recorder, on: queue)
         XCTAssertTrue(recorder.wait(timeout: shortTimeout) { $0.has(.openCompleted, on: .input) }, recorder.trace)
         let native = try XCTUnwrap(queue.sync { nativeHandle(of: pair.input) })
         fd.mutate { $0 = native }
@@ -158,13 +155,7 @@ final class QueueDriverTests: SocketStreamsTestCase {
         XCTAssertTrue(driver.drivesQueue)
         let pair = makePair(port: server.port)
         let recorder = DelegateRecorder()
-        recorder.attach(pair)
-        pair.input.delegate = recorder
-        pair.output.delegate = recorder
-        CFReadStreamSetDispatchQueue(pair.input, queue)
-        CFWriteStreamSetDispatchQueue(pair.output, queue)
-        pair.input.open()
-        pair.output.open()
+        open(pair, with: recorder, on: queue)
         XCTAssertTrue(recorder.wait(timeout: shortTimeout) { $0.has(.openCompleted, on: .input) }, recorder.trace)
         let fd = try XCTUnwrap(queue.sync { nativeHandle(of: pair.input) })
         let tid = driver.driverThreadID.load(ordering: .acquiring)
