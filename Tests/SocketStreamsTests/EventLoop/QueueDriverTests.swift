@@ -33,6 +33,18 @@ final class QueueDriverTests: SocketStreamsTestCase {
         return reactor
     }
 
+    /// A server that writes "late" to its one connection once `send` is raised, then reads to EOF.
+    private func startLateSender() throws -> (port: Int, send: Signal) {
+        let send = Signal()
+        addCleanup { send.raise() }
+        let server = try startRawServer { connection in
+            guard send.wait(timeout: 30) else { return }
+            try? connection.write("late")
+            _ = try? connection.readToEOF(timeout: 10)
+        }
+        return (server.port, send)
+    }
+
     /// Opens `pair` with `recorder` as both halves' delegate, scheduled on `queue`.
     private func open(_ pair: StreamPair, with recorder: DelegateRecorder, on queue: DispatchQueue) {
         recorder.attach(pair)
@@ -87,17 +99,11 @@ final class QueueDriverTests: SocketStreamsTestCase {
     /// afresh rather than trusting what the wait fetched.
     func testBytesReadOnTheQueueWhileItsThreadWaitsForItAreNotSignalledAgain() throws {
         allowQueueThread(true)
-        let send = Signal()
-        addCleanup { send.raise() }
-        let server = try startRawServer { connection in
-            guard send.wait(timeout: 30) else { return }
-            try? connection.write("late")
-            _ = try? connection.readToEOF(timeout: 10)
-        }
+        let (port, send) = try startLateSender()
         let queue = makeQueue("driver.stale")
         let driver = try reactor(of: queue)
         XCTAssertTrue(driver.drivesQueue)
-        let pair = makePair(port: server.port)
+        let pair = makePair(port: port)
         let recorder = DelegateRecorder()
         recorder.readsOnHasBytes = false
         let falseSignals = Locked(0)
@@ -143,17 +149,11 @@ final class QueueDriverTests: SocketStreamsTestCase {
     /// loop for as long as the perform runs).
     func testTheQueueThreadWaitsForAPerformRunningElsewhere() throws {
         allowQueueThread(true)
-        let send = Signal()
-        addCleanup { send.raise() }
-        let server = try startRawServer { connection in
-            guard send.wait(timeout: 30) else { return }
-            try? connection.write("late")
-            _ = try? connection.readToEOF(timeout: 10)
-        }
+        let (port, send) = try startLateSender()
         let queue = DispatchQueue(label: "driver.concurrent", attributes: .concurrent)
         let driver = try reactor(of: queue)
         XCTAssertTrue(driver.drivesQueue)
-        let pair = makePair(port: server.port)
+        let pair = makePair(port: port)
         let recorder = DelegateRecorder()
         open(pair, with: recorder, on: queue)
         XCTAssertTrue(recorder.wait(timeout: shortTimeout) { $0.has(.openCompleted, on: .input) }, recorder.trace)
