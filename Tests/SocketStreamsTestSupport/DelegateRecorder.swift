@@ -161,6 +161,18 @@ package final class DelegateRecorder: NSObject, StreamDelegate, @unchecked Senda
         pair.output.open()
     }
 
+    /// `start` for a dispatch queue: attaches `pair`, becomes both streams' delegate, sets `queue` as
+    /// their dispatch queue (`CFReadStreamSetDispatchQueue`, `CFWriteStreamSetDispatchQueue`) and opens them.
+    package func start(_ pair: StreamPair, on queue: DispatchQueue) {
+        attach(pair)
+        pair.input.delegate = self
+        pair.output.delegate = self
+        CFReadStreamSetDispatchQueue(pair.input, queue)
+        CFWriteStreamSetDispatchQueue(pair.output, queue)
+        pair.input.open()
+        pair.output.open()
+    }
+
     /// `start` without the opens: attaches `pair`, becomes both streams' delegate and schedules them
     /// on `runLoop` in `mode`.
     package func schedule(_ pair: StreamPair, on runLoop: RunLoop = .current, mode: RunLoop.Mode = .default) {

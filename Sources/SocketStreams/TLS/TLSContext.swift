@@ -333,7 +333,6 @@ enum PEM {
 
     /// Every CRL in a PEM file or text (at least one), each to be `X509_CRL_free`d.
     static func revocationLists(_ list: TLSRevocationList) throws(TLSSetupError) -> [OpaquePointer] {
-        OpenSSLLibrary.prepare()
         let data: Data
         let what: String
         switch list {
@@ -358,7 +357,6 @@ enum PEM {
 
     /// The private key in PEM `data`, decrypted with `password` if it is encrypted.
     static func privateKey(_ data: Data, password: String?) throws(TLSSetupError) -> OpaquePointer {
-        OpenSSLLibrary.prepare()
         let key = data.withUnsafeBytes { raw -> OpaquePointer? in
             guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return nil }
             defer { BIO_free(bio) }
@@ -376,7 +374,6 @@ enum PEM {
 
     /// The certificate chain (leaf first) and key in a PKCS#12 archive.
     static func pkcs12(_ data: Data, password: String) throws(TLSSetupError) -> ([OpaquePointer], OpaquePointer) {
-        OpenSSLLibrary.prepare()
         var key: OpaquePointer?
         var leaf: OpaquePointer?
         var others: OpaquePointer?

@@ -592,13 +592,7 @@ final class CFStreamTests: SocketStreamsTestCase {
         let queue = makeQueue("cf.rounds.queue")
         let recorder = DelegateRecorder(sending: "GET /data.bin HTTP/1.0\r\n\r\n")
         recorder.readChunk = 1024
-        recorder.attach(pair)
-        pair.input.delegate = recorder
-        pair.output.delegate = recorder
-        CFReadStreamSetDispatchQueue(pair.input, queue)
-        CFWriteStreamSetDispatchQueue(pair.output, queue)
-        pair.input.open()
-        pair.output.open()
+        recorder.start(pair, on: queue)
         XCTAssertTrue(
             recorder.wait(timeout: 20) { $0.has(.endEncountered, on: .input) },
             "received \(recorder.snapshot.received.count) bytes, then nothing")

@@ -45,17 +45,6 @@ final class QueueDriverTests: SocketStreamsTestCase {
         return (server.port, send)
     }
 
-    /// Opens `pair` with `recorder` as both halves' delegate, scheduled on `queue`.
-    private func open(_ pair: StreamPair, with recorder: DelegateRecorder, on queue: DispatchQueue) {
-        recorder.attach(pair)
-        pair.input.delegate = recorder
-        pair.output.delegate = recorder
-        CFReadStreamSetDispatchQueue(pair.input, queue)
-        CFWriteStreamSetDispatchQueue(pair.output, queue)
-        pair.input.open()
-        pair.output.open()
-    }
-
     /// An echo exchange on a new queue with a thread (`driven`) or a dispatch source, every callout
     /// checked to run there.
     private func exchange(driven: Bool) throws {
@@ -70,7 +59,7 @@ final class QueueDriverTests: SocketStreamsTestCase {
         recorder.onEvent = { [key] _, _ in
             if DispatchQueue.getSpecific(key: key) != name { offQueue.mutate { $0 += 1 } }
         }
-        open(pair, with: recorder, on: queue)
+        recorder.start(pair, on: queue)
         XCTAssertTrue(recorder.wait(timeout: shortTimeout) { $0.receivedString == "ping" }, recorder.trace)
         XCTAssertEqual(offQueue.value, 0, "callouts off the queue")
         queue.sync {
@@ -113,7 +102,7 @@ final class QueueDriverTests: SocketStreamsTestCase {
             var probe = pollfd(fd: fd.value, events: Int16(POLLIN), revents: 0)
             if poll(&probe, 1, 0) != 1 { falseSignals.mutate { $0 += 1 } }
         }
-        open(pair, with: recorder, on: queue)
+        recorder.start(pair, on: queue)
         XCTAssertTrue(recorder.wait(timeout: shortTimeout) { $0.has(.openCompleted, on: .input) }, recorder.trace)
         let native = try XCTUnwrap(queue.sync { nativeHandle(of: pair.input) })
         fd.mutate { $0 = native }
@@ -155,7 +144,7 @@ final class QueueDriverTests: SocketStreamsTestCase {
         XCTAssertTrue(driver.drivesQueue)
         let pair = makePair(port: port)
         let recorder = DelegateRecorder()
-        open(pair, with: recorder, on: queue)
+        recorder.start(pair, on: queue)
         XCTAssertTrue(recorder.wait(timeout: shortTimeout) { $0.has(.openCompleted, on: .input) }, recorder.trace)
         let fd = try XCTUnwrap(queue.sync { nativeHandle(of: pair.input) })
         let tid = driver.driverThreadID.load(ordering: .acquiring)
