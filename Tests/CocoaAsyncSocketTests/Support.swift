@@ -276,10 +276,11 @@ struct TestCertificate {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
+        let exit = ChildExit.waitOrEnd(process, timeout: 60)
+        guard exit == .exited(0) else {
             throw NSError(
-                domain: "openssl", code: Int(process.terminationStatus), userInfo: [NSLocalizedDescriptionKey: "openssl \(arguments)"])
+                domain: "openssl", code: Int(exit?.status ?? -1),
+                userInfo: [NSLocalizedDescriptionKey: "openssl \(arguments): \(String(describing: exit))"])
         }
     }
 }

@@ -31,8 +31,6 @@ package func runCommand(
     process.standardInput = stdin
     process.standardOutput = stdout
     process.standardError = stderr
-    let exited = DispatchSemaphore(value: 0)
-    process.terminationHandler = { _ in exited.signal() }
     let output = Locked(Data())
     let errors = Locked(Data())
     let drained = DispatchGroup()
@@ -47,16 +45,14 @@ package func runCommand(
     try process.run()
     try? stdin.fileHandleForWriting.write(contentsOf: input)
     try? stdin.fileHandleForWriting.close()
-    if exited.wait(timeout: .now() + timeout) == .timedOut {
-        process.terminate()
-        exited.wait()
+    guard let exit = ChildExit.waitOrEnd(process, timeout: timeout) else {
         _ = drained.wait(timeout: .now() + 5)
         throw TimedOut(
             description: "\(tool) \(arguments.joined(separator: " ")) did not finish in \(timeout) s; stderr:\n"
                 + String(decoding: errors.value, as: UTF8.self))
     }
     _ = drained.wait(timeout: .now() + 5)
-    return CommandResult(status: process.terminationStatus, stdout: output.value, stderr: String(decoding: errors.value, as: UTF8.self))
+    return CommandResult(status: exit.status, stdout: output.value, stderr: String(decoding: errors.value, as: UTF8.self))
 }
 
 /// The package's root directory (from this file's location).

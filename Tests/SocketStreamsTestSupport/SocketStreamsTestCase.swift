@@ -41,19 +41,13 @@ open class SocketStreamsTestCase: XCTestCase {
         let log = try FileHandle(forWritingTo: logURL)
         child.standardOutput = log
         child.standardError = log
-        let exited = Signal()
-        child.terminationHandler = { _ in exited.raise() }
         try child.run()
-        let finished = exited.wait(timeout: 60)
-        if !finished {
-            kill(child.processIdentifier, SIGKILL)
-            _ = exited.wait(timeout: 10)
-        }
+        let exit = ChildExit.waitOrEnd(child, timeout: 60)
         try log.close()
         let output = (try? String(contentsOf: logURL, encoding: .utf8)) ?? ""
-        XCTAssertTrue(finished, "the child hung:\n\(output)", file: file, line: line)
-        XCTAssertEqual(child.terminationReason, .exit, "the child crashed:\n\(output)", file: file, line: line)
-        XCTAssertEqual(child.terminationStatus, 0, output, file: file, line: line)
+        XCTAssertNotNil(exit, "the child hung:\n\(output)", file: file, line: line)
+        XCTAssertEqual(exit?.signalled, false, "the child crashed:\n\(output)", file: file, line: line)
+        XCTAssertEqual(exit?.status, 0, output, file: file, line: line)
         XCTAssertTrue(output.contains("Executed 1 test, with 0 failures"), output, file: file, line: line)
     }
 

@@ -2,6 +2,7 @@
     import Glibc
 #endif
 import Foundation
+import TestPeers
 
 /// Certificates and keys made at test time with the `openssl` command (no key material is
 /// committed): a CA, and certificates it signs for the server (localhost, 127.0.0.1, ::1), a client,
@@ -61,8 +62,7 @@ package final class TestPKI: @unchecked Sendable {
             throw Failure(description: "cannot run openssl (apt-get install openssl): \(error)")
         }
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
+        guard ChildExit.waitOrEnd(process, timeout: 60) == .exited(0) else {
             throw Failure(description: "openssl \(arguments.joined(separator: " ")) failed:\n\(text)")
         }
     }

@@ -2,6 +2,7 @@ import Foundation
 import SocketStreamsTestSupport
 import HTTPParsing
 import StreamGetCore
+import TestPeers
 import XCTest
 
 #if canImport(Glibc)
@@ -511,19 +512,16 @@ final class StreamGetTests: XCTestCase {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = stdoutHandle
         process.standardError = stderrHandle
-        let exited = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in exited.signal() }
         try process.run()
-        if exited.wait(timeout: .now() + Self.processTimeout) == .timedOut {
-            process.terminate()
-            exited.wait()
+        let exit = ChildExit.waitOrEnd(process, timeout: Self.processTimeout)
+        if exit == nil {
             XCTFail("stream-get \(arguments) did not finish within \(Self.processTimeout) s", file: file, line: line)
         }
         let result = RunResult(
-            status: process.terminationStatus,
+            status: exit?.status ?? -1,
             stdout: try Data(contentsOf: stdoutURL),
             stderr: String(decoding: try Data(contentsOf: stderrURL), as: UTF8.self))
-        if process.terminationReason == .uncaughtSignal {
+        if exit?.signalled == true {
             XCTFail("stream-get \(arguments) was killed by signal \(result.status); stderr:\n\(result.stderr)", file: file, line: line)
         }
         return result
@@ -573,14 +571,14 @@ final class PythonHTTPServer: @unchecked Sendable {
         let reader = LineReader(stdout.fileHandleForReading)
         guard let line = reader.waitForLine(containing: "Serving HTTP on ", timeout: 30) else {
             process.terminate()
-            process.waitUntilExit()
+            _ = ChildExit.waitOrEnd(process, timeout: 10)
             throw TestSetupError("python3 -m http.server did not report readiness (is python3 installed?): \(reader.text)")
         }
         guard let range = line.range(of: " port "),
             let port = Int(line[range.upperBound...].prefix(while: { $0.isNumber }))
         else {
             process.terminate()
-            process.waitUntilExit()
+            _ = ChildExit.waitOrEnd(process, timeout: 10)
             throw TestSetupError("cannot read the port from \"\(line)\"")
         }
         self.port = port
@@ -589,7 +587,7 @@ final class PythonHTTPServer: @unchecked Sendable {
     /// Stops the server and waits for it to exit.
     func stop() {
         if process.isRunning { process.terminate() }
-        process.waitUntilExit()
+        _ = ChildExit.waitOrEnd(process, timeout: 10)
     }
 }
 

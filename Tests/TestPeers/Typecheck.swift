@@ -30,7 +30,9 @@ public enum Typecheck {
         process.standardError = pipe
         try process.run()
         let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+        guard let exit = ChildExit.waitOrEnd(process, timeout: 600) else {
+            return (-1, "swiftc -typecheck did not finish in 600 s:\n" + String(decoding: output, as: UTF8.self))
+        }
+        return (exit.status, String(decoding: output, as: UTF8.self))
     }
 }

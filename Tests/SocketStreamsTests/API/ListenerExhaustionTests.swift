@@ -2,6 +2,7 @@
     import Glibc
 #endif
 import Foundation
+import TestPeers
 import SocketStreamsTestSupport
 import SocketStreams
 import XCTest
@@ -45,7 +46,7 @@ final class ListenerExhaustionTests: SocketStreamsTestCase {
         try client.run()
         addCleanup {
             try? toClient.fileHandleForWriting.close()
-            client.waitUntilExit()
+            _ = ChildExit.waitOrEnd(client, timeout: 30)
         }
 
         // Run the loop once first: libdispatch creates the main queue's wake-up fd on the first run,

@@ -6,6 +6,7 @@
 // "baseline,filehandle" while the library is a stub.
 
 import Foundation
+import TestPeers
 import SocketStreamsTestSupport
 import XCTest
 
@@ -63,23 +64,16 @@ final class BenchmarkHarnessTests: XCTestCase {
         process.arguments = ["--quick", "--out", results.path, "--clients", clients.joined(separator: ",")]
         process.standardOutput = stdout
         process.standardError = stderr
-        let exited = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in exited.signal() }
         // Under a sanitizer (Scripts/sanitize sets SOCKETSTREAMS_SANITIZER) everything runs 2-10 times slower.
         let slowdown = ProcessInfo.processInfo.environment["SOCKETSTREAMS_SANITIZER"] == nil ? 1.0 : 4.0
         let started = Date()
         try process.run()
-        if exited.wait(timeout: .now() + 120 * slowdown) == .timedOut {
-            process.terminate()
-            process.waitUntilExit()
-            XCTFail("stream-bench --quick did not finish within \(Int(120 * slowdown)) s")
-        }
-        process.waitUntilExit()
+        let exit = ChildExit.waitOrEnd(process, timeout: 120 * slowdown)
         let elapsed = Date().timeIntervalSince(started)
         let log = (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? ""
 
-        XCTAssertEqual(process.terminationReason, .exit, log)
-        XCTAssertEqual(process.terminationStatus, 0, "stream-bench --quick failed:\n\(log)")
+        XCTAssertNotNil(exit, "stream-bench --quick did not finish within \(Int(120 * slowdown)) s:\n\(log)")
+        XCTAssertEqual(exit, .exited(0), "stream-bench --quick failed:\n\(log)")
         XCTAssertLessThan(elapsed, 30 * slowdown, "--quick must stay well under \(Int(30 * slowdown)) s; took \(elapsed) s")
 
         let markdown = try String(contentsOf: results.appendingPathComponent("latest.md"), encoding: .utf8)
