@@ -81,9 +81,22 @@ extension Connection {
                 return -1
             case .wouldBlock:
                 if lock.withLock({ halves[.input].gone || reportDeferredInputError() }) { return -1 }
-                if !block(for: transport.readInterest, on: transport.fd, .input) { return -1 }
+                if !waitForInput(through: transport) { return -1 }
             }
         }
+    }
+
+    /// A blocking read's wait: for the socket, or for bytes the transport took off it meanwhile. A
+    /// reactor's readiness on a TLS pair peeks at what arrived (`TLSTransport.ready`), which moves a
+    /// record from the socket into OpenSSL's buffer; had it done so between this read finding nothing
+    /// and its poll, the poll would wait for bytes that already came, for good. So the wait is
+    /// announced first (`readersWaiting`: no peek from then on, `handleReadiness`), then the buffer is
+    /// looked at, then the socket is polled. False once the input was closed by another thread.
+    private func waitForInput(through transport: ActiveTransport) -> Bool {
+        lock.withLock { readersWaiting += 1 }
+        defer { lock.withLock { readersWaiting -= 1 } }
+        if transport.hasBufferedInput { return true }
+        return block(for: transport.readInterest, on: transport.fd, .input)
     }
 
     /// `CFWriteStreamWrite`: ≥1 bytes written (short writes are normal), -1 on error or when not open.

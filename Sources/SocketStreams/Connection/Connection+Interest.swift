@@ -57,7 +57,14 @@ extension Connection {
         switch transport {
         case .none: return
         case .socket?: ready = PairRegistrations.interest(reportedBy: events)
-        case .layered(let layered)?: ready = layered.ready(PairRegistrations.interest(reportedBy: events))
+        case .layered(let layered)?:
+            let reported = PairRegistrations.interest(reportedBy: events)
+            if readersWaiting > 0, reported.contains(.readable) {
+                // A blocking read waits for these bytes on the socket (`waitForInput`): leave them there.
+                ready = layered.ready(reported.subtracting(.readable)).union(.readable)
+            } else {
+                ready = layered.ready(reported)
+            }
         }
         let signals = halves.take(ready, from: reactor)
         if signals.bytes { signal(.input, .hasBytesAvailable) }

@@ -57,6 +57,10 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// The transfers past their gate, which use the transport and its fd without the lock, and the
     /// release a teardown left to the last of them (TransferGate.swift).
     let transfers = TransferGate()
+    /// Blocking reads waiting for the socket (`Connection.waitForInput`): while one waits, readiness on
+    /// a reactor does not let a layered transport take bytes off the socket (a TLS peek), which the
+    /// waiting read would never see arrive. Guarded by `lock`.
+    @exclusivity(unchecked) var readersWaiting = 0
     /// Each half's state (PairHalves.swift).
     let halves = FixedPair(HalfState(), HalfState())
     /// The streams, for delegate callouts (weak: the client owns them).
