@@ -127,36 +127,13 @@ public final class Peer: @unchecked Sendable {
         }
     }
 
-    /// Terminates the peer (SIGTERM, then SIGKILL after 3 s) and waits for it to exit.
+    /// Terminates the peer (SIGTERM; SIGKILL if it is still there 8 s later) and waits for it to exit,
+    /// by the kernel's word (`ChildExit`): corelibs-foundation can miss a child's exit, and a full CI
+    /// run once hung here for good on `waitUntilExit()`.
     public func stop() {
         guard process.processIdentifier > 0 else { return }
         if process.isRunning { process.terminate() }
-        condition.lock()
-        let deadline = Date(timeIntervalSinceNow: 3)
-        while !exited && process.isRunning && condition.wait(until: deadline) {}
-        condition.unlock()
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            // Not `waitUntilExit()`: corelibs-foundation sometimes misses a child's exit (the child
-            // stays a zombie nobody reaps and `isRunning` stays true), and a full CI run then hung
-            // here for good. Wait, with a deadline, for Foundation to see it or the kernel to show it
-            // dead.
-            let deadline = Date(timeIntervalSinceNow: 10)
-            while process.isRunning, !Self.isDead(process.processIdentifier), Date() < deadline {
-                condition.lock()
-                _ = condition.wait(until: Date(timeIntervalSinceNow: 0.05))
-                condition.unlock()
-            }
-        }
-    }
-
-    /// Whether `pid` has exited (a zombie, or gone), from /proc: true once the kernel says so, whether
-    /// or not anybody has reaped it.
-    private static func isDead(_ pid: Int32) -> Bool {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return true }
-        guard let close = stat.lastIndex(of: ")") else { return true }
-        let state = stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).first
-        return state == "Z" || state == "X"
+        _ = ChildExit.waitOrEnd(process, timeout: 3)
     }
 
     // MARK: locating tools
