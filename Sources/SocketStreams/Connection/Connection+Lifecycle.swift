@@ -31,7 +31,7 @@ extension Connection {
 
     /// The output opens on a live pair (the input's open connected at once, or it opens late): space
     /// follows `openCompleted` at once where the socket surely takes bytes (a plain socket whose
-    /// send-space bound is above zero, where a poll would say POLLOUT), as when the output was open
+    /// send-space bound is above zero, so that a send takes bytes), as when the output was open
     /// before the connect completed; otherwise epoll reports it. Lock held.
     private func outputOpensLive() {
         let space = halves[.output].sendSpace

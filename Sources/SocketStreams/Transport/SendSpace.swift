@@ -2,25 +2,31 @@
 // after a write while the socket still takes bytes; asking the kernel after every write (a
 // zero-timeout poll) cost one system call a ping-pong round trip and one per 64 KiB of upload
 // (Benchmarks/results/syscalls.md). For a plain TCP socket the output half keeps instead a lower
-// bound of how far the socket is from turning unwritable (`SendSpace`): measured exactly by one
-// `getsockopt(SO_MEMINFO)`, lowered after each write by the most that write can have cost, and
-// measured again only once it runs out. While it lasts, a poll would have said POLLOUT.
+// bound of how far the socket's send queue can grow before a send fails with EAGAIN (`SendSpace`):
+// measured exactly by one `getsockopt(SO_MEMINFO)`, lowered after each write by the most that write
+// can have cost, and measured again only once it runs out. While it lasts, the next send takes bytes.
 //
-// What the kernel says (include/net/sock.h, `__sk_stream_is_writeable`, which `tcp_poll` reports as
-// POLLOUT): writable while the free space, `sk_sndbuf - sk_wmem_queued`, is at least half the queued
-// memory. And what a send needs (net/ipv4/tcp.c, `tcp_sendmsg_locked`, `__sk_stream_memory_free`):
-// bytes go into the queue's last unsent skb while it has room, and a new skb is started while
-// `sk_wmem_queued < sk_sndbuf`; otherwise a non-blocking send fails with EAGAIN. So a writable
-// socket always takes at least one byte. The bound is that margin, `free - queued / 2` (with the
-// larger of `sk_wmem_queued` and `sk_wmem_alloc` as queued): a send that adds `c` to the queue takes
-// `1.5 c` off it. What one send can add: its bytes, plus each new skb's head (`truesize`: 1,664
-// bytes measured on x86-64 Linux 6.18; bounded here by `headTruesize`, 2 KiB). Heads per send: the
-// skbs it starts (one per `size_goal` of bytes, at least one MSS, normally up to 64 KiB with GSO,
-// and one more for the first) and those the stack splits off later while sending (TSO autosizing
-// keeps at least two MSS an skb; SACK processing). The charge is two heads a send plus two bytes a
-// byte: sound while every skb carries at least 1 KiB, that is every path with an MSS of 536 or more
-// and a peer window of at least two MSS (`SendSpaceTests` checks it against the kernel with a 4 KiB
-// peer window too). Bytes leaving the queue (acknowledged) only widen the true margin.
+// What a send needs (net/ipv4/tcp.c, `tcp_sendmsg_locked`, `__sk_stream_memory_free`): bytes go into
+// the queue's last unsent skb while it has room, and a new skb is started while `sk_wmem_queued <
+// sk_sndbuf`; otherwise a non-blocking send fails with EAGAIN. So a socket with free space,
+// `sk_sndbuf - sk_wmem_queued` above zero, takes at least one byte, and the bound is that free space
+// (with the larger of `sk_wmem_queued` and `sk_wmem_alloc` as queued). It is not `tcp_poll`'s POLLOUT
+// (include/net/sock.h, `__sk_stream_is_writeable`: free space at least half the queued memory), which
+// turns off while a third of the buffer is still free: the bound lets the writer fill the buffer, as a
+// blocking send does, and only a full one (a send that took fewer bytes than offered, or a
+// measurement with nothing free) arms EPOLLOUT, which comes back once a third of the buffer has
+// drained, as a blocking send wakes (`sk_stream_write_space`). Answering with POLLOUT's rule instead
+// woke the writer every 3 chunks of a 64 KiB upload, where a blocking C sender sleeps every 24
+// (Benchmarks/results/syscalls.md, issue 25).
+//
+// What one send can add: its bytes, plus each new skb's head (`truesize`: 1,664 bytes measured on
+// x86-64 Linux 6.18; bounded here by `headTruesize`, 2 KiB). Heads per send: the skbs it starts (one
+// per `size_goal` of bytes, at least one MSS, normally up to 64 KiB with GSO, and one more for the
+// first) and those the stack splits off later while sending (TSO autosizing keeps at least two MSS
+// an skb; SACK processing). The charge is two heads a send plus two bytes a byte: sound while every
+// skb carries at least 1 KiB, that is every path with an MSS of 536 or more and a peer window of at
+// least two MSS (`SendSpaceTests` checks it against the kernel with a 4 KiB peer window too). Bytes
+// leaving the queue (acknowledged) only widen the true space.
 //
 // What it cannot see, named: the kernel shrinking `sk_sndbuf` or refusing memory under global TCP
 // memory pressure (`tcp_mem`; `sk_stream_moderate_sndbuf`, `sk_wmem_schedule`), where a send may
@@ -43,8 +49,8 @@ import CSocketStreamsShims
 import Glibc
 import Synchronization
 
-/// A lower bound of how many KiB a TCP socket's send queue can grow before it stops being writable
-/// (POLLOUT), or why the socket has none. Two bytes, so a half's state stays 32 bytes.
+/// A lower bound of how many KiB a TCP socket's send queue can grow before a send fails with EAGAIN,
+/// or why the socket has none. Two bytes, so a half's state stays 32 bytes.
 struct SendSpace: Equatable {
     private(set) var kib: UInt16
 
@@ -68,10 +74,9 @@ struct SendSpace: Equatable {
     @inline(__always)
     static func charge(_ count: Int) -> Int { 3 &* count &+ 2 &* headTruesize }
 
-    /// Takes a send of `count` bytes off the bound: its charge once as space used, half again as
-    /// the larger queue the margin is measured against. True if the socket is still surely writable
-    /// (≥ 1 KiB of margin); if not, the bound drops to zero, and the socket must be measured. A mark
-    /// stays as it is (false).
+    /// Takes a send of `count` bytes off the bound: the most it can have added to the queue. True if
+    /// the socket surely takes more (≥ 1 KiB left); if not, the bound drops to zero, and the socket
+    /// must be measured. A mark stays as it is (false).
     @inline(__always)
     mutating func take(_ count: Int) -> Bool {
         take(charge: Self.charge(count))
@@ -83,7 +88,7 @@ struct SendSpace: Equatable {
     mutating func take(charge: Int) -> Bool {
         guard kib <= Self.maximumKiB else { return false }
         guard charge > 0 else { return kib > 0 }
-        let left = Int(kib) &- ((charge &+ charge >> 1 &+ 1023) >> 10)
+        let left = Int(kib) &- ((charge &+ 1023) >> 10)
         guard left > 0 else {
             kib = 0
             return false
@@ -93,19 +98,16 @@ struct SendSpace: Equatable {
     }
 
     /// The bound from one `getsockopt(SO_MEMINFO)`: `sk_sndbuf` less what is queued (the larger of
-    /// `sk_wmem_queued` and `sk_wmem_alloc`) less half of `sk_wmem_queued`, and whether the socket
-    /// is writable as `tcp_poll` says POLLOUT (that margin is not negative, and some space is free).
+    /// `sk_wmem_queued` and `sk_wmem_alloc`), and whether a send takes bytes now (some space is free).
     /// Nil if the call fails.
     static func measure(_ fd: Int32) -> (space: SendSpace, writable: Bool)? {
         // `SK_MEMINFO_*` (linux/sock_diag.h): WMEM_ALLOC 2, SNDBUF 3, WMEM_QUEUED 5, of 9.
         var info: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0, 0, 0, 0, 0, 0)
         var length = socklen_t(MemoryLayout.size(ofValue: info))
         guard getsockopt(fd, SOL_SOCKET, SO_MEMINFO, &info, &length) == 0, length >= 6 * 4 else { return nil }
-        let queued = Int(info.5)
-        let free = Int(info.3) - max(queued, Int(info.2))
-        let margin = free - queued >> 1
-        guard free > 0, margin >= 0 else { return (.exhausted, false) }
-        return (SendSpace(kib: UInt16(min(margin >> 10, maximumKiB))), true)
+        let free = Int(info.3) - max(Int(info.5), Int(info.2))
+        guard free > 0 else { return (.exhausted, false) }
+        return (SendSpace(kib: UInt16(min(free >> 10, maximumKiB))), true)
     }
 
     /// Whether an adopted socket is one the bound models: TCP (`SO_PROTOCOL`), with no

@@ -14,6 +14,10 @@ final class ChunkWriter: NSObject, StreamDelegate {
     private(set) var bytes = 0
     private(set) var failure: String?
     private(set) var slowestWrite: TimeInterval = 0
+    /// The socket to look at before each write (`watch`), and how many writes found POLLOUT off:
+    /// the send-space bound lets a writer fill the buffer past where POLLOUT turns off.
+    private var watched: Int32?
+    private(set) var writesPastPollout = 0
 
     init(sizes: [Int], limit: Int = .max, total: Int = .max) {
         precondition(!sizes.isEmpty && sizes.allSatisfy { $0 > 0 })
@@ -29,6 +33,10 @@ final class ChunkWriter: NSObject, StreamDelegate {
             events += 1
             guard writes < limit, bytes < total, let output = stream as? OutputStream else { return }
             let count = min(sizes[writes % sizes.count], total - bytes)
+            if let watched {
+                var entry = pollfd(fd: watched, events: Int16(POLLOUT), revents: 0)
+                if poll(&entry, 1, 0) == 0 { writesPastPollout += 1 }
+            }
             let start = Date()
             let written = buffer.withUnsafeBufferPointer { output.write($0.baseAddress!, maxLength: count) }
             slowestWrite = max(slowestWrite, Date().timeIntervalSince(start))
@@ -43,5 +51,10 @@ final class ChunkWriter: NSObject, StreamDelegate {
         default:
             break
         }
+    }
+
+    /// Polls `fd` for POLLOUT before each write from now on (counted in `writesPastPollout`).
+    func watch(_ fd: Int32) {
+        watched = fd
     }
 }
