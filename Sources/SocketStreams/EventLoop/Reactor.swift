@@ -192,11 +192,14 @@ final class Reactor: @unchecked Sendable {
     func attach() throws(SystemError) {
         if let queue, drivesQueue {
             // The thread holds the reactor (and so the queue) until its loop ends, and lets go of both
-            // itself: Foundation's `Thread`, which holds its block, is released in the thread's TSD
-            // destructors, and a dispatch queue released there double-frees libdispatch's per-thread
-            // cache (AddressSanitizer; Thread Sanitizer runs crashed soon after).
+            // itself: a dispatch queue released in the thread's TSD destructors (where Foundation's
+            // `Thread` releases its block) double-frees libdispatch's per-thread cache
+            // (AddressSanitizer; Thread Sanitizer runs crashed soon after).
+            // A thread of our own making, not Foundation's `Thread`, whose `start()` ignores a failed
+            // `pthread_create`: the reactor would never be driven and the queue's streams never
+            // hear of anything. Without a thread, the schedule fails with EAGAIN.
             let start = QueueDriverStart(reactor: self, queue: queue)
-            Thread { start.run() }.start()
+            try Posix.startThread { start.run() }
             return
         }
         if let queue {

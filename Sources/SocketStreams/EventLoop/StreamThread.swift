@@ -59,7 +59,8 @@ enum StreamThread {
     private static let runLoopDescriptors = 10
 
     /// The thread's run loop, starting the thread if it has not started. Throws EMFILE (ENFILE) when
-    /// the fds its run loop needs are not free; a later call tries again.
+    /// the fds its run loop needs are not free, EAGAIN when no thread can be made; a later call tries
+    /// again.
     private static func loop() throws(SystemError) -> Loop {
         if started.load(ordering: .acquiring), let loop = loopSlot.withLock({ $0 }) { return loop }
         starting.lock()
@@ -73,38 +74,50 @@ enum StreamThread {
         let ready = DispatchSemaphore(value: 0)
         let handoff = Guarded<Loop?>(nil)
         let held = reserved
-        let thread = Thread {
-            Posix.nameCurrentThread("SocketStreams")
-            held.forEach(Posix.close)  // now CoreFoundation (and the reactor) can have them
-            // A timer that never fires keeps the run loop's default mode from being empty, which would
-            // make a run return at once (before the reactor exists, or if it could not be created).
-            let keepAlive = Timer(fire: .distantFuture, interval: 1_000_000, repeats: true) { _ in }
-            RunLoop.current.add(keepAlive, forMode: .default)
-            let cfRunLoop = CFRunLoopGetCurrent()!
-            let driven = makeDrivenReactor(cfRunLoop, likely: held)
-            handoff.withLock { $0 = Loop(RunLoop.current, cfRunLoop, Thread.current, driven: driven) }
-            ready.signal()
-            // The driven loop runs inside the run loop, in a block it calls out to, and never returns:
-            // CoreFoundation ignores CFRunLoopWakeUp while its run loop is not running (its per-run
-            // "ignore wake-ups" flag), and a block is called out to where the flag is clear. Each
-            // turn for the run loop's own work is a nested run that does not wait.
-            if let driven {
-                CFRunLoopPerformBlock(cfRunLoop, kCFRunLoopDefaultMode) { drive(driven) }
-            }
-            // CFRunLoopRun, not `RunLoop.run(mode:before:)`: the latter returns after every source it
-            // handles (CoreFoundation's returnAfterSourceHandled), and each return and re-entry costs
-            // three `_CFIsMainThread` checks, a getpid and a gettid each, per wake-up.
-            while true {
-                CFRunLoopRun()
-            }
+        // A thread of our own making: Foundation's `Thread.start()` ignores a failed `pthread_create`,
+        // and this call would wait for good for a thread that never runs. Without one, the fds set
+        // aside go back to the reserve for the next try, and the error (EAGAIN) is thrown.
+        do {
+            try Posix.startThread { run(holding: held, ready: ready, handoff: handoff) }
+        } catch {
+            reserve.withLock { $0 = held }
+            throw error
         }
-        thread.name = "SocketStreams"
-        thread.start()
         ready.wait()
         let loop = handoff.withLock { $0! }
         loopSlot.withLock { $0 = loop }
         started.store(true, ordering: .releasing)
         return loop
+    }
+
+    /// The stream thread: closes `held` (the fds set aside for it, now CoreFoundation's and the
+    /// reactor's to take), makes its run loop and reactor, hands them over in `handoff`, signals
+    /// `ready`, and runs for good.
+    private static func run(holding held: [Int32], ready: DispatchSemaphore, handoff: Guarded<Loop?>) -> Never {
+        Thread.current.name = "SocketStreams"
+        Posix.nameCurrentThread("SocketStreams")
+        held.forEach(Posix.close)  // now CoreFoundation (and the reactor) can have them
+        // A timer that never fires keeps the run loop's default mode from being empty, which would
+        // make a run return at once (before the reactor exists, or if it could not be created).
+        let keepAlive = Timer(fire: .distantFuture, interval: 1_000_000, repeats: true) { _ in }
+        RunLoop.current.add(keepAlive, forMode: .default)
+        let cfRunLoop = CFRunLoopGetCurrent()!
+        let driven = makeDrivenReactor(cfRunLoop, likely: held)
+        handoff.withLock { $0 = Loop(RunLoop.current, cfRunLoop, Thread.current, driven: driven) }
+        ready.signal()
+        // The driven loop runs inside the run loop, in a block it calls out to, and never returns:
+        // CoreFoundation ignores CFRunLoopWakeUp while its run loop is not running (its per-run
+        // "ignore wake-ups" flag), and a block is called out to where the flag is clear. Each
+        // turn for the run loop's own work is a nested run that does not wait.
+        if let driven {
+            CFRunLoopPerformBlock(cfRunLoop, kCFRunLoopDefaultMode) { drive(driven) }
+        }
+        // CFRunLoopRun, not `RunLoop.run(mode:before:)`: the latter returns after every source it
+        // handles (CoreFoundation's returnAfterSourceHandled), and each return and re-entry costs
+        // three `_CFIsMainThread` checks, a getpid and a gettid each, per wake-up.
+        while true {
+            CFRunLoopRun()
+        }
     }
 
     /// The stream thread's loop when its reactor is driven: wait in the reactor's epoll set, and run the
@@ -189,8 +202,8 @@ enum StreamThread {
     }
 
     /// The run loop for `RunLoop.socketStreams`, which cannot throw nor be absent. If the thread cannot
-    /// start (out of fds before any pair or listener reserved them: see `prepare()`), it waits until it
-    /// can, retrying with a back-off up to 100 ms and saying so once on stderr, rather than trap.
+    /// start (out of fds before any pair or listener reserved them: see `prepare()`; or out of threads),
+    /// it waits until it can, retrying with a back-off up to 100 ms and saying so once on stderr, rather than trap.
     /// CoreFoundation cannot make a run loop without fds (it halts), so there is no run loop to
     /// return meanwhile. `RunLoop.startSocketStreams()` throws instead of waiting.
     /// How many `waitingRunLoop` calls had to wait (for tests).
@@ -206,7 +219,7 @@ enum StreamThread {
                 if !told {
                     told = true
                     waits.add(1, ordering: .relaxed)
-                    let line = "SocketStreams: the stream thread cannot start (\(error)); waiting for file descriptors\n"
+                    let line = "SocketStreams: the stream thread cannot start (\(error)); waiting\n"
                     _ = line.withCString { Glibc.write(2, $0, strlen($0)) }
                 }
                 usleep(pause)
@@ -254,7 +267,8 @@ extension RunLoop {
 
     /// The stream thread's run loop (``socketStreams``), starting the thread if needed. Throws an
     /// `NSPOSIXErrorDomain` error, `EMFILE` or `ENFILE`, if the process is out of file descriptors
-    /// (the thread needs ten); a later call tries again. SocketStreams' own;
+    /// (the thread needs ten), or `EAGAIN` if no thread can be made (`pthread_create`); a later call
+    /// tries again. SocketStreams' own;
     /// CFNetwork's stream thread is private.
     public static func startSocketStreams() throws -> RunLoop {
         do {

@@ -321,4 +321,30 @@ enum Posix {
     static func nameCurrentThread(_ name: String) {
         _ = cssh_name_current_thread(name)
     }
+
+    /// Starts a detached thread that runs `body` (`pthread_create`), or throws why none could be made
+    /// (EAGAIN: the process or system is out of threads, or of address space for a stack). Foundation's
+    /// `Thread.start()` ignores that failure: the thread simply never runs, and whoever waits for it
+    /// waits for good. `body` is released on the new thread once it returns.
+    static func startThread(_ body: @escaping @Sendable () -> Void) throws(SystemError) {
+        let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
+        var thread = pthread_t()
+        let result = pthread_create(
+            &thread, nil,
+            { context in
+                Unmanaged<ThreadBody>.fromOpaque(context!).takeRetainedValue().body()
+                return nil
+            }, context)
+        guard result == 0 else {
+            Unmanaged<ThreadBody>.fromOpaque(context).release()
+            throw SystemError(code: result, function: "pthread_create")
+        }
+        pthread_detach(thread)
+    }
+}
+
+/// What `Posix.startThread` hands its new thread.
+private final class ThreadBody: Sendable {
+    let body: @Sendable () -> Void
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
 }

@@ -103,4 +103,91 @@ final class StreamThreadStartTests: SocketStreamsTestCase {
         pair.input.close()
         pair.output.close()
     }
+
+    /// With no thread to be had (`pthread_create` fails with EAGAIN: here the address space is capped
+    /// below what a thread's stack needs), `RunLoop.startSocketStreams()` throws EAGAIN instead of
+    /// waiting for good for a thread that never ran (Foundation's `Thread.start()` ignores the
+    /// failure: this test hung there before), a pair on a dispatch queue fails with it instead of
+    /// waiting for a reactor nobody drives, and once threads can be made again both work.
+    func testNoThreadToBeHadThrowsAndALaterCallStartsIt() throws {
+        guard scenario == "no-thread" else {
+            return try runInChild(
+                "SocketStreamsTests.StreamThreadStartTests/testNoThreadToBeHadThrowsAndALaterCallStartsIt",
+                scenario: "no-thread")
+        }
+        XCTAssertNil(StreamThread.thread, "something started the thread already")
+        let queue = DispatchQueue(label: "no-thread")
+        let listener = try RawSocket.listener(family: .v4, backlog: 2)
+        defer { close(listener) }
+        let early = makePair(port: RawSocket.boundPort(listener))
+        let restore = try capAddressSpaceBelowAThread()
+        let threadError = Result { try RunLoop.startSocketStreams() }
+        CFWriteStreamSetDispatchQueue(early.output, queue)
+        early.output.open()
+        let status = early.output.streamStatus
+        restore()
+        assertPOSIXError(threadError.failure, [EAGAIN])
+        XCTAssertNil(StreamThread.thread)
+        XCTAssertEqual(status, .error, "a pair on a queue with no thread to drive it")
+        assertPOSIXError(early.output.streamError, [EAGAIN])
+        early.output.close()
+
+        // Threads can be had again: the stream thread starts and runs, and the queue's pairs work.
+        let runLoop = try RunLoop.startSocketStreams()
+        let ran = Signal()
+        runLoop.perform { ran.raise() }
+        if let known = StreamThread.knownRunLoop { CFRunLoopWakeUp(known.cfRunLoop) }
+        XCTAssertTrue(ran.wait(timeout: shortTimeout), "the stream thread's run loop does not run")
+        let pair = makePair(port: RawSocket.boundPort(listener))
+        let opened = Signal()
+        let recorder = QueueOpenRecorder(opened)
+        pair.output.delegate = recorder
+        CFWriteStreamSetDispatchQueue(pair.output, queue)
+        pair.output.open()
+        XCTAssertTrue(opened.wait(timeout: shortTimeout), "no event on the queue")
+        pair.output.close()
+    }
+
+    /// Caps the address space (RLIMIT_AS) at what is mapped now plus half a default thread stack, so
+    /// that the next thread's stack cannot be mapped while small allocations still can; returns what
+    /// puts the limit back.
+    private func capAddressSpaceBelowAThread() throws -> () -> Void {
+        var attributes = pthread_attr_t()
+        XCTAssertEqual(pthread_attr_init(&attributes), 0)  // its stack size is the default one
+        var stack = 0
+        pthread_attr_getstacksize(&attributes, &stack)
+        pthread_attr_destroy(&attributes)
+        let statm = try String(contentsOfFile: "/proc/self/statm", encoding: .utf8)
+        let pages = try XCTUnwrap(Int(statm.split(separator: " ")[0]))
+        let mapped = pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+        var old = rlimit()
+        getrlimit(RLIMIT_AS_VALUE, &old)
+        var capped = old
+        capped.rlim_cur = rlim_t(mapped + stack / 2)
+        XCTAssertEqual(setrlimit(RLIMIT_AS_VALUE, &capped), 0, "setrlimit: errno \(errno)")
+        return {
+            var restored = old
+            setrlimit(RLIMIT_AS_VALUE, &restored)
+        }
+    }
+}
+
+/// Raises `opened` on the first event.
+private final class QueueOpenRecorder: NSObject, StreamDelegate, @unchecked Sendable {
+    private let opened: Signal
+    init(_ opened: Signal) { self.opened = opened }
+    func stream(_ aStream: Stream, handle eventCode: Stream.Event) { opened.raise() }
+}
+
+private let RLIMIT_AS_VALUE = __rlimit_resource_t(RLIMIT_AS.rawValue)
+
+extension Result where Failure == Error {
+    fileprivate init(_ body: () throws -> Success) {
+        do { self = .success(try body()) } catch { self = .failure(error) }
+    }
+
+    fileprivate var failure: Error? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
 }
