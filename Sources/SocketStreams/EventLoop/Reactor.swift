@@ -191,13 +191,13 @@ final class Reactor: @unchecked Sendable {
     /// source on the epoll fd.
     func attach() throws(SystemError) {
         if let queue, drivesQueue {
-            // The thread holds the reactor (and so the queue) until its loop ends, and lets go of both
-            // itself: a dispatch queue released in the thread's TSD destructors (where Foundation's
-            // `Thread` releases its block) double-frees libdispatch's per-thread cache
-            // (AddressSanitizer; Thread Sanitizer runs crashed soon after).
             // A thread of our own making, not Foundation's `Thread`, whose `start()` ignores a failed
-            // `pthread_create`: the reactor would never be driven and the queue's streams never
-            // hear of anything. Without a thread, the schedule fails with EAGAIN.
+            // `pthread_create`: the reactor would never be driven, and the queue's streams would never
+            // hear of anything. Without a thread, the schedule fails with EAGAIN. The thread holds the
+            // reactor (and so the queue) until its loop ends, and lets go of both itself: a dispatch
+            // queue released in the thread's TSD destructors (where Foundation's `Thread` releases its
+            // block) double-frees libdispatch's per-thread cache (AddressSanitizer; Thread Sanitizer
+            // runs crashed soon after).
             let start = QueueDriverStart(reactor: self, queue: queue)
             try Posix.startThread { start.run() }
             return

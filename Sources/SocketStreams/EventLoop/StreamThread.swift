@@ -202,8 +202,9 @@ enum StreamThread {
     }
 
     /// The run loop for `RunLoop.socketStreams`, which cannot throw nor be absent. If the thread cannot
-    /// start (out of fds before any pair or listener reserved them: see `prepare()`; or out of threads),
-    /// it waits until it can, retrying with a back-off up to 100 ms and saying so once on stderr, rather than trap.
+    /// start (out of fds before any pair or listener reserved them: see `prepare()`; or out of
+    /// threads), it waits until it can, retrying with a back-off up to 100 ms and saying so once on
+    /// stderr, rather than trap.
     /// CoreFoundation cannot make a run loop without fds (it halts), so there is no run loop to
     /// return meanwhile. `RunLoop.startSocketStreams()` throws instead of waiting.
     /// How many `waitingRunLoop` calls had to wait (for tests).
@@ -268,8 +269,7 @@ extension RunLoop {
     /// The stream thread's run loop (``socketStreams``), starting the thread if needed. Throws an
     /// `NSPOSIXErrorDomain` error, `EMFILE` or `ENFILE`, if the process is out of file descriptors
     /// (the thread needs ten), or `EAGAIN` if no thread can be made (`pthread_create`); a later call
-    /// tries again. SocketStreams' own;
-    /// CFNetwork's stream thread is private.
+    /// tries again. SocketStreams' own; CFNetwork's stream thread is private.
     public static func startSocketStreams() throws -> RunLoop {
         do {
             return try StreamThread.runLoop()
