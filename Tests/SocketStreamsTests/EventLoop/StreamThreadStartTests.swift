@@ -12,6 +12,19 @@ import XCTest
 final class StreamThreadStartTests: SocketStreamsTestCase {
     private var scenario: String? { Self.childScenario }
 
+    /// In the parent, runs the calling test again in a child process with `scenario` set, where nothing
+    /// has started the stream thread yet, checks how it ended and returns false; in that child, checks
+    /// that the thread has not started and returns true (the test goes on).
+    private func inFreshChild(_ scenario: String, test: String = #function) throws -> Bool {
+        guard self.scenario == scenario else {
+            let name = test.hasSuffix("()") ? String(test.dropLast(2)) : test
+            try runInChild("SocketStreamsTests.StreamThreadStartTests/\(name)", scenario: scenario)
+            return false
+        }
+        XCTAssertNil(StreamThread.thread, "something started the thread already")
+        return true
+    }
+
     /// With no fd free before anything started the thread: `RunLoop.startSocketStreams()` throws
     /// EMFILE, an `AsyncConnection`'s open throws it, and `RunLoop.socketStreams` (which cannot throw)
     /// waits instead of trapping, returning a running run loop once fds are free again.
@@ -19,12 +32,7 @@ final class StreamThreadStartTests: SocketStreamsTestCase {
     /// Synchronous on purpose: an async test runs XCTest's main run loop meanwhile, and CoreFoundation
     /// halts if that run loop needs a new fd while none is free (it cannot report failing to make one).
     func testOutOfDescriptorsBeforeTheThreadStartsThrowsOrWaits() throws {
-        guard scenario == "stream-thread-never-started" else {
-            return try runInChild(
-                "SocketStreamsTests.StreamThreadStartTests/testOutOfDescriptorsBeforeTheThreadStartsThrowsOrWaits",
-                scenario: "stream-thread-never-started")
-        }
-        XCTAssertNil(StreamThread.thread, "something started the thread already")
+        guard try inFreshChild("stream-thread-never-started") else { return }
         let restore = tightenDescriptorLimit()
         XCTAssertEqual(open("/dev/null", O_RDONLY), -1, "a descriptor was still free")
         XCTAssertThrowsError(try RunLoop.startSocketStreams()) { error in
@@ -74,12 +82,7 @@ final class StreamThreadStartTests: SocketStreamsTestCase {
     /// (The reserve allows for the most CoreFoundation has been seen to take; what the thread did not
     /// take is used up first.)
     func testTheFirstPairReservesTheThreadsDescriptors() throws {
-        guard scenario == "stream-thread-prepared" else {
-            return try runInChild(
-                "SocketStreamsTests.StreamThreadStartTests/testTheFirstPairReservesTheThreadsDescriptors",
-                scenario: "stream-thread-prepared")
-        }
-        XCTAssertNil(StreamThread.thread, "something started the thread already")
+        guard try inFreshChild("stream-thread-prepared") else { return }
         let pair = makePair(port: 9)
         XCTAssertNil(StreamThread.thread, "making a pair must not start the thread")
         let restore = tightenDescriptorLimit()
@@ -110,12 +113,7 @@ final class StreamThreadStartTests: SocketStreamsTestCase {
     /// failure: this test hung there before), a pair on a dispatch queue fails with it instead of
     /// waiting for a reactor nobody drives, and once threads can be made again both work.
     func testNoThreadToBeHadThrowsAndALaterCallStartsIt() throws {
-        guard scenario == "no-thread" else {
-            return try runInChild(
-                "SocketStreamsTests.StreamThreadStartTests/testNoThreadToBeHadThrowsAndALaterCallStartsIt",
-                scenario: "no-thread")
-        }
-        XCTAssertNil(StreamThread.thread, "something started the thread already")
+        guard try inFreshChild("no-thread") else { return }
         let queue = DispatchQueue(label: "no-thread")
         let listener = try RawSocket.listener(family: .v4, backlog: 2)
         defer { close(listener) }
