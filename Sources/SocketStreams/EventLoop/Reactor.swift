@@ -193,13 +193,12 @@ final class Reactor: @unchecked Sendable {
         if let queue, drivesQueue {
             // A thread of our own making, not Foundation's `Thread`, whose `start()` ignores a failed
             // `pthread_create`: the reactor would never be driven, and the queue's streams would never
-            // hear of anything. Without a thread, the schedule fails with EAGAIN. The thread holds the
-            // reactor (and so the queue) until its loop ends, and lets go of both itself: a dispatch
-            // queue released in the thread's TSD destructors (where Foundation's `Thread` releases its
-            // block) double-frees libdispatch's per-thread cache (AddressSanitizer; Thread Sanitizer
-            // runs crashed soon after).
-            let start = QueueDriverStart(reactor: self, queue: queue)
-            try Posix.startThread { start.run() }
+            // hear of anything. Without a thread, the schedule fails with EAGAIN. The closure, which
+            // holds the reactor and the queue, is released on the thread as soon as `driveQueue`
+            // returns (`Posix.startThread`), not in the thread's TSD destructors, where Foundation's
+            // `Thread` releases its block: a dispatch queue released there double-frees libdispatch's
+            // per-thread cache (AddressSanitizer; Thread Sanitizer runs crashed soon after).
+            try Posix.startThread { [self] in driveQueue(queue) }
             return
         }
         if let queue {
@@ -491,25 +490,6 @@ final class Reactor: @unchecked Sendable {
 
     private func giveBackDriverSlot() {
         if holdsDriverSlot.exchange(false, ordering: .relaxed) { Self.queueDrivers.subtract(1, ordering: .relaxed) }
-    }
-
-    /// What a driven queue's thread holds while it runs: handed over by `attach`, emptied by the thread
-    /// itself when `driveQueue` returns.
-    private final class QueueDriverStart: @unchecked Sendable {
-        // @unchecked: written by `init` before the thread starts, then touched only by that thread.
-        private var reactor: Reactor?
-        private var queue: DispatchQueue?
-
-        init(reactor: Reactor, queue: DispatchQueue) {
-            self.reactor = reactor
-            self.queue = queue
-        }
-
-        func run() {
-            if let reactor, let queue { reactor.driveQueue(queue) }
-            reactor = nil
-            queue = nil
-        }
     }
 
     /// A driven queue's thread: waits in the epoll set, then runs a perform on the queue with

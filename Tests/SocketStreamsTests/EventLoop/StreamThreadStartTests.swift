@@ -119,12 +119,13 @@ final class StreamThreadStartTests: SocketStreamsTestCase {
         defer { close(listener) }
         let early = makePair(port: RawSocket.boundPort(listener))
         let restore = try capAddressSpaceBelowAThread()
-        let threadError = Result { try RunLoop.startSocketStreams() }
+        var threadError: Error?
+        do { _ = try RunLoop.startSocketStreams() } catch { threadError = error }
         CFWriteStreamSetDispatchQueue(early.output, queue)
         early.output.open()
         let status = early.output.streamStatus
         restore()
-        assertPOSIXError(threadError.failure, [EAGAIN])
+        assertPOSIXError(threadError, [EAGAIN])
         XCTAssertNil(StreamThread.thread)
         XCTAssertEqual(status, .error, "a pair on a queue with no thread to drive it")
         assertPOSIXError(early.output.streamError, [EAGAIN])
@@ -178,14 +179,3 @@ private final class QueueOpenRecorder: NSObject, StreamDelegate, @unchecked Send
 }
 
 private let RLIMIT_AS_VALUE = __rlimit_resource_t(RLIMIT_AS.rawValue)
-
-extension Result where Failure == Error {
-    fileprivate init(_ body: () throws -> Success) {
-        do { self = .success(try body()) } catch { self = .failure(error) }
-    }
-
-    fileprivate var failure: Error? {
-        if case .failure(let error) = self { return error }
-        return nil
-    }
-}
