@@ -40,7 +40,8 @@ struct Options {
     var timeout: Double?
     var help = false
 
-    var effectiveRuns: Int { runs ?? (quick ? 1 : 3) }
+    /// Runs per client on `workload`: `--runs`, else 1 with `--quick`, else the workload's default.
+    func runs(for workload: Workload) -> Int { runs ?? (quick ? 1 : workload.defaultRuns) }
     /// Per-measurement limit; a hung client is killed and reported as a failure.
     var effectiveTimeout: Double { timeout ?? (quick ? 60 : 300) }
 
@@ -55,7 +56,8 @@ struct Options {
 
         Options:
           --quick                 Small sizes, 1 run (what the test suite runs).
-          --runs N                Runs per client and workload (default 3; 1 with --quick).
+          --runs N                Runs per client and workload (default 9 for single-connection
+                          workloads, 3 for many1k, many5k and idle; 1 with --quick).
           --workloads LIST        Comma-separated: download, upload, pingpong, connect, many1k,
                                   many5k, idle, tls-download, tls-upload, tls-pingpong,
                                   tls-handshake, socks-connect, socks-download; "many" =

@@ -1,5 +1,6 @@
 // The harness: starts one server process, runs every selected client on every selected workload
-// (each measurement in its own `measure` child, runs alternating A B C A B C …), then writes the
+// (each measurement in its own `measure` child, runs alternating, the order rotated every run:
+// A B C, B C A, C A B …, so that no client always follows the same one), then writes the
 // Markdown table, the JSON figures and the SVG chart. Exits non-zero if any measurement failed.
 
 import Foundation
@@ -68,8 +69,11 @@ struct Harness {
             guard !clients.isEmpty else { continue }
             var samples: [ClientKind: [Sample]] = [:]
             var errors: [ClientKind: String] = [:]
-            for run in 1...options.effectiveRuns {
-                for client in clients where errors[client] == nil {
+            let runs = options.runs(for: workload)
+            for run in 1...runs {
+                let first: Int = (run - 1) % clients.count
+                let order: [ClientKind] = Array(clients[first...] + clients[..<first])
+                for client in order where errors[client] == nil {
                     do {
                         var sample = try measure(
                             executable: executable, client: client, workload: workload,
@@ -79,7 +83,7 @@ struct Harness {
                         sample.run = run
                         samples[client, default: []].append(sample)
                         Posix.printError(
-                            "  \(workload.rawValue) run \(run)/\(options.effectiveRuns) \(client.rawValue): "
+                            "  \(workload.rawValue) run \(run)/\(runs) \(client.rawValue): "
                                 + formatValue(sample.value, unit: workload.unit))
                     } catch {
                         let message = "\(workload.rawValue) / \(client.rawValue) run \(run): \(error)"
@@ -102,7 +106,9 @@ struct Harness {
             date: ISO8601DateFormatter().string(from: Date()),
             machine: machine,
             configuration: RunConfiguration(
-                quick: options.quick, runs: options.effectiveRuns, cpus: options.cpus.rawValue,
+                quick: options.quick, runs: options.workloads.map { options.runs(for: $0) }.max() ?? 1,
+                runsByWorkload: Dictionary(uniqueKeysWithValues: options.workloads.map { ($0.rawValue, options.runs(for: $0)) }),
+                cpus: options.cpus.rawValue,
                 serverCPU: options.cpus.serverCPU, clientCPU: options.cpus.clientCPU,
                 clients: options.clients.map(\.rawValue), workloads: options.workloads.map(\.rawValue)),
             workloads: workloadResults,

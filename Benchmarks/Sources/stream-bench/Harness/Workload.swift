@@ -30,6 +30,18 @@ enum Workload: String, CaseIterable, Codable {
         "plain": [.download, .upload, .pingpong, .connect, .many1k, .many5k, .idle],
     ]
 
+    /// Runs per client when `--runs` is not given. A single-connection workload's measurement takes
+    /// under two seconds, and its figure moves ±20 % from run to run on a shared VM (the raw client's
+    /// download 1.84–2.75 GB/s in nine runs of one quiet minute), so it takes nine, whose median a
+    /// stray run moves little; the many-connection and idle ones, each of which takes several
+    /// seconds and varies far less, take three.
+    var defaultRuns: Int {
+        switch self {
+        case .many1k, .many5k, .idle: return 3
+        default: return 9
+        }
+    }
+
     /// Whether the workload runs over TLS.
     var isTLS: Bool {
         switch self {

@@ -14,7 +14,8 @@ enum MarkdownReport {
         case "none": placement = "not pinned"
         default: placement = "client on CPU \(c.clientCPU), server on CPU \(c.serverCPU)"
         }
-        lines.append("- Date: \(report.date) · \(c.runs) run(s) per client, alternating · CPUs: \(c.cpus) (\(placement))")
+        let order = c.runsByWorkload == nil ? "" : "in a rotated order "
+        lines.append("- Date: \(report.date) · \(report.runsDescription), alternating \(order)· CPUs: \(c.cpus) (\(placement))")
         lines.append(
             "- Figures are medians over runs (min–max). Ratio = ours ÷ baseline from the same run "
                 + "(ping-pong: baseline µs ÷ ours), so higher is better everywhere; targets apply to the "

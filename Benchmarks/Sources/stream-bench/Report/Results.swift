@@ -67,7 +67,10 @@ struct WorkloadResult: Codable, Equatable {
 
 struct RunConfiguration: Codable, Equatable {
     var quick: Bool
+    /// Runs per client: the most any workload had.
     var runs: Int
+    /// Runs per client of each workload (absent in runs recorded before workloads differed).
+    var runsByWorkload: [String: Int]?
     var cpus: String
     var serverCPU: Int
     var clientCPU: Int
@@ -85,6 +88,17 @@ struct BenchmarkReport: Codable, Equatable {
     var failures: [String]
 
     var succeeded: Bool { failures.isEmpty }
+
+    /// "9 runs per client (3 for many1k, many5k, idle)": the runs of the workloads in this report.
+    var runsDescription: String {
+        let c = configuration
+        let others = workloads.compactMap { w in c.runsByWorkload?[w.workload].flatMap { $0 == c.runs ? nil : (w.workload, $0) } }
+        var text = "\(c.runs) run(s) per client"
+        for runs in Set(others.map(\.1)).sorted(by: >) {
+            text += " (\(runs) for \(others.filter { $0.1 == runs }.map(\.0).joined(separator: ", ")))"
+        }
+        return text
+    }
 }
 
 extension WorkloadResult {

@@ -33,7 +33,7 @@ enum SVGChart {
         body.append(
             text(
                 left, y,
-                "Median of \(report.configuration.runs) run(s) per client; whiskers min–max; "
+                "Median of \(report.runsDescription); whiskers min–max; "
                     + "dashed red line: target. Ping-pong ratio = baseline µs ÷ ours.", size: 12, fill: "#555"))
 
         // One slot per non-baseline client that ran the workload; failed ones are drawn as failed.
