@@ -531,10 +531,11 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
 
     /// Writes `data`; `socket(_:didWriteDataWithTag:)` follows once the kernel accepted every byte
     /// (`writeData:withTimeout:tag:`). nil or empty is ignored; so is a write before connect or after
-    /// a disconnect.
+    /// a disconnect. As in GCDAsyncSocket, which retains the `NSData`, `data` is held until written,
+    /// not copied.
     public func write(_ data: Data?, withTimeout timeout: TimeInterval, tag: Int) {
         guard let data, !data.isEmpty else { return }
-        let bytes = [UInt8](data)
+        let bytes = WriteBytes(data)
         let queued = state.withLock { state -> (StreamOperations, Int)? in
             guard let link = state.link else { return nil }
             let id = takeID()

@@ -409,6 +409,6 @@ extension GCDAsyncSocket {
     /// A read or write for the engine, by its engine id.
     enum EngineOperation {
         case read(ReadRequest, timeout: Double, id: Int)
-        case write([UInt8], timeout: Double, id: Int)
+        case write(WriteBytes, timeout: Double, id: Int)
     }
 }

@@ -291,6 +291,14 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
         _ = try await perform { tag in engine.enqueueWrite(bytes, timeout: 0, tag: tag) }
     }
 
+    /// Writes every byte of `data`, returning once the kernel has accepted them all. `data` is held
+    /// until then, not copied.
+    nonisolated(nonsending) public func write(_ data: Data) async throws {
+        guard !data.isEmpty else { return }
+        let bytes = WriteBytes(data)
+        _ = try await perform { tag in engine.enqueueWrite(bytes, timeout: 0, tag: tag) }
+    }
+
     /// Shuts the write side down once the writes already made are done (a half-close, as SwiftNIO's
     /// `close(mode: .output)`; CFNetwork has none): over TLS it sends close_notify, then the FIN, so
     /// the peer reads to its end while this side keeps reading its answer. Writes after it throw

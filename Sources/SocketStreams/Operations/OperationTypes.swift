@@ -20,6 +20,40 @@ package enum ReadRequest: Sendable, Equatable {
     case available(maxLength: Int)
 }
 
+/// What a queued write sends, held as the caller gave it and never copied: an array, or a `Data` (in a
+/// box, so that a write stays one reference wide in the engine's state). A `Data` was copied into an
+/// array before, a second pass over every byte a GCDAsyncSocket-style `writeData:` sent.
+package enum WriteBytes: Sendable {
+    case array([UInt8])
+    case data(DataBox)
+
+    /// `data`, boxed.
+    package init(_ data: Data) { self = .data(DataBox(data)) }
+
+    var count: Int {
+        switch self {
+        case .array(let bytes): return bytes.count
+        case .data(let box): return box.data.count
+        }
+    }
+
+    /// Calls `body` with the bytes from `offset` on.
+    func withBytes<Result>(from offset: Int, _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        switch self {
+        case .array(let bytes):
+            return bytes.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[offset...])) }
+        case .data(let box):
+            return box.data.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[offset...])) }
+        }
+    }
+}
+
+/// A `Data` to write, by reference.
+package final class DataBox: Sendable {
+    let data: Data
+    init(_ data: Data) { self.data = data }
+}
+
 /// Which queue a timeout belongs to.
 package enum OperationDirection: Sendable {
     case read

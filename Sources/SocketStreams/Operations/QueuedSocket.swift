@@ -368,9 +368,10 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
         engine.enqueueWrite(bytes, timeout: timeout, tag: tag)
     }
 
-    /// Writes the bytes of `data` (`writeData:withTimeout:tag:`).
+    /// Writes the bytes of `data` (`writeData:withTimeout:tag:`). Like GCDAsyncSocket, which retains the
+    /// `NSData` it is given, the socket holds `data` itself until it is written, and copies nothing.
     public func write(_ data: Data, timeout: TimeInterval = -1, tag: Int = 0) {
-        write([UInt8](data), timeout: timeout, tag: tag)
+        engine.enqueueWrite(WriteBytes(data), timeout: timeout, tag: tag)
     }
 
     // MARK: TLS

@@ -31,8 +31,8 @@ extension StreamOperations {
             }
             if operation.offset < operation.bytes.count {
                 guard let output = state.output, Self.useEvent(&state.canWrite) else { return }
-                let moved = operation.bytes.withUnsafeBufferPointer { bytes in
-                    output.write(bytes.baseAddress! + operation.offset, maxLength: bytes.count - operation.offset)
+                let moved = operation.bytes.withBytes(from: operation.offset) { bytes in
+                    output.write(bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), maxLength: bytes.count)
                 }
                 guard moved >= 0 else {
                     state.closing = .some(output.streamError ?? StreamOperationError.closed)
@@ -60,8 +60,8 @@ extension StreamOperations {
         while case .write(var operation)? = state.writes.first {
             // `hasSpaceAvailable` polls the socket: a write it allows does not block.
             while operation.offset < operation.bytes.count, output.hasSpaceAvailable {
-                let moved = operation.bytes.withUnsafeBufferPointer { bytes in
-                    output.write(bytes.baseAddress! + operation.offset, maxLength: bytes.count - operation.offset)
+                let moved = operation.bytes.withBytes(from: operation.offset) { bytes in
+                    output.write(bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), maxLength: bytes.count)
                 }
                 guard moved > 0 else { return }
                 operation.offset += moved

@@ -54,7 +54,7 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
 
     struct WriteOperation {
         let id: UInt64
-        let bytes: [UInt8]
+        let bytes: WriteBytes
         var offset = 0
         let timeout: Double
         let tag: Int
@@ -293,9 +293,16 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
         }
     }
 
-    /// Queues a write (the bytes are copied). Returns the error that closed the connection if it is closed.
+    /// Queues a write (the bytes are held as given, not copied). Returns the error that closed the
+    /// connection if it is closed.
     @discardableResult
     package func enqueueWrite(_ bytes: [UInt8], timeout: Double, tag: Int) -> Error? {
+        enqueueWrite(.array(bytes), timeout: timeout, tag: tag)
+    }
+
+    /// Queues a write of `bytes`. Returns the error that closed the connection if it is closed.
+    @discardableResult
+    package func enqueueWrite(_ bytes: WriteBytes, timeout: Double, tag: Int) -> Error? {
         enqueue { state in
             if state.outputShut { return Self.outputShutError }
             if timeout > 0 { state.timeoutsUsed = true }

@@ -17,7 +17,8 @@ final class AsyncConnectionTests: SocketStreamsTestCase {
         try await connection.write(Array("hello, async\n".utf8))
         let line = try await connection.read(upTo: Array("\n".utf8), maxLength: 100)
         XCTAssertEqual(String(decoding: line, as: UTF8.self), "hello, async\n")
-        try await connection.write(Array("0123456789".utf8))
+        let data = Data("--0123456789--".utf8)
+        try await connection.write(data[2..<12])  // a `Data` slice, held and not copied
         let first = try await connection.read(exactly: 4)
         let rest = try await connection.read(exactly: 6)
         XCTAssertEqual(first, Array("0123".utf8))

@@ -298,6 +298,33 @@ final class QueuedSocketTests: SocketStreamsTestCase {
         XCTAssertTrue(received.value.eof)
     }
 
+    /// Writes of `Data` (held, not copied, since issue 25) and of arrays, mixed: a `Data` slice whose
+    /// indices do not start at 0, one larger than the socket's buffers (written in many parts, each
+    /// from where the last stopped) and an array between them arrive whole and in order.
+    func testDataAndArrayWritesArriveWholeAndInOrder() throws {
+        let received = Locked<Data>(Data())
+        let server = try startRawServer { connection in
+            received.value = (try? connection.readToEOF(timeout: 20))?.data ?? Data()
+        }
+        let recorder = QueuedRecorder()
+        let socket = QueuedSocket(delegate: recorder, delegateQueue: queue)
+        try socket.connect(toHost: "127.0.0.1", onPort: server.port)
+        let large = Data((0..<(6 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 13) })
+        let slice = large[1_000_003..<1_100_000]
+        XCTAssertNotEqual(slice.startIndex, 0)
+        let array = [UInt8](repeating: 0xa5, count: 300_001)
+        socket.write(slice, tag: 1)
+        socket.write(array, tag: 2)
+        socket.write(large, tag: 3)
+        socket.write(Data(), tag: 4)
+        socket.disconnectAfterWriting()
+        XCTAssertTrue(recorder.waitFor("disconnect nil", timeout: 30), "\(recorder.log)")
+        XCTAssertEqual(
+            recorder.log.filter { !$0.hasPrefix("partial") }, ["connect", "wrote 1", "wrote 2", "wrote 3", "wrote 4", "disconnect nil"])
+        XCTAssertTrue(server.waitForFinished(1, timeout: 20))
+        XCTAssertEqual(received.value, Data(slice) + Data(array) + large)
+    }
+
     /// disconnectAfterReading closes once the queued reads are done, not before.
     func testDisconnectAfterReadingWaitsForTheReads() throws {
         let server = try startRawServer { connection in
