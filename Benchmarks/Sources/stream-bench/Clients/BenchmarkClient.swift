@@ -13,12 +13,15 @@ enum ClientKind: String, CaseIterable, Codable {
     case streamsAsync = "streams-async"
     /// `QueuedSocket`: GCDAsyncSocket-style queued reads and writes, on the benchmark thread's run loop.
     case streamsQueued = "streams-queued"
+    /// GCDAsyncSocket's own API (the CocoaAsyncSocket product), with its own socket queue.
+    case gcdAsyncSocket = "gcdasyncsocket"
     case filehandle
 
     /// The figures of these clients are held to the targets.
     var isSocketStreams: Bool {
         switch self {
-        case .streamsDelegate, .streamsThread, .streamsQueue, .streamsPolling, .streamsAsync, .streamsQueued: return true
+        case .streamsDelegate, .streamsThread, .streamsQueue, .streamsPolling, .streamsAsync, .streamsQueued, .gcdAsyncSocket:
+            return true
         case .baseline, .filehandle: return false
         }
     }
@@ -29,6 +32,9 @@ enum ClientKind: String, CaseIterable, Codable {
         case .streamsAsync, .streamsQueued:
             // One connection at a time: download, upload, ping-pong and connect, plain, TLS and SOCKS.
             return [.download, .upload, .pingpong, .connect].contains(workload.plainCounterpart)
+        case .gcdAsyncSocket:
+            // One connection at a time, plain only.
+            return [.download, .upload, .pingpong, .connect].contains(workload)
         default: return true
         }
     }
@@ -44,6 +50,7 @@ enum ClientKind: String, CaseIterable, Codable {
         case .streamsPolling: return StreamsPollingClient()
         case .streamsAsync: return StreamsAsyncClient()
         case .streamsQueued: return StreamsQueuedClient()
+        case .gcdAsyncSocket: return GCDAsyncSocketClient()
         case .filehandle: return FileHandleClient()
         }
     }
