@@ -21,47 +21,16 @@ struct GCDAsyncSocketClient: BenchmarkClient {
     static let sharesQueue = ProcessInfo.processInfo.environment["STREAM_BENCH_GCD_SOCKET_QUEUE"] == "delegate"
 
     /// A delegate that records completion or failure; subclasses queue the workload's operations.
-    /// Its state is touched only on `queue` (callbacks, and `run`'s reads through `queue.sync`), and
-    /// by the benchmark thread before the first socket exists: hence `@unchecked Sendable`.
-    class Driver: NSObject, GCDAsyncSocketDelegate, @unchecked Sendable {
-        var done = false {
-            didSet { if done { finished.signal() } }
-        }
-        var failure: String? {
-            didSet { if failure != nil { finished.signal() } }
-        }
-        var events = 0
-        /// Signalled on the queue when the workload is done or failed.
-        private let finished = DispatchSemaphore(value: 0)
+    class Driver: QueueDriver, GCDAsyncSocketDelegate, @unchecked Sendable {
+        init() { super.init(queue: GCDAsyncSocketClient.queue, name: "GCDAsyncSocket") }
 
         /// A socket delivering to this driver on the delegate queue, connecting to the server, with
         /// TCP_NODELAY set once connected (GCDAsyncSocket has no property for it: its users set it on
         /// `socketFD()` inside `perform`).
         func connect(port: UInt16) throws -> GCDAsyncSocket {
-            let queue = GCDAsyncSocketClient.queue
             let socket = GCDAsyncSocket(delegate: self, delegateQueue: queue, socketQueue: GCDAsyncSocketClient.sharesQueue ? queue : nil)
             try socket.connect(toHost: "127.0.0.1", onPort: port)
             return socket
-        }
-
-        /// Waits until the workload is done or failed; checks once a second that callbacks still come.
-        func run() throws {
-            var lastProgress = Posix.monotonicNanoseconds()
-            var lastEvents = -1
-            while true {
-                let signalled = finished.wait(timeout: .now() + 1) == .success
-                let (done, failure, events) = GCDAsyncSocketClient.queue.sync { (self.done, self.failure, self.events) }
-                if let failure { throw BenchError(failure) }
-                if done { return }
-                if signalled { continue }
-                let now = Posix.monotonicNanoseconds()
-                if events != lastEvents {
-                    lastEvents = events
-                    lastProgress = now
-                } else if Stopwatch.seconds(from: lastProgress, to: now) > stallTimeout {
-                    throw BenchError("stalled: no GCDAsyncSocket callback for \(Int(stallTimeout)) s")
-                }
-            }
         }
 
         // Every delegate method a subclass uses is declared here: a protocol's default implementation

@@ -14,18 +14,10 @@ struct StreamsQueuedClient: BenchmarkClient {
     static let queue = DispatchQueue(label: "stream-bench.streams-queued")
 
     /// A delegate that records completion or failure; subclasses queue the workload's operations.
-    /// Its state is touched only on `queue` (callbacks, and `run`'s reads through `queue.sync`), and
-    /// by the benchmark thread before the first socket exists: hence `@unchecked Sendable`.
-    class Driver: QueuedSocketDelegate, @unchecked Sendable {
-        var done = false {
-            didSet { if done { finished.signal() } }
-        }
-        var failure: String? {
-            didSet { if failure != nil { finished.signal() } }
-        }
+    class Driver: QueueDriver, QueuedSocketDelegate, @unchecked Sendable {
         var sockets: [QueuedSocket] = []
-        /// Signalled on the queue when the workload is done or failed.
-        private let finished = DispatchSemaphore(value: 0)
+
+        init() { super.init(queue: StreamsQueuedClient.queue, name: "QueuedSocket") }
 
         /// A socket delivering to this driver on the delegate queue, connected, with TLS or the SOCKS
         /// proxy when asked for.
@@ -40,29 +32,6 @@ struct StreamsQueuedClient: BenchmarkClient {
             if let proxyError { throw proxyError }
             return socket
         }
-
-        /// Waits until the workload is done or failed (the callbacks run on the queue); checks once a
-        /// second that callbacks still come.
-        func run() throws {
-            var lastProgress = Posix.monotonicNanoseconds()
-            var lastEvents = -1
-            while true {
-                let signalled = finished.wait(timeout: .now() + 1) == .success
-                let (done, failure, events) = StreamsQueuedClient.queue.sync { (self.done, self.failure, self.events) }
-                if let failure { throw BenchError(failure) }
-                if done { return }
-                if signalled { continue }
-                let now = Posix.monotonicNanoseconds()
-                if events != lastEvents {
-                    lastEvents = events
-                    lastProgress = now
-                } else if Stopwatch.seconds(from: lastProgress, to: now) > stallTimeout {
-                    throw BenchError("stalled: no QueuedSocket callback for \(Int(stallTimeout)) s")
-                }
-            }
-        }
-
-        var events = 0
 
         // Every delegate method a subclass uses is declared here: a protocol's default implementation
         // is what a class's conformance binds to, so a method only a subclass declares is never called.
