@@ -287,15 +287,17 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
 
     /// Writes every byte, returning once the kernel has accepted them all.
     nonisolated(nonsending) public func write(_ bytes: [UInt8]) async throws {
-        guard !bytes.isEmpty else { return }
-        _ = try await perform { tag in engine.enqueueWrite(bytes, timeout: 0, tag: tag) }
+        try await write(.array(bytes))
     }
 
     /// Writes every byte of `data`, returning once the kernel has accepted them all. `data` is held
     /// until then, not copied.
     nonisolated(nonsending) public func write(_ data: Data) async throws {
-        guard !data.isEmpty else { return }
-        let bytes = WriteBytes(data)
+        try await write(WriteBytes(data))
+    }
+
+    nonisolated(nonsending) private func write(_ bytes: WriteBytes) async throws {
+        guard bytes.count > 0 else { return }
         _ = try await perform { tag in engine.enqueueWrite(bytes, timeout: 0, tag: tag) }
     }
 
