@@ -18,11 +18,15 @@ import Synchronization
 /// socket.readData(to: GCDAsyncSocket.crlfData(), withTimeout: 5, tag: 2)
 /// ```
 ///
-/// Its model is GCDAsyncSocket's: the socket's work runs on its socket queue (a private serial queue
-/// unless one is given), where the engine that owns the streams runs; each delegate call is posted
-/// from there to the delegate queue as its own block (`dispatch_async`), so the calls arrive in order
-/// and never overtake a block posted to that queue before them. Reads and writes are queued with a
-/// timeout and a tag and complete in order; every method may be called from any thread.
+/// Its model is GCDAsyncSocket's: the socket's work runs in one place, where the engine that owns the
+/// streams runs, and each delegate call is posted from there to the delegate queue as its own block
+/// (`dispatch_async`), so the calls arrive in order and never overtake a block posted to that queue
+/// before them. Reads and writes are queued with a timeout and a tag and complete in order; every
+/// method may be called from any thread. That place is the socket queue given to `init`, or, for a
+/// socket given none, the package's stream thread (`RunLoop.socketStreams`), where GCDAsyncSocket would
+/// make a private serial queue: such a queue is seen only through ``perform(_:)``, which runs its block
+/// on the stream thread instead, and here a queue of its own would cost each socket an epoll set and a
+/// thread to wait in it (issue 25: a connection cost 47 system calls, not 20; a socket 2.4 descriptors).
 ///
 /// `disconnect()` takes effect at once (``isDisconnected`` is true when it returns) and posts
 /// `socketDidDisconnect(_:withError:)` with nil; what the kernel accepts at once of the writes queued
@@ -32,7 +36,9 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     // under its lock.
 
     private let state = Guarded(State())
-    private let socketQueue: DispatchQueue
+    /// The queue given for the socket's own work; nil: the package's stream thread (see the type's
+    /// documentation).
+    private let socketQueue: DispatchQueue?
     /// The next id for the engine (see `takeID`): here, in the object's spare 8 bytes, rather than in
     /// `state` (issue 25: it kept `State` from fitting 96 bytes).
     private let nextID = Atomic<UInt32>(1)
@@ -59,13 +65,13 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     }
 
     /// A socket whose delegate is called on `delegateQueue` and whose own work runs on `socketQueue`,
-    /// which must be serial; nil makes a private one labelled "GCDAsyncSocket"
-    /// (`initWithDelegate:delegateQueue:socketQueue:`). The socket queue may be the delegate queue.
+    /// which must be serial; nil for the package's stream thread, where GCDAsyncSocket makes a private
+    /// queue (see the type's documentation) (`initWithDelegate:delegateQueue:socketQueue:`). The socket
+    /// queue may be the delegate queue.
     public init(delegate: GCDAsyncSocketDelegate?, delegateQueue: DispatchQueue?, socketQueue: DispatchQueue?) {
-        let queue = socketQueue ?? DispatchQueue(label: GCDAsyncSocketQueueName)
-        self.socketQueue = queue
+        self.socketQueue = socketQueue
         super.init()
-        if queue.getSpecific(key: Self.queueKey) == nil {
+        if let queue = socketQueue, queue.getSpecific(key: Self.queueKey) == nil {
             // Once per queue: each `setSpecific` posts a barrier block to the queue, whose continuation
             // libdispatch then keeps cached (issue 25: ~64 bytes per socket opened on a shared queue).
             queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(queue))
@@ -285,9 +291,11 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         }
     }
 
-    /// Makes `input`/`output` this socket's connection and opens them on the socket queue.
+    /// Makes `input`/`output` this socket's connection and opens them on the socket queue (or the
+    /// stream thread).
     private func start(input: InputStream, output: OutputStream, url: URL?, accepted: Bool, timeout: TimeInterval, verb: String) throws {
-        let operations = StreamOperations(queue: socketQueue, client: self)
+        let operations =
+            socketQueue.map { StreamOperations(queue: $0, client: self) } ?? StreamOperations(streamThreadClient: self)
         do {
             try state.withLock { state in
                 if !accepted { try Self.check(state, verb) }
@@ -306,7 +314,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         }
         operations.attach(input: input, output: output, queue: socketQueue)
         if timeout >= 0, !accepted {
-            socketQueue.asyncAfter(deadline: .now() + timeout) { [weak self, weak operations] in
+            (socketQueue ?? .global()).asyncAfter(deadline: .now() + timeout) { [weak self, weak operations] in
                 guard let self, let operations else { return }
                 let pending = state.withLock { $0.link?.operations === operations && $0.link?.connected == false }
                 if pending { operations.close(error: GCDAsyncSocketError(.connectTimeoutError)) }
@@ -714,8 +722,11 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// Whether TLS is up (`isSecure`).
     public var isSecure: Bool { state.withLock { $0.isSecure } }
 
-    /// Runs `block` on the socket queue and waits for it (`performBlock:`).
+    /// Runs `block` where the socket's own work runs, and waits for it (`performBlock:`): on the socket
+    /// queue given to `init`, or on the package's stream thread for a socket given none; inline when
+    /// called there.
     public func perform(_ block: () -> Void) {
+        guard let socketQueue else { return StreamOperations.performOnStreamThread(block) }
         if DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(socketQueue) { return block() }
         socketQueue.sync(execute: block)
     }
@@ -800,7 +811,7 @@ private struct DelegateCall: @unchecked Sendable {
     func run() { call(delegate) }
 }
 
-// MARK: - the engine's events, on the socket queue
+// MARK: - the engine's events, on the socket queue (or the stream thread)
 
 extension GCDAsyncSocket: StreamOperationsClient {
     package func operations(_ operations: StreamOperations, handle event: OperationEvent) {

@@ -7,7 +7,7 @@ import Foundation
 /// Every method is optional, as the Objective-C protocol's are: each has a default that does what
 /// GCDAsyncSocket does for a delegate that does not implement it (nothing; for the timeout questions,
 /// time out now; for the trust question, disconnect with ``GCDAsyncSocketError/Code/otherError``; for
-/// the new socket queue, a private queue). Each call is made on the socket's delegate queue, posted
+/// the new socket queue, none: the socket works where a socket given no queue does). Each call is made on the socket's delegate queue, posted
 /// there as its own block (`dispatch_async`), so a block posted to that queue earlier runs first.
 ///
 /// A method written with ``QueuedSocketDelegate``'s types (`[UInt8]` data, `Int` ports and lengths) is
@@ -17,7 +17,8 @@ import Foundation
 /// extension; declared on the class, as most delegates are, such a method would otherwise be silently
 /// ignored. The porting guide lists every signature.
 public protocol GCDAsyncSocketDelegate: AnyObject, SendableMetatype {
-    /// The queue a socket accepted by `sock` runs on; nil for a private one
+    /// The queue a socket accepted by `sock` runs on; nil for none, as for a socket made without a socket
+    /// queue: the package's stream thread, where GCDAsyncSocket makes a private queue
     /// (`newSocketQueueForConnectionFromAddress:onSocket:`). `address` is the peer's `sockaddr`.
     func newSocketQueueForConnection(fromAddress address: Data, on sock: GCDAsyncSocket) -> DispatchQueue?
     /// A listening socket accepted a connection; keep `newSocket`, which closes when released
@@ -75,7 +76,7 @@ public protocol GCDAsyncSocketDelegate: AnyObject, SendableMetatype {
 }
 
 extension GCDAsyncSocketDelegate {
-    /// Returns nil: a private queue.
+    /// Returns nil: the stream thread (where GCDAsyncSocket makes a private queue).
     public func newSocketQueueForConnection(fromAddress address: Data, on sock: GCDAsyncSocket) -> DispatchQueue? { nil }
     /// Does nothing: the new socket is released, which closes it.
     public func socket(_ sock: GCDAsyncSocket, didAcceptNewSocket newSocket: GCDAsyncSocket) {}

@@ -3,7 +3,8 @@ import Foundation
 /// The error domain of GCDAsyncSocket's own failures: "GCDAsyncSocketErrorDomain" (`GCDAsyncSocketErrorDomain`).
 public let GCDAsyncSocketErrorDomain = "GCDAsyncSocketErrorDomain"
 
-/// The label of every queue a socket makes for itself: "GCDAsyncSocket" (`GCDAsyncSocketQueueName`).
+/// "GCDAsyncSocket" (`GCDAsyncSocketQueueName`): the label of the private queue GCDAsyncSocket makes for
+/// a socket given no socket queue; here such a socket works on the package's stream thread instead.
 public let GCDAsyncSocketQueueName = "GCDAsyncSocket"
 
 /// "GCDAsyncSocketException" (`GCDAsyncSocketException`): declared by GCDAsyncSocket and never raised, here too.

@@ -35,6 +35,67 @@ final class GCDAsyncSocketEngineTests: XCTestCase {
         }
     }
 
+    /// A socket given no socket queue works on the stream thread (issue 25): it holds that thread's
+    /// reactor while connected, as a queue's engine holds its queue's, and costs no file descriptor
+    /// beyond its own socket: a private queue per socket was a reactor per socket, an epoll set (and,
+    /// for the first eight, a thread) each, so twenty sockets held forty descriptors or more.
+    func testASocketWithoutAQueueWorksOnTheStreamThreadAndCostsOneDescriptor() throws {
+        let (peer, port) = try Peer.socatEcho()
+        defer { peer.stop() }
+        let reactor = try StreamThread.reactor()
+        let usesBefore = ReactorRegistry.shared.useCount(of: reactor)
+        let descriptorsBefore = try openDescriptors()
+        let recorder = Recorder()
+        let count = 20
+        let sockets = (0..<count).map { _ in GCDAsyncSocket(delegate: recorder, delegateQueue: queue) }
+        for (index, socket) in sockets.enumerated() {
+            try socket.connect(toHost: "127.0.0.1", onPort: port, withTimeout: 5)
+            socket.write("s\(index)\n".data(using: .utf8)!, withTimeout: 5, tag: index)
+            socket.readData(to: GCDAsyncSocket.lfData(), withTimeout: 5, tag: index)
+        }
+        recorder.wait(for: "read ", count: count)
+        for index in 0..<count { XCTAssertEqual(recorder.data(tag: index), "s\(index)\n".data(using: .utf8)) }
+        let descriptors = try openDescriptors() - descriptorsBefore
+        XCTAssertLessThanOrEqual(descriptors, count, "\(descriptors) descriptors for \(count) connected sockets")
+        XCTAssertGreaterThanOrEqual(ReactorRegistry.shared.useCount(of: reactor), usesBefore + count, "each engine holds one use")
+        sockets.forEach { $0.disconnect() }
+        recorder.wait(for: "disconnect", count: count)
+        XCTAssertTrue(
+            waitUntilReleased { ReactorRegistry.shared.useCount(of: reactor) == usesBefore },
+            "\(ReactorRegistry.shared.useCount(of: reactor)) uses once the connections ended (\(usesBefore) before)")
+    }
+
+    /// `perform` on a socket without a socket queue runs its block on the stream thread, where the
+    /// socket's work runs, and returns once it has run: from a test thread, from the delegate queue, and
+    /// inline when nested (a post to the stream thread from there would wait for itself).
+    func testPerformWithoutASocketQueueRunsOnTheStreamThread() throws {
+        let (peer, port) = try Peer.socatEcho()
+        defer { peer.stop() }
+        let recorder = Recorder()
+        let socket = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
+        try socket.connect(toHost: "127.0.0.1", onPort: port, withTimeout: 5)
+        recorder.wait(for: "connect")
+        let ran = Trail()
+        socket.perform {
+            ran.append("test thread: \(onStreamThread) \(socket.socketFD() >= 0)")
+            socket.perform { ran.append("nested: \(onStreamThread)") }
+        }
+        queue.sync {
+            socket.perform { ran.append("delegate queue: \(onStreamThread)") }
+        }
+        XCTAssertEqual(ran.values, ["test thread: true true", "nested: true", "delegate queue: true"])
+        XCTAssertFalse(onStreamThread)
+        socket.disconnect()
+    }
+
+    /// Whether the caller runs on the stream thread.
+    private var onStreamThread: Bool { StreamThread.thread === Thread.current }
+
+    /// The descriptors the process has open now.
+    private func openDescriptors() throws -> Int {
+        try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count
+    }
+
     /// Checks `condition` until it holds or 10 s pass, yielding the CPU between checks: the engine
     /// goes when the last work posted for it on the socket queue has run, with no event to wait on.
     private func waitUntilReleased(_ condition: () -> Bool) -> Bool {

@@ -161,6 +161,12 @@ enum StreamThread {
         return loopSlot.withLock { $0?.thread }
     }
 
+    /// Whether the caller runs on the stream thread.
+    static var isCurrent: Bool {
+        guard let thread else { return false }
+        return thread === Thread.current
+    }
+
     /// Reserves the fds the thread's run loop will need, once, if the thread has not started and
     /// nothing is reserved; a failure is ignored (a later call tries again). One atomic load once done.
     ///

@@ -25,11 +25,69 @@ extension StreamOperations {
         if let failure { close(error: failure) }
     }
 
-    /// Takes over an unopened pair, schedules it on `queue` (the one given to `init`) and opens it.
-    package func attach(input: InputStream, output: OutputStream, queue: DispatchQueue) {
-        attach(input: input, output: output) { input, output in
-            CFReadStreamSetDispatchQueue(input, queue)
-            CFWriteStreamSetDispatchQueue(output, queue)
+    /// An engine on the stream thread's reactor, reporting to `client` (held weakly): for a socket
+    /// without a queue of its own, which would otherwise need a reactor (an epoll set, and a thread of
+    /// ours) per socket. Without the stream thread (out of file descriptors) the engine is closed at
+    /// once with the `NSPOSIXErrorDomain` error.
+    package convenience init(streamThreadClient client: any StreamOperationsClient) {
+        var failure: NSError?
+        var reactor: Reactor?
+        do {
+            let shared = try StreamThread.reactor()
+            ReactorRegistry.shared.retain(shared)
+            reactor = shared
+        } catch {
+            failure = NSError(domain: NSPOSIXErrorDomain, code: Int(error.code))
         }
+        self.init(reactor: reactor)
+        if reactor != nil { state.withLock { $0.holdsReactor = true } }
+        self.client = client
+        if let failure { close(error: failure) }
+    }
+
+    /// Takes over an unopened pair, schedules it on `queue` (the one given to `init`), or on the
+    /// stream thread when nil (`init(streamThreadClient:)`), and opens it.
+    package func attach(input: InputStream, output: OutputStream, queue: DispatchQueue?) {
+        attach(input: input, output: output) { input, output in
+            if let queue {
+                CFReadStreamSetDispatchQueue(input, queue)
+                CFWriteStreamSetDispatchQueue(output, queue)
+            } else {
+                input.schedule(in: .socketStreams, forMode: .default)
+                output.schedule(in: .socketStreams, forMode: .default)
+            }
+        }
+    }
+
+    /// Runs `block` on the stream thread, where the engines of `init(streamThreadClient:)` own their
+    /// state, and waits for it: inline when called there. Out of file descriptors (no stream thread,
+    /// hence no engine there to race with) it runs on the caller.
+    package static func performOnStreamThread(_ block: () -> Void) {
+        guard let reactor = try? StreamThread.reactor(), !reactor.isPerformingHere, !StreamThread.isCurrent else {
+            return block()
+        }
+        withoutActuallyEscaping(block) { block in
+            let done = DispatchSemaphore(value: 0)
+            let work = BorrowedBlock(block)
+            reactor.post {
+                work.run()
+                done.signal()
+            }
+            done.wait()
+        }
+    }
+}
+
+/// A block run on another thread while its caller waits for it (`performOnStreamThread`), and let go
+/// there before the caller is told, so that it does not outlive the call that lent it.
+// @unchecked Sendable: `block` is reached by one thread at a time: the caller's before it posts this
+// and after the signal, the stream thread's in between.
+private final class BorrowedBlock: @unchecked Sendable {
+    private var block: (() -> Void)?
+    init(_ block: @escaping () -> Void) { self.block = block }
+
+    func run() {
+        block?()
+        block = nil
     }
 }

@@ -64,7 +64,7 @@ struct Options {
                                   many1k,many5k,idle; "plain", "tls", "socks"; "all" (default).
           --clients LIST          Comma-separated: baseline, streams-delegate, streams-thread,
                                   streams-queue, streams-polling, streams-async, streams-queued,
-                                  filehandle; "all" (default).
+                                  gcdasyncsocket, filehandle; "all" (default).
           --cpus same|separate|none
                                   Pin client and server to CPU 0 (same, default), to CPUs 0 and 1
                                   (separate), or not at all (none).

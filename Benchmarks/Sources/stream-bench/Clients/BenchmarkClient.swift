@@ -13,7 +13,7 @@ enum ClientKind: String, CaseIterable, Codable {
     case streamsAsync = "streams-async"
     /// `QueuedSocket`: GCDAsyncSocket-style queued reads and writes, on the benchmark thread's run loop.
     case streamsQueued = "streams-queued"
-    /// GCDAsyncSocket's own API (the CocoaAsyncSocket product), with its own socket queue.
+    /// GCDAsyncSocket's own API (the CocoaAsyncSocket product), given no socket queue.
     case gcdAsyncSocket = "gcdasyncsocket"
     case filehandle
 
