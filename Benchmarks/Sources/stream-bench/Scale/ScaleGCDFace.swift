@@ -1,6 +1,9 @@
-// The scale run on `GCDAsyncSocket` (the CocoaAsyncSocket product): every socket's delegate and socket
-// queue is one serial queue (a private queue per socket would be an epoll set per socket, twice the
-// file descriptors), every write with a timeout and a read always pending with one.
+// The scale run on `GCDAsyncSocket` (the CocoaAsyncSocket product) as ported code makes its sockets:
+// every socket's delegate queue is one serial queue, and no socket is given a socket queue (so each
+// works on the package's stream thread, where GCDAsyncSocket would make a private queue);
+// `STREAM_BENCH_GCD_SOCKET_QUEUE=delegate` passes the delegate queue as every socket's socket queue, as
+// the `gcdasyncsocket` client does (and as this face did for the recorded scale run of 2026-11-28T01:19Z).
+// Every write with a timeout and a read always pending with one.
 
 import CocoaAsyncSocket
 import Foundation
@@ -32,7 +35,7 @@ final class ScaleGCDFace: ScaleFace, GCDAsyncSocketDelegate, @unchecked Sendable
         awaited = [Int](repeating: 0, count: count)
         let header = Data(Request.heldEcho(group: group).encoded + Scale.messages[0])
         try monitor.openPaced(count: count) { i in
-            let socket = GCDAsyncSocket(delegate: self, delegateQueue: queue, socketQueue: queue)
+            let socket = GCDAsyncSocket(delegate: self, delegateQueue: queue, socketQueue: GCDAsyncSocketClient.sharesQueue ? queue : nil)
             sockets.append(socket)
             if let source = sources.address(i) {
                 try socket.connect(toHost: "127.0.0.1", onPort: port, viaInterface: source, withTimeout: -1)
