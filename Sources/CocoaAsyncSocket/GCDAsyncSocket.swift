@@ -763,21 +763,28 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
 
     // MARK: delivering to the delegate
 
-    /// Posts `call` to the delegate queue as its own block, with the delegate as it is now. Lock held.
+    /// Posts `call` to the delegate queue as its own block, with the delegate as it is now, unless the
+    /// delegate's type leaves every one of `methods` (the ones `call` makes) to its default, which does
+    /// nothing (GCDAsyncSocket's `respondsToSelector:` check; see `DelegateDefaults`). Lock held.
     private static func post(
-        _ state: inout State, _ socket: GCDAsyncSocket, _ call: @escaping (GCDAsyncSocket, GCDAsyncSocketDelegate) -> Void
+        _ state: inout State, _ socket: GCDAsyncSocket, unlessDefault methods: DelegateDefaults.Methods = [],
+        _ call: @escaping (GCDAsyncSocket, GCDAsyncSocketDelegate) -> Void
     ) {
         guard let delegate = state.delegate, let queue = state.delegateQueue else { return }
-        let block = DelegateCall(delegate) { delegate in call(socket, delegate) }
-        queue.async { block.run() }
+        if !methods.isEmpty, DelegateDefaults.leaves(methods, to: delegate) { return }
+        let posted = PostedCall(socket, delegate, call)
+        queue.async { posted.run() }
     }
 
     /// Posts `call` if `operations` is still the socket's connection (events of a connection that
     /// `disconnect()` ended are dropped: its `socketDidDisconnect` is already posted).
-    private func post(from operations: StreamOperations, _ call: @escaping (GCDAsyncSocket, GCDAsyncSocketDelegate) -> Void) {
+    private func post(
+        from operations: StreamOperations, unlessDefault methods: DelegateDefaults.Methods,
+        _ call: @escaping (GCDAsyncSocket, GCDAsyncSocketDelegate) -> Void
+    ) {
         state.withLock { state in
             guard state.link?.operations === operations else { return }
-            Self.post(&state, self, call)
+            Self.post(&state, self, unlessDefault: methods, call)
         }
     }
 
@@ -795,6 +802,26 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         default: return GCDAsyncSocketError(.otherError, message: failure.errorDescription)
         }
     }
+}
+
+/// An event's delegate call carried to the delegate queue, in one object that the posted block holds
+/// (issue 25: a closure around the call to bind the socket was one more allocation a call, two a
+/// ping-pong round trip: 21,476 → 21,184 instructions). The delegate is used only there, where the
+/// application said it may be called.
+// @unchecked Sendable: every field is a `let`; the delegate and the call are used only on the
+// delegate queue.
+private final class PostedCall: @unchecked Sendable {
+    let socket: GCDAsyncSocket
+    let delegate: GCDAsyncSocketDelegate
+    let call: (GCDAsyncSocket, GCDAsyncSocketDelegate) -> Void
+
+    init(_ socket: GCDAsyncSocket, _ delegate: GCDAsyncSocketDelegate, _ call: @escaping (GCDAsyncSocket, GCDAsyncSocketDelegate) -> Void) {
+        self.socket = socket
+        self.delegate = delegate
+        self.call = call
+    }
+
+    func run() { call(socket, delegate) }
 }
 
 /// A delegate call carried to the delegate queue: the delegate is used only there, where the
@@ -860,7 +887,8 @@ extension GCDAsyncSocket: StreamOperationsClient {
                 }
             }
         case .readPartial(let count, let id):
-            post(from: operations) { [tag = state.withLock { $0.readInfo(id)?.tag ?? 0 }] socket, delegate in
+            post(from: operations, unlessDefault: [.readPartial, .readPartialInt]) {
+                [tag = state.withLock { $0.readInfo(id)?.tag ?? 0 }] socket, delegate in
                 delegate.socket(socket, didReadPartialDataOfLength: UInt(count), tag: tag)
                 delegate.socket(socket, didReadPartialDataOfLength: count, tag: tag)
             }
@@ -886,10 +914,13 @@ extension GCDAsyncSocket: StreamOperationsClient {
         case .wrote(let id):
             state.withLock { state in
                 guard state.link?.operations === operations, let tag = state.removeWrite(id) else { return }
-                Self.post(&state, self) { socket, delegate in delegate.socket(socket, didWriteDataWithTag: tag) }
+                Self.post(&state, self, unlessDefault: .didWrite) { socket, delegate in
+                    delegate.socket(socket, didWriteDataWithTag: tag)
+                }
             }
         case .wrotePartial(let count, let id):
-            post(from: operations) { [tag = state.withLock { $0.writeTag(id) ?? 0 }] socket, delegate in
+            post(from: operations, unlessDefault: [.writePartial, .writePartialInt]) {
+                [tag = state.withLock { $0.writeTag(id) ?? 0 }] socket, delegate in
                 delegate.socket(socket, didWritePartialDataOfLength: UInt(count), tag: tag)
                 delegate.socket(socket, didWritePartialDataOfLength: count, tag: tag)
             }

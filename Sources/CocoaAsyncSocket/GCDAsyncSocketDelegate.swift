@@ -7,8 +7,12 @@ import Foundation
 /// Every method is optional, as the Objective-C protocol's are: each has a default that does what
 /// GCDAsyncSocket does for a delegate that does not implement it (nothing; for the timeout questions,
 /// time out now; for the trust question, disconnect with ``GCDAsyncSocketError/Code/otherError``; for
-/// the new socket queue, none: the socket works where a socket given no queue does). Each call is made on the socket's delegate queue, posted
-/// there as its own block (`dispatch_async`), so a block posted to that queue earlier runs first.
+/// the new socket queue, none: the socket works where a socket given no queue does). Each call is
+/// made on the socket's delegate queue, posted there as its own block (`dispatch_async`), so a block
+/// posted to that queue earlier runs first. GCDAsyncSocket posts no call a delegate does not respond
+/// to; here the defaults of the calls made per read and write (`didWriteDataWithTag` and the
+/// partial-progress calls) report themselves when they run, after which that delegate type is not
+/// posted them again.
 ///
 /// A method written with ``QueuedSocketDelegate``'s types (`[UInt8]` data, `Int` ports and lengths) is
 /// not left uncalled: those spellings are requirements too, called right after GCDAsyncSocket's own
@@ -86,12 +90,19 @@ extension GCDAsyncSocketDelegate {
     public func socket(_ sock: GCDAsyncSocket, didConnectTo url: URL) {}
     /// Does nothing.
     public func socket(_ sock: GCDAsyncSocket, didRead data: Data, withTag tag: Int) {}
-    /// Does nothing.
-    public func socket(_ sock: GCDAsyncSocket, didReadPartialDataOfLength partialLength: UInt, tag: Int) {}
-    /// Does nothing.
-    public func socket(_ sock: GCDAsyncSocket, didWriteDataWithTag tag: Int) {}
-    /// Does nothing.
-    public func socket(_ sock: GCDAsyncSocket, didWritePartialDataOfLength partialLength: UInt, tag: Int) {}
+    /// Does nothing; once it has run, the delegate's type is not posted this call again unless it
+    /// implements the `Int` spelling (GCDAsyncSocket posts nothing a delegate does not respond to).
+    public func socket(_ sock: GCDAsyncSocket, didReadPartialDataOfLength partialLength: UInt, tag: Int) {
+        DelegateDefaults.note(.readPartial, of: self)
+    }
+    /// Does nothing; once it has run, the delegate's type is not posted this call again (GCDAsyncSocket
+    /// posts nothing a delegate does not respond to).
+    public func socket(_ sock: GCDAsyncSocket, didWriteDataWithTag tag: Int) { DelegateDefaults.note(.didWrite, of: self) }
+    /// Does nothing; once it has run, the delegate's type is not posted this call again unless it
+    /// implements the `Int` spelling.
+    public func socket(_ sock: GCDAsyncSocket, didWritePartialDataOfLength partialLength: UInt, tag: Int) {
+        DelegateDefaults.note(.writePartial, of: self)
+    }
     /// Returns 0: the read times out.
     public func socket(_ sock: GCDAsyncSocket, shouldTimeoutReadWithTag tag: Int, elapsed: TimeInterval, bytesDone length: UInt)
         -> TimeInterval
@@ -115,10 +126,16 @@ extension GCDAsyncSocketDelegate {
     public func socket(_ sock: GCDAsyncSocket, didConnectToHost host: String, port: Int) {}
     /// Does nothing.
     public func socket(_ sock: GCDAsyncSocket, didRead data: [UInt8], withTag tag: Int) {}
-    /// Does nothing.
-    public func socket(_ sock: GCDAsyncSocket, didReadPartialDataOfLength partialLength: Int, tag: Int) {}
-    /// Does nothing.
-    public func socket(_ sock: GCDAsyncSocket, didWritePartialDataOfLength partialLength: Int, tag: Int) {}
+    /// Does nothing; once it has run, the delegate's type is not posted this call again unless it
+    /// implements the `UInt` spelling.
+    public func socket(_ sock: GCDAsyncSocket, didReadPartialDataOfLength partialLength: Int, tag: Int) {
+        DelegateDefaults.note(.readPartialInt, of: self)
+    }
+    /// Does nothing; once it has run, the delegate's type is not posted this call again unless it
+    /// implements the `UInt` spelling.
+    public func socket(_ sock: GCDAsyncSocket, didWritePartialDataOfLength partialLength: Int, tag: Int) {
+        DelegateDefaults.note(.writePartialInt, of: self)
+    }
     /// Returns 0.
     public func socket(_ sock: GCDAsyncSocket, shouldTimeoutReadWithTag tag: Int, elapsed: TimeInterval, bytesDone length: Int)
         -> TimeInterval

@@ -1,4 +1,4 @@
-import CocoaAsyncSocket
+@testable import CocoaAsyncSocket
 @testable import SocketStreams
 import TestPeers
 import XCTest
@@ -88,6 +88,84 @@ final class GCDAsyncSocketEngineTests: XCTestCase {
         socket.disconnect()
     }
 
+    /// `perform` on a socket given no queue, from eight threads at once while 2 MiB flow through it,
+    /// then from one thread while another disconnects it: every block runs once, on the stream thread,
+    /// none waits for ever, and the bytes all arrive. (The echo goes in lockstep, 32 KiB at a time:
+    /// socat's PIPE echo stops for good once more than its pipe holds is in flight.)
+    func testPerformFromManyThreadsWhileDataFlowsAndWhileDisconnecting() throws {
+        let (peer, port) = try Peer.socatEcho()
+        defer { peer.stop() }
+        let recorder = Recorder()
+        let chunk = Data((0..<32_768).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        let rounds = 64
+        recorder.onRead = { socket, _, tag in
+            guard tag + 1 < rounds else { return }
+            socket.write(chunk, withTimeout: 30, tag: tag + 1)
+            socket.readData(toLength: UInt(chunk.count), withTimeout: 30, tag: tag + 1)
+        }
+        let socket = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
+        try socket.connect(toHost: "127.0.0.1", onPort: port, withTimeout: 5)
+        socket.write(chunk, withTimeout: 30, tag: 0)
+        socket.readData(toLength: UInt(chunk.count), withTimeout: 30, tag: 0)
+        let ran = Marker()
+        let offTheStreamThread = Marker()
+        let counting = NSLock()
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            for _ in 0..<200 {
+                socket.perform {
+                    let elsewhere = StreamThread.thread !== Thread.current
+                    counting.withLock {
+                        ran.value += 1
+                        if elsewhere { offTheStreamThread.value += 1 }
+                    }
+                    XCTAssertGreaterThanOrEqual(socket.socketFD(), -1)
+                }
+            }
+        }
+        XCTAssertEqual(ran.value, 1_600)
+        XCTAssertEqual(offTheStreamThread.value, 0)
+        recorder.wait(for: "read \(rounds - 1) ", timeout: 30)
+        for round in 0..<rounds { XCTAssertTrue(recorder.data(tag: round) == chunk, "round \(round): the echo differs") }
+        DispatchQueue.concurrentPerform(iterations: 2) { worker in
+            if worker == 0 { return socket.disconnect() }
+            for _ in 0..<100 { socket.perform { counting.withLock { ran.value += 1 } } }
+        }
+        recorder.wait(for: "disconnect")
+        XCTAssertEqual(ran.value, 1_700)
+        XCTAssertTrue(socket.isDisconnected)
+    }
+
+    /// GCDAsyncSocket posts a call only to a delegate that responds to it. A delegate that leaves
+    /// `didWriteDataWithTag` to its default (which does nothing) is posted it once, for the first
+    /// write; from then on its type is known not to implement it and later writes post nothing (issue
+    /// 25: each such block woke a dispatch worker). A delegate that implements it gets every call, and
+    /// a read's call is never skipped.
+    func testACallLeftToItsDefaultIsNotPostedAgain() throws {
+        let (peer, port) = try Peer.socatEcho()
+        defer { peer.stop() }
+        let reader = LinesOnly()
+        let recorder = Recorder()
+        XCTAssertFalse(DelegateDefaults.leaves(.didWrite, to: reader))
+        let socket = GCDAsyncSocket(delegate: reader, delegateQueue: queue)
+        try socket.connect(toHost: "127.0.0.1", onPort: port, withTimeout: 5)
+        for index in 0..<20 {
+            socket.write("w\(index)\n".data(using: .utf8)!, withTimeout: 5, tag: index)
+            socket.readData(to: GCDAsyncSocket.lfData(), withTimeout: 5, tag: index)
+        }
+        XCTAssertTrue(reader.waitForLines(20), "lines read: \(reader.lines)")
+        XCTAssertEqual(reader.lines, (0..<20).map { "w\($0)\n" })
+        XCTAssertTrue(DelegateDefaults.leaves(.didWrite, to: reader), "the default ran for the first write")
+        XCTAssertFalse(DelegateDefaults.leaves(.didWrite, to: recorder), "Recorder implements it")
+        XCTAssertFalse(DelegateDefaults.leaves([.didWrite, .readPartial], to: reader), "only what ran is known")
+        socket.disconnect()
+
+        let other = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
+        try other.connect(toHost: "127.0.0.1", onPort: port, withTimeout: 5)
+        for index in 0..<5 { other.write("r\(index)\n".data(using: .utf8)!, withTimeout: 5, tag: index) }
+        recorder.wait(for: "wrote ", count: 5)
+        other.disconnect()
+    }
+
     /// Whether the caller runs on the stream thread.
     private var onStreamThread: Bool { StreamThread.thread === Thread.current }
 
@@ -105,5 +183,32 @@ final class GCDAsyncSocketEngineTests: XCTestCase {
             sched_yield()
         }
         return true
+    }
+}
+
+/// A delegate that reads lines and implements nothing else: `didWriteDataWithTag` is the protocol's
+/// default.
+// @unchecked Sendable: `read` is reached only under `condition`.
+private final class LinesOnly: NSObject, GCDAsyncSocketDelegate, @unchecked Sendable {
+    private let condition = NSCondition()
+    private var read: [String] = []
+
+    var lines: [String] { condition.withLock { read } }
+
+    func waitForLines(_ count: Int) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: 10)
+        condition.lock()
+        defer { condition.unlock() }
+        while read.count < count {
+            if !condition.wait(until: deadline) { return false }
+        }
+        return true
+    }
+
+    func socket(_ sock: GCDAsyncSocket, didRead data: Data, withTag tag: Int) {
+        condition.withLock {
+            read.append(String(decoding: data, as: UTF8.self))
+            condition.broadcast()
+        }
     }
 }

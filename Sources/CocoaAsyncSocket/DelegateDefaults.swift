@@ -1,0 +1,46 @@
+import Synchronization
+
+/// What GCDAsyncSocket learns with `respondsToSelector:` before it posts a delegate call: whether the
+/// delegate implements the method at all. A Swift protocol's optional methods are defaults, which
+/// cannot be asked about, so the defaults of the calls made per read or write say so when they run:
+/// once one has run, a delegate of that type is not posted that call again, as GCDAsyncSocket posts
+/// nothing to a delegate that does not respond (issue 25: a block posted only to do nothing wakes a
+/// dispatch worker, a hop between threads for every write).
+///
+/// Keyed by the delegate's dynamic type: a conformance binds the default for the class and for its
+/// subclasses alike, so a method of that name that only a subclass declares is never called either
+/// way. The types are few (one entry per delegate class), and the entries stay.
+enum DelegateDefaults {
+    /// The methods whose defaults report themselves.
+    struct Methods: OptionSet, Sendable {
+        let rawValue: UInt8
+        /// `socket(_:didWriteDataWithTag:)`.
+        static let didWrite = Methods(rawValue: 1 << 0)
+        /// `socket(_:didReadPartialDataOfLength:tag:)` with a `UInt` length.
+        static let readPartial = Methods(rawValue: 1 << 1)
+        /// `socket(_:didReadPartialDataOfLength:tag:)` with an `Int` length.
+        static let readPartialInt = Methods(rawValue: 1 << 2)
+        /// `socket(_:didWritePartialDataOfLength:tag:)` with a `UInt` length.
+        static let writePartial = Methods(rawValue: 1 << 3)
+        /// `socket(_:didWritePartialDataOfLength:tag:)` with an `Int` length.
+        static let writePartialInt = Methods(rawValue: 1 << 4)
+    }
+
+    /// The defaults seen to run, by delegate type.
+    private static let known = Mutex<[ObjectIdentifier: Methods]>([:])
+
+    /// Called by the default of `method`: `delegate`'s type leaves it to the default.
+    static func note(_ method: Methods, of delegate: some GCDAsyncSocketDelegate) {
+        let type = ObjectIdentifier(Swift.type(of: delegate))
+        known.withLock { known in
+            guard known[type]?.isSuperset(of: method) != true else { return }
+            known[type, default: []].formUnion(method)
+        }
+    }
+
+    /// Whether every one of `methods` is known to be left to its default by `delegate`'s type.
+    static func leaves(_ methods: Methods, to delegate: any GCDAsyncSocketDelegate) -> Bool {
+        let type = ObjectIdentifier(Swift.type(of: delegate))
+        return known.withLock { $0[type]?.isSuperset(of: methods) ?? false }
+    }
+}
