@@ -294,8 +294,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// Makes `input`/`output` this socket's connection and opens them on the socket queue (or the
     /// stream thread).
     private func start(input: InputStream, output: OutputStream, url: URL?, accepted: Bool, timeout: TimeInterval, verb: String) throws {
-        let operations =
-            socketQueue.map { StreamOperations(queue: $0, client: self) } ?? StreamOperations(streamThreadClient: self)
+        let operations = StreamOperations(queue: socketQueue, client: self)
         do {
             try state.withLock { state in
                 if !accepted { try Self.check(state, verb) }

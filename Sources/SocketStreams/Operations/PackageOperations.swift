@@ -1,41 +1,31 @@
 import Foundation
 
 // The operations engine for the package's other modules (CocoaAsyncSocket's GCDAsyncSocket), which
-// cannot see its internals: an engine on one queue's reactor, holding that reactor while it lives,
-// whose client (the socket itself) gets its events. The same engine as under `QueuedSocket` and
-// `AsyncConnection`, with the same ownership: every pump runs on the queue. No object stands between
+// cannot see its internals: an engine on one queue's reactor or the stream thread's, holding that
+// reactor while it lives, whose client (the socket itself) gets its events. The same engine as under
+// `QueuedSocket` and `AsyncConnection`, with the same ownership: every pump runs on the queue or the
+// stream thread. No object stands between
 // the engine and the socket (issue 25: a separate `PackageOperations` object, and the weak reference's
 // side table it needed, held ~110 bytes per idle GCDAsyncSocket).
 
 extension StreamOperations {
-    /// An engine on `queue`'s reactor, reporting to `client` (held weakly). It holds the reactor (one
-    /// per queue, shared with every other user of the queue) until it is released. Without a reactor
-    /// (out of file descriptors) the engine is closed at once with the `NSPOSIXErrorDomain` error.
-    package convenience init(queue: DispatchQueue, client: any StreamOperationsClient) {
+    /// An engine on `queue`'s reactor, or on the stream thread's when `queue` is nil (for a socket
+    /// without a queue of its own, which would otherwise need a reactor, an epoll set and a thread of
+    /// ours, per socket), reporting to `client` (held weakly). It holds the reactor (one per queue,
+    /// shared with every other user of the queue or of the stream thread) until it is released.
+    /// Without a reactor (out of file descriptors) the engine is closed at once with the
+    /// `NSPOSIXErrorDomain` error.
+    package convenience init(queue: DispatchQueue?, client: any StreamOperationsClient) {
         var failure: NSError?
         var reactor: Reactor?
         do {
-            reactor = try ReactorRegistry.shared.acquire(queue: queue)
-        } catch {
-            failure = NSError(domain: NSPOSIXErrorDomain, code: Int(error.code))
-        }
-        self.init(reactor: reactor)
-        if reactor != nil { state.withLock { $0.holdsReactor = true } }
-        self.client = client
-        if let failure { close(error: failure) }
-    }
-
-    /// An engine on the stream thread's reactor, reporting to `client` (held weakly): for a socket
-    /// without a queue of its own, which would otherwise need a reactor (an epoll set, and a thread of
-    /// ours) per socket. Without the stream thread (out of file descriptors) the engine is closed at
-    /// once with the `NSPOSIXErrorDomain` error.
-    package convenience init(streamThreadClient client: any StreamOperationsClient) {
-        var failure: NSError?
-        var reactor: Reactor?
-        do {
-            let shared = try StreamThread.reactor()
-            ReactorRegistry.shared.retain(shared)
-            reactor = shared
+            if let queue {
+                reactor = try ReactorRegistry.shared.acquire(queue: queue)
+            } else {
+                let shared = try StreamThread.reactor()
+                ReactorRegistry.shared.retain(shared)
+                reactor = shared
+            }
         } catch {
             failure = NSError(domain: NSPOSIXErrorDomain, code: Int(error.code))
         }
@@ -46,7 +36,7 @@ extension StreamOperations {
     }
 
     /// Takes over an unopened pair, schedules it on `queue` (the one given to `init`), or on the
-    /// stream thread when nil (`init(streamThreadClient:)`), and opens it.
+    /// stream thread when nil, and opens it.
     package func attach(input: InputStream, output: OutputStream, queue: DispatchQueue?) {
         attach(input: input, output: output) { input, output in
             if let queue {
@@ -59,7 +49,7 @@ extension StreamOperations {
         }
     }
 
-    /// Runs `block` on the stream thread, where the engines of `init(streamThreadClient:)` own their
+    /// Runs `block` on the stream thread, where the engines of `init(queue: nil, client:)` own their
     /// state, and waits for it: inline when called there. Out of file descriptors (no stream thread,
     /// hence no engine there to race with) it runs on the caller.
     package static func performOnStreamThread(_ block: () -> Void) {
