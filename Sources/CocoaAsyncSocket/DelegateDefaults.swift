@@ -1,4 +1,4 @@
-import Synchronization
+import SocketStreams
 
 /// What GCDAsyncSocket learns with `respondsToSelector:` before it posts a delegate call: whether the
 /// delegate implements the method at all. A Swift protocol's optional methods are defaults, which
@@ -26,8 +26,9 @@ enum DelegateDefaults {
         static let writePartialInt = Methods(rawValue: 1 << 4)
     }
 
-    /// The defaults seen to run, by delegate type.
-    private static let known = Mutex<[ObjectIdentifier: Methods]>([:])
+    /// The defaults seen to run, by delegate type (`Guarded`, not `Mutex`, whose lock Thread Sanitizer
+    /// cannot see).
+    private static let known = Guarded<[ObjectIdentifier: Methods]>([:])
 
     /// Called by the default of `method`: `delegate`'s type leaves it to the default.
     static func note(_ method: Methods, of delegate: some GCDAsyncSocketDelegate) {
