@@ -121,11 +121,11 @@ let package = Package(
             dependencies: ["SocketStreams", "HTTPParsing", "StreamGetCore"],
             path: "Tests/Fuzz"
         ),
-        // The stress scenarios (close, cancel and release while data flows; QueuedSocket disconnects) and
-        // their peers: run by `socketstreams-stress` (Scripts/stress, release build) and by StressTests.
+        // The stress scenarios (close, cancel and release while data flows; QueuedSocket and GCDAsyncSocket
+        // disconnects and releases) and their peers: run by `socketstreams-stress` (Scripts/stress, release build) and by StressTests.
         .target(
             name: "StressScenarios",
-            dependencies: ["SocketStreams", "CSocketStreamsShims", "COpenSSL"],
+            dependencies: ["SocketStreams", "CocoaAsyncSocket", "CSocketStreamsShims", "COpenSSL"],
             path: "Tests/Stress/Scenarios"
         ),
         .executableTarget(

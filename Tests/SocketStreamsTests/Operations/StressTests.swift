@@ -4,7 +4,7 @@ import StressScenarios
 import XCTest
 
 /// The stress scenarios of issue 21 (Tests/Stress/Scenarios: close, cancel and release while data
-/// flows, a task-group timeout over 1,000 connections, QueuedSocket disconnects) in the test suite, a
+/// flows, a task-group timeout over 1,000 connections, QueuedSocket and GCDAsyncSocket disconnects) in the test suite, a
 /// few iterations each over plain TCP, TLS and SOCKS5, so that the debug build and the sanitizer runs
 /// (Scripts/sanitize) cover them. `Scripts/stress` runs them at 2,000 iterations in a release build,
 /// each in a child process; the figures from before the fix are in Tests/Stress/README.md.
@@ -62,6 +62,13 @@ final class StressTests: XCTestCase {
 
     /// Finding 3: a read after `disconnectAfterReading()` does not keep the socket open.
     func testDisconnectAfterReading() async throws { try await run("disconnect-after-reading") }
+
+    /// `GCDAsyncSocket.disconnect()` from another thread or `perform` with operations queued, on the
+    /// stream thread, a queue of its own or the delegate queue: one socketDidDisconnect.
+    func testGCDAsyncSocketDisconnect() async throws { try await run("gcd-disconnect") }
+
+    /// The last reference to a GCDAsyncSocket dropped while a peer floods it: freed and closed.
+    func testGCDAsyncSocketRelease() async throws { try await run("gcd-release") }
 
     /// The peer server itself: echo returns what was sent, a record connection reports its bytes, and
     /// every connection's end is seen (so the scenarios' checks rest on a peer that works).

@@ -17,16 +17,22 @@ public struct StressIteration: Sendable {
     public func fail(_ message: String) { failures.add(message) }
 }
 
-/// What lasts across a scenario's iterations over one transport: the QueuedSocket probes, checked
-/// together at the end (a second `socketDidDisconnect`, or a callback after it, can come late).
+/// A delegate that records a socket's callbacks and says, at the run's end, what was wrong with them.
+protocol StressProbe: Sendable {
+    func problems() -> [String]
+}
+
+/// What lasts across a scenario's iterations over one transport: the QueuedSocket and GCDAsyncSocket
+/// probes, checked together at the end (a second `socketDidDisconnect`, or a callback after it, can
+/// come late).
 public final class StressRun: Sendable {
-    let probes = Guarded<[QueuedProbe]>([])
+    let probes = Guarded<[any StressProbe]>([])
     /// The number of connections the task-group scenario opens per iteration.
     public let groupSize: Int
 
     public init(groupSize: Int) { self.groupSize = groupSize }
 
-    func keep(_ probe: QueuedProbe) { probes.withLock { $0.append(probe) } }
+    func keep(_ probe: any StressProbe) { probes.withLock { $0.append(probe) } }
 }
 
 /// A stress scenario: a name, what it shows, how many iterations a run of `n` does, and one iteration.
@@ -60,7 +66,7 @@ public struct StressScenario: Sendable {
     /// Every scenario, in the order they run.
     public static let all: [StressScenario] = [
         closeWhileReading, closeWhileWriting, cancelDuringRead, cancelDuringWrite, releaseWhileFlowing, groupTimeout,
-        queuedDisconnect, disconnectAfterWriting, disconnectAfterReading,
+        queuedDisconnect, disconnectAfterWriting, disconnectAfterReading, gcdDisconnect, gcdRelease,
     ]
 
     public static func named(_ name: String) -> StressScenario? { all.first { $0.name == name } }
@@ -373,7 +379,7 @@ extension StressScenario {
 
 /// A `QueuedSocketDelegate` that logs every callback, counts `socketDidDisconnect` and notes any
 /// callback after it.
-final class QueuedProbe: QueuedSocketDelegate, Sendable {
+final class QueuedProbe: QueuedSocketDelegate, StressProbe {
     struct Log {
         var events: [String] = []
         var disconnects = 0

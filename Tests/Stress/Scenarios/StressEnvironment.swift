@@ -26,6 +26,9 @@ public final class StressEnvironment: Sendable {
     /// microsocks' process id, if it was started.
     public let proxyProcess: pid_t?
     private let clientTLS: TLSSettings
+    /// The peer server's self-signed certificate (DER), which the GCDAsyncSocket scenarios pin in
+    /// their manual trust decision.
+    public let certificateDER: Data
     /// The delegate queue the QueuedSocket scenarios share (as an application's sockets would).
     public let delegateQueue = DispatchQueue(label: "socketstreams-stress.delegate")
 
@@ -35,6 +38,8 @@ public final class StressEnvironment: Sendable {
         Self.raiseFileLimit()
         let (certificate, key) = try TLSIdentity.makeSelfSignedPEM(commonName: "127.0.0.1")
         server = try PeerServer(certificatePEM: certificate, privateKeyPEM: key)
+        let base64 = String(decoding: certificate, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+        certificateDER = Data(base64Encoded: base64) ?? Data()
         var client = TLSSettings()
         client.trustRoots = [.pem(certificate)]
         clientTLS = client
