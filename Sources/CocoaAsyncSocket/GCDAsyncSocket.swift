@@ -561,7 +561,8 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// `socketDidSecure(_:)` follows; a failed handshake disconnects with the TLS error. A second call,
     /// or one before connect, is ignored. A key GCDAsyncSocket refuses (`kCFStreamSSLAllowsAnyRoot`
     /// and the other security options it removed) or a value of the wrong type disconnects with
-    /// ``GCDAsyncSocketError/Code/otherError``.
+    /// ``GCDAsyncSocketError/Code/otherError`` when the handshake's turn comes, as GCDAsyncSocket checks
+    /// the settings then: the reads and writes queued before `startTLS` complete first.
     public func startTLS(_ tlsSettings: [String: NSObject]?) {
         var parsed = Result { try GCDAsyncSocketTLS.parse(tlsSettings ?? [:]) }
         let operations = state.withLock { state -> StreamOperations? in
@@ -582,7 +583,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         }
         switch parsed {
         case .success(let parsed): operations.enqueueTLS(parsed.settings)
-        case .failure(let error): operations.close(error: error)
+        case .failure(let error): operations.enqueueTLSRefusal(error)
         }
     }
 

@@ -361,6 +361,30 @@ final class GCDAsyncSocketTests: XCTestCase {
         XCTAssertEqual(error?.message, "Security option unavailable - kCFStreamSSLAllowsAnyRoot")
     }
 
+    /// GCDAsyncSocket checks the TLS settings when the handshake's turn comes (`ssl_startTLS`, once the
+    /// reads and writes queued before `startTLS` are done), so a bad dictionary disconnects after the
+    /// socket connected and after what was queued before it: a STARTTLS command written first reaches
+    /// the peer, and its reply is read.
+    func testBadTLSSettingsDisconnectWhenTheHandshakeIsDueNotBefore() throws {
+        let (peer, port) = try Peer.socatEcho()
+        defer { peer.stop() }
+        let recorder = Recorder()
+        let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
+        try client.connect(toHost: "127.0.0.1", onPort: port)
+        client.write("STARTTLS\n".data(using: .utf8)!, withTimeout: 5, tag: 1)
+        client.readData(to: GCDAsyncSocket.lfData(), withTimeout: 5, tag: 2)
+        client.startTLS([kCFStreamSSLPeerName as String: NSNumber(value: 3)])
+        client.write("after\n".data(using: .utf8)!, withTimeout: 5, tag: 3)
+        recorder.wait(for: "disconnect")
+        XCTAssertEqual(
+            recorder.events,
+            [
+                "connect 127.0.0.1 \(port)", "wrote 1", "read 2 STARTTLS\n",
+                "disconnect \(GCDAsyncSocketErrorDomain) \(GCDAsyncSocketError.Code.otherError.rawValue)",
+            ])
+        XCTAssertEqual((recorder.errors.first as? GCDAsyncSocketError)?.message, "Invalid value for kCFStreamSSLPeerName.")
+    }
+
     /// `perform` runs its block on the socket queue: inline when called there (for any of the sockets
     /// sharing that queue, which a `sync` would deadlock on), else by a `sync` from another thread. The
     /// queue is marked with one key for every socket (issue 25: a key per socket made opening the n-th

@@ -67,8 +67,9 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
 
     enum WriteItem {
         case write(WriteOperation)
-        /// Boxed: TLS settings are large, and every queued write would take their size.
-        indirect case tls(UInt64, TLSSettings)
+        /// Boxed: TLS settings are large, and every queued write would take their size. A failure:
+        /// settings refused when they were given, which close the pair when the handshake's turn comes.
+        indirect case tls(UInt64, Result<TLSSettings, any Error>)
         /// The write-side half-close, once the writes before it are done.
         case shutdown(tag: Int)
     }
@@ -336,9 +337,21 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
     /// completed, and operations queued after it wait for it.
     @discardableResult
     package func enqueueTLS(_ settings: TLSSettings) -> Error? {
+        enqueueTLSStage(.success(settings))
+    }
+
+    /// Queues, where a TLS handshake would go, a close with `error`: GCDAsyncSocket checks its TLS
+    /// settings when the handshake's turn comes (`ssl_startTLS`), so a bad dictionary disconnects once
+    /// the reads and writes queued before `startTLS` are done, not at once.
+    @discardableResult
+    package func enqueueTLSRefusal(_ error: any Error) -> Error? {
+        enqueueTLSStage(.failure(error))
+    }
+
+    private func enqueueTLSStage(_ stage: Result<TLSSettings, any Error>) -> Error? {
         enqueue { state in
             state.reads.append(.tls(state.nextID))
-            state.writes.append(.tls(state.nextID, settings))
+            state.writes.append(.tls(state.nextID, stage))
             state.nextID += 1
             return nil
         }
@@ -582,11 +595,14 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
         writes(&state, &events)
         reads(&state, &events)
         if state.closing == nil, state.securing == nil, case .tls(let marker)? = state.reads.first,
-            case .tls(marker, let settings)? = state.writes.first
+            case .tls(marker, let stage)? = state.writes.first
         {
-            if state.bufferCount > 0 {
+            switch stage {
+            case .failure(let refusal):
+                state.closing = .some(refusal)
+            case .success(_) where state.bufferCount > 0:
                 state.closing = .some(StreamOperationError.bytesBeforeTLS(unread: Self.take(&state, count: state.bufferCount)))
-            } else {
+            case .success(let settings):
                 state.securing = marker
                 state.canRead = false
                 state.canWrite = false
