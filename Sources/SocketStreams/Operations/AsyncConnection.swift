@@ -30,6 +30,8 @@ import Synchronization
 ///   actor or executor until it has to wait, and comes back there, instead of hopping to the global
 ///   executor on every call (callgrind, stream-bench's async ping-pong: about 850 instructions a round
 ///   trip). A `@MainActor` caller keeps main-actor isolation across the call; only the wait leaves it.
+/// - **Opening.** Call ``open()`` first: a read, write or upgrade made before it was ever called throws
+///   ``StreamOperationError/notOpen`` (one made while it runs, from another task, waits for it).
 /// - **Closing.** ``close()``, cancellation and releasing the last reference may come from any thread
 ///   while data flows: each asks the stream thread to close the pair, and the operations waiting then
 ///   end with an error.
@@ -216,6 +218,9 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
         }
         let tag = try state.withLock { state -> Int in
             if let closed = state.closed { throw Task.isCancelled ? CancellationError() : Self.error(closed, state) }
+            // `open()` never called: the operation would wait for ever (one made while `open()` runs
+            // is queued, and runs once the pair is ready).
+            if state.pair != nil { throw StreamOperationError.notOpen }
             let tag = state.nextTag
             state.nextTag += 1
             state.operations.append(Operation(tag: tag, endIsNil: endIsNil))
@@ -317,6 +322,10 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
                 let accepted = state.withLock { state -> Bool in
                     if let closed = state.closed {
                         continuation.resume(throwing: Self.error(closed, state))
+                        return false
+                    }
+                    if state.pair != nil {
+                        continuation.resume(throwing: StreamOperationError.notOpen)
                         return false
                     }
                     state.tls.append(continuation)

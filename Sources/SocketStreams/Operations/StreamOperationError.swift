@@ -23,7 +23,7 @@ import Foundation
 /// }
 /// ```
 ///
-/// Bridged to `NSError` in ``errorDomain`` with the code's ``Code/rawValue`` (1 to 8), as GCDAsyncSocket
+/// Bridged to `NSError` in ``errorDomain`` with the code's ``Code/rawValue`` (1 to 9), as GCDAsyncSocket
 /// reports its own in `GCDAsyncSocketErrorDomain`.
 public struct StreamOperationError: Error, Hashable, Sendable, CustomNSError, LocalizedError, CustomStringConvertible {
     /// What failed, without the values: GCDAsyncSocket's `GCDAsyncSocketError` codes for the failures
@@ -33,7 +33,7 @@ public struct StreamOperationError: Error, Hashable, Sendable, CustomNSError, Lo
         // added without its sentence.
         fileprivate enum Kind: Int, Sendable {
             case readTimedOut = 1
-            case writeTimedOut, readMaxedOut, closedByPeer, bytesBeforeTLS, tlsSettingsRefused, closed, alreadyConnected
+            case writeTimedOut, readMaxedOut, closedByPeer, bytesBeforeTLS, tlsSettingsRefused, closed, alreadyConnected, notOpen
         }
 
         fileprivate let kind: Kind
@@ -57,10 +57,13 @@ public struct StreamOperationError: Error, Hashable, Sendable, CustomNSError, Lo
         public static let closed = Code(.closed)
         /// `connect` or `accept` on a socket already connected or listening (`GCDAsyncSocketBadConfigError`).
         public static let alreadyConnected = Code(.alreadyConnected)
+        /// A read or write on an ``AsyncConnection`` whose `open()` was never called (as `read` of an
+        /// unopened `InputStream` fails; GCDAsyncSocket drops reads and writes on a socket not started).
+        public static let notOpen = Code(.notOpen)
 
         /// The `NSError` code (`CustomNSError.errorCode`): 1 read timed out, 2 write timed out, 3 read
         /// maxed out, 4 closed by peer, 5 bytes before TLS, 6 TLS settings refused, 7 closed, 8 already
-        /// connected.
+        /// connected, 9 not open.
         public var rawValue: Int { kind.rawValue }
 
         /// The code's name, as the enum case it replaces was spelled: "readTimedOut", "closed"….
@@ -120,6 +123,11 @@ public struct StreamOperationError: Error, Hashable, Sendable, CustomNSError, Lo
     /// (`GCDAsyncSocketBadConfigError`'s "Attempting to connect while connected or accepting connections").
     public static let alreadyConnected = StreamOperationError(.alreadyConnected)
 
+    /// A read, write or TLS upgrade on an ``AsyncConnection`` whose `open()` was never called: it
+    /// would wait for ever, so it throws at once and nothing is queued (a read of an unopened
+    /// `InputStream` fails the same way).
+    public static let notOpen = StreamOperationError(.notOpen)
+
     /// Whether `error` is this error, values included: the match behind `catch StreamOperationError.closed`.
     public static func ~= (pattern: StreamOperationError, error: any Error) -> Bool {
         (error as? StreamOperationError) == pattern
@@ -129,7 +137,7 @@ public struct StreamOperationError: Error, Hashable, Sendable, CustomNSError, Lo
     public static var errorDomain: String { "SocketStreams.StreamOperationError" }
 
     /// The code's ``Code/rawValue``: 1 read timed out, 2 write timed out, 3 read maxed out, 4 closed by
-    /// peer, 5 bytes before TLS, 6 TLS settings refused, 7 closed, 8 already connected.
+    /// peer, 5 bytes before TLS, 6 TLS settings refused, 7 closed, 8 already connected, 9 not open.
     public var errorCode: Int { code.rawValue }
 
     /// A sentence saying what happened.
@@ -145,6 +153,7 @@ public struct StreamOperationError: Error, Hashable, Sendable, CustomNSError, Lo
         case .tlsSettingsRefused: return "the stream pair refused the TLS settings"
         case .closed: return "the connection is closed"
         case .alreadyConnected: return "Attempting to connect while connected or accepting connections. Disconnect first."
+        case .notOpen: return "the connection is not open: call open() first"
         }
     }
 

@@ -76,6 +76,38 @@ final class AsyncConnectionTests: SocketStreamsTestCase {
         XCTAssertEqual(echo, Array("ping\n".utf8))
     }
 
+    /// A read, write or upgrade on a connection whose `open()` was never called throws `notOpen` at
+    /// once (as a read of an unopened `InputStream` fails), where it waited for ever; nothing is queued,
+    /// and the connection opens and works afterwards.
+    func testCallsBeforeOpenThrowNotOpen() async throws {
+        let server = try startStreamEchoServer()
+        let connection = AsyncConnection(host: "127.0.0.1", port: server.port)
+        let calls: [(String, () async throws -> Void)] = [
+            ("read", { _ = try await connection.read() }),
+            ("read(exactly:)", { _ = try await connection.read(exactly: 3) }),
+            ("read(upTo:)", { _ = try await connection.read(upTo: [10], maxLength: 10) }),
+            ("write", { try await connection.write([1, 2, 3]) }),
+            ("write(Data)", { try await connection.write(Data([1])) }),
+            ("shutdownOutput", { try await connection.shutdownOutput() }),
+            ("startTLS", { try await connection.startTLS(TLSSettings()) }),
+            ("chunks", { for try await _ in connection.chunks() {} }),
+        ]
+        for (name, call) in calls {
+            do {
+                try await call()
+                XCTFail("\(name) before open() returned")
+            } catch {
+                XCTAssertEqual(error as? StreamOperationError, .notOpen, name)
+                XCTAssertEqual((error as NSError).code, 9, name)
+            }
+        }
+        try await connection.open()
+        try await connection.write(Array("after\n".utf8))
+        let line = try await connection.read(upTo: [10], maxLength: 100)
+        XCTAssertEqual(String(decoding: line, as: UTF8.self), "after\n", "a call refused before open() left something queued")
+        connection.close()
+    }
+
     func testOpenThrowsTheStreamsError() async throws {
         let connection = AsyncConnection(host: "127.0.0.1", port: try RawSocket.unusedPort())
         do {

@@ -15,6 +15,7 @@ final class StreamOperationErrorTests: XCTestCase {
         (.tlsSettingsRefused, .tlsSettingsRefused, 6, "tlsSettingsRefused"),
         (.closed, .closed, 7, "closed"),
         (.alreadyConnected, .alreadyConnected, 8, "alreadyConnected"),
+        (.notOpen, .notOpen, 9, "notOpen"),
     ]
 
     func testCodesDomainAndDescriptionsAreTheEnumsOnes() {
@@ -28,7 +29,7 @@ final class StreamOperationErrorTests: XCTestCase {
             XCTAssertEqual("\(error)", printed)
             XCTAssertEqual("\(code)", String(printed.prefix { $0 != "(" }))
         }
-        XCTAssertEqual(Set(Self.all.map(\.code)).count, 8)
+        XCTAssertEqual(Set(Self.all.map(\.code)).count, 9)
         XCTAssertEqual(
             StreamOperationError.readMaxedOut(maxLength: 50, tag: 5).errorDescription,
             "the read with tag 5 reached its maximum length of 50 bytes without finding its delimiter")
