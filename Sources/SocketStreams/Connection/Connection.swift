@@ -117,7 +117,7 @@ final class Connection: EventTarget, @unchecked Sendable {
         guard halves[half].events.signal(event, scheduled: scheduled || halves[half].schedulesPending > 0) else { return }
         if event == .errorOccurred { halves[half].error = error }
         guard scheduled else { return }
-        for reactor in halves[half].reactors { reactor.markReady(ReadyItem(target: self, slot: half.rawValue)) }
+        halves[half].reactors.forEach { $0.markReady(ReadyItem(target: self, slot: half.rawValue)) }
     }
 
     /// Delivers a half's pending events to its delegate, lowest bit first, one callout each, on the
@@ -167,7 +167,7 @@ final class Connection: EventTarget, @unchecked Sendable {
         if entry == .run {
             let waiting = callouts.leave()
             for other in 0..<2 where waiting & (1 << other) != 0 {
-                for reactor in halves[Half(slot: other)].reactors { reactor.markReady(ReadyItem(target: self, slot: other)) }
+                halves[Half(slot: other)].reactors.forEach { $0.markReady(ReadyItem(target: self, slot: other)) }
             }
         }
         lock.unlock()

@@ -32,7 +32,7 @@ struct PairRegistrations {
     /// allocation, and a syscall only where the wanted events changed. Connection lock held.
     @inline(__always)
     func sync(_ wanted: (Reactor) -> UInt32) {
-        for registration in registrations { registration.update(wanted(registration.reactor)) }
+        registrations.forEach { $0.update(wanted($0.reactor)) }
     }
 
     /// Makes one registration of `fd` per reactor in `input`, `output` and `home` (the halves' and,

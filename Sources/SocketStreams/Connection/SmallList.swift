@@ -48,6 +48,15 @@ struct SmallList<Element: AnyObject>: Sequence, ExpressibleByArrayLiteral {
         for element in kept { append(element) }
     }
 
+    /// Calls `body` with each element in order, without an iterator: `for … in` copies the list into
+    /// one, a retain and a release of each part, and this runs for every event (callgrind, ping-pong).
+    @inline(__always)
+    func forEach(_ body: (Element) throws -> Void) rethrows {
+        guard let head else { return }
+        try body(head)
+        if !tail.isEmpty { try tail.forEach(body) }
+    }
+
     func makeIterator() -> Iterator { Iterator(list: self) }
 
     struct Iterator: IteratorProtocol {
