@@ -2,108 +2,55 @@ import CocoaAsyncSocket
 import Dispatch
 import Foundation
 
-/// A `GCDAsyncSocketDelegate` that logs every callback, counts `socketDidDisconnect`, notes any
-/// callback after it, checks the SOCKS5 replies of the hand-made handshake, and decides the TLS trust
-/// by pinning the peer server's certificate.
+/// A `GCDAsyncSocketDelegate` that logs every callback (``ProbeLog``), drives the SOCKS5 handshake
+/// (checking its replies), and decides the TLS trust by pinning the peer server's certificate.
 final class GCDProbe: GCDAsyncSocketDelegate, StressProbe {
-    struct Log {
-        var events: [String] = []
-        var disconnects = 0
-        var error: String?
-        var afterDisconnect: [String] = []
-        var proxyReplies: [String] = []
-    }
-
     /// The tags of the SOCKS5 handshake's reads (the scenarios' own tags are not negative).
     static let greetingReplyTag = -1
     static let connectReplyTag = -2
 
-    let log = Guarded(Log())
-    let connected = StressFlag()
-    let disconnected = StressFlag()
-    let progress = StressCounter()
+    let log: ProbeLog
     /// Raised when the SOCKS5 proxy has connected to the target.
     let proxied = StressFlag()
-    let label: String
     /// The SOCKS5 CONNECT request, written once the greeting's reply has come (microsocks, as many
     /// proxies, reads a request only after it has replied to the one before).
-    let proxyRequest: Data?
-    /// How many `socketDidDisconnect` calls are due: 1 after `disconnect()`, 0 for a socket released
-    /// while connected (GCDAsyncSocket's dealloc closes without a delegate call).
-    let expectedDisconnects: Int
+    private let proxyRequest: Data?
     private let pinned: Data
 
-    init(label: String, pinned: Data, expectedDisconnects: Int, proxyRequest: Data? = nil) {
-        self.label = label
-        self.proxyRequest = proxyRequest
+    init(log: ProbeLog, pinned: Data, proxyRequest: Data? = nil) {
+        self.log = log
         self.pinned = pinned
-        self.expectedDisconnects = expectedDisconnects
+        self.proxyRequest = proxyRequest
     }
 
-    var events: [String] { log.withLock { $0.events } }
-
-    private func note(_ event: String) {
-        log.withLock { log in
-            if log.disconnects > 0 { log.afterDisconnect.append(event) }
-            log.events.append(event)
-        }
-        progress.add()
-    }
-
-    func socket(_ sock: GCDAsyncSocket, didConnectToHost host: String, port: UInt16) {
-        note("connect")
-        connected.raise()
-    }
+    func socket(_ sock: GCDAsyncSocket, didConnectToHost host: String, port: UInt16) { log.noteConnect() }
 
     func socket(_ sock: GCDAsyncSocket, didRead data: Data, withTag tag: Int) {
-        note("read \(tag)")
+        log.note("read \(tag)")
         switch tag {
         case Self.greetingReplyTag:
-            guard data == Data([5, 0]), let request = proxyRequest else {
-                return log.withLock { $0.proxyReplies.append("greeting reply \(Array(data))") }
-            }
+            guard data == Data([5, 0]), let request = proxyRequest else { return log.problem("SOCKS5 greeting reply \(Array(data))") }
             sock.write(request, withTimeout: 10, tag: Self.connectReplyTag)
             sock.readData(toLength: 10, withTimeout: 10, tag: Self.connectReplyTag)
         case Self.connectReplyTag:
-            guard data.count == 10, data.prefix(2) == Data([5, 0]) else {
-                return log.withLock { $0.proxyReplies.append("connect reply \(Array(data))") }
-            }
+            guard data.count == 10, data.prefix(2) == Data([5, 0]) else { return log.problem("SOCKS5 connect reply \(Array(data))") }
             proxied.raise()
         default: break
         }
     }
 
-    func socket(_ sock: GCDAsyncSocket, didWriteDataWithTag tag: Int) { note("wrote \(tag)") }
+    func socket(_ sock: GCDAsyncSocket, didWriteDataWithTag tag: Int) { log.note("wrote \(tag)") }
 
-    func socketDidSecure(_ sock: GCDAsyncSocket) { note("secure") }
+    func socketDidSecure(_ sock: GCDAsyncSocket) { log.note("secure") }
 
     func socket(_ sock: GCDAsyncSocket, didReceive trust: SecTrust, completionHandler: @escaping (Bool) -> Void) {
-        note("trust")
+        log.note("trust")
         completionHandler(trust.certificateChain.first == pinned)
     }
 
-    func socketDidDisconnect(_ sock: GCDAsyncSocket, withError err: Error?) {
-        log.withLock { log in
-            log.disconnects += 1
-            if log.disconnects == 1 { log.error = err.map(describe) }
-            log.events.append("disconnect")
-        }
-        disconnected.raise()
-        progress.finish()
-    }
+    func socketDidDisconnect(_ sock: GCDAsyncSocket, withError err: Error?) { log.noteDisconnect(err) }
 
-    func problems() -> [String] {
-        log.withLock { log in
-            var problems: [String] = []
-            if log.disconnects != expectedDisconnects {
-                problems.append("\(label): socketDidDisconnect came \(log.disconnects) times, not \(expectedDisconnects)")
-            }
-            if let error = log.error { problems.append("\(label): socketDidDisconnect with \(error), not nil") }
-            if !log.afterDisconnect.isEmpty { problems.append("\(label): callbacks after socketDidDisconnect: \(log.afterDisconnect)") }
-            problems += log.proxyReplies.map { "\(label): SOCKS5 \($0)" }
-            return problems
-        }
-    }
+    func problems() -> [String] { log.problems() }
 }
 
 extension StressScenario {
@@ -131,7 +78,7 @@ extension StressScenario {
         let label = "iteration \(iteration.index) copy \(iteration.copy) (\(queueName))"
         let request = Data([5, 1, 0, 1, 127, 0, 0, 1, UInt8(port >> 8), UInt8(port & 0xFF)])
         let probe = GCDProbe(
-            label: label, pinned: environment.certificateDER, expectedDisconnects: expectedDisconnects,
+            log: ProbeLog(label: label, expectedDisconnects: expectedDisconnects), pinned: environment.certificateDER,
             proxyRequest: iteration.transport == .socks5 ? request : nil)
         iteration.run.keep(probe)
         let socket = GCDAsyncSocket(delegate: probe, delegateQueue: environment.delegateQueue, socketQueue: queue)
@@ -147,7 +94,7 @@ extension StressScenario {
             socket.readData(toLength: 2, withTimeout: 10, tag: GCDProbe.greetingReplyTag)
             guard await probe.proxied.wait(timeout: 10) else {
                 socket.disconnect()
-                throw StressError("\(label): the SOCKS5 handshake did not finish within 10 s; callbacks: \(probe.events)")
+                throw StressError("\(label): the SOCKS5 handshake did not finish within 10 s; callbacks: \(probe.log.events)")
             }
         }
         return (socket, probe, queueName)
@@ -168,14 +115,15 @@ extension StressScenario {
             socket.readData(toLength: UInt(size), withTimeout: -1, tag: 100 + tag)
         }
         let after = Int.random(in: 0...(2 * operations + 1), using: &iteration.random)
-        await probe.progress.wait(until: after)
+        await probe.log.progress.wait(until: after)
         let inPerform = Int.random(in: 0...2, using: &iteration.random) == 0
         await atRandomPoint(&iteration.random) {
             if inPerform { socket.perform { socket.disconnect() } } else { socket.disconnect() }
         }
         if !socket.isDisconnected { iteration.fail("isDisconnected is false after disconnect() returned (\(queueName))") }
-        guard await probe.disconnected.wait(timeout: 10) else {
-            return iteration.fail("socketDidDisconnect did not come within 10 s of disconnect() (\(queueName)); callbacks: \(probe.events)")
+        guard await probe.log.disconnected.wait(timeout: 10) else {
+            return iteration.fail(
+                "socketDidDisconnect did not come within 10 s of disconnect() (\(queueName)); callbacks: \(probe.log.events)")
         }
     }
 
@@ -200,7 +148,7 @@ extension StressScenario {
             try? await Task.sleep(nanoseconds: 1_000_000)
         }
         if !freed.isFreed {
-            iteration.fail("a released GCDAsyncSocket (\(queueName)) was not freed within 10 s; callbacks: \(probe.events)")
+            iteration.fail("a released GCDAsyncSocket (\(queueName)) was not freed within 10 s; callbacks: \(probe.log.events)")
         }
     }
 
@@ -219,7 +167,7 @@ extension StressScenario {
     ) async throws -> (FreedWatch, GCDProbe, String) {
         let (socket, probe, queueName) = try await gcdSocket(&iteration, .flood, expectedDisconnects: 0)
         for tag in 0..<reads { socket.readData(withTimeout: -1, tag: tag) }
-        await probe.progress.wait(until: releaseAfter)
+        await probe.log.progress.wait(until: releaseAfter)
         await yieldTimes(yields)
         return (FreedWatch(socket), probe, queueName)
     }

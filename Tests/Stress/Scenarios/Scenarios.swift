@@ -377,27 +377,36 @@ extension StressScenario {
 
 // MARK: QueuedSocket
 
-/// A `QueuedSocketDelegate` that logs every callback, counts `socketDidDisconnect` and notes any
-/// callback after it.
-final class QueuedProbe: QueuedSocketDelegate, StressProbe {
+/// What a QueuedSocket's or GCDAsyncSocket's delegate saw: every callback in order, how many
+/// `socketDidDisconnect`s came (and the first one's error), and any callback after it; flags and a
+/// counter the scenarios wait on.
+final class ProbeLog: Sendable {
     struct Log {
         var events: [String] = []
         var disconnects = 0
         var error: String?
         var afterDisconnect: [String] = []
+        var other: [String] = []
     }
 
-    let log = Guarded(Log())
+    private let log = Guarded(Log())
     let connected = StressFlag()
     let disconnected = StressFlag()
+    /// One a callback; finished at `socketDidDisconnect`.
     let progress = StressCounter()
     let label: String
+    /// How many `socketDidDisconnect` calls are due: 1 after a disconnect, 0 for a GCDAsyncSocket
+    /// released while connected (its dealloc makes no delegate call).
+    private let expectedDisconnects: Int
 
-    init(label: String) { self.label = label }
+    init(label: String, expectedDisconnects: Int = 1) {
+        self.label = label
+        self.expectedDisconnects = expectedDisconnects
+    }
 
     var events: [String] { log.withLock { $0.events } }
 
-    private func note(_ event: String) {
+    func note(_ event: String) {
         log.withLock { log in
             if log.disconnects > 0 { log.afterDisconnect.append(event) }
             log.events.append(event)
@@ -405,16 +414,12 @@ final class QueuedProbe: QueuedSocketDelegate, StressProbe {
         progress.add()
     }
 
-    func socket(_ socket: QueuedSocket, didConnectToHost host: String, port: Int) {
+    func noteConnect() {
         note("connect")
         connected.raise()
     }
 
-    func socket(_ socket: QueuedSocket, didRead data: [UInt8], withTag tag: Int) { note("read \(tag)") }
-
-    func socket(_ socket: QueuedSocket, didWriteDataWithTag tag: Int) { note("wrote \(tag)") }
-
-    func socketDidDisconnect(_ socket: QueuedSocket, withError error: Error?) {
+    func noteDisconnect(_ error: Error?) {
         log.withLock { log in
             log.disconnects += 1
             if log.disconnects == 1 { log.error = error.map(describe) }
@@ -424,17 +429,41 @@ final class QueuedProbe: QueuedSocketDelegate, StressProbe {
         progress.finish()
     }
 
-    /// What is wrong with the callbacks seen so far, given that exactly one `socketDidDisconnect`, with
-    /// no error, was due.
+    /// A problem the delegate found itself (a malformed reply), reported with the others.
+    func problem(_ message: String) { log.withLock { $0.other.append(message) } }
+
+    /// What is wrong with the callbacks seen so far: `socketDidDisconnect` not the due number of times,
+    /// with an error, a callback after it, or a problem the delegate reported.
     func problems() -> [String] {
         log.withLock { log in
             var problems: [String] = []
-            if log.disconnects != 1 { problems.append("\(label): socketDidDisconnect came \(log.disconnects) times, not once") }
+            if log.disconnects != expectedDisconnects {
+                problems.append("\(label): socketDidDisconnect came \(log.disconnects) times, not \(expectedDisconnects)")
+            }
             if let error = log.error { problems.append("\(label): socketDidDisconnect with \(error), not nil") }
             if !log.afterDisconnect.isEmpty { problems.append("\(label): callbacks after socketDidDisconnect: \(log.afterDisconnect)") }
-            return problems
+            return problems + log.other.map { "\(label): \($0)" }
         }
     }
+}
+
+// MARK: QueuedSocket
+
+/// A `QueuedSocketDelegate` that logs every callback (``ProbeLog``).
+final class QueuedProbe: QueuedSocketDelegate, StressProbe {
+    let log: ProbeLog
+
+    init(label: String) { log = ProbeLog(label: label) }
+
+    func socket(_ socket: QueuedSocket, didConnectToHost host: String, port: Int) { log.noteConnect() }
+
+    func socket(_ socket: QueuedSocket, didRead data: [UInt8], withTag tag: Int) { log.note("read \(tag)") }
+
+    func socket(_ socket: QueuedSocket, didWriteDataWithTag tag: Int) { log.note("wrote \(tag)") }
+
+    func socketDidDisconnect(_ socket: QueuedSocket, withError error: Error?) { log.noteDisconnect(error) }
+
+    func problems() -> [String] { log.problems() }
 }
 
 extension StressScenario {
@@ -467,10 +496,10 @@ extension StressScenario {
             socket.read(toLength: size, tag: 100 + tag)
         }
         let after = Int.random(in: 0...(2 * operations + 1), using: &iteration.random)
-        await probe.progress.wait(until: after)
+        await probe.log.progress.wait(until: after)
         await atRandomPoint(&iteration.random) { socket.disconnect() }
-        guard await probe.disconnected.wait(timeout: 10) else {
-            return iteration.fail("socketDidDisconnect did not come within 10 s of disconnect(); callbacks: \(probe.events)")
+        guard await probe.log.disconnected.wait(timeout: 10) else {
+            return iteration.fail("socketDidDisconnect did not come within 10 s of disconnect(); callbacks: \(probe.log.events)")
         }
     }
 
@@ -492,22 +521,23 @@ extension StressScenario {
     /// (releasing a socket closes it without one).
     private static func finish(_ socket: QueuedSocket, _ probe: QueuedProbe) async {
         socket.disconnect()
-        _ = await probe.disconnected.wait(timeout: 10)
+        _ = await probe.log.disconnected.wait(timeout: 10)
     }
 
     private static func disconnectAfterWriting(_ iteration: inout StressIteration, _ socket: QueuedSocket, _ probe: QueuedProbe) async {
         if Bool.random(using: &iteration.random) {
-            guard await probe.connected.wait(timeout: 10) else { return iteration.fail("no didConnectToHost within 10 s") }
+            guard await probe.log.connected.wait(timeout: 10) else { return iteration.fail("no didConnectToHost within 10 s") }
         }
         let token = (0..<16).map { _ in UInt8.random(in: 0...255, using: &iteration.random) }
         let size = Int.random(in: 1...262_144, using: &iteration.random)
         socket.write(token + payload(size, &iteration.random), tag: 1)
         socket.disconnectAfterWriting()
         socket.write([UInt8](repeating: 0xEE, count: 4_096), tag: 2)
-        guard await probe.disconnected.wait(timeout: 10) else {
-            return iteration.fail("socketDidDisconnect did not come within 10 s of disconnectAfterWriting(); callbacks: \(probe.events)")
+        guard await probe.log.disconnected.wait(timeout: 10) else {
+            return iteration.fail(
+                "socketDidDisconnect did not come within 10 s of disconnectAfterWriting(); callbacks: \(probe.log.events)")
         }
-        let events = probe.events
+        let events = probe.log.events
         if !events.contains("wrote 1") { iteration.fail("the write queued before disconnectAfterWriting() did not complete: \(events)") }
         if events.contains("wrote 2") { iteration.fail("the write queued after disconnectAfterWriting() completed: \(events)") }
         guard let received = await iteration.environment.server.record(prefix: token, timeout: 10) else {
@@ -533,18 +563,18 @@ extension StressScenario {
 
     private static func disconnectAfterReading(_ iteration: inout StressIteration, _ socket: QueuedSocket, _ probe: QueuedProbe) async {
         if Bool.random(using: &iteration.random) {
-            guard await probe.connected.wait(timeout: 10) else { return iteration.fail("no didConnectToHost within 10 s") }
+            guard await probe.log.connected.wait(timeout: 10) else { return iteration.fail("no didConnectToHost within 10 s") }
         }
         let message = payload(Int.random(in: 1...4_096, using: &iteration.random), &iteration.random)
         socket.write(message, tag: 1)
         socket.read(toLength: message.count, tag: 1)
         socket.disconnectAfterReading()
         socket.read(toLength: 1_000, tag: 2)
-        guard await probe.disconnected.wait(timeout: 5) else {
+        guard await probe.log.disconnected.wait(timeout: 5) else {
             return iteration.fail(
-                "still connected 5 s after disconnectAfterReading() with a read queued after it; callbacks: \(probe.events)")
+                "still connected 5 s after disconnectAfterReading() with a read queued after it; callbacks: \(probe.log.events)")
         }
-        let events = probe.events
+        let events = probe.log.events
         if !events.contains("read 1") { iteration.fail("the read queued before disconnectAfterReading() did not complete: \(events)") }
         if events.contains("read 2") { iteration.fail("the read queued after disconnectAfterReading() completed: \(events)") }
     }
