@@ -57,8 +57,8 @@ public struct StreamOperationError: Error, Hashable, Sendable, CustomNSError, Lo
         public static let closed = Code(.closed)
         /// `connect` or `accept` on a socket already connected or listening (`GCDAsyncSocketBadConfigError`).
         public static let alreadyConnected = Code(.alreadyConnected)
-        /// A read or write on an ``AsyncConnection`` whose `open()` was never called (as `read` of an
-        /// unopened `InputStream` fails; GCDAsyncSocket drops reads and writes on a socket not started).
+        /// A read, write or TLS upgrade on an ``AsyncConnection`` whose `open()` was never called (as
+        /// `read` of an unopened `InputStream` fails; GCDAsyncSocket drops operations on a socket not started).
         public static let notOpen = Code(.notOpen)
 
         /// The `NSError` code (`CustomNSError.errorCode`): 1 read timed out, 2 write timed out, 3 read
