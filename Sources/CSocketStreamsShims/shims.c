@@ -61,6 +61,12 @@ int cssh_name_current_thread(const char *name) {
 
 int cssh_gettid(void) { return (int)syscall(SYS_gettid); }
 
+// The Swift runtime's (HeapObject.h): an atomic increment of the strong count that fails once the
+// object is deiniting, returning the object, or NULL when it failed. Every Swift program links the runtime.
+extern void *swift_tryRetain(void *object);
+
+_Bool cssh_try_retain(void *object) { return swift_tryRetain(object) != NULL; }
+
 
 // The lock is Drepper's three-state futex mutex ("Futexes Are Tricky", mutex 2); the condition is a
 // sequence number a waiter reads under the lock and sleeps on, so a broadcast between its release of the

@@ -43,6 +43,12 @@ int cssh_name_current_thread(const char *name);
 /// The calling thread's kernel id (`gettid(2)`), which `/proc/self/task/` lists.
 int cssh_gettid(void);
 
+/// Takes a strong reference to a Swift object unless its deinitialisation has begun (the Swift
+/// runtime's `swift_tryRetain`, the check a weak reference's load makes). `object` must be allocated:
+/// the caller guarantees it by a rule of its own (a lock the object's deinit must take first). Returns
+/// whether the reference was taken.
+_Bool cssh_try_retain(void *object);
+
 /// A lock and the condition its holders wait on, in 24 bytes: a futex word (0 free, 1 held, 2 held with
 /// waiters), a futex sequence for the condition, the number of threads in `cssh_lock_wait`, and the
 /// holder (its thread pointer, for the "lock held" checks). The connection's and the reactor's lock and

@@ -34,17 +34,17 @@ func makePair(_ connection: Connection) -> (input: SocketInputStream, output: So
 }
 
 /// The input stream of a new pair, in a region of its own: the connection (which is `Sendable`) holds
-/// it weakly, so the input and output can each be sent (`StreamListener.AcceptHandler`).
+/// it unretained, so the input and output can each be sent (`StreamListener.AcceptHandler`).
 func makeInput(_ connection: Connection) -> sending SocketInputStream {
     let input = SocketInputStream(connection: connection)
-    connection.lock.withLock { connection.inputStream = input }
+    connection.lock.withLock { connection.inputStream = UnretainedReference(input) }
     return input
 }
 
 /// The output stream of a new pair, in a region of its own (see `makeInput`).
 func makeOutput(_ connection: Connection) -> sending SocketOutputStream {
     let output = SocketOutputStream(connection: connection)
-    connection.lock.withLock { connection.outputStream = output }
+    connection.lock.withLock { connection.outputStream = UnretainedReference(output) }
     return output
 }
 

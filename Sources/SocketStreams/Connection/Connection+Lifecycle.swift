@@ -318,6 +318,10 @@ extension Connection {
     /// `close()` of a half (or, `deinitialised`, its stream going away): the half lets go of the pair.
     func close(_ half: Half, deinitialised: Bool = false) {
         let released = lock.withLock { () -> SmallList<Reactor> in
+            // First of all: the stream's memory goes when its deinit returns (`UnretainedReference`).
+            if deinitialised {
+                if half == .input { inputStream = nil } else { outputStream = nil }
+            }
             guard !halves[half].gone, deinitialised || halves[half].events.close() else { return [] }
             return letGo(half)
         }

@@ -63,9 +63,18 @@ final class Connection: EventTarget, @unchecked Sendable {
     @exclusivity(unchecked) var readersWaiting = 0
     /// Each half's state (PairHalves.swift).
     let halves = FixedPair(HalfState(), HalfState())
-    /// The streams, for delegate callouts (weak: the client owns them).
-    weak var inputStream: Stream?
-    weak var outputStream: Stream?
+    /// The streams, for delegate callouts, unretained (the client owns them; not `weak`, which would
+    /// slow every retain and release of a stream: `UnretainedReference`). A stream's deinit clears its
+    /// entry under `lock` first (`close(_:deinitialised:)`). Guarded by `lock`.
+    @exclusivity(unchecked) var inputStream: UnretainedReference<Stream>?
+    @exclusivity(unchecked) var outputStream: UnretainedReference<Stream>?
+
+    /// The half's stream, retained, unless it is gone or being deinitialised. Lock held.
+    @inline(__always) func stream(_ half: Half) -> Stream? {
+        lock.assertHeld()
+        return (half == .input ? inputStream : outputStream)?.retained()
+    }
+
     /// The fd's registration on each reactor it listens on.
     @exclusivity(unchecked) var registrations = PairRegistrations()
     /// The open's home, deadline and stages (the open in progress, and where the next one runs).
@@ -140,7 +149,7 @@ final class Connection: EventTarget, @unchecked Sendable {
                 entry = entered
             }
             // The stream is taken after every `break`: releasing it with the lock held could run its deinit.
-            guard let event = halves[half].events.next(), let stream = slot == 0 ? inputStream : outputStream else { break }
+            guard let event = halves[half].events.next(), let stream = stream(half) else { break }
             // A half scheduled on several reactors can be read (or written) in a callout on another
             // thread after its has-event was signalled, even by the read that was in progress when it
             // was: the event is delivered only if the socket still confirms it, so that the delegate's

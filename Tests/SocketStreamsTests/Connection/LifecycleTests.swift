@@ -294,6 +294,49 @@ final class LifecycleTests: SocketStreamsTestCase {
         }
         XCTAssertTrue(peerSawEOF.wait(timeout: shortTimeout), "socket left open after the pair was released")
     }
+
+    /// Pairs released on this thread while the stream thread delivers their events: a connection
+    /// holds its streams unretained (`UnretainedReference`), so a stream whose last reference goes
+    /// while its has-bytes event is being delivered must get no callout once its deinit has begun
+    /// (Address Sanitizer, in `Scripts/sanitize`, would see a freed stream used), and every socket
+    /// closes (the peer's writes fail and its handler returns).
+    func testPairsReleasedWhileTheirEventsAreDelivered() throws {
+        let server = try startRawServer { connection in
+            let chunk = Data(repeating: 7, count: 16 * 1024)
+            while (try? connection.write(chunk)) != nil {}
+        }
+        final class Reader: NSObject, StreamDelegate, @unchecked Sendable {
+            // `@unchecked Sendable`: `events` is touched only on the stream thread, where its streams
+            // deliver; `reached` is a semaphore.
+            let reached = DispatchSemaphore(value: 0)
+            let wanted: Int
+            var events = 0
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            init(wanted: Int) { self.wanted = wanted }
+            func stream(_ stream: Stream, handle event: Stream.Event) {
+                guard event == .hasBytesAvailable, let input = stream as? InputStream else { return }
+                _ = input.read(&buffer, maxLength: buffer.count)
+                events += 1
+                if events == wanted { reached.signal() }
+            }
+        }
+        let iterations = 100
+        for iteration in 0..<iterations {
+            let reader = Reader(wanted: 1 + iteration % 8)
+            do {
+                let pair = createStreamPair(host: "127.0.0.1", port: server.port)
+                pair.input.delegate = reader
+                pair.output.delegate = reader
+                pair.input.schedule(in: .socketStreams, forMode: .default)
+                pair.output.schedule(in: .socketStreams, forMode: .default)
+                pair.input.open()
+                pair.output.open()
+                XCTAssertEqual(reader.reached.wait(timeout: .now() + shortTimeout), .success, "iteration \(iteration)")
+                // Both streams are released here, with bytes still arriving.
+            }
+        }
+        XCTAssertTrue(server.waitForFinished(iterations, timeout: shortTimeout), "\(server.finishedCount) of \(iterations) sockets closed")
+    }
 }
 
 /// A call made on its own thread, which a test can watch block in `poll` (by its kernel state,
