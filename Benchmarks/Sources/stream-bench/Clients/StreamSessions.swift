@@ -108,15 +108,22 @@ enum EventHome {
 }
 
 /// One connection: the delegate of both of its streams.
+///
+/// The state its callouts change is `@exclusivity(unchecked)`: a session's events are delivered one at
+/// a time on one thread or queue, so no two accesses can overlap, and Swift's dynamic exclusivity check
+/// of a class's `var` (made at every access that spans a call it cannot see into, such as passing an
+/// array to `read(_:maxLength:)`) costs about 100 instructions each: 6 a ping-pong round trip, 640
+/// instructions, more than the library's own event delivery (callgrind, `Benchmarks/instructions`;
+/// the Performance guide's "Your delegate's share").
 class StreamSession: NSObject, StreamDelegate {
     let inputStream: InputStream
     let outputStream: OutputStream
     let monitor: SessionMonitor
     /// Set in `open` before the streams are scheduled, read in `close` on the delivering thread.
     private var home: EventHome?
-    private var pendingOutput: [UInt8] = []
-    private var pendingIndex = 0
-    private(set) var isDone = false
+    @exclusivity(unchecked) private var pendingOutput: [UInt8] = []
+    @exclusivity(unchecked) private var pendingIndex = 0
+    @exclusivity(unchecked) private(set) var isDone = false
     /// Why the pair could not be set up (the proxy refused by `setProperty`); `open` then fails the session.
     private var setupFailure: String?
 
@@ -308,8 +315,8 @@ class StreamSession: NSObject, StreamDelegate {
 /// Sends 'D' and reads to end of stream with a 64 KiB buffer.
 final class DownloadSession: StreamSession {
     private let expected: Int
-    private var received = 0
-    private var buffer = [UInt8](repeating: 0, count: Payload.chunkSize)
+    @exclusivity(unchecked) private var received = 0
+    @exclusivity(unchecked) private var buffer = [UInt8](repeating: 0, count: Payload.chunkSize)
 
     init(port: UInt16, totalBytes: Int, monitor: SessionMonitor) {
         expected = totalBytes
@@ -342,10 +349,10 @@ final class DownloadSession: StreamSession {
 /// Sends 'U' and the payload in 64 KiB writes, then reads the server's 8-byte count.
 final class UploadSession: StreamSession {
     private let total: Int
-    private var remaining: Int
+    @exclusivity(unchecked) private var remaining: Int
     private let chunk: [UInt8]
-    private var reply = [UInt8](repeating: 0, count: 8)
-    private var replyCount = 0
+    @exclusivity(unchecked) private var reply = [UInt8](repeating: 0, count: 8)
+    @exclusivity(unchecked) private var replyCount = 0
 
     init(port: UInt16, totalBytes: Int, monitor: SessionMonitor) {
         total = totalBytes
@@ -389,11 +396,11 @@ final class EchoSession: StreamSession {
 
     private let roundTrips: Int
     private let messages: [[UInt8]]
-    private var phase: Phase
-    private var roundTrip = 0
-    private var echo: [UInt8]
-    private var received = 0
-    private var control = [UInt8](repeating: 0, count: 1)
+    @exclusivity(unchecked) private var phase: Phase
+    @exclusivity(unchecked) private var roundTrip = 0
+    @exclusivity(unchecked) private var echo: [UInt8]
+    @exclusivity(unchecked) private var received = 0
+    @exclusivity(unchecked) private var control = [UInt8](repeating: 0, count: 1)
 
     /// Ping-pong: header and first message go out together on the first `.hasSpaceAvailable`.
     init(host: String = "127.0.0.1", port: UInt16, roundTrips: Int, messageSize: Int, monitor: SessionMonitor) {
@@ -455,7 +462,7 @@ final class EchoSession: StreamSession {
 
 /// Sends 'C', reads the one-byte answer, closes.
 final class ConnectSession: StreamSession {
-    private var reply = [UInt8](repeating: 0, count: 1)
+    @exclusivity(unchecked) private var reply = [UInt8](repeating: 0, count: 1)
 
     override init(host: String = "127.0.0.1", port: UInt16, monitor: SessionMonitor) {
         super.init(host: host, port: port, monitor: monitor)
