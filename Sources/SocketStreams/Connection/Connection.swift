@@ -69,6 +69,10 @@ final class Connection: EventTarget, @unchecked Sendable {
     @exclusivity(unchecked) var inputStream: UnretainedReference<Stream>?
     @exclusivity(unchecked) var outputStream: UnretainedReference<Stream>?
 
+    /// The owner that takes the pair's events instead of its streams' delegate, unretained under the
+    /// same rule as the streams (PairReceiver.swift). Guarded by `lock`.
+    @exclusivity(unchecked) var receiver: UnretainedReference<PairReceiver>?
+
     /// The half's stream, retained, unless it is gone or being deinitialised. Lock held.
     @inline(__always) func stream(_ half: Half) -> Stream? {
         lock.assertHeld()
@@ -160,6 +164,16 @@ final class Connection: EventTarget, @unchecked Sendable {
                 !confirm(half)
             {
                 lock.unlock()
+                continue
+            }
+            if let receiver {
+                // The pair's owner (PairReceiver.swift); gone (its deinit has begun): nobody.
+                let owner = receiver.taken()
+                lock.unlock()
+                if let owner {
+                    owner._withUnsafeGuaranteedRef { $0.pair(stream, handle: event) }
+                    owner.release()
+                }
                 continue
             }
             let client = options.flatMap { $0.hasClients ? $0.clients[slot] : nil }

@@ -17,10 +17,10 @@ extension AsyncConnection {
     /// Their SocketStreams properties (`property(forKey:)`, `setProperty(_:forKey:)`: the native
     /// handle, the peer's address, TLS details, `.tcpNoDelayKey`) may be used from any thread. Do not
     /// read or write from them, open, close, schedule or remove them: the connection does. Foundation's
-    /// own `Stream` members that are not thread-safe, `delegate` first of all, must only be touched on
-    /// the connection's owner, the package's stream thread (where ``AsyncConnection/executor`` runs its
-    /// jobs), on which the connection drives the pair; the connection is their delegate, and
-    /// replacing it stops the connection.
+    /// own `Stream` members that are not thread-safe must only be touched on the connection's owner,
+    /// the package's stream thread (where ``AsyncConnection/executor`` runs its jobs), on which the
+    /// connection drives the pair. The connection takes the pair's events itself, not as the streams'
+    /// delegate: they have none, and a delegate set on them is never called.
     public var streams: (input: InputStream, output: OutputStream)? { engine.streams }
 }
 

@@ -35,9 +35,9 @@ extension QueuedSocket {
     /// Their SocketStreams properties (`property(forKey:)`, `setProperty(_:forKey:)`: the native
     /// handle, TLS details, `.tcpNoDelayKey`) may be used from any thread. Do not read or write from
     /// them, open, close, schedule or remove them: the socket does. Foundation's own `Stream` members
-    /// that are not thread-safe, `delegate` first of all, must only be touched on the socket's delegate
-    /// queue or run loop, where the socket drives the pair; the socket is their delegate, and replacing
-    /// it stops the socket.
+    /// that are not thread-safe must only be touched on the socket's delegate queue or run loop, where
+    /// the socket drives the pair. The socket takes the pair's events itself, not as the streams'
+    /// delegate: they have none, and a delegate set on them is never called.
     public var streams: (input: InputStream, output: OutputStream)? { engine.streams }
 
     /// The connected pair's socket address (`getsockname(2)`).

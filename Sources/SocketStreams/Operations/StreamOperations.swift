@@ -7,13 +7,14 @@ import Foundation
 #endif
 
 // The engine under `QueuedSocket` and `AsyncConnection`: reads and writes queued as operations that
-// complete in order (GCDAsyncSocket's model), driven by a stream pair's delegate events. It is a client
-// of the pair like any other, so the delegate path stays the one engine.
+// complete in order (GCDAsyncSocket's model), driven by a stream pair's events. It takes them as the
+// pair's receiver (PairReceiver.swift: the events a delegate would get, without the weak reference's
+// side table), so the delegate path's delivery stays the one engine.
 //
 // Ownership. The engine, like the pair under it, is owned by one reactor (`reactor`): the run loop or
 // dispatch queue where the streams are scheduled, their events are delivered and the timers fire
 // (`QueuedSocket`: its delegate's; `AsyncConnection`: the stream thread's). Everything that touches the
-// streams (attaching as their delegate, reading, writing, setting TLS, closing) and every completion
+// streams (attaching to them, reading, writing, setting TLS, closing) and every completion
 // runs there, inside the reactor's `perform`, and `Reactor.assertOwner` checks it in debug builds.
 // Any other thread only records a request under `state`'s lock (an operation queued, a close asked
 // for) and posts a pump to the owner, as an event loop's `execute` does; a request made on the owner
@@ -33,7 +34,7 @@ import Foundation
 // `@unchecked Sendable`: its mutable state is `state`, behind its own lock, and the streams'
 // Foundation properties are touched only on the owner reactor's thread (above), which
 // `reactor.assertOwner` checks in debug builds.
-package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @unchecked Sendable {
+package final class StreamOperations: PairReceiver, StreamDelegate, TimerTarget, @unchecked Sendable {
     /// The request last: its 17 bytes then end the struct (49 bytes, not 56), which keeps the
     /// engine's State 8 bytes smaller and its guarded allocation a malloc chunk smaller (issue 25).
     struct ReadOperation {
@@ -223,14 +224,20 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
     }
 
     deinit {
+        // First: a delivery on the owner may be loading this engine as its pair's receiver.
+        connection?.dropReceiver(self)
         if let reactor, state.withLock({ $0.holdsReactor }) { ReactorRegistry.shared.release(reactor) }
     }
 
+    /// The pair's connection, when the pair is one of this package's (the engine is then its receiver).
+    private var connection: Connection? { (state.withLock { $0.input } as? SocketInputStream)?.connection }
+
     // MARK: setting up
 
-    /// Takes over an unopened pair: on the owner, becomes both streams' delegate, lets `schedule` put
-    /// them there (where their events must come) and opens them. Operations queued before now start
-    /// once it is ready. A pair that cannot be taken (the engine is closed) is closed.
+    /// Takes over an unopened pair: on the owner, becomes its receiver (for a pair not of this package,
+    /// both streams' delegate), lets `schedule` put them there (where their events must come) and
+    /// opens them. Operations queued before now start once it is ready. A pair that cannot be taken
+    /// (the engine is closed) is closed.
     func attach(input: InputStream, output: OutputStream, schedule: @escaping @Sendable (InputStream, OutputStream) -> Void) {
         let accepted = state.withLock { state -> Bool in
             guard !state.attached, !state.closed, state.closing == nil, reactor != nil else { return false }
@@ -252,8 +259,14 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
                 return (input, output)
             }
             guard let (input, output) = pair else { return }
-            input.delegate = self
-            output.delegate = self
+            // The pair's events come to the engine directly (PairReceiver.swift), or, for a pair that is
+            // not this package's, as its streams' delegate.
+            if let socket = input as? SocketInputStream, (output as? SocketOutputStream)?.connection === socket.connection {
+                socket.connection.setReceiver(self)
+            } else {
+                input.delegate = self
+                output.delegate = self
+            }
             schedule(input, output)
             input.open()
             output.open()
@@ -409,6 +422,11 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
 
     /// The pair's events, delivered on the owner (where both streams are scheduled). The event is
     /// recorded and the pump entered under one lock.
+    /// The pair's events when the engine is its receiver (PairReceiver.swift): as its delegate's.
+    override package func pair(_ stream: Stream, handle event: Stream.Event) {
+        self.stream(stream, handle: event)
+    }
+
     package func stream(_ stream: Stream, handle event: Stream.Event) {
         let here = isOwnerHere
         var work = Round()
@@ -624,6 +642,7 @@ package final class StreamOperations: NSObject, StreamDelegate, TimerTarget, @un
     private func closePair() {
         reactor?.assertOwner("closing the pair (its delegates are Foundation's unsynchronised properties)")
         let streams = state.withLock { [$0.input, $0.output].compactMap { $0 } as [Stream] }
+        connection?.dropReceiver(self)
         for stream in streams {
             stream.delegate = nil
             stream.close()

@@ -18,6 +18,18 @@ struct UnretainedReference<Object: AnyObject>: @unchecked Sendable {
         self.object = Unmanaged.passUnretained(object)
     }
 
+    /// Whether this refers to `candidate` (an identity comparison; nothing is retained).
+    @inline(__always) func refers(to candidate: Object) -> Bool {
+        object.toOpaque() == Unmanaged.passUnretained(candidate).toOpaque()
+    }
+
+    /// The object with a reference taken (+1, to be released by the caller), unless its deinit has
+    /// begun. With the holder's lock held. For a call made after the lock is let go:
+    /// `_withUnsafeGuaranteedRef` then `release()` cost no retain and release of their own.
+    @inline(__always) func taken() -> Unmanaged<Object>? {
+        cssh_try_retain(object.toOpaque()) ? object : nil
+    }
+
     /// The object, retained, unless its deinit has begun. With the holder's lock held.
     @inline(__always) func retained() -> Object? {
         guard cssh_try_retain(object.toOpaque()) else { return nil }

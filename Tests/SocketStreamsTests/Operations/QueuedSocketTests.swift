@@ -2,6 +2,7 @@
     import Glibc
 #endif
 import Foundation
+import Synchronization
 import SocketStreamsTestSupport
 @testable import SocketStreams
 import XCTest
@@ -500,6 +501,57 @@ final class QueuedSocketTests: SocketStreamsTestCase {
         XCTAssertNil(released, "a removed element is still held")
     }
 
+    /// The socket takes its pair's events itself (`PairReceiver`), not as the streams' delegate: they
+    /// have none, and a delegate set on them (on the socket's queue) is never called and does not stop
+    /// the socket, whose next exchange completes.
+    func testTheSocketTakesItsPairsEventsNotAsTheirDelegate() throws {
+        let server = try startRawServer { connection in
+            while let line = try? connection.readExactly(5) { try? connection.write(line) }
+        }
+        let recorder = QueuedRecorder()
+        let socket = QueuedSocket(delegate: recorder, delegateQueue: queue)
+        try socket.connect(toHost: "127.0.0.1", onPort: server.port)
+        socket.write(bytes("ping\n"), tag: 1)
+        socket.read(toData: bytes("\n"), tag: 2)
+        XCTAssertTrue(recorder.waitFor("read 2 ping\n"), "\(recorder.log)")
+        let streams = try XCTUnwrap(socket.streams)
+        let connection = try XCTUnwrap(streams.input as? SocketInputStream).connection
+        XCTAssertTrue(connection.lock.withLock { connection.receiver != nil }, "the engine is the pair's receiver")
+        let intruder = CallCounter()
+        queue.sync {
+            XCTAssertNil(streams.input.delegate)
+            XCTAssertNil(streams.output.delegate)
+            streams.input.delegate = intruder
+            streams.output.delegate = intruder
+        }
+        socket.write(bytes("pong\n"), tag: 3)
+        socket.read(toData: bytes("\n"), tag: 4)
+        XCTAssertTrue(recorder.waitFor("read 4 pong\n"), "\(recorder.log)")
+        XCTAssertEqual(intruder.calls, 0, "a delegate set on the socket's streams was called")
+        socket.disconnect()
+        XCTAssertTrue(recorder.waitFor("disconnect nil"), "\(recorder.log)")
+        XCTAssertTrue(connection.lock.withLock { connection.receiver == nil }, "a disconnected socket is still the receiver")
+    }
+
+    /// A socket released while connected clears itself from its pair first (its engine's deinit): the
+    /// connection, kept alive here, holds no reference to the freed engine.
+    func testAReleasedSocketIsNoLongerItsPairsReceiver() throws {
+        let server = try startRawServer { connection in _ = try? connection.readToEOF(timeout: 10) }
+        var connection: Connection?
+        weak var released: QueuedSocket?
+        do {
+            let recorder = QueuedRecorder()
+            let socket = QueuedSocket(delegate: recorder, delegateQueue: queue)
+            released = socket
+            try socket.connect(toHost: "127.0.0.1", onPort: server.port)
+            XCTAssertTrue(recorder.waitFor("connect"))
+            connection = (socket.streams?.input as? SocketInputStream)?.connection
+        }
+        let kept = try XCTUnwrap(connection)
+        XCTAssertTrue(waitUntil { released == nil }, "the socket was not released")
+        XCTAssertTrue(waitUntil { kept.lock.withLock { kept.receiver == nil } }, "the pair still names a released engine")
+    }
+
     /// Releasing a connected socket closes its pair: the server sees the end, and no socket is left.
     func testReleasingTheSocketClosesTheConnection() throws {
         let sawEOF = Signal()
@@ -516,6 +568,13 @@ final class QueuedSocketTests: SocketStreamsTestCase {
         XCTAssertTrue(sawEOF.wait(timeout: 10), "the server never saw the end")
         XCTAssertTrue(waitUntil { SocketHandle.openCount == before }, "\(SocketHandle.openCount) sockets open, \(before) before")
     }
+}
+
+/// A `StreamDelegate` that counts its calls.
+private final class CallCounter: NSObject, StreamDelegate, Sendable {
+    private let count = Mutex(0)
+    var calls: Int { count.withLock { $0 } }
+    func stream(_ aStream: Stream, handle eventCode: Stream.Event) { count.withLock { $0 += 1 } }
 }
 
 /// Checks `condition` until it holds or `timeout` passes, yielding the CPU between checks: for state

@@ -33,6 +33,26 @@ final class TryRetainTests: XCTestCase {
         _ = kept
     }
 
+    /// `UnretainedReference`: names its object and no other; `taken()` of a live object is one
+    /// reference, which the caller releases.
+    func testAnUnretainedReferenceTakesOneReferenceToItsObject() {
+        let answer = UnsafeMutablePointer<Bool>.allocate(capacity: 1)
+        defer { answer.deallocate() }
+        weak var watched: Probe?
+        do {
+            let probe = Probe(answer: answer)
+            let other = Probe(answer: answer)
+            watched = probe
+            let reference = UnretainedReference(probe)
+            XCTAssertTrue(reference.refers(to: probe))
+            XCTAssertFalse(reference.refers(to: other))
+            let taken = reference.taken()
+            XCTAssertNotNil(taken)
+            taken?.release()
+        }
+        XCTAssertNil(watched, "a reference taken was not released, or one too many was")
+    }
+
     func testAnObjectBeingDeinitialisedIsNotRetained() {
         let answer = UnsafeMutablePointer<Bool>.allocate(capacity: 1)
         defer { answer.deallocate() }
