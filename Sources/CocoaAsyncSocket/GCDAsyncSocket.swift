@@ -788,6 +788,20 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         }
     }
 
+    /// A system error before the socket connected, in the shape GCDAsyncSocket gives it
+    /// (`errorWithErrno:reason:`): `NSPOSIXErrorDomain` and the errno as they were, `strerror` as the
+    /// description and "Error in connect() function" as the failure reason (the stream's other
+    /// userInfo kept). Any other error as it is.
+    static func connectFailure(_ error: Error?) -> Error? {
+        guard let error else { return nil }
+        let failure = error as NSError
+        guard failure.domain == NSPOSIXErrorDomain, let code = Int32(exactly: failure.code) else { return error }
+        var info = failure.userInfo
+        info[NSLocalizedDescriptionKey] = String(cString: strerror(code))
+        info[NSLocalizedFailureReasonErrorKey] = "Error in connect() function"
+        return NSError(domain: NSPOSIXErrorDomain, code: failure.code, userInfo: info)
+    }
+
     /// Maps the engine's own failures to GCDAsyncSocket's; the streams' errors pass through.
     static func map(_ error: Error?) -> Error? {
         guard let error else { return nil }
@@ -936,6 +950,7 @@ extension GCDAsyncSocket: StreamOperationsClient {
             let mapped = Self.map(error)
             state.withLock { state in
                 guard state.link?.operations === operations else { return }
+                let mapped = state.link?.connected == true ? mapped : Self.connectFailure(mapped)
                 state.link = nil
                 state.reset()
                 Self.post(&state, self) { socket, delegate in delegate.socketDidDisconnect(socket, withError: mapped) }

@@ -301,6 +301,10 @@ final class GCDAsyncSocketTests: XCTestCase {
         try client.connect(toHost: "127.0.0.1", onPort: port)
         recorder.wait(for: "disconnect")
         XCTAssertEqual(recorder.events, ["disconnect \(NSPOSIXErrorDomain) \(ECONNREFUSED)"])
+        // In GCDAsyncSocket's shape (`errorWithErrno:reason:`): strerror, and the call that failed.
+        let refused = try XCTUnwrap(recorder.errors.last as? NSError)
+        XCTAssertEqual(refused.localizedDescription, String(cString: strerror(ECONNREFUSED)))
+        XCTAssertEqual(refused.localizedFailureReason, "Error in connect() function")
     }
 
     func testPeerCloseAndHalfClose() throws {
