@@ -24,7 +24,7 @@ extension Connection {
     }
 
     /// Clears the receiver if it is `receiver`: from its deinit (before anything else there) or when
-    /// it lets go of the pair. Holds the lock while it compares, as `retained()` does while it loads.
+    /// it lets go of the pair. Holds the lock while it compares, as a delivery does while it loads.
     func dropReceiver(_ receiver: PairReceiver) {
         lock.withLock {
             if self.receiver?.refers(to: receiver) == true { self.receiver = nil }

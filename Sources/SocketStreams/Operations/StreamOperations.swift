@@ -420,13 +420,13 @@ package final class StreamOperations: PairReceiver, StreamDelegate, TimerTarget,
 
     // MARK: stream events
 
-    /// The pair's events, delivered on the owner (where both streams are scheduled). The event is
-    /// recorded and the pump entered under one lock.
     /// The pair's events when the engine is its receiver (PairReceiver.swift): as its delegate's.
     override package func pair(_ stream: Stream, handle event: Stream.Event) {
         self.stream(stream, handle: event)
     }
 
+    /// The pair's events, delivered on the owner (where both streams are scheduled). The event is
+    /// recorded and the pump entered under one lock.
     package func stream(_ stream: Stream, handle event: Stream.Event) {
         let here = isOwnerHere
         var work = Round()
