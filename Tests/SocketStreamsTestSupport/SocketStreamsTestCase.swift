@@ -29,13 +29,17 @@ open class SocketStreamsTestCase: XCTestCase {
     /// A fresh directory, removed after the test.
     /// Runs this test binary's `test` ("Target.Class/testName") in a child process with
     /// `SOCKETSTREAMS_TEST_SCENARIO` set to `scenario` (``childScenario`` there), for what must happen in
-    /// a process where nothing has run yet (the process-wide stream thread, a low fd limit); checks that
-    /// the child exited normally, within 60 s, with its one test passed.
-    package func runInChild(_ test: String, scenario: String, file: StaticString = #filePath, line: UInt = #line) throws {
+    /// a process where nothing has run yet (the process-wide stream thread, a low fd limit), with
+    /// `environment` added to this process's; checks that the child exited normally, within 60 s, with
+    /// its one test passed.
+    package func runInChild(
+        _ test: String, scenario: String, environment: [String: String] = [:], file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         let child = Process()
         child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
         child.arguments = [test]
-        child.environment = ProcessInfo.processInfo.environment.merging(["SOCKETSTREAMS_TEST_SCENARIO": scenario]) { $1 }
+        child.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+            .merging(["SOCKETSTREAMS_TEST_SCENARIO": scenario]) { $1 }
         let logURL = try makeTemporaryDirectory().appendingPathComponent("child.log")
         _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
         let log = try FileHandle(forWritingTo: logURL)
