@@ -113,8 +113,8 @@ enum EventHome {
 /// a time on one thread or queue, so no two accesses can overlap, and Swift's dynamic exclusivity check
 /// of a class's `var` (made at every access that spans a call it cannot see into, such as passing an
 /// array to `read(_:maxLength:)`) costs about 100 instructions each: 6 a ping-pong round trip, 640
-/// instructions, more than the library's own event delivery (callgrind, `Benchmarks/instructions`;
-/// the Performance guide's "Your delegate's share").
+/// instructions, a seventh of the round trip (callgrind, `Benchmarks/instructions`; the Performance
+/// guide's "Your delegate's share").
 class StreamSession: NSObject, StreamDelegate {
     let inputStream: InputStream
     let outputStream: OutputStream
