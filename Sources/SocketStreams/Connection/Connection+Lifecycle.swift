@@ -31,11 +31,14 @@ extension Connection {
 
     /// The output opens on a live pair (the input's open connected at once, or it opens late): space
     /// follows `openCompleted` at once where the socket surely takes bytes (a plain socket whose
-    /// send-space bound is above zero, so that a send takes bytes), as when the output was open
-    /// before the connect completed; otherwise epoll reports it. Lock held.
+    /// send-space bound is above zero, so that a send takes bytes; a transport layered on it, such as
+    /// TLS, whose socket a measurement finds room in), as when the output was open before the connect
+    /// completed; otherwise epoll reports it. Lock held.
     private func outputOpensLive() {
         let space = halves[.output].sendSpace
         if case .socket? = transport, space.isBound, space.kib > 0, !halves[.output].reactors.isEmpty {
+            signal(.output, .hasSpaceAvailable)
+        } else if case .layered? = transport, spaceAfterStages() {
             signal(.output, .hasSpaceAvailable)
         } else {
             halves[.output].watchingSpace = true
@@ -193,11 +196,13 @@ extension Connection {
     }
 
     /// The lifecycle moved to `live`: has-events flow. With `writable` (a completed connect) space follows
-    /// `openCompleted` at once, as CFNetwork's connect callback does; otherwise epoll reports it. Lock held.
-    private func goLive(writable: Bool, handover: inout EpollHandover?) {
+    /// `openCompleted` at once, as CFNetwork's connect callback does; after the stages (`staged`) it
+    /// does where the send-space bound, measured now, says the socket takes bytes; otherwise epoll
+    /// reports it. Lock held.
+    private func goLive(writable: Bool, staged: Bool = false, handover: inout EpollHandover?) {
         opening.end()
         if halves[.output].events.status == .open {
-            if writable {
+            if writable || staged && spaceAfterStages() {
                 signal(.output, .hasSpaceAvailable)
             } else {
                 halves[.output].watchingSpace = true
@@ -208,6 +213,19 @@ extension Connection {
         }
         rebuildRegistrations(handover: &handover)
         lock.broadcast()
+    }
+
+    /// Whether the socket surely takes bytes once the stages are done (a TLS handshake, a proxy's), for
+    /// a scheduled output, open then or opening later: nothing of theirs waits to go out, and one
+    /// measurement of the send-space bound (`SendSpace`) finds room, where the bound models the
+    /// socket; else a zero-timeout poll answers, as after a write. Space then follows at once, as after
+    /// a plain connect, instead of an EPOLLOUT registration, a wake-up round and the registration's
+    /// removal after the first write (Benchmarks/results/syscalls.md). What the stages sent is in the
+    /// measurement, so a layered transport's own count of its sends starts again. Lock held.
+    private func spaceAfterStages() -> Bool {
+        guard let transport, !halves[.output].reactors.isEmpty, !transport.hasPendingOutput else { return false }
+        if case .layered = transport { _ = transport.takeSendCharge() }
+        return halves[.output].sendSpace.measured(transport.fd, madeFor: target)
     }
 
     // MARK: handshake stages
@@ -258,7 +276,7 @@ extension Connection {
         case .done:
             guard case .goLive = lifecycle.handle(.stagesDone) else { return }
             var none: EpollHandover?
-            goLive(writable: false, handover: &none)
+            goLive(writable: false, staged: true, handover: &none)
         }
     }
 

@@ -222,6 +222,12 @@ extension SendSpace {
         }
     }
 
+    /// Whether the socket takes bytes now, measured (the bound set from the measurement where it models
+    /// the socket, else a zero-timeout poll): for a pair whose stages have just finished.
+    mutating func measured(_ fd: Int32, madeFor target: Endpoint) -> Bool {
+        remeasure(fd, madeFor: target)
+    }
+
     /// Measures the socket's send space after the bound ran out (or, first, whether the bound models
     /// this socket at all: a TCP socket the pair made, or an adopted one that `models` says is TCP
     /// with no low-water mark of its own; never a Unix-domain one).

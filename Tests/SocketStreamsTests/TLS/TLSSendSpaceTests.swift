@@ -98,6 +98,68 @@ final class TLSSendSpaceTests: SocketStreamsTestCase {
         print("\(writer.writes) TLS writes after hasSpaceAvailable, \(writer.bytes) bytes")
     }
 
+    /// Space after the handshake comes from one measurement of the send-space bound, not from an
+    /// EPOLLOUT registration and a wake-up round: at the first `hasSpaceAvailable`, before anything was
+    /// written, the output half already holds a bound (before, it was still unchecked: TLS pairs took
+    /// space from epoll and measured only after their first write), whether the output was open during
+    /// the handshake or opened once the pair was live; and a write in that callout is taken whole.
+    func testSpaceAfterTheHandshakeComesFromAMeasurement() throws {
+        let pki = try self.pki
+        let serverSettings = TLSSettings.server(
+            identity: TLSIdentity(certificateChainFile: pki.serverChain, privateKeyFile: pki.serverKey))
+        var settings = TLSSettings()
+        settings.trustRoots = [.pemFile(pki.caCertificate)]
+        settings.peerName = .name("localhost")
+        for outputOpensLate in [false, true] {
+            let (client, server) = try RawSocket.connectedTCPPair()
+            let received = Locked(Data())
+            let finished = Signal()
+            let reader = Thread {
+                let serverPair = createStreamPair(nativeSocket: server)
+                _ = serverPair.input.setProperty(true as NSNumber, forKey: CFKey.shouldCloseNativeSocket)
+                _ = serverPair.input.setProperty(serverSettings, forKey: .tlsSettingsKey)
+                serverPair.input.open()
+                serverPair.output.open()
+                var buffer = [UInt8](repeating: 0, count: 64)
+                while true {
+                    let count = serverPair.input.read(&buffer, maxLength: buffer.count)
+                    guard count > 0 else { break }
+                    received.value.append(contentsOf: buffer.prefix(count))
+                }
+                serverPair.input.close()
+                serverPair.output.close()
+                finished.raise()
+            }
+            reader.start()
+
+            let pair = createStreamPair(nativeSocket: client)
+            closeAfterTest(pair)
+            XCTAssertTrue(pair.input.setProperty(true as NSNumber, forKey: CFKey.shouldCloseNativeSocket))
+            XCTAssertTrue(pair.input.setProperty(settings, forKey: .tlsSettingsKey))
+            let probe = FirstSpaceProbe(message: Array("space \(outputOpensLate)".utf8))
+            pair.output.delegate = probe
+            pair.input.schedule(in: .current, forMode: .default)
+            pair.output.schedule(in: .current, forMode: .default)
+            pair.input.open()
+            let connection = pair.output.connection
+            if outputOpensLate {
+                XCTAssertTrue(
+                    runUntil(timeout: 30) { connection.lock.withLock { !connection.isNegotiating } }, "the handshake did not end")
+                XCTAssertEqual(pair.output.streamStatus, .notOpen)
+            }
+            pair.output.open()
+            XCTAssertTrue(runUntil(timeout: 30) { probe.boundAtFirstSpace != nil }, "no hasSpaceAvailable (late: \(outputOpensLate))")
+            let bound = try XCTUnwrap(probe.boundAtFirstSpace)
+            XCTAssertTrue(bound.isBound, "late: \(outputOpensLate): space came without a measurement (\(bound))")
+            XCTAssertGreaterThan(bound.kib, 0)
+            XCTAssertEqual(probe.written, probe.message.count, "the callout's write was not taken whole")
+            pair.input.close()
+            pair.output.close()
+            XCTAssertTrue(finished.wait(timeout: 30))
+            XCTAssertEqual(received.value, Data(probe.message))
+        }
+    }
+
     /// Our TLS server writes three short records at once and closes; a delegate reading with a
     /// 64 KiB buffer stops after each short record (no recv that finds nothing), and the records
     /// left on the socket are still reported: every byte arrives, then the end.
@@ -135,5 +197,21 @@ final class TLSSendSpaceTests: SocketStreamsTestCase {
         guard setsockopt(fd, SOL_SOCKET, name, &value, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
             throw NSError(domain: NSPOSIXErrorDomain, code: Int(errno))
         }
+    }
+}
+
+/// Records the output half's send-space bound at its first `hasSpaceAvailable`, then writes its message once.
+private final class FirstSpaceProbe: NSObject, StreamDelegate {
+    let message: [UInt8]
+    private(set) var boundAtFirstSpace: SendSpace?
+    private(set) var written = 0
+
+    init(message: [UInt8]) { self.message = message }
+
+    func stream(_ stream: Stream, handle event: Stream.Event) {
+        guard event == .hasSpaceAvailable, boundAtFirstSpace == nil, let output = stream as? SocketOutputStream else { return }
+        let connection = output.connection
+        boundAtFirstSpace = connection.lock.withLock { connection.halves[.output].sendSpace }
+        written = message.withUnsafeBufferPointer { output.write($0.baseAddress!, maxLength: $0.count) }
     }
 }
