@@ -325,13 +325,15 @@ enum Posix {
     /// Starts a detached thread that runs `body` (`pthread_create`), or throws why none could be made
     /// (EAGAIN: the process or system is out of threads, or of address space for a stack). Foundation's
     /// `Thread.start()` ignores that failure: the thread simply never runs, and whoever waits for it
-    /// waits for good. `body` is released on the new thread once it returns.
+    /// waits for good. `body` is released on the new thread once it returns. The thread runs at the
+    /// process's priority, not its starter's (`takeProcessPriority`).
     static func startThread(_ body: @escaping @Sendable () -> Void) throws(SystemError) {
         let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
         var thread = pthread_t()
         let result = pthread_create(
             &thread, nil,
             { context in
+                Posix.takeProcessPriority()
                 Unmanaged<ThreadBody>.fromOpaque(context!).takeRetainedValue().body()
                 return nil
             }, context)
@@ -340,6 +342,29 @@ enum Posix {
             throw SystemError(code: result, function: "pthread_create")
         }
         pthread_detach(thread)
+    }
+}
+
+extension Posix {
+    /// Gives the calling thread the process's nice value, that of its main thread (`getpriority` of the
+    /// process id; on Linux each thread has its own, and `PRIO_PROCESS` with 0 names the calling thread).
+    /// A Linux thread starts with the nice value of the thread that made it, and libdispatch runs its
+    /// workers at nice values by QoS (measured here: background 10, utility 2, user-initiated −2 where
+    /// the process may lower it), so the package's threads would otherwise run at whatever priority the
+    /// first code to need them had: the stream thread, which serves every connection scheduled on it,
+    /// at nice 10 for good if a background task opened the first connection. Raising a thread's nice
+    /// value is always allowed; lowering it needs `CAP_SYS_NICE` or `RLIMIT_NICE`, without which a
+    /// thread started from a lower-priority one stays there (start the stream thread early,
+    /// `RunLoop.startSocketStreams()`, to choose).
+    static func takeProcessPriority() {
+        let which = __priority_which_t(PRIO_PROCESS.rawValue)
+        errno = 0
+        let process = getpriority(which, id_t(getpid()))
+        guard errno == 0 else { return }
+        errno = 0
+        let own = getpriority(which, 0)
+        guard errno == 0, own != process else { return }
+        _ = setpriority(which, 0, process)
     }
 }
 

@@ -147,6 +147,58 @@ final class StreamThreadStartTests: SocketStreamsTestCase {
         pair.output.close()
     }
 
+    /// The stream thread and a queue's thread of the package's run at the process's priority (its main
+    /// thread's nice value), not at that of the thread that first needed them. A Linux thread starts
+    /// with its maker's nice value and libdispatch runs its workers at nice values by QoS (a background
+    /// task's at 10), so before, a stream thread first started from a background task served every
+    /// connection at nice 10 for good. Here the process runs at nice 9 and the starting thread at 5:
+    /// raising a nice value needs no privilege, so this runs as any user (before: both threads at 5).
+    func testThePackagesThreadsTakeTheProcessPriorityNotTheirStarters() throws {
+        guard try inFreshChild("thread-priority") else { return }
+        let which = __priority_which_t(PRIO_PROCESS.rawValue)
+        let listener = try RawSocket.listener(family: .v4, backlog: 2)
+        defer { close(listener) }
+        let port = RawSocket.boundPort(listener)
+        let queue = DispatchQueue(label: "thread-priority")
+        let go = Signal()
+        let started = Signal()
+        let starterNice = Locked<Int32?>(nil)
+        let starter = Thread {
+            guard go.wait(timeout: 30) else { return }
+            setpriority(which, 0, 5)
+            starterNice.value = getpriority(which, 0)
+            _ = try? RunLoop.startSocketStreams()
+            let pair = createStreamPair(host: "127.0.0.1", port: Int(port))
+            CFWriteStreamSetDispatchQueue(pair.output, queue)
+            pair.output.open()
+            queue.sync {}
+            pair.output.close()
+            started.raise()
+        }
+        starter.start()
+        XCTAssertEqual(setpriority(which, 0, 9), 0)  // the main thread's: the process's
+        go.raise()
+        XCTAssertTrue(started.wait(timeout: 30))
+        XCTAssertEqual(starterNice.value, 5)
+        XCTAssertEqual(getpriority(which, id_t(getpid())), 9)
+        let streamThread = Self.niceValues(ofThreadsNamed: "SocketStreams")
+        let queueThreads = Self.niceValues(ofThreadsNamed: "SocketStreams q")
+        XCTAssertEqual(streamThread, [9], "the stream thread's nice value")
+        XCTAssertEqual(queueThreads, [9], "the queue's thread's nice value")
+    }
+
+    /// The nice values of this process's threads named `name` (`/proc/self/task/*/comm`).
+    private static func niceValues(ofThreadsNamed name: String) -> [Int32] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.compactMap { task -> Int32? in
+            guard let tid = id_t(task),
+                let comm = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8),
+                comm.trimmingCharacters(in: .newlines) == name
+            else { return nil }
+            return getpriority(__priority_which_t(PRIO_PROCESS.rawValue), tid)
+        }
+    }
+
     /// The environment, under Address Sanitizer, for a child that caps its address space: without
     /// ASan's fake stacks (`detect_stack_use_after_return=0`). Each thread has one, an 11 MB mapping
     /// made when the thread starts and unmapped when it ends, so the address space moves by more than
