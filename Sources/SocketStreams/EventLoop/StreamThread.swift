@@ -276,6 +276,11 @@ extension RunLoop {
     /// `NSPOSIXErrorDomain` error, `EMFILE` or `ENFILE`, if the process is out of file descriptors
     /// (the thread needs ten), or `EAGAIN` if no thread can be made (`pthread_create`); a later call
     /// tries again. SocketStreams' own; CFNetwork's stream thread is private.
+    ///
+    /// The thread runs at the process's priority (the main thread's nice value). A thread may raise its
+    /// own nice value but lowering it needs privilege, so if the first code to need the thread runs at
+    /// a lower priority (a background task's dispatch worker, at nice 10), the thread can only keep
+    /// that: call this early from the main thread to start it at the process's.
     public static func startSocketStreams() throws -> RunLoop {
         do {
             return try StreamThread.runLoop()
