@@ -52,11 +52,7 @@ final class TLSSendSpaceTests: SocketStreamsTestCase {
         let serverSettings = TLSSettings.server(
             identity: TLSIdentity(certificateChainFile: pki.serverChain, privateKeyFile: pki.serverKey))
         let reader = Thread {
-            let serverPair = createStreamPair(nativeSocket: server)
-            _ = serverPair.input.setProperty(true as NSNumber, forKey: CFKey.shouldCloseNativeSocket)
-            _ = serverPair.input.setProperty(serverSettings, forKey: .tlsSettingsKey)
-            serverPair.input.open()
-            serverPair.output.open()
+            let serverPair = Self.openServerPair(on: server, serverSettings)
             var buffer = [UInt8](repeating: 0, count: 1000)
             while received.value < total {
                 let count = buffer.withUnsafeMutableBufferPointer { serverPair.input.read($0.baseAddress!, maxLength: $0.count) }
@@ -115,11 +111,7 @@ final class TLSSendSpaceTests: SocketStreamsTestCase {
             let received = Locked(Data())
             let finished = Signal()
             let reader = Thread {
-                let serverPair = createStreamPair(nativeSocket: server)
-                _ = serverPair.input.setProperty(true as NSNumber, forKey: CFKey.shouldCloseNativeSocket)
-                _ = serverPair.input.setProperty(serverSettings, forKey: .tlsSettingsKey)
-                serverPair.input.open()
-                serverPair.output.open()
+                let serverPair = Self.openServerPair(on: server, serverSettings)
                 var buffer = [UInt8](repeating: 0, count: 64)
                 while true {
                     let count = serverPair.input.read(&buffer, maxLength: buffer.count)
@@ -158,6 +150,18 @@ final class TLSSendSpaceTests: SocketStreamsTestCase {
             XCTAssertTrue(finished.wait(timeout: 30))
             XCTAssertEqual(received.value, Data(probe.message))
         }
+    }
+
+    /// Our TLS server's pair on `server` (closing it when closed), opened: its reads and writes block.
+    private static func openServerPair(
+        on server: Int32, _ settings: TLSSettings
+    ) -> (input: SocketInputStream, output: SocketOutputStream) {
+        let pair = createStreamPair(nativeSocket: server)
+        _ = pair.input.setProperty(true as NSNumber, forKey: CFKey.shouldCloseNativeSocket)
+        _ = pair.input.setProperty(settings, forKey: .tlsSettingsKey)
+        pair.input.open()
+        pair.output.open()
+        return pair
     }
 
     /// Our TLS server writes three short records at once and closes; a delegate reading with a
