@@ -162,27 +162,36 @@ final class StreamThreadStartTests: SocketStreamsTestCase {
         let queue = DispatchQueue(label: "thread-priority")
         let go = Signal()
         let started = Signal()
+        let checked = Signal()
+        let closed = Signal()
         let starterNice = Locked<Int32?>(nil)
         let starter = Thread {
             guard go.wait(timeout: 30) else { return }
             setpriority(which, 0, 5)
             starterNice.value = getpriority(which, 0)
             _ = try? RunLoop.startSocketStreams()
+            // A pair on a queue: the queue's reactor starts its thread. The pair stays open (and the
+            // thread with it) until the main thread has looked.
             let pair = createStreamPair(host: "127.0.0.1", port: Int(port))
             CFWriteStreamSetDispatchQueue(pair.output, queue)
             pair.output.open()
-            queue.sync {}
-            pair.output.close()
             started.raise()
+            _ = checked.wait(timeout: 30)
+            queue.sync { pair.output.close() }
+            closed.raise()
         }
         starter.start()
         XCTAssertEqual(setpriority(which, 0, 9), 0)  // the main thread's: the process's
         go.raise()
         XCTAssertTrue(started.wait(timeout: 30))
-        XCTAssertEqual(starterNice.value, 5)
-        XCTAssertEqual(getpriority(which, id_t(getpid())), 9)
+        // The queue's thread names itself first thing, after taking its priority.
+        XCTAssertTrue(runUntil(timeout: 30) { !Self.niceValues(ofThreadsNamed: "SocketStreams q").isEmpty }, "no queue thread")
         let streamThread = Self.niceValues(ofThreadsNamed: "SocketStreams")
         let queueThreads = Self.niceValues(ofThreadsNamed: "SocketStreams q")
+        checked.raise()
+        XCTAssertTrue(closed.wait(timeout: 30))
+        XCTAssertEqual(starterNice.value, 5)
+        XCTAssertEqual(getpriority(which, id_t(getpid())), 9)
         XCTAssertEqual(streamThread, [9], "the stream thread's nice value")
         XCTAssertEqual(queueThreads, [9], "the queue's thread's nice value")
     }
