@@ -31,14 +31,14 @@ extension Connection {
 
     /// The output opens on a live pair (the input's open connected at once, or it opens late): space
     /// follows `openCompleted` at once where the socket surely takes bytes (a plain socket whose
-    /// send-space bound is above zero, so that a send takes bytes; a transport layered on it, such as
-    /// TLS, whose socket a measurement finds room in), as when the output was open before the connect
-    /// completed; otherwise epoll reports it. Lock held.
+    /// send-space bound is above zero, so that a send takes bytes; otherwise one whose socket a
+    /// measurement finds room in, as after a TLS handshake), as when the output was open before the
+    /// connect completed; otherwise epoll reports it. Lock held.
     private func outputOpensLive() {
         let space = halves[.output].sendSpace
         if case .socket? = transport, space.isBound, space.kib > 0, !halves[.output].reactors.isEmpty {
             signal(.output, .hasSpaceAvailable)
-        } else if case .layered? = transport, spaceAfterStages() {
+        } else if spaceMeasuredNow() {
             signal(.output, .hasSpaceAvailable)
         } else {
             halves[.output].watchingSpace = true
@@ -202,7 +202,7 @@ extension Connection {
     private func goLive(writable: Bool, staged: Bool = false, handover: inout EpollHandover?) {
         opening.end()
         if halves[.output].events.status == .open {
-            if writable || staged && spaceAfterStages() {
+            if writable || staged && spaceMeasuredNow() {
                 signal(.output, .hasSpaceAvailable)
             } else {
                 halves[.output].watchingSpace = true
@@ -215,17 +215,18 @@ extension Connection {
         lock.broadcast()
     }
 
-    /// Whether the socket surely takes bytes once the stages are done (a TLS handshake, a proxy's), for
-    /// a scheduled output, open then or opening later: nothing of theirs waits to go out, and one
-    /// measurement of the send-space bound (`SendSpace`) finds room, where the bound models the
-    /// socket; else a zero-timeout poll answers, as after a write. Space then follows at once, as after
-    /// a plain connect, instead of an EPOLLOUT registration, a wake-up round and the registration's
-    /// removal after the first write (Benchmarks/results/syscalls.md). What the stages sent is in the
-    /// measurement, so a layered transport's own count of its sends starts again. Lock held.
-    private func spaceAfterStages() -> Bool {
+    /// Whether the socket surely takes bytes now, for a scheduled output going live without a bound
+    /// that says so (after the stages, a TLS handshake or a proxy's; or opening late on such a pair):
+    /// nothing waits to go out, and one measurement of the send-space bound (`SendSpace`) finds room,
+    /// where the bound models the socket; else a zero-timeout poll answers, as after a write. Space then
+    /// follows at once, as after a plain connect, instead of an EPOLLOUT registration, a wake-up round
+    /// and the registration's removal after the first write (Benchmarks/results/syscalls.md). What was
+    /// sent before is in the measurement, so a layered transport's own count of its sends starts again.
+    /// Lock held.
+    private func spaceMeasuredNow() -> Bool {
         guard let transport, !halves[.output].reactors.isEmpty, !transport.hasPendingOutput else { return false }
-        if case .layered = transport { _ = transport.takeSendCharge() }
-        return halves[.output].sendSpace.measured(transport.fd, madeFor: target)
+        _ = transport.takeSendCharge()
+        return halves[.output].sendSpace.remeasure(transport.fd, madeFor: target)
     }
 
     // MARK: handshake stages

@@ -222,16 +222,11 @@ extension SendSpace {
         }
     }
 
-    /// Whether the socket takes bytes now, measured (the bound set from the measurement where it models
-    /// the socket, else a zero-timeout poll): for a pair whose stages have just finished.
-    mutating func measured(_ fd: Int32, madeFor target: Endpoint) -> Bool {
-        remeasure(fd, madeFor: target)
-    }
-
     /// Measures the socket's send space after the bound ran out (or, first, whether the bound models
     /// this socket at all: a TCP socket the pair made, or an adopted one that `models` says is TCP
-    /// with no low-water mark of its own; never a Unix-domain one).
-    private mutating func remeasure(_ fd: Int32, madeFor target: Endpoint) -> Bool {
+    /// with no low-water mark of its own; never a Unix-domain one). Also where an output goes live with
+    /// no bound yet (after a TLS handshake). True if a send takes bytes now.
+    mutating func remeasure(_ fd: Int32, madeFor target: Endpoint) -> Bool {
         if self == .unchecked {
             let modelled: Bool
             switch target {
