@@ -48,6 +48,30 @@ int cssh_accept4_from(int fd, struct sockaddr *address, socklen_t *length) {
     return accept4(fd, address, length, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }
 
+int cssh_count_input(int fd) {
+    int on = 1;
+    return setsockopt(fd, SOL_TCP, TCP_INQ, &on, sizeof on) == 0 ? 0 : errno;
+}
+
+long cssh_recv_counting(int fd, void *buffer, unsigned long length, int *left) {
+    union {
+        char bytes[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    struct iovec vector = {.iov_base = buffer, .iov_len = length};
+    struct msghdr message = {
+        .msg_iov = &vector, .msg_iovlen = 1, .msg_control = control.bytes, .msg_controllen = sizeof control.bytes};
+    *left = -1;
+    ssize_t received = recvmsg(fd, &message, 0);
+    if (received < 0) return received;
+    for (struct cmsghdr *item = CMSG_FIRSTHDR(&message); item != NULL; item = CMSG_NXTHDR(&message, item)) {
+        if (item->cmsg_level == SOL_TCP && item->cmsg_type == TCP_CM_INQ && item->cmsg_len >= CMSG_LEN(sizeof(int))) {
+            memcpy(left, CMSG_DATA(item), sizeof(int));
+        }
+    }
+    return received;
+}
+
 int cssh_eai_nodata(void) {
     return EAI_NODATA;
 }

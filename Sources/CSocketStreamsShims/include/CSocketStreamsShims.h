@@ -40,6 +40,17 @@ int cssh_eai_nodata(void);
 /// at most 15 bytes. Returns 0 or an error number.
 int cssh_name_current_thread(const char *name);
 
+/// Turns on `TCP_INQ` for a TCP socket (Linux 4.18): from then on each `cssh_recv_counting` also says
+/// how many bytes the kernel still holds. Returns 0 or an error number (not a TCP socket: ENOPROTOOPT
+/// or EOPNOTSUPP).
+int cssh_count_input(int fd);
+
+/// `recvmsg(2)` into one buffer, without flags, on a socket `cssh_count_input` set up: returns what
+/// `recv(2)` would (errno set on -1), and in `left` the bytes the kernel still holds after it (the
+/// `TCP_CM_INQ` control message; after the peer's FIN at least 1, so that a reader reads on to the
+/// end), or -1 when the message did not come.
+long cssh_recv_counting(int fd, void *buffer, unsigned long length, int *left);
+
 /// The calling thread's kernel id (`gettid(2)`), which `/proc/self/task/` lists.
 int cssh_gettid(void);
 

@@ -127,6 +127,13 @@ final class Reactor: @unchecked Sendable {
     /// Work posted inside `perform` on its own thread (an executor's job resumed by a callout): no lock
     /// and no wake-up either, run before `perform` returns, after the events delivered with it.
     @exclusivity(unchecked) private var localTasks: [PostedWork] = []
+    /// Re-signals a read may still make before the next epoll round (`takeReadAhead`), refilled each
+    /// round: a read that leaves bytes in the kernel signals `hasBytesAvailable` again at once, without
+    /// an `epoll_wait`, but at most this many times a round, so that one flooded socket cannot keep the
+    /// reactor from its other sockets and timers.
+    @exclusivity(unchecked) private var readAheads = 0
+    /// `readAheads` each round: with 64 KiB reads, an `epoll_wait` a MiB of a download, not one each 64 KiB.
+    static let readAheadsPerRound = 16
 
     init(runLoop: CFRunLoop?, mode: String, queue: DispatchQueue? = nil, driven: Bool = false) throws(SystemError) {
         self.runLoop = runLoop
@@ -293,6 +300,15 @@ final class Reactor: @unchecked Sendable {
     @inline(__always)
     var isPerformingHere: Bool {
         performing.load(ordering: .relaxed) == UInt(pthread_self())
+    }
+
+    /// Takes one of this round's read-aheads (`readAheads`): true if the caller, a read on this
+    /// reactor's thread inside its `perform`, may signal `hasBytesAvailable` again at once.
+    @inline(__always)
+    func takeReadAhead() -> Bool {
+        guard isPerformingHere, readAheads > 0 else { return false }
+        readAheads -= 1
+        return true
     }
 
     /// The owner rule, checked in debug builds (as swift-nio's `preconditionInEventLoop`): the caller
@@ -625,6 +641,7 @@ final class Reactor: @unchecked Sendable {
                 rounds == 0 && fetched != nil ? fetchedCount : single && rounds > 0 ? 0 : Posix.epollPoll(epollFD, events, eventCapacity)
             if count == 0 { break }
             rounds += 1
+            readAheads = Self.readAheadsPerRound
             var wake = false
             var timer = false
             var stopOnly = false

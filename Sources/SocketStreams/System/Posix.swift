@@ -122,6 +122,22 @@ enum Posix {
         return try syscall("recv", nonBlocking: true, fd: fd) { Glibc.recv(fd, buffer, count, 0) }
     }
 
+    /// `recv(2)` on a socket that counts its input (`countInput`), as `recvmsg(2)`: also sets `left` to
+    /// the bytes the kernel still holds after it (at least 1 after the peer's FIN; -1 if not told).
+    @inline(__always)
+    static func recv(
+        _ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int, left: inout Int32
+    ) throws(SystemError) -> IOResult<Int> {
+        defer { countIO() }
+        return try syscall("recvmsg", nonBlocking: true, fd: fd) { cssh_recv_counting(fd, buffer, UInt(count), &left) }
+    }
+
+    /// `setsockopt(TCP_INQ)`: each later `recv(_:_:_:left:)` says what the kernel still holds. False
+    /// where the socket cannot (not TCP).
+    static func countInput(_ fd: Int32) -> Bool {
+        cssh_count_input(fd) == 0
+    }
+
     /// `send(2)` with `MSG_NOSIGNAL`, so a closed peer gives EPIPE instead of SIGPIPE.
     @inline(__always)
     static func send(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) throws(SystemError) -> IOResult<Int> {

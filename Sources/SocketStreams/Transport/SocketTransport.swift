@@ -35,6 +35,20 @@ final class SocketTransport: Transport {
         }
     }
 
+    /// `read` on a socket that counts its input (`Posix.countInput`): `left` is what the kernel still
+    /// holds after it (-1: not told).
+    @inline(__always)
+    static func read(_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int, left: inout Int32) -> TransportIO {
+        do {
+            switch try Posix.recv(fd, buffer, count, left: &left) {
+            case .processed(let count): return count > 0 ? .processed(count) : .end
+            case .wouldBlock: return .wouldBlock
+            }
+        } catch {
+            return .failed(.posix(error.code, .read))
+        }
+    }
+
     @inline(__always)
     static func write(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> TransportIO {
         do {
