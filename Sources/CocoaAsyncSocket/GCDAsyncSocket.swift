@@ -86,6 +86,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         // As GCDAsyncSocket's dealloc: closed without a delegate call (it calls with a nil socket,
         // which Swift's non-optional parameter cannot express).
         let (link, listener) = state.withLock { ($0.link, $0.listener) }
+        link?.operations.dropClient(self)  // the engine holds this socket unretained
         link?.operations.close()
         listener?.close()
     }
@@ -307,6 +308,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
                 if accepted { Self.learnAddresses(&state, from: input) }
             }
         } catch {
+            operations.dropClient(self)
             input.close()
             output.close()
             throw error
@@ -637,6 +639,9 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
             return (link, listener)
         }
         listener?.close()
+        // Let go of the engine before it closes: it may outlive this socket, and has nothing more to
+        // tell it (its events are only for the socket's current connection).
+        link?.operations.dropClient(self)
         link?.operations.close()
     }
 
@@ -948,6 +953,7 @@ extension GCDAsyncSocket: StreamOperationsClient {
             }
         case .closed(let error):
             let mapped = Self.map(error)
+            operations.dropClient(self)  // its last event
             state.withLock { state in
                 guard state.link?.operations === operations else { return }
                 let mapped = state.link?.connected == true ? mapped : Self.connectFailure(mapped)

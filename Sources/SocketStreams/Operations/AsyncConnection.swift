@@ -109,7 +109,7 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
         var initial = State()
         initial.pair = (input, output)
         state = Guarded(initial)
-        engine.client = self
+        engine.setClient(self)
     }
 
     /// A connection to `host` and `port` (`createStreamPair(host:port:)`), not yet open.
@@ -118,9 +118,10 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
         self.init(input: pair.input, output: pair.output)
     }
 
-    /// Asks the stream thread to close the pair (the engine lives until it has). The engine's weak
-    /// reference to this object already reads nil, so nothing more is reported.
+    /// Asks the stream thread to close the pair (the engine lives until it has), after letting go of
+    /// the engine's reference to this object: nothing more is reported.
     deinit {
+        engine.dropClient(self)
         engine.close()
     }
 

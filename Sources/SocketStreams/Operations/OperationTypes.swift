@@ -1,6 +1,7 @@
 // What the operations engine takes and gives: read requests, the events it reports to its client
 // (QueuedSocket, AsyncConnection) and that client's protocol. Its errors: StreamOperationError.swift.
 
+import CSocketStreamsShims
 import Foundation
 
 #if canImport(Glibc)
@@ -110,5 +111,32 @@ extension StreamOperationsClient {
         answer: @escaping @Sendable (Double) -> Void
     ) {
         answer(self.operations(operations, shouldTimeOut: direction, tag: tag, elapsed: elapsed, bytesDone: bytesDone))
+    }
+}
+
+/// The engine's reference to its client, which does not keep it alive (see
+/// `StreamOperations.clientReference`), under `UnretainedReference`'s rule: a lock guards it, every
+/// `retained()` is made with it held, and the client's deinit clears it with it held before anything
+/// else. (Not an `UnretainedReference`: `Unmanaged` takes only a class, not a protocol's existential.)
+struct UnretainedClient: @unchecked Sendable {
+    // `@unchecked Sendable`: a reference the holder's lock orders every use of (above).
+    private unowned(unsafe) let client: any StreamOperationsClient
+
+    init(_ client: any StreamOperationsClient) {
+        self.client = client
+    }
+
+    /// Whether this refers to `candidate` (an identity comparison; nothing is retained).
+    @inline(__always) func refers(to candidate: any StreamOperationsClient) -> Bool {
+        Unmanaged.passUnretained(client as AnyObject).toOpaque() == Unmanaged.passUnretained(candidate as AnyObject).toOpaque()
+    }
+
+    /// The client, retained, unless its deinit has begun (`swift_tryRetain`, as a weak load checks).
+    /// With the holder's lock held.
+    @inline(__always) func retained() -> (any StreamOperationsClient)? {
+        let object = Unmanaged.passUnretained(client as AnyObject)
+        guard cssh_try_retain(object.toOpaque()) else { return nil }
+        defer { object.release() }  // the reference below is the caller's; this one only proved it alive
+        return client
     }
 }

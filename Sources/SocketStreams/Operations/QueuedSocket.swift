@@ -171,17 +171,18 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
         state = Guarded(initial)
         do {
             engine = StreamOperations(reactor: try Self.reactor(for: context))
-            engine.client = self
+            engine.setClient(self)
         } catch {
             // Out of file descriptors (no epoll set for the run loop or queue): the socket is closed
             // from the start, and says so (on the calling thread) at its first operation.
             engine = StreamOperations(reactor: nil)
-            engine.client = self
+            engine.setClient(self)
             engine.close(error: NSError(domain: NSPOSIXErrorDomain, code: Int(error.code)))
         }
     }
 
     deinit {
+        engine.dropClient(self)  // first: the engine holds this object unretained
         engine.close()
         state.withLock { $0.listener }?.close()
         if let reactor = engine.reactor { ReactorRegistry.shared.release(reactor) }

@@ -148,8 +148,8 @@ extension StreamOperations {
         case none
         /// It fired before its operation's deadline (it was adopted): armed again for the rest.
         case rearm(fires: UInt64, after: UInt64)
-        /// The operation's time is up: ask the client.
-        case ask(operation: UInt64, tag: Int, elapsed: Double, done: Int)
+        /// The operation's time is up: ask the client (taken under the lock; nil if it is gone).
+        case ask(operation: UInt64, tag: Int, elapsed: Double, done: Int, client: (any StreamOperationsClient)?)
     }
 
     /// On the reactor's thread: re-arms a timer that fired early; else asks the client whether to
@@ -176,12 +176,12 @@ extension StreamOperations {
                 return .rearm(fires: deadline, after: deadline - now)
             }
             let elapsed = Double(now - min(timeout.started, now)) / 1e9
-            return .ask(operation: first.id, tag: first.tag, elapsed: elapsed, done: first.done)
+            return .ask(operation: first.id, tag: first.tag, elapsed: elapsed, done: first.done, client: takeClient())
         }
         switch firing {
         case .none: return
         case .rearm(let fires, let after): arm(direction, fires: fires, after: after)
-        case .ask(let operation, let tag, let elapsed, let done):
+        case .ask(let operation, let tag, let elapsed, let done, let client):
             guard let client else { return timeoutAnswered(direction, operation: operation, tag: tag, extra: 0) }
             client.operations(self, shouldTimeOut: direction, tag: tag, elapsed: elapsed, bytesDone: done) { [weak self] extra in
                 self?.timeoutAnswered(direction, operation: operation, tag: tag, extra: extra)

@@ -212,7 +212,13 @@ package final class StreamOperations: PairReceiver, StreamDelegate, TimerTarget,
     }
     /// A substituted clock, boxed: a reference costs every engine 8 bytes, an existential 40.
     private var customTime: TimeSourceBox?
-    weak var client: (any StreamOperationsClient)?
+    /// The client (`QueuedSocket`, `AsyncConnection`, GCDAsyncSocket), unretained: not `weak`, which
+    /// would give every client a side table (32 bytes an idle connection) and send each of its retains
+    /// and releases down the runtime's slow path (`UnretainedReference`). Guarded by `state`'s lock:
+    /// set by `setClient`, loaded with a reference taken (`takeClient`), and cleared by `dropClient`,
+    /// which a client calls first thing in its deinit and whenever it lets go of this engine while the
+    /// engine may live on (GCDAsyncSocket's connections).
+    @exclusivity(unchecked) private var clientReference: UnretainedClient?
     /// The most one read takes.
     static let readSize = 64 * 1024
     /// Reads at least this large move into an empty buffer instead of being copied.
@@ -221,6 +227,25 @@ package final class StreamOperations: PairReceiver, StreamDelegate, TimerTarget,
     init(reactor: Reactor?) {
         self.reactor = reactor
         super.init()
+    }
+
+    /// Makes `client` the one told of this engine's events (see `clientReference`).
+    package func setClient(_ client: any StreamOperationsClient) {
+        state.withLock { _ in clientReference = UnretainedClient(client) }
+    }
+
+    /// Stops telling `client` (if it is the client): from its deinit, before anything else there, and
+    /// when it lets go of this engine. Holds the lock while it compares, as a delivery does while it loads.
+    package func dropClient(_ client: any StreamOperationsClient) {
+        state.withLock { _ in
+            if clientReference?.refers(to: client) == true { clientReference = nil }
+        }
+    }
+
+    /// The client, retained, unless there is none or its deinit has begun. With `state`'s lock held.
+    @inline(__always)
+    func takeClient() -> (any StreamOperationsClient)? {
+        clientReference?.retained()
     }
 
     deinit {
@@ -523,8 +548,8 @@ package final class StreamOperations: PairReceiver, StreamDelegate, TimerTarget,
                 }
             }
             if work.closeStreams { closePair() }
-            // The client (a weak load) only for a round that has something to tell it.
-            if !work.events.isEmpty, let client {
+            // The client, taken under the lock by the round that has something to tell it.
+            if let client = work.client.take() {
                 work.events.forEach { client.operations(self, handle: $0) }
             }
             let again = work.again
@@ -559,6 +584,8 @@ package final class StreamOperations: PairReceiver, StreamDelegate, TimerTarget,
         var closeStreams = false
         /// The round left work for another (a close it decided on).
         var again = false
+        /// The client, with a reference taken, when the round has events for it (`takeClient`).
+        var client: (any StreamOperationsClient)?
 
         /// Empties the round for the next, releasing only what it holds: assigning a fresh round
         /// destroyed every field (through the value witness, each reference released) and cost
@@ -576,6 +603,7 @@ package final class StreamOperations: PairReceiver, StreamDelegate, TimerTarget,
     private func round(_ state: inout State, _ work: inout Round) {
         step(&state, &work.events, &work.startTLS, &work.closeStreams, &work.again)
         updateTimers(&state, &work.timers)
+        if !work.events.isEmpty { work.client = takeClient() }
     }
 
     /// One round of work, under the lock.

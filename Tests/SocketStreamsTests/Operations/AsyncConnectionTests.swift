@@ -9,6 +9,23 @@ import XCTest
 /// `AsyncConnection` against real peers: open, read and write with `await`, chunks with backpressure,
 /// cancellation, and many connections at once.
 final class AsyncConnectionTests: SocketStreamsTestCase {
+    /// The engine holds its client unretained (not weakly: no side table, issue 25), so a released
+    /// connection lets go of it first thing: the engine, which lives on to close the pair, names no client.
+    func testAReleasedConnectionIsNoLongerItsEnginesClient() async throws {
+        let server = try startStreamEchoServer()
+        var connection: AsyncConnection? = AsyncConnection(host: "127.0.0.1", port: server.port)
+        try await connection?.open()
+        let engine = try XCTUnwrap(connection?.engine)
+        XCTAssertTrue(engine.state.withLock { _ in engine.takeClient() } === connection, "the connection is not the client")
+        weak let released = connection
+        connection = nil
+        // The stream thread may still hold it for a moment, finishing the delivery that resumed `open`.
+        let deadline = ContinuousClock.now + .seconds(5)
+        while released != nil, ContinuousClock.now < deadline { await Task.yield() }
+        XCTAssertNil(released, "the connection was not released")
+        XCTAssertNil(engine.state.withLock { _ in engine.takeClient() }, "the engine still names a released connection")
+    }
+
     func testOpenWriteAndReadAgainstAnEchoServer() async throws {
         let server = try startStreamEchoServer()
         let connection = AsyncConnection(host: "127.0.0.1", port: server.port)

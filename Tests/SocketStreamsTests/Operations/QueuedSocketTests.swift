@@ -552,6 +552,28 @@ final class QueuedSocketTests: SocketStreamsTestCase {
         XCTAssertTrue(waitUntil { kept.lock.withLock { kept.receiver == nil } }, "the pair still names a released engine")
     }
 
+    /// The engine holds its client unretained (not weakly: no side table, issue 25), so a released
+    /// socket must let go of it first thing: the engine, which lives on to close the pair, then has no
+    /// client to tell, and a later close tells no one.
+    func testAReleasedSocketIsNoLongerItsEnginesClient() throws {
+        let server = try startRawServer { connection in _ = try? connection.readToEOF(timeout: 10) }
+        var engine: StreamOperations?
+        weak var released: QueuedSocket?
+        do {
+            let recorder = QueuedRecorder()
+            let socket = QueuedSocket(delegate: recorder, delegateQueue: queue)
+            released = socket
+            try socket.connect(toHost: "127.0.0.1", onPort: server.port)
+            XCTAssertTrue(recorder.waitFor("connect"))
+            engine = socket.engine
+            XCTAssertTrue(socket.engine.state.withLock { _ in socket.engine.takeClient() } === socket, "the socket is not the client")
+        }
+        let kept = try XCTUnwrap(engine)
+        XCTAssertTrue(waitUntil { released == nil }, "the socket was not released")
+        XCTAssertNil(kept.state.withLock { _ in kept.takeClient() }, "the engine still names a released socket")
+        kept.close()
+    }
+
     /// Releasing a connected socket closes its pair: the server sees the end, and no socket is left.
     func testReleasingTheSocketClosesTheConnection() throws {
         let sawEOF = Signal()
