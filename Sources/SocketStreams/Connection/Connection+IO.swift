@@ -50,7 +50,7 @@ extension Connection {
         }
         let transport = self.transport.unsafelyUnwrapped
         if halves.clientReads() { syncInterest() }
-        let counting = halves[.input].countsInput
+        let counting = halves[.input].inputCount == .on
         lock.unlock()
         let result = maxLength > 0 ? read(buffer, maxLength: maxLength, through: transport, counting: counting) : 0
         endTransfer()
@@ -58,7 +58,7 @@ extension Connection {
     }
 
     /// The read past the gate (one exit: `read` ends the transfer inline, a `defer` cost 24 instructions).
-    /// `counting`: the socket counts its input (`HalfState.countsInput`), so the read learns what the
+    /// `counting`: the socket counts its input (`HalfState.inputCount`), so the read learns what the
     /// kernel still holds.
     @inline(__always)
     private func read(
@@ -128,12 +128,12 @@ extension Connection {
     /// socket the pair closes itself.
     private func decideInputCount(_ fd: Int32) {
         let decide = lock.withLock { () -> Bool in
-            guard !halves[.input].inputCountDecided else { return false }
-            halves[.input].inputCountDecided = true
+            guard halves[.input].inputCount == .undecided else { return false }
+            halves[.input].inputCount = .off
             return closesNativeSocket
         }
         guard decide, Posix.countInput(fd) else { return }
-        lock.withLock { halves[.input].countsInput = true }
+        lock.withLock { halves[.input].inputCount = .on }
     }
 
     /// A blocking read's wait: for the socket, or for bytes the transport took off it meanwhile. A

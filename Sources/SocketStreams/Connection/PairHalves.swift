@@ -41,19 +41,17 @@ struct HalfState {
         get { flags & Self.spaceConfirmedFlag != 0 }
         set { set(Self.spaceConfirmedFlag, newValue) }
     }
-    /// Input, plain TCP socket the pair made: `TCP_INQ` is on, so each read also says what the kernel
-    /// still holds, and a read that leaves bytes there re-signals `hasBytesAvailable` without an epoll
-    /// round (ReadAhead in Connection+IO.swift).
-    var countsInput: Bool {
-        get { flags & Self.countsInputFlag != 0 }
-        set { set(Self.countsInputFlag, newValue) }
+    /// Input: whether each read also says what the kernel still holds (`TCP_INQ`), so that a read
+    /// leaving bytes there re-signals `hasBytesAvailable` without an epoll round (read-ahead,
+    /// Connection+IO.swift). Decided by the first read that fills its buffer. Bits 4 and 5 of `flags`.
+    var inputCount: InputCount {
+        get { InputCount(rawValue: (flags >> 4) & 3) ?? .undecided }
+        set { flags = flags & ~(3 << 4) | newValue.rawValue << 4 }
     }
-    /// Input: whether to count has been decided (after the first read that filled its buffer; once).
-    var inputCountDecided: Bool {
-        get { flags & Self.inputCountDecidedFlag != 0 }
-        set { set(Self.inputCountDecidedFlag, newValue) }
+    enum InputCount: UInt8 {
+        case undecided, off, on
     }
-    /// The six flags above, a bit each (one byte, so `sendSpace` fits in the 32 bytes).
+    /// The four flags above, a bit each, and `inputCount` (one byte, so `sendSpace` fits in the 32 bytes).
     private var flags: UInt8 = 0
     /// Schedules waiting for their run loop's CFRunLoop (`onCFRunLoop`'s fallback): events are
     /// kept for them meanwhile, as for a scheduled half.
@@ -66,8 +64,6 @@ struct HalfState {
     private static let suppressedFlag: UInt8 = 2
     private static let watchingSpaceFlag: UInt8 = 4
     private static let spaceConfirmedFlag: UInt8 = 8
-    private static let countsInputFlag: UInt8 = 16
-    private static let inputCountDecidedFlag: UInt8 = 32
 
     @inline(__always)
     private mutating func set(_ flag: UInt8, _ on: Bool) {

@@ -116,6 +116,25 @@ final class ReadAheadTests: SocketStreamsTestCase {
         XCTAssertEqual(counts, 0)
     }
 
+    func testTheInputCountSharesItsByteWithoutDisturbingTheFlags() {
+        var half = HalfState()
+        XCTAssertEqual(half.inputCount, .undecided)
+        for count in [HalfState.InputCount.on, .off, .undecided, .on] {
+            half.gone = true
+            half.spaceConfirmed = true
+            half.inputCount = count
+            XCTAssertEqual(half.inputCount, count)
+            XCTAssertTrue(half.gone)
+            XCTAssertTrue(half.spaceConfirmed)
+            XCTAssertFalse(half.suppressed)
+            XCTAssertFalse(half.watchingSpace)
+            half.gone = false
+            half.spaceConfirmed = false
+            XCTAssertEqual(half.inputCount, count)
+        }
+        XCTAssertLessThanOrEqual(MemoryLayout<HalfState>.size, 32)
+    }
+
     func testALentSocketIsNeverToldToCount() throws {
         let (client, server) = try RawSocket.connectedTCPPair()
         defer {

@@ -533,30 +533,13 @@ final class QueuedSocketTests: SocketStreamsTestCase {
         XCTAssertTrue(connection.lock.withLock { connection.receiver == nil }, "a disconnected socket is still the receiver")
     }
 
-    /// A socket released while connected clears itself from its pair first (its engine's deinit): the
-    /// connection, kept alive here, holds no reference to the freed engine.
-    func testAReleasedSocketIsNoLongerItsPairsReceiver() throws {
+    /// A socket released while connected closes its engine, which lets go of the pair (as its deinit
+    /// would): the connection, kept alive here, no longer names the engine. And the engine, which holds
+    /// the socket unretained (not weakly: no side table, issue 25) and lives on here, no longer names the
+    /// socket: the socket's deinit let go of it first thing.
+    func testAReleasedSocketIsNoLongerItsPairsReceiverNorItsEnginesClient() throws {
         let server = try startRawServer { connection in _ = try? connection.readToEOF(timeout: 10) }
         var connection: Connection?
-        weak var released: QueuedSocket?
-        do {
-            let recorder = QueuedRecorder()
-            let socket = QueuedSocket(delegate: recorder, delegateQueue: queue)
-            released = socket
-            try socket.connect(toHost: "127.0.0.1", onPort: server.port)
-            XCTAssertTrue(recorder.waitFor("connect"))
-            connection = (socket.streams?.input as? SocketInputStream)?.connection
-        }
-        let kept = try XCTUnwrap(connection)
-        XCTAssertTrue(waitUntil { released == nil }, "the socket was not released")
-        XCTAssertTrue(waitUntil { kept.lock.withLock { kept.receiver == nil } }, "the pair still names a released engine")
-    }
-
-    /// The engine holds its client unretained (not weakly: no side table, issue 25), so a released
-    /// socket must let go of it first thing: the engine, which lives on to close the pair, then has no
-    /// client to tell, and a later close tells no one.
-    func testAReleasedSocketIsNoLongerItsEnginesClient() throws {
-        let server = try startRawServer { connection in _ = try? connection.readToEOF(timeout: 10) }
         var engine: StreamOperations?
         weak var released: QueuedSocket?
         do {
@@ -565,13 +548,15 @@ final class QueuedSocketTests: SocketStreamsTestCase {
             released = socket
             try socket.connect(toHost: "127.0.0.1", onPort: server.port)
             XCTAssertTrue(recorder.waitFor("connect"))
+            connection = (socket.streams?.input as? SocketInputStream)?.connection
             engine = socket.engine
             XCTAssertTrue(socket.engine.state.withLock { _ in socket.engine.takeClient() } === socket, "the socket is not the client")
         }
-        let kept = try XCTUnwrap(engine)
+        let kept = try XCTUnwrap(connection)
+        let keptEngine = try XCTUnwrap(engine)
         XCTAssertTrue(waitUntil { released == nil }, "the socket was not released")
-        XCTAssertNil(kept.state.withLock { _ in kept.takeClient() }, "the engine still names a released socket")
-        kept.close()
+        XCTAssertNil(keptEngine.state.withLock { _ in keptEngine.takeClient() }, "the engine still names a released socket")
+        XCTAssertTrue(waitUntil { kept.lock.withLock { kept.receiver == nil } }, "the pair still names a released engine")
     }
 
     /// Releasing a connected socket closes its pair: the server sees the end, and no socket is left.
