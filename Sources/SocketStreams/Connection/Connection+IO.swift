@@ -81,7 +81,7 @@ extension Connection {
                     lock.withLock {
                         if halves[.input].events.status == .open, !isNegotiating { signal(.input, .hasBytesAvailable) }
                     }
-                } else if count == maxLength, !counting, case .socket(let fd) = transport {
+                } else if count == maxLength, maxLength >= Self.readAheadBuffer, !counting, case .socket(let fd) = transport {
                     decideInputCount(fd)
                 }
                 return count
@@ -108,13 +108,18 @@ extension Connection {
     // reader makes only the reads). With `TCP_INQ` on, the kernel says with each read how many bytes it
     // still holds (a control message of `recvmsg`, no further call), and a read that leaves some signals
     // `hasBytesAvailable` again at once: the delegate's next read finds them, so it cannot block. It is
-    // turned on, one `setsockopt`, by the first read that fills its buffer (reads of small messages never
-    // need it, and a connect and a ping-pong cost no call more), on sockets the pair closes itself (not
-    // an fd a client lent it, whose own `recvmsg` would start getting the control message). The
-    // re-signal is made only inside a callout of a reactor the input is scheduled on, at most
-    // `Reactor.readAheadsPerRound` times a round; past that, and everywhere else, epoll (level-triggered)
-    // reports the bytes as before. After the peer's FIN the kernel reports a byte left, so the reader
-    // goes on to the end.
+    // turned on, one `setsockopt`, by the first read that fills a buffer of at least `readAheadBuffer`
+    // (1 KiB): a reader of a stream (Apple's sample code reads in 1 KiB), not a reader of small messages
+    // read to their exact size, for whom each `recvmsg` would cost ~150-300 ns more than a `recv` and
+    // save nothing (so a connect with 1 byte each way stays at 10 calls, a 64-byte ping-pong at 3 a
+    // round trip, with `recvfrom`). Only on sockets the pair closes itself (not an fd a client lent
+    // it, whose own `recvmsg` would start getting the control message). The re-signal is made only
+    // inside a callout of a reactor the input is scheduled on, at most `Reactor.readAheadsPerRound`
+    // times a round; past that, and everywhere else, epoll (level-triggered) reports the bytes as
+    // before. After the peer's FIN the kernel reports a byte left, so the reader goes on to the end.
+
+    /// The smallest buffer whose filling turns read-ahead on (see above).
+    static let readAheadBuffer = 1024
 
     /// A read left bytes in the kernel: `hasBytesAvailable` again at once, if the read runs on a reactor
     /// the input is scheduled on and that reactor's round has a read-ahead left. Lock held.
@@ -124,8 +129,8 @@ extension Connection {
         if halves[.input].reactors.contains(where: { $0.takeReadAhead() }) { signal(.input, .hasBytesAvailable) }
     }
 
-    /// The first read that filled its buffer: turns on `TCP_INQ` (see Read-ahead above), once, on a
-    /// socket the pair closes itself.
+    /// The first read that filled a buffer of `readAheadBuffer` or more: turns on `TCP_INQ` (see
+    /// Read-ahead above), once, on a socket the pair closes itself.
     private func decideInputCount(_ fd: Int32) {
         let decide = lock.withLock { () -> Bool in
             guard halves[.input].inputCount == .undecided else { return false }

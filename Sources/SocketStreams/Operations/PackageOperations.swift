@@ -11,8 +11,8 @@ import Foundation
 extension StreamOperations {
     /// An engine on `queue`'s reactor, or on the stream thread's when `queue` is nil (for a socket
     /// without a queue of its own, which would otherwise need a reactor, an epoll set and a thread of
-    /// ours, per socket), reporting to `client` (held unretained: it
-    /// calls `dropClient` when it lets go of the engine, and first thing in its deinit). It holds the reactor (one per queue,
+    /// ours, per socket), reporting to `client` (held unretained: the client calls `dropClient` when it
+    /// lets go of the engine, and first thing in its deinit). It holds the reactor (one per queue,
     /// shared with every other user of the queue or of the stream thread) until it is released.
     /// Without a reactor (out of file descriptors) the engine is closed at once with the
     /// `NSPOSIXErrorDomain` error.

@@ -110,10 +110,18 @@ final class ReadAheadTests: SocketStreamsTestCase {
     }
 
     func testReadsThatNeverFillTheirBufferLeaveTheSocketAlone() throws {
-        // A read larger than everything sent: never full, so no `setsockopt` (a ping-pong pays nothing).
+        // A read larger than everything sent: never full, so no `setsockopt`.
         let (reader, counts) = try readEverything(size: total * 2)
         XCTAssertEqual(reader.log.filter { $0 }.count, 1)
         XCTAssertEqual(counts, 0)
+    }
+
+    func testSmallReadsOfExactSizeLeaveTheSocketAlone() throws {
+        // Every read fills its buffer, but a buffer under 1 KiB is a message's exact size (a connect's
+        // byte, a ping-pong's 64), not a stream's: no `setsockopt`, and every read a plain `recv`.
+        let (reader, counts) = try readEverything(size: 64)
+        XCTAssertEqual(counts, 0)
+        XCTAssertEqual(reader.log.filter { $0 }.count, total / 64)
     }
 
     func testTheInputCountSharesItsByteWithoutDisturbingTheFlags() {
