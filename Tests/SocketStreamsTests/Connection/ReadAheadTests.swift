@@ -16,6 +16,8 @@ final class ReadAheadTests: SocketStreamsTestCase {
 
     /// Every event of the test in order: a read's callout (`true`) or a marker posted to the reactor
     /// from that callout (`false`). Touched only on the test thread, whose run loop delivers both.
+    // `@unchecked Sendable`: only for the marker closure `Reactor.post` takes; every field is owned by
+    // the test thread, whose run loop runs both the callouts and the markers (the input is scheduled there).
     private final class Reader: NSObject, StreamDelegate, @unchecked Sendable {
         var log: [Bool] = []
         var bytes = 0
