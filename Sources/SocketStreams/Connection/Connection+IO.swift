@@ -48,7 +48,7 @@ extension Connection {
             lock.unlock()
             return result
         }
-        let transport = self.transport.unsafelyUnwrapped
+        let transport = self.transport.unsafelyUnwrapped.active
         if halves.clientReads() { syncInterest() }
         let counting = halves[.input].inputCount == .on
         lock.unlock()
@@ -161,7 +161,7 @@ extension Connection {
             lock.unlock()
             return result
         }
-        let transport = self.transport.unsafelyUnwrapped
+        let transport = self.transport.unsafelyUnwrapped.active
         halves.clientWrites()
         lock.unlock()
         let result = maxLength > 0 ? write(buffer, maxLength: maxLength, through: transport) : 0
@@ -179,7 +179,7 @@ extension Connection {
                 lock.lock()
                 defer { lock.unlock() }
                 guard halves[.output].events.status == .open, !halves[.output].reactors.isEmpty, !isNegotiating else {
-                    halves[.output].sendSpace.charge(unsignalled: count, through: transport)
+                    halves[.output].sendSpace.spend(charge: transport.isLayered ? transport.takeSendCharge() : SendSpace.charge(count))
                     // Unscheduled: nobody would send bytes the transport still holds (a TLS record's
                     // tail) once this returns, so send them now, as a blocking write would.
                     if transport.hasPendingOutput {
@@ -234,7 +234,8 @@ extension Connection {
     func shutdownOutput() -> Bool {
         lock.lock()
         let status = halves[.output].events.status
-        guard lifecycle.isLive, let transport, options?.outputShutDown != true, status == .open || status == .writing else {
+        guard lifecycle.isLive, let transport = transport?.active, options?.outputShutDown != true, status == .open || status == .writing
+        else {
             lock.unlock()
             return false
         }
@@ -273,7 +274,7 @@ extension Connection {
     /// `isReady` with the lock held (also a has-event's check before it is delivered on several reactors).
     func confirm(_ half: Half) -> Bool {
         lock.assertHeld()
-        guard halves[half].events.status == .open, !isNegotiating, let transport else { return false }
+        guard halves[half].events.status == .open, !isNegotiating, let transport = transport?.active else { return false }
         if half == .input ? bytesReady(transport) : spaceReady(transport) { return true }
         if halves.unconfirmed(half) { syncInterest() }
         return false
@@ -290,7 +291,7 @@ extension Connection {
     private func spaceReady(_ transport: ActiveTransport) -> Bool {
         if halves[.output].spaceConfirmed {
             if case .socket = transport { return true }
-            if halves[.output].sendSpace.stillConfirmed(through: transport) { return true }
+            if halves[.output].sendSpace.stillConfirmed(after: transport.takeSendState()) { return true }
             halves[.output].spaceConfirmed = false
         }
         guard !transport.hasPendingOutput, transport.writeInterest.poll(transport.fd, timeout: 0) else { return false }

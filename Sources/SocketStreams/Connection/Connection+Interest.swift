@@ -12,10 +12,10 @@ extension Connection {
         // Not the phase: after a failure the input half may still be open, draining what arrived first.
         let reading: Interest
         let writing: Interest
-        switch transport {
+        switch transport?.active {
         case .none: return 0
         case .socket?: (reading, writing) = (.readable, .writable)
-        case .layered(let layered)?: (reading, writing) = (layered.readInterest, layered.writeInterest)
+        case let layered?: (reading, writing) = (layered.readInterest, layered.writeInterest)
         }
         if isNegotiating { return reactor === opening.home ? PairRegistrations.epollEvents(opening.interest) : 0 }
         return halves.wantedEvents(
@@ -54,10 +54,10 @@ extension Connection {
             return syncInterest()
         }
         let ready: Interest
-        switch transport {
+        switch transport?.active {
         case .none: return
         case .socket?: ready = PairRegistrations.interest(reportedBy: events)
-        case .layered(let layered)?:
+        case let layered?:
             let reported = PairRegistrations.interest(reportedBy: events)
             if readersWaiting > 0, reported.contains(.readable) {
                 // A blocking read waits for these bytes on the socket (`waitForInput`): leave them there.

@@ -36,7 +36,7 @@ extension Connection {
     /// connect completed; otherwise epoll reports it. Lock held.
     private func outputOpensLive() {
         let space = halves[.output].sendSpace
-        if case .socket? = transport, space.isBound, space.kib > 0, !halves[.output].reactors.isEmpty {
+        if case .socket? = transport?.active, space.isBound, space.kib > 0, !halves[.output].reactors.isEmpty {
             signal(.output, .hasSpaceAvailable)
         } else if spaceMeasuredNow() {
             signal(.output, .hasSpaceAvailable)
@@ -208,7 +208,7 @@ extension Connection {
                 halves[.output].watchingSpace = true
             }
         }
-        if halves[.input].events.status == .open, transport?.hasBufferedInput == true {
+        if halves[.input].events.status == .open, transport?.active.hasBufferedInput == true {
             signal(.input, .hasBytesAvailable)
         }
         rebuildRegistrations(handover: &handover)
@@ -224,7 +224,7 @@ extension Connection {
     /// sent before is in the measurement, so a layered transport's own count of its sends starts again.
     /// Lock held.
     private func spaceMeasuredNow() -> Bool {
-        guard let transport, !halves[.output].reactors.isEmpty, !transport.hasPendingOutput else { return false }
+        guard let transport = transport?.active, !halves[.output].reactors.isEmpty, !transport.hasPendingOutput else { return false }
         _ = transport.takeSendCharge()
         return halves[.output].sendSpace.remeasure(transport.fd, madeFor: target)
     }
@@ -322,7 +322,7 @@ extension Connection {
         for half in [Half.input, .output] {
             let status = halves[half].events.status
             guard status != .notOpen, status != .closed, status != .error else { continue }
-            if half == .input, origin != .input, wasLive, status == .open, let transport,
+            if half == .input, origin != .input, wasLive, status == .open, let transport = transport?.active,
                 transport.hasBufferedInput || Posix.bytesAvailable(transport.fd) > 0
             {
                 someOptions.deferredInputError = error

@@ -13,8 +13,7 @@ extension Connection {
 
     /// The TLS transport in use, once its handshake is done. Lock held.
     var activeTLS: TLSTransport? {
-        if case .layered(let layered)? = transport { return layered as? TLSTransport }
-        return nil
+        transport?.tls
     }
 
     /// Changes a setting by `PairSettings`' rules and does what is left (STARTTLS; marking a connected

@@ -53,7 +53,7 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// The socket's owner, for properties and ShouldCloseNativeSocket. Nil until TCP is up.
     var socket: SocketHandle?
     /// What reads and writes go through: the socket, or layers over it. Nil until TCP is up.
-    @exclusivity(unchecked) var transport: ActiveTransport?
+    @exclusivity(unchecked) var transport: HeldTransport?
     /// The transfers past their gate, which use the transport and its fd without the lock, and the
     /// release a teardown left to the last of them (TransferGate.swift).
     let transfers = TransferGate()

@@ -149,8 +149,15 @@ extension FixedPair where Element == HalfState {
     func wrote(
         _ count: Int, of offered: Int, through transport: ActiveTransport, madeFor target: Endpoint, alone: Bool
     ) -> (signal: Bool, watch: Bool) {
-        let pending = transport.hasPendingOutput
-        if count == offered && !pending && self[.output].sendSpace.remains(afterSending: count, through: transport, madeFor: target) {
+        let remains: Bool
+        let pending: Bool
+        if case .socket(let fd) = transport {
+            pending = false
+            remains = count == offered && self[.output].sendSpace.remains(afterSending: count, through: fd, madeFor: target)
+        } else {
+            (remains, pending) = layeredWrote(count, of: offered, through: transport, madeFor: target)
+        }
+        if remains {
             if alone { self[.output].spaceConfirmed = true }
             return (true, false)
         }
@@ -158,6 +165,21 @@ extension FixedPair where Element == HalfState {
         guard !self[.output].watchingSpace else { return (false, false) }
         self[.output].watchingSpace = true
         return (false, true)
+    }
+
+    /// `wrote` through a layered transport (out of line: the plain socket's path stays small): whether
+    /// the socket surely takes more, and whether the transport holds output back. The charge is
+    /// dropped where the write left bytes behind: the bound is spent then (`ranOut`).
+    @inline(never)
+    private func layeredWrote(
+        _ count: Int, of offered: Int, through transport: ActiveTransport, madeFor target: Endpoint
+    ) -> (remains: Bool, pending: Bool) {
+        let sent = transport.takeSendState()
+        let remains =
+            count == offered && !sent.pending
+            && self[.output].sendSpace.remains(
+                afterCharge: sent.charge, fd: transport.fd, writeInterest: transport.writeInterest, madeFor: target)
+        return (remains, sent.pending)
     }
 
     /// The socket did not confirm what `half`'s unconsumed has-event said (another thread's transfer

@@ -172,8 +172,9 @@ struct PairOpen {
 
     /// Runs the stages as far as they go over `transport`: first a flush of output the transport
     /// still holds, then the current stage; a finished stage hands its transport to the next.
-    mutating func runStages(over transport: inout ActiveTransport?) -> StageOutcome {
-        while let current = transport, let stage = state?.stages.first {
+    mutating func runStages(over transport: inout HeldTransport?) -> StageOutcome {
+        while let held = transport, let stage = state?.stages.first {
+            let current = held.active
             if current.hasPendingOutput {
                 switch current.flush() {
                 case .wouldBlock:
@@ -185,14 +186,14 @@ struct PairOpen {
                     continue
                 }
             }
-            switch stage.advance(over: current.base) {
+            switch stage.advance(over: held.base) {
             case .wait(let interest):
                 state?.interest = interest
                 return .wait
             case .failed(let failure):
                 return .failed(failure)
             case .done(let next):
-                transport = ActiveTransport(next)
+                transport = HeldTransport(next)
                 state?.stages.removeFirst()
             }
         }

@@ -20,7 +20,7 @@ final class PairOptions {
     /// `shutdownOutputKey` was set: the write side is shut (close_notify, FIN), the read side is not.
     var outputShutDown = false
     /// What `tearDown` could not close yet, a transfer being in flight (`TransferGate.deferRelease`).
-    var deferredRelease: (transport: ActiveTransport?, socket: SocketHandle?)?
+    var deferredRelease: (transport: HeldTransport?, socket: SocketHandle?)?
 }
 
 extension PairOptions {

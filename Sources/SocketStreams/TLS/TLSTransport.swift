@@ -351,6 +351,15 @@ final class TLSTransport: Transport, @unchecked Sendable {
         }
     }
 
+    /// `hasPendingOutput` and `takeSendCharge()` under one acquisition of the lock (after each write).
+    func takeSendState() -> (pending: Bool, charge: Int?) {
+        lock.withLock {
+            guard wire.countsSends else { return (!wire.tail.isEmpty, nil) }
+            defer { wire.sendCharge = 0 }
+            return (!wire.tail.isEmpty, wire.sendCharge)
+        }
+    }
+
     func flush() -> TransportIO {
         lock.withLock {
             guard let blocked = flushTail() else { return .processed(0) }
@@ -505,58 +514,68 @@ final class TLSWire: @unchecked Sendable {
     nonisolated(unsafe) static let method: OpaquePointer = {
         let method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "SocketStreams transport")!
         BIO_meth_set_read_ex(method) { bio, data, length, done in
-            guard let bio, let data, let done, let wire = TLSWire.of(bio) else { return 0 }
-            cssl_bio_clear_retry_flags(bio)
-            switch wire.inner.read(data, length) {
-            case .processed(let count):
-                done.pointee = count
-                return 1
-            case .wouldBlock:
-                cssl_bio_set_retry_read(bio)
-                return 0
-            case .end:
-                wire.sawEnd = true
-                return 0
-            case .failed(let failure):
-                wire.failure = failure
-                return 0
+            guard let bio, let data, let done else { return 0 }
+            return TLSWire.with(bio) { wire in
+                cssl_bio_clear_retry_flags(bio)
+                switch wire.inner.read(data, length) {
+                case .processed(let count):
+                    done.pointee = count
+                    return 1
+                case .wouldBlock:
+                    cssl_bio_set_retry_read(bio)
+                    return 0
+                case .end:
+                    wire.sawEnd = true
+                    return 0
+                case .failed(let failure):
+                    wire.failure = failure
+                    return 0
+                }
             }
         }
         BIO_meth_set_write_ex(method) { bio, data, length, done in
-            guard let bio, let data, let done, let wire = TLSWire.of(bio) else { return 0 }
-            cssl_bio_clear_retry_flags(bio)
-            // A tail still waiting (a record written since it could not be sent): nothing may pass it.
-            guard wire.tail.isEmpty else {
-                cssl_bio_set_retry_write(bio)
-                return 0
-            }
-            switch wire.send(data, length) {
-            case .processed(let count):
-                if count < length { wire.tail = Array(UnsafeRawBufferPointer(start: data + count, count: length - count)) }
-                done.pointee = length
-                return 1
-            case .wouldBlock:
-                wire.tail = Array(UnsafeRawBufferPointer(start: data, count: length))
-                done.pointee = length
-                return 1
-            case .end:
-                return 0
-            case .failed(let failure):
-                wire.failure = failure
-                return 0
+            guard let bio, let data, let done else { return 0 }
+            return TLSWire.with(bio) { wire in
+                cssl_bio_clear_retry_flags(bio)
+                // A tail still waiting (a record written since it could not be sent): nothing may pass it.
+                guard wire.tail.isEmpty else {
+                    cssl_bio_set_retry_write(bio)
+                    return 0
+                }
+                switch wire.send(data, length) {
+                case .processed(let count):
+                    if count < length { wire.tail = Array(UnsafeRawBufferPointer(start: data + count, count: length - count)) }
+                    done.pointee = length
+                    return 1
+                case .wouldBlock:
+                    wire.tail = Array(UnsafeRawBufferPointer(start: data, count: length))
+                    done.pointee = length
+                    return 1
+                case .end:
+                    return 0
+                case .failed(let failure):
+                    wire.failure = failure
+                    return 0
+                }
             }
         }
         BIO_meth_set_ctrl(method) { bio, command, _, _ in
             switch command {
             case BIO_CTRL_FLUSH: return 1
-            case BIO_CTRL_EOF: return bio.flatMap(TLSWire.of)?.sawEnd == true ? 1 : 0
+            case BIO_CTRL_EOF:
+                guard let bio else { return 0 }
+                return Int(TLSWire.with(bio) { $0.sawEnd ? 1 : 0 })
             default: return 0
             }
         }
         return method
     }()
 
-    private static func of(_ bio: OpaquePointer) -> TLSWire? {
-        BIO_get_data(bio).map { Unmanaged<TLSWire>.fromOpaque($0).takeUnretainedValue() }
+    /// Runs `body` with the BIO's wire, borrowed: the `TLSTransport` holding the wire makes every SSL
+    /// call, so the wire outlives each callback, and none needs a reference of its own.
+    @inline(__always)
+    private static func with(_ bio: OpaquePointer, _ body: (TLSWire) -> Int32) -> Int32 {
+        guard let data = BIO_get_data(bio) else { return 0 }
+        return Unmanaged<TLSWire>.fromOpaque(data)._withUnsafeGuaranteedRef(body)
     }
 }

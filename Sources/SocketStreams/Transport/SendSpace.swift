@@ -177,45 +177,50 @@ struct SendSpace: Equatable {
 // MARK: the bound as an output half keeps it
 
 extension SendSpace {
-    /// After a send through `transport` that took every byte of `count` and left no tail: whether the
-    /// socket surely takes more now, so `hasSpaceAvailable` can be signalled at once. A plain TCP
-    /// socket answers from the bound (no system call while it lasts, one `getsockopt` when it runs
-    /// out), and so does a layered transport that counts its sends to one (their charges come off
-    /// instead of `count`); anything else polls. `target`: what the pair was made for (which sockets
-    /// the bound models).
+    /// After a send to the plain socket `fd` that took every byte of `count`: whether the socket surely
+    /// takes more now, so `hasSpaceAvailable` can be signalled at once. Answered from the bound (no
+    /// system call while it lasts, one `getsockopt` when it runs out). `target`: what the pair was made
+    /// for (which sockets the bound models).
     @inline(__always)
-    mutating func remains(afterSending count: Int, through transport: ActiveTransport, madeFor target: Endpoint) -> Bool {
-        guard case .socket(let fd) = transport else { return layeredRemains(transport, madeFor: target) }
+    mutating func remains(afterSending count: Int, through fd: Int32, madeFor target: Endpoint) -> Bool {
         if take(count) { return true }
         return remeasure(fd, madeFor: target)
     }
 
-    /// `remains` through a layered transport: its sends since the last look come off the bound.
-    private mutating func layeredRemains(_ transport: ActiveTransport, madeFor target: Endpoint) -> Bool {
-        guard let charge = transport.takeSendCharge(), self != .pollOnly else {
-            return transport.writeInterest.poll(transport.fd, timeout: 0)
+    /// After a write through a layered transport that took every byte and holds none back: whether
+    /// the socket surely takes more. One that counts its sends (TLS straight over the socket; `charge`,
+    /// taken with `ActiveTransport.takeSendState`) answers from the bound, as the plain socket does;
+    /// anything else (a nil charge) polls.
+    /// `fd`: the socket; `writeInterest`: what the transport's next write waits for (polled for).
+    @inline(__always)
+    mutating func remains(
+        afterCharge charge: Int?, fd: Int32, writeInterest: @autoclosure () -> Interest, madeFor target: Endpoint
+    ) -> Bool {
+        guard let charge, self != .pollOnly else {
+            return writeInterest().poll(fd, timeout: 0)
         }
         if take(charge: charge) { return true }
-        return remeasure(transport.fd, madeFor: target)
+        return remeasure(fd, madeFor: target)
     }
 
     /// Whether an earlier "the socket takes bytes" still holds through a layered transport: nothing
     /// waits to go out first, and whatever it sent since (a record's tail, a KeyUpdate answered while
     /// reading) leaves the bound above zero. No system call: false sends the caller to poll.
-    mutating func stillConfirmed(through transport: ActiveTransport) -> Bool {
-        guard !transport.hasPendingOutput, let charge = transport.takeSendCharge() else { return false }
-        return take(charge: charge)
+    /// (The charge comes off even while output is pending: nothing else would take it off, and the
+    /// bound must never say more than is there.)
+    /// `sent`: what the transport still holds, and the charge of its sends since the last look.
+    @inline(__always)
+    mutating func stillConfirmed(after sent: (pending: Bool, charge: Int?)) -> Bool {
+        guard let charge = sent.charge else { return false }
+        return take(charge: charge) && !sent.pending
     }
 
     /// Takes what a write sent off the bound where no one is told of space (an unscheduled stream),
-    /// so the bound stays a bound for a later schedule: the client's count on a plain socket, a
-    /// layered transport's own count of its sends.
-    mutating func charge(unsignalled count: Int, through transport: ActiveTransport) {
-        guard case .layered = transport else {
-            _ = take(count)
-            return
-        }
-        if let charge = transport.takeSendCharge() {
+    /// so the bound stays a bound for a later schedule: `charge` is the plain socket's `charge(_:)` of
+    /// the client's count, or a layered transport's own count of its sends; nil (a transport that
+    /// cannot tell) spends the bound.
+    mutating func spend(charge: Int?) {
+        if let charge {
             _ = take(charge: charge)
         } else {
             ranOut()

@@ -1,0 +1,192 @@
+// The transport a connection holds (`HeldTransport`, which owns it) and the view its reads, writes
+// and readiness checks call it through (`ActiveTransport`, which does not).
+
+/// The transport a connection holds, and owns: `active`, the view every call goes through, and the
+/// layer's object retained (nil for the bare socket), which is what the view refers to unretained.
+/// One field beside the view rather than an enum of strong references beside it: 8 bytes a
+/// connection, and loading `active` from the connection copies no reference.
+struct HeldTransport {
+    let active: ActiveTransport
+    private let owner: AnyObject?
+
+    init(_ transport: any Transport) {
+        if let socket = transport as? SocketTransport {
+            self = .socket(fd: socket.fd)
+        } else if let tls = transport as? TLSTransport {
+            active = .tls(Unmanaged.passUnretained(tls))
+            owner = tls
+        } else {
+            active = .layered(ActiveTransport.UnretainedLayer(transport: transport))
+            owner = transport
+        }
+    }
+
+    private init(socket fd: Int32) {
+        active = .socket(fd: fd)
+        owner = nil
+    }
+
+    /// The bare socket.
+    static func socket(fd: Int32) -> HeldTransport { HeldTransport(socket: fd) }
+
+    /// The TLS layer on top, if that is what this is.
+    var tls: TLSTransport? {
+        if case .tls(let tls) = active { return tls.takeUnretainedValue() }
+        return nil
+    }
+
+    /// As a transport a stage can wrap.
+    var base: any Transport {
+        switch active {
+        case .socket(let fd): return SocketTransport(fd: fd)
+        case .tls(let tls): return tls.takeUnretainedValue()
+        case .layered(let layer): return layer.transport
+        }
+    }
+
+    /// Ends the transport (see `Transport.close`).
+    func close() {
+        switch active {
+        case .socket: break
+        case .tls(let tls): tls._withUnsafeGuaranteedRef { $0.close() }
+        case .layered(let layer): layer.transport.close()
+        }
+    }
+}
+
+/// What a connection calls its transport through: the plain socket as its bare fd, called directly,
+/// so the common path has neither witness-table dispatch nor reference counting; TLS unretained and
+/// called directly; any other layer as `any Transport`. (Callgrind, ping-pong 20,000 round trips with
+/// polling streams: calling the plain socket as `any Transport` cost 5.9M instructions more than the
+/// fd-only code it replaced; this, about 0.2M. TLS ping-pong on the stream thread: TLS as `any
+/// Transport`, retained and released with each of the 7 copies a round trip made, and called through
+/// its witness table, cost ~1,000 instructions a round trip more than this, the plain socket beside
+/// it ~80 for the copies' outlined switches.)
+///
+/// Lifetime: the TLS case refers to what the connection's `HeldTransport` owns, so a view is used only
+/// while that is certain to be held: with the connection's lock held (it changes only under the lock,
+/// and nothing under it lets the connection go), or by a transfer past its gate (a teardown leaves the
+/// release to the last transfer out, `TransferGate`, and a handshake stage replaces TLS only by
+/// wrapping it).
+enum ActiveTransport {
+    case socket(fd: Int32)
+    case tls(Unmanaged<TLSTransport>)
+    case layered(UnretainedLayer)
+
+    /// Another layer, unretained as TLS is.
+    struct UnretainedLayer {
+        unowned(unsafe) let transport: any Transport
+    }
+
+    @inline(__always)
+    var fd: Int32 {
+        switch self {
+        case .socket(let fd): return fd
+        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.fd }
+        case .layered(let layer): return layer.transport.fd
+        }
+    }
+
+    /// Whether this is a layer over the socket (TLS or another), not the bare socket.
+    @inline(__always)
+    var isLayered: Bool {
+        if case .socket = self { return false }
+        return true
+    }
+
+    @inline(__always)
+    func read(_ buffer: UnsafeMutableRawPointer, _ count: Int) -> TransportIO {
+        switch self {
+        case .socket(let fd): return SocketTransport.read(fd, buffer, count)
+        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.read(buffer, count) }
+        case .layered(let layer): return layer.transport.read(buffer, count)
+        }
+    }
+
+    @inline(__always)
+    func write(_ buffer: UnsafeRawPointer, _ count: Int) -> TransportIO {
+        switch self {
+        case .socket(let fd): return SocketTransport.write(fd, buffer, count)
+        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.write(buffer, count) }
+        case .layered(let layer): return layer.transport.write(buffer, count)
+        }
+    }
+
+    @inline(__always)
+    var readInterest: Interest {
+        switch self {
+        case .socket: return .readable
+        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.readInterest }
+        case .layered(let layer): return layer.transport.readInterest
+        }
+    }
+
+    @inline(__always)
+    var writeInterest: Interest {
+        switch self {
+        case .socket: return .writable
+        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.writeInterest }
+        case .layered(let layer): return layer.transport.writeInterest
+        }
+    }
+
+    @inline(__always)
+    var hasBufferedInput: Bool {
+        switch self {
+        case .socket: return false
+        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.hasBufferedInput }
+        case .layered(let layer): return layer.transport.hasBufferedInput
+        }
+    }
+
+    @inline(__always)
+    var hasPendingOutput: Bool {
+        switch self {
+        case .socket: return false
+        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.hasPendingOutput }
+        case .layered(let layer): return layer.transport.hasPendingOutput
+        }
+    }
+
+    func takeSendCharge() -> Int? {
+        switch self {
+        case .socket: return nil
+        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.takeSendCharge() }
+        case .layered(let layer): return layer.transport.takeSendCharge()
+        }
+    }
+
+    /// `hasPendingOutput` and `takeSendCharge()` at once (TLS: under one acquisition of its lock).
+    @inline(__always)
+    func takeSendState() -> (pending: Bool, charge: Int?) {
+        switch self {
+        case .socket: return (false, nil)
+        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.takeSendState() }
+        case .layered(let layer): return (layer.transport.hasPendingOutput, layer.transport.takeSendCharge())
+        }
+    }
+
+    func flush() -> TransportIO {
+        switch self {
+        case .socket: return .processed(0)
+        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.flush() }
+        case .layered(let layer): return layer.transport.flush()
+        }
+    }
+
+    func ready(_ events: Interest) -> Interest {
+        switch self {
+        case .socket: return events
+        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.ready(events) }
+        case .layered(let layer): return layer.transport.ready(events)
+        }
+    }
+
+    func shutdownOutput() -> TransportIO {
+        switch self {
+        case .socket(let fd): return SocketTransport.shutdownOutput(fd)
+        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.shutdownOutput() }
+        case .layered(let layer): return layer.transport.shutdownOutput()
+        }
+    }
+}
