@@ -50,19 +50,25 @@ extension Connection {
         }
         let transport = self.transport.unsafelyUnwrapped.active
         if halves.clientReads() { syncInterest() }
-        let counting = halves[.input].inputCount == .on
+        let inputCount = halves[.input].inputCount
+        // Only an input scheduled somewhere decides: read-ahead signals events, which a polling
+        // reader never gets, so its reads would pay for the count (`recvmsg`) for nothing.
+        let deciding = inputCount == .undecided && !halves[.input].reactors.isEmpty
         lock.unlock()
-        let result = maxLength > 0 ? read(buffer, maxLength: maxLength, through: transport, counting: counting) : 0
+        let result =
+            maxLength > 0
+            ? read(buffer, maxLength: maxLength, through: transport, counting: inputCount == .on, deciding: deciding) : 0
         endTransfer()
         return result
     }
 
     /// The read past the gate (one exit: `read` ends the transfer inline, a `defer` cost 24 instructions).
     /// `counting`: the socket counts its input (`HalfState.inputCount`), so the read learns what the
-    /// kernel still holds.
+    /// kernel still holds; `deciding`: a read that fills its buffer may turn the count on.
     @inline(__always)
     private func read(
-        _ buffer: UnsafeMutablePointer<UInt8>, maxLength: Int, through transport: ActiveTransport, counting: Bool
+        _ buffer: UnsafeMutablePointer<UInt8>, maxLength: Int, through transport: ActiveTransport, counting: Bool,
+        deciding: Bool
     ) -> Int {
         while true {
             var left: Int32 = -1
@@ -81,7 +87,7 @@ extension Connection {
                     lock.withLock {
                         if halves[.input].events.status == .open, !isNegotiating { signal(.input, .hasBytesAvailable) }
                     }
-                } else if count == maxLength, maxLength >= Self.readAheadBuffer, !counting, case .socket(let fd) = transport {
+                } else if deciding, count == maxLength, maxLength >= Self.readAheadBuffer, case .socket(let fd) = transport {
                     decideInputCount(fd)
                 }
                 return count
@@ -112,7 +118,8 @@ extension Connection {
     // (1 KiB): a reader of a stream (Apple's sample code reads in 1 KiB), not a reader of small messages
     // read to their exact size, for whom each `recvmsg` would cost ~150-300 ns more than a `recv` and
     // save nothing (so a connect with 1 byte each way stays at 10 calls, a 64-byte ping-pong at 3 a
-    // round trip, with `recvfrom`). Only on sockets the pair closes itself (not an fd a client lent
+    // round trip, with `recvfrom`); and only by an input scheduled on a run loop or queue, since the
+    // re-signal is all the count is for (a polling reader's input stays undecided). Only on sockets the pair closes itself (not an fd a client lent
     // it, whose own `recvmsg` would start getting the control message). The re-signal is made only
     // inside a callout of a reactor the input is scheduled on, at most `Reactor.readAheadsPerRound`
     // times a round; past that, and everywhere else, epoll (level-triggered) reports the bytes as
@@ -129,11 +136,12 @@ extension Connection {
         if halves[.input].reactors.contains(where: { $0.takeReadAhead() }) { signal(.input, .hasBytesAvailable) }
     }
 
-    /// The first read that filled a buffer of `readAheadBuffer` or more: turns on `TCP_INQ` (see
-    /// Read-ahead above), once, on a socket the pair closes itself.
+    /// The first read of a scheduled input that filled a buffer of `readAheadBuffer` or more: turns on
+    /// `TCP_INQ` (see Read-ahead above), once, on a socket the pair closes itself. (Unscheduled, the
+    /// input stays undecided: a polling reader would pay for the count and never use it.)
     private func decideInputCount(_ fd: Int32) {
         let decide = lock.withLock { () -> Bool in
-            guard halves[.input].inputCount == .undecided else { return false }
+            guard halves[.input].inputCount == .undecided, !halves[.input].reactors.isEmpty else { return false }
             halves[.input].inputCount = .off
             return closesNativeSocket
         }

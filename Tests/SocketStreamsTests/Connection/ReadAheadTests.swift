@@ -126,6 +126,31 @@ final class ReadAheadTests: SocketStreamsTestCase {
         XCTAssertEqual(reader.log.filter { $0 }.count, total / 64)
     }
 
+    func testAPollingReaderLeavesTheSocketAloneUntilItsInputIsScheduled() throws {
+        let listener = try RawSocket.listener(family: .v4)
+        defer { close(listener) }
+        let pair = createStreamPair(host: "127.0.0.1", port: RawSocket.boundPort(listener))
+        closeAfterTest(pair)
+        pair.input.open()
+        pair.output.open()
+        let server = try XCTUnwrap(try RawSocket.accept(listener, timeout: shortTimeout), "no connection came")
+        defer { close(server) }
+        let fd = try XCTUnwrap(nativeHandle(of: pair.input))
+        // Unscheduled: blocking reads that fill 1 KiB buffers, and no `setsockopt`. Read-ahead signals
+        // events, which nobody would get: the count would only make every read a `recvmsg`.
+        try RawSocket.writeAll(server, Data(repeating: 0x42, count: 4 * readSize))
+        var buffer = [UInt8](repeating: 0, count: readSize)
+        for _ in 0..<4 { XCTAssertEqual(pair.input.read(&buffer, maxLength: readSize), readSize) }
+        XCTAssertEqual(RawSocket.intOption(fd, level: Int32(IPPROTO_TCP), name: TCP_INQ), 0)
+        // Still undecided: once scheduled, the first full read turns it on.
+        let reader = Reader(size: readSize)
+        pair.input.delegate = reader
+        pair.input.schedule(in: .current, forMode: .default)
+        try RawSocket.writeAll(server, Data(repeating: 0x42, count: 4 * readSize))
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { reader.bytes == 4 * self.readSize }, "read \(reader.bytes)")
+        XCTAssertEqual(RawSocket.intOption(fd, level: Int32(IPPROTO_TCP), name: TCP_INQ), 1)
+    }
+
     func testTheInputCountSharesItsByteWithoutDisturbingTheFlags() {
         var half = HalfState()
         XCTAssertEqual(half.inputCount, .undecided)
