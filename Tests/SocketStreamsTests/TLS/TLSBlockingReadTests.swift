@@ -82,6 +82,43 @@ final class TLSBlockingReadTests: SocketStreamsTestCase {
 }
 
 /// A delegate for the stream's open and errors only, as a client that reads in blocking style has.
+extension TLSBlockingReadTests {
+    /// A TLS read blocked in `poll` while another thread closes both streams and lets go of its own
+    /// references: the read returns -1, and the session is freed once the read has left, not leaked.
+    /// The read calls the session through a view that holds no reference (`ActiveTransport`), which
+    /// the teardown keeps valid by leaving the release to the last transfer out; a teardown during
+    /// the TLS read itself is what the stress suite's `close-while-reading` runs, over TLS.
+    func testClosingATLSPairWhileAReadBlocksFreesTheSessionOnlyAfterTheRead() throws {
+        let pki = try self.pki
+        let server = try startStreamEchoServer(
+            tls: TLSSettings.server(identity: TLSIdentity(certificateChainFile: pki.serverChain, privateKeyFile: pki.serverKey)))
+        var client = TLSSettings()
+        client.trustRoots = [.pemFile(pki.caCertificate)]
+        let sessionsBefore = TLSTransport.openCount
+        var pair: (input: InputStream, output: OutputStream)? = makePair(host: "localhost", port: server.port)
+        XCTAssertTrue(try XCTUnwrap(pair).input.setProperty(client, forKey: .tlsSettingsKey))
+        let input = UncheckedBox(try XCTUnwrap(pair).input)
+        let output = UncheckedBox(try XCTUnwrap(pair).output)
+        input.value.open()
+        output.value.open()
+        // The echo server sends nothing unasked: past the handshake, the read waits in poll.
+        let reader = BlockedCall { () -> Int in
+            var byte: UInt8 = 0
+            return input.value.read(&byte, maxLength: 1)
+        }
+        XCTAssertTrue(reader.waitUntilInPoll(timeout: shortTimeout), "the TLS read never blocked")
+        // Ours and the echo server's (it runs on this library too).
+        XCTAssertEqual(TLSTransport.openCount, sessionsBefore + 2, "not both sessions while the read waits")
+        output.value.close()
+        input.value.close()
+        pair = nil
+        XCTAssertEqual(reader.result(timeout: shortTimeout), -1, "close did not end the blocked TLS read")
+        XCTAssertTrue(
+            runUntil(timeout: shortTimeout) { TLSTransport.openCount == sessionsBefore },
+            "the sessions were not freed after the read left (\(TLSTransport.openCount) open)")
+    }
+}
+
 private final class OpenOnly: NSObject, StreamDelegate {
     func stream(_ aStream: Stream, handle eventCode: Stream.Event) {}
 }
