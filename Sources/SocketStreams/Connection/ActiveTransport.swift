@@ -56,18 +56,18 @@ struct HeldTransport {
 
 /// What a connection calls its transport through: the plain socket as its bare fd, called directly,
 /// so the common path has neither witness-table dispatch nor reference counting; TLS unretained and
-/// called directly; any other layer as `any Transport`. (Callgrind, ping-pong 20,000 round trips with
-/// polling streams: calling the plain socket as `any Transport` cost 5.9M instructions more than the
-/// fd-only code it replaced; this, about 0.2M. TLS ping-pong on the stream thread: TLS as `any
-/// Transport`, retained and released with each of the 7 copies a round trip made, and called through
-/// its witness table, cost ~1,000 instructions a round trip more than this, the plain socket beside
-/// it ~80 for the copies' outlined switches.)
+/// called directly; any other layer unretained, called as `any Transport`. (Callgrind, ping-pong
+/// 20,000 round trips with polling streams: calling the plain socket as `any Transport` cost 5.9M
+/// instructions more than the fd-only code it replaced; this, about 0.2M. TLS ping-pong on the stream
+/// thread: TLS as `any Transport`, retained and released with each of the 7 copies a round trip made,
+/// and called through its witness table, cost ~1,000 instructions a round trip more than this, the
+/// plain socket beside it ~80 for the copies' outlined switches.)
 ///
-/// Lifetime: the TLS case refers to what the connection's `HeldTransport` owns, so a view is used only
-/// while that is certain to be held: with the connection's lock held (it changes only under the lock,
-/// and nothing under it lets the connection go), or by a transfer past its gate (a teardown leaves the
-/// release to the last transfer out, `TransferGate`, and a handshake stage replaces TLS only by
-/// wrapping it).
+/// Lifetime: the TLS and layered cases refer to what the connection's `HeldTransport` owns, so a view
+/// is used only while that is certain to be held: with the connection's lock held (it changes only
+/// under the lock, and nothing under it lets the connection go), or by a transfer past its gate (a
+/// teardown leaves the release to the last transfer out, `TransferGate`, and a handshake stage
+/// replaces a layer only by wrapping it, so the new layer holds the old).
 enum ActiveTransport {
     case socket(fd: Int32)
     case tls(Unmanaged<TLSTransport>)
