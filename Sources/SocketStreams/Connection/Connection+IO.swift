@@ -119,11 +119,12 @@ extension Connection {
     // read to their exact size, for whom each `recvmsg` would cost ~150-300 ns more than a `recv` and
     // save nothing (so a connect with 1 byte each way stays at 10 calls, a 64-byte ping-pong at 3 a
     // round trip, with `recvfrom`); and only by an input scheduled on a run loop or queue, since the
-    // re-signal is all the count is for (a polling reader's input stays undecided). Only on sockets the pair closes itself (not an fd a client lent
-    // it, whose own `recvmsg` would start getting the control message). The re-signal is made only
-    // inside a callout of a reactor the input is scheduled on, at most `Reactor.readAheadsPerRound`
-    // times a round; past that, and everywhere else, epoll (level-triggered) reports the bytes as
-    // before. After the peer's FIN the kernel reports a byte left, so the reader goes on to the end.
+    // re-signal is all the count is for (a polling reader's input stays undecided). Only on sockets
+    // the pair closes itself (not an fd a client lent it, whose own `recvmsg` would start getting the
+    // control message). The re-signal is made only inside a callout of a reactor the input is
+    // scheduled on, at most `Reactor.readAheadsPerRound` times a round; past that, and everywhere
+    // else, epoll (level-triggered) reports the bytes as before. After the peer's FIN the kernel
+    // reports a byte left, so the reader goes on to the end.
 
     /// The smallest buffer whose filling turns read-ahead on (see above).
     static let readAheadBuffer = 1024

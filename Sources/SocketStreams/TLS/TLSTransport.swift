@@ -344,11 +344,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
     var hasPendingOutput: Bool { lock.withLock { !wire.tail.isEmpty } }
 
     func takeSendCharge() -> Int? {
-        lock.withLock {
-            guard wire.countsSends else { return nil }
-            defer { wire.sendCharge = 0 }
-            return wire.sendCharge
-        }
+        takeSendState().charge
     }
 
     /// `hasPendingOutput` and `takeSendCharge()` under one acquisition of the lock (after each write).
