@@ -324,9 +324,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     }
 
     private static func learnAddresses(_ state: inout State, from input: InputStream?) {
-        let handle = input?.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketNativeHandle as String)) as? Data
-        guard let handle, handle.count == MemoryLayout<Int32>.size else { return }
-        let fd = handle.withUnsafeBytes { $0.loadUnaligned(as: Int32.self) }
+        guard let fd = input?.socketDescriptor else { return }
         state.setAddresses(peer: SocketAddresses.peer(of: fd), local: SocketAddresses.local(of: fd))
     }
 
@@ -415,10 +413,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
             output.close()
             return
         }
-        let handle = input.property(forKey: Stream.PropertyKey(kCFStreamPropertySocketNativeHandle as String)) as? Data
-        let peer = handle.flatMap {
-            $0.count == 4 ? SocketAddresses.peer(of: $0.withUnsafeBytes { $0.loadUnaligned(as: Int32.self) }) : nil
-        }
+        let peer = input.socketDescriptor.flatMap(SocketAddresses.peer(of:))
         let call = DelegateCall(delegate) { [self] delegate in
             let newQueue = delegate.newSocketQueueForConnection(fromAddress: peer ?? Data(), on: self)
             let socket = GCDAsyncSocket(delegate: delegate, delegateQueue: queue, socketQueue: newQueue)
@@ -739,11 +734,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     /// The connection's file descriptor, or -1 (`socketFD`). GCDAsyncSocket answers only inside
     /// ``perform(_:)``; here it answers anywhere, and the descriptor is the streams' own: do not close it.
     public func socketFD() -> Int32 {
-        let handle =
-            state.withLock { $0.link?.operations }?.streams?.input.property(
-                forKey: Stream.PropertyKey(kCFStreamPropertySocketNativeHandle as String)) as? Data
-        guard let handle, handle.count == 4 else { return -1 }
-        return handle.withUnsafeBytes { $0.loadUnaligned(as: Int32.self) }
+        state.withLock { $0.link?.operations }?.streams?.input.socketDescriptor ?? -1
     }
 
     // MARK: utilities

@@ -79,3 +79,15 @@ public final class SocketInputStream: InputStream {
         connection.setProperty(property, forKey: key.rawValue)
     }
 }
+
+extension Stream {
+    /// The socket under a stream of this package: the descriptor `kCFStreamPropertySocketNativeHandle`
+    /// holds, read without making the property's `NSData` (for the package's other faces, such as
+    /// GCDAsyncSocket's `socketFD`, which ask for it on every connection). Nil for a stream of another
+    /// kind and for a pair without a socket yet.
+    package var socketDescriptor: Int32? {
+        if let input = self as? SocketInputStream { return input.connection.nativeDescriptor }
+        if let output = self as? SocketOutputStream { return output.connection.nativeDescriptor }
+        return nil
+    }
+}
