@@ -106,6 +106,29 @@ final class GCDAsyncSocketTests: XCTestCase {
         echo.disconnect()
     }
 
+    /// `newSocketQueueForConnection(fromAddress:on:)` is asked with the connecting peer's `sockaddr`,
+    /// and the accepted socket then works on the queue it gave.
+    func testTheNewSocketQueueIsAskedWithThePeersAddress() throws {
+        let chooser = QueueChooser()
+        let server = GCDAsyncSocket(delegate: chooser, delegateQueue: DispatchQueue(label: "server"))
+        try server.accept(onInterface: "127.0.0.1", port: 0)
+        let recorder = Recorder()
+        let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
+        try client.connect(toHost: "127.0.0.1", onPort: server.localPort, withTimeout: 5)
+        recorder.wait(for: "connect 127.0.0.1")
+        let (address, accepted) = try XCTUnwrap(chooser.waitForAccept())
+        XCTAssertEqual(address.count, MemoryLayout<sockaddr_in>.size)
+        XCTAssertEqual(GCDAsyncSocket.host(fromAddress: address), "127.0.0.1")
+        XCTAssertEqual(GCDAsyncSocket.port(fromAddress: address), client.localPort)
+        XCTAssertEqual(accepted.connectedPort, client.localPort)
+        var ranOnChosenQueue = false
+        accepted.perform { ranOnChosenQueue = DispatchQueue.getSpecific(key: QueueChooser.key) == true }
+        XCTAssertTrue(ranOnChosenQueue)
+        client.disconnect()
+        accepted.disconnect()
+        server.disconnect()
+    }
+
     func testLineProtocolAgainstSocat() throws {
         let (peer, port) = try Peer.socatEcho()
         defer { peer.stop() }
@@ -429,5 +452,39 @@ final class Marker: @unchecked Sendable {
     var value: Int {
         get { lock.withLock { stored } }
         set { lock.withLock { stored = newValue } }
+    }
+}
+
+/// A listener's delegate that gives every connection a queue of its own and records the address it
+/// was asked with.
+// @unchecked Sendable: its fields are reached only under `condition`.
+private final class QueueChooser: NSObject, GCDAsyncSocketDelegate, @unchecked Sendable {
+    static let key = DispatchSpecificKey<Bool>()
+    private let condition = NSCondition()
+    private var address: Data?
+    private var socket: GCDAsyncSocket?
+
+    func newSocketQueueForConnection(fromAddress address: Data, on sock: GCDAsyncSocket) -> DispatchQueue? {
+        condition.withLock { self.address = address }
+        let queue = DispatchQueue(label: "accepted")
+        queue.setSpecific(key: Self.key, value: true)
+        return queue
+    }
+
+    func socket(_ sock: GCDAsyncSocket, didAcceptNewSocket newSocket: GCDAsyncSocket) {
+        condition.withLock {
+            socket = newSocket
+            condition.broadcast()
+        }
+    }
+
+    /// The address asked with and the accepted socket, once it is accepted (nil after 10 s).
+    func waitForAccept() -> (Data, GCDAsyncSocket)? {
+        let deadline = Date(timeIntervalSinceNow: 10)
+        return condition.withLock {
+            while socket == nil, condition.wait(until: deadline) {}
+            guard let socket, let address else { return nil }
+            return (address, socket)
+        }
     }
 }
