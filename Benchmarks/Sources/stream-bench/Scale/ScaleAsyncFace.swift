@@ -1,5 +1,5 @@
 // The scale run on `AsyncConnection`, in tasks on `AsyncConnection.executor` (where the connections'
-// events are delivered). Opens run as a task group, at most `maxConnectsInFlight` at once; the idle
+// events are delivered). Opens run as a task group, at most `--in-flight` at once; the idle
 // connections have no read pending (no task waits), and no timeouts: AsyncConnection has none.
 
 import Foundation
@@ -19,7 +19,7 @@ final class ScaleAsyncFace: ScaleFace, @unchecked Sendable {
         self.sources = sources
     }
 
-    func open(count: Int) throws {
+    func open(count: Int, inFlight limit: Int) throws {
         let port = port
         let sources = sources
         let header = Request.heldEcho(group: group).encoded + Scale.messages[0]
@@ -29,7 +29,7 @@ final class ScaleAsyncFace: ScaleFace, @unchecked Sendable {
                 var next = 0
                 var inFlight = 0
                 while next < count || inFlight > 0 {
-                    while next < count, inFlight < maxConnectsInFlight {
+                    while next < count, inFlight < limit {
                         let index = next
                         tasks.addTask {
                             let pair = createStreamPair(host: "127.0.0.1", port: Int(port))

@@ -25,7 +25,7 @@ final class ScaleBaselineFace: ScaleFace {
         Posix.close(epollFD)
     }
 
-    func open(count: Int) throws {
+    func open(count: Int, inFlight: Int) throws {
         guard epollFD >= 0 else { throw BenchError.syscall("epoll_create1", errno: cssh_errno()) }
         fds.reserveCapacity(count)
         let header = Request.heldEcho(group: group).encoded + Scale.messages[0]

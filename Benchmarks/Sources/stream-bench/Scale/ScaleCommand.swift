@@ -42,6 +42,8 @@ struct ScaleReport: Codable {
     var faces: [String]
     /// `--sources` (nil in runs made before it existed: one).
     var sources: Int?
+    /// `--in-flight`: the most connects unanswered at once (nil in runs made before it existed: 256).
+    var connectsInFlight: Int?
     var samples: [ScaleSample]
     var failures: [String]
 }
@@ -62,6 +64,9 @@ enum ScaleCommand {
                               (1…254), each bound before its connect (LocalBinding; viaInterface: for
                               GCDAsyncSocket; bind(2) for the baseline). Default 1: no bind, the
                               kernel's choice, about 28,000 ephemeral ports for every connection.
+          --in-flight N       The most connects unanswered at once (default 256; the raw-socket
+                              baseline opens one at a time). What the opens allocate for the time
+                              they take stays in the heap as fragments: fewer in flight, less of it.
           --cpus same|separate|none   As for the main run (default same: client and server on CPU 0).
           --out DIR           Where scale.md and scale.json go (default: a new directory under
                               .build/stream-bench of this package).
@@ -79,6 +84,7 @@ enum ScaleCommand {
         var faces = ScaleFaceKind.allCases
         var cpus = CPUPlacement.same
         var sources = 1
+        var inFlight = maxConnectsInFlight
         var outputDirectory: String?
         var record = false
         var timeout = 600.0
@@ -110,6 +116,11 @@ enum ScaleCommand {
                         throw UsageError(description: "--sources needs a number from 1 to \(ScaleSources.most)")
                     }
                     sources = count
+                case "--in-flight":
+                    guard let count = Int(try value(argument)), count > 0 else {
+                        throw UsageError(description: "--in-flight needs a positive number")
+                    }
+                    inFlight = count
                 case "--cpus":
                     guard let placement = CPUPlacement(rawValue: try value(argument)) else {
                         throw UsageError(description: "--cpus must be same, separate or none")
@@ -151,8 +162,8 @@ enum ScaleCommand {
         let directory = outputDirectory ?? (record ? Options.recordedResultsDirectory() : Options.freshOutputDirectory())
         do {
             return try measureAll(
-                sizes: chosen, faces: faces, cpus: cpus, sources: sources, limit: limit, directory: directory,
-                timeout: timeout)
+                sizes: chosen, faces: faces, cpus: cpus, sources: sources, inFlight: inFlight, limit: limit,
+                directory: directory, timeout: timeout)
         } catch {
             Posix.printError("stream-bench scale: \(error)")
             return 1
@@ -166,8 +177,8 @@ enum ScaleCommand {
     }
 
     private static func measureAll(
-        sizes: [Int], faces: [ScaleFaceKind], cpus: CPUPlacement, sources: Int, limit: Int, directory: String,
-        timeout: Double
+        sizes: [Int], faces: [ScaleFaceKind], cpus: CPUPlacement, sources: Int, inFlight: Int, limit: Int,
+        directory: String, timeout: Double
     ) throws -> Int32 {
         let executable = try ChildProcess.currentExecutable()
         let server = try ChildProcess.spawn(
@@ -187,7 +198,7 @@ enum ScaleCommand {
             for face in faces {
                 let arguments = [
                     "scale-measure", "--face", face.rawValue, "--connections", "\(size)", "--port", "\(port)",
-                    "--cpu", "\(cpus.clientCPU)", "--sources", "\(sources)",
+                    "--cpu", "\(cpus.clientCPU)", "--sources", "\(sources)", "--in-flight", "\(inFlight)",
                 ]
                 do {
                     let child = try ChildProcess.spawn(executable, arguments, stdin: .devNull, stdout: .pipe, stderr: .pipe)
@@ -214,7 +225,7 @@ enum ScaleCommand {
         }
         let report = ScaleReport(
             date: ISO8601DateFormatter().string(from: Date()), machine: machine, descriptorLimit: limit, connections: sizes,
-            faces: faces.map(\.rawValue), sources: sources, samples: samples, failures: failures)
+            faces: faces.map(\.rawValue), sources: sources, connectsInFlight: inFlight, samples: samples, failures: failures)
         let url = URL(fileURLWithPath: directory, isDirectory: true)
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         let markdown = ScaleMarkdown.render(report)
@@ -228,8 +239,8 @@ enum ScaleCommand {
     }
 }
 
-/// `stream-bench scale-measure --face F --connections N --port P [--cpu C] [--sources S]`: one face at
-/// one N.
+/// `stream-bench scale-measure --face F --connections N --port P [--cpu C] [--sources S] [--in-flight K]`:
+/// one face at one N.
 enum ScaleMeasureCommand {
     static func run(_ arguments: [String]) -> Int32 {
         var face: ScaleFaceKind?
@@ -237,6 +248,7 @@ enum ScaleMeasureCommand {
         var port: UInt16?
         var cpu = -1
         var sources: Int? = 1
+        var inFlight: Int? = maxConnectsInFlight
         var iterator = arguments.makeIterator()
         while let argument = iterator.next() {
             switch argument {
@@ -245,18 +257,20 @@ enum ScaleMeasureCommand {
             case "--port": port = iterator.next().flatMap { UInt16($0) }
             case "--cpu": cpu = iterator.next().flatMap { Int($0) } ?? -1
             case "--sources": sources = iterator.next().flatMap { Int($0) }.flatMap { (1...ScaleSources.most).contains($0) ? $0 : nil }
+            case "--in-flight": inFlight = iterator.next().flatMap { Int($0) }.flatMap { $0 > 0 ? $0 : nil }
             default:
                 Posix.printError("stream-bench scale-measure: unknown argument \(argument)")
                 return 2
             }
         }
-        guard let face, let connections, connections > 0, let port, let sources else {
+        guard let face, let connections, connections > 0, let port, let sources, let inFlight else {
             Posix.printError(
-                "stream-bench scale-measure: needs --face, --connections and --port (and --sources from 1 to \(ScaleSources.most))")
+                "stream-bench scale-measure: needs --face, --connections and --port (and --sources from 1 to \(ScaleSources.most), "
+                    + "--in-flight above 0)")
             return 2
         }
         do {
-            let sample = try measure(face, connections: connections, port: port, cpu: cpu, sources: sources)
+            let sample = try measure(face, connections: connections, port: port, cpu: cpu, sources: sources, inFlight: inFlight)
             let encoder = JSONEncoder()
             encoder.outputFormatting = .sortedKeys
             try FileHandle.standardOutput.write(contentsOf: try encoder.encode(sample) + Data("\n".utf8))
@@ -267,14 +281,16 @@ enum ScaleMeasureCommand {
         }
     }
 
-    static func measure(_ kind: ScaleFaceKind, connections: Int, port: UInt16, cpu: Int, sources: Int = 1) throws -> ScaleSample {
+    static func measure(
+        _ kind: ScaleFaceKind, connections: Int, port: UInt16, cpu: Int, sources: Int = 1, inFlight: Int = maxConnectsInFlight
+    ) throws -> ScaleSample {
         let limit = Posix.raiseFileDescriptorLimit()
         if limit < connections + 32 { throw BenchError("RLIMIT_NOFILE is \(limit), too low for \(connections) connections") }
         if cpu >= 0 { try Posix.pinToCPU(cpu) }
         // A warm-up connection through every phase: lazy machinery (threads, reactors, queues) starts
         // outside the figures.
         let warmUp = kind.makeFace(port: port, group: UInt64.random(in: 1...UInt64.max), sources: sources)
-        try warmUp.open(count: 1)
+        try warmUp.open(count: 1, inFlight: inFlight)
         try warmUp.roundTrips()
         try warmUp.release()
         _ = try ProcessMemory.snapshot()
@@ -283,7 +299,7 @@ enum ScaleMeasureCommand {
         let memoryBefore = try ProcessMemory.snapshot()
         let cpu0 = processCPUSeconds()
         let wall0 = Posix.monotonicNanoseconds()
-        try face.open(count: connections)
+        try face.open(count: connections, inFlight: inFlight)
         let wall1 = Posix.monotonicNanoseconds()
         let cpu1 = processCPUSeconds()
         let memoryIdle = try ProcessMemory.snapshot()
@@ -330,7 +346,7 @@ enum ScaleMarkdown {
             "",
             "\(report.date); \(report.machine.summary); RLIMIT_NOFILE \(report.descriptorLimit). One process per face and N; "
                 + "client and server pinned as for the main run. Open: CPU (and wall) per connection to connect and make one "
-                + "round trip, at most \(maxConnectsInFlight) unanswered. Idle: RssAnon per idle connection above the process's own "
+                + "round trip, at most \(report.connectsInFlight ?? maxConnectsInFlight) unanswered. Idle: RssAnon per idle connection above the process's own "
                 + "(VmRSS in brackets). Round trip: a 64-byte echo on every connection, one after another, per round trip. "
                 + "Timeouts: a write timeout of \(Int(Scale.writeTimeout)) s and a read pending with \(Int(Scale.readTimeout)) s "
                 + "on every idle connection (QueuedSocket, GCDAsyncSocket; the others have none to arm). "

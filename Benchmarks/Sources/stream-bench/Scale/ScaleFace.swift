@@ -72,9 +72,9 @@ enum ScaleQueues {
 /// What every face implements. Each call returns once its phase is complete, or throws.
 protocol ScaleFace: AnyObject {
     /// Opens `count` connections to the server's held-echo protocol (`H group`), each sending the
-    /// header and message 0 and reading its echo, then leaving a read pending: at most
-    /// `maxConnectsInFlight` unanswered at once.
-    func open(count: Int) throws
+    /// header and message 0 and reading its echo, then leaving a read pending: at most `inFlight`
+    /// unanswered at once (the raw-socket baseline opens one at a time).
+    func open(count: Int, inFlight: Int) throws
     /// One round trip (message 1) on each connection, one after another: each starts when the one
     /// before it has its echo.
     func roundTrips() throws
@@ -182,12 +182,12 @@ final class ScaleMonitor: @unchecked Sendable {
         }
     }
 
-    /// Opens `count` connections with `open(i)`, never more than `maxConnectsInFlight` ahead of the
-    /// idle count (checked in batches, so the benchmark thread is not woken per connection).
-    func openPaced(count: Int, _ open: (Int) throws -> Void) throws {
+    /// Opens `count` connections with `open(i)`, never more than `inFlight` ahead of the idle count
+    /// (checked in batches, so the benchmark thread is not woken per connection).
+    func openPaced(count: Int, inFlight: Int, _ open: (Int) throws -> Void) throws {
         for i in 0..<count {
-            if i >= maxConnectsInFlight, i - self.count(.idle) >= maxConnectsInFlight {
-                try wait(.idle, reaches: i - maxConnectsInFlight * 3 / 4)
+            if i >= inFlight, i - self.count(.idle) >= inFlight {
+                try wait(.idle, reaches: i - inFlight * 3 / 4)
             }
             try open(i)
         }

@@ -30,11 +30,11 @@ final class ScaleGCDFace: ScaleFace, GCDAsyncSocketDelegate, @unchecked Sendable
         self.sources = sources
     }
 
-    func open(count: Int) throws {
+    func open(count: Int, inFlight: Int) throws {
         sockets.reserveCapacity(count)
         awaited = [Int](repeating: 0, count: count)
         let header = Data(Request.heldEcho(group: group).encoded + Scale.messages[0])
-        try monitor.openPaced(count: count) { i in
+        try monitor.openPaced(count: count, inFlight: inFlight) { i in
             let socket = GCDAsyncSocket(delegate: self, delegateQueue: queue, socketQueue: GCDAsyncSocketClient.sharesQueue ? queue : nil)
             sockets.append(socket)
             if let source = sources.address(i) {

@@ -29,10 +29,10 @@ final class ScalePairsFace: ScaleFace, @unchecked Sendable {
         self.sources = sources
     }
 
-    func open(count: Int) throws {
+    func open(count: Int, inFlight: Int) throws {
         sessions.reserveCapacity(count)
         let header = Request.heldEcho(group: group).encoded + Scale.messages[0]
-        try monitor.openPaced(count: count) { i in
+        try monitor.openPaced(count: count, inFlight: inFlight) { i in
             let session = ScalePairSession(face: self, index: i)
             sessions.append(session)
             session.start(sending: header, awaiting: 0)

@@ -26,11 +26,11 @@ final class ScaleQueuedFace: ScaleFace, QueuedSocketDelegate, @unchecked Sendabl
         self.sources = sources
     }
 
-    func open(count: Int) throws {
+    func open(count: Int, inFlight: Int) throws {
         sockets.reserveCapacity(count)
         awaited = [Int](repeating: 0, count: count)
         let header = Request.heldEcho(group: group).encoded + Scale.messages[0]
-        try monitor.openPaced(count: count) { i in
+        try monitor.openPaced(count: count, inFlight: inFlight) { i in
             let socket = QueuedSocket(delegate: self, delegateQueue: queue)
             sockets.append(socket)
             let binding = sources.binding(i)
