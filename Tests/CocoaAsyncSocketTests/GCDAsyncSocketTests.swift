@@ -106,6 +106,35 @@ final class GCDAsyncSocketTests: XCTestCase {
         echo.disconnect()
     }
 
+    /// `socketFD()` is -1 before a connection and after it, and while connected the descriptor of that
+    /// very connection: its peer is the server, its own address the socket's `localPort`.
+    func testSocketFDIsTheConnectionsOwnDescriptor() throws {
+        let (server, _) = try echoServer()
+        let recorder = Recorder()
+        let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
+        XCTAssertEqual(client.socketFD(), -1)
+        try client.connect(toHost: "127.0.0.1", onPort: server.localPort, withTimeout: 5)
+        recorder.wait(for: "connect 127.0.0.1")
+        let fd = client.socketFD()
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        func address(_ call: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32) -> Data {
+            var storage = sockaddr_storage()
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let result = withUnsafeMutablePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { call(fd, $0, &length) }
+            }
+            XCTAssertEqual(result, 0)
+            return withUnsafeBytes(of: storage) { Data($0.prefix(Int(length))) }
+        }
+        XCTAssertEqual(GCDAsyncSocket.port(fromAddress: address(getpeername)), server.localPort)
+        XCTAssertEqual(GCDAsyncSocket.port(fromAddress: address(getsockname)), client.localPort)
+        XCTAssertEqual(client.connectedAddress, address(getpeername))
+        client.disconnect()
+        recorder.wait(for: "disconnect nil")
+        XCTAssertEqual(client.socketFD(), -1)
+        server.disconnect()
+    }
+
     /// `newSocketQueueForConnection(fromAddress:on:)` is asked with the connecting peer's `sockaddr`,
     /// and the accepted socket then works on the queue it gave.
     func testTheNewSocketQueueIsAskedWithThePeersAddress() throws {
