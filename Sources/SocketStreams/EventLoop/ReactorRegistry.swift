@@ -54,15 +54,15 @@ final class ReactorRegistry: @unchecked Sendable {
     func acquire(queue: DispatchQueue) throws(SystemError) -> Reactor {
         try acquire(Key(runLoop: ObjectIdentifier(queue), mode: Self.queueMode)) { () throws(SystemError) in
             evictIdleQueueThread()
-            return try Reactor(runLoop: nil, mode: Self.queueMode, queue: queue)
+            return try Reactor(queue: queue, mode: Self.queueMode)
         }
     }
 
-    /// When every queue-thread slot is taken (`Reactor.maxQueueDrivers`) and an idle reactor holds one,
+    /// When every queue-thread slot is taken (`QueueThreadDriver.maxThreads`) and an idle reactor holds one,
     /// detaches the oldest such reactor, so the queue about to be served gets the slot rather than a
     /// queue nobody uses.
     private func evictIdleQueueThread() {
-        guard Reactor.queueDrivers.load(ordering: .relaxed) >= Reactor.maxQueueDrivers.load(ordering: .relaxed) else { return }
+        guard QueueThreadDriver.threads.load(ordering: .relaxed) >= QueueThreadDriver.maxThreads.load(ordering: .relaxed) else { return }
         let evicted = state.withLock { state -> Reactor? in
             guard let index = state.idle.firstIndex(where: { $0.drivesQueue }) else { return nil }
             let oldest = state.idle.remove(at: index)

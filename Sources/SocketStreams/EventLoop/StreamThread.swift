@@ -1,4 +1,5 @@
 import CoreFoundation
+import CSocketStreamsShims
 import Foundation
 import Glibc
 import Synchronization
@@ -103,14 +104,14 @@ enum StreamThread {
         RunLoop.current.add(keepAlive, forMode: .default)
         let cfRunLoop = CFRunLoopGetCurrent()!
         let driven = makeDrivenReactor(cfRunLoop, likely: held)
-        handoff.withLock { $0 = Loop(RunLoop.current, cfRunLoop, Thread.current, driven: driven) }
+        handoff.withLock { $0 = Loop(RunLoop.current, cfRunLoop, Thread.current, driven: driven?.0) }
         ready.signal()
         // The driven loop runs inside the run loop, in a block it calls out to, and never returns:
         // CoreFoundation ignores CFRunLoopWakeUp while its run loop is not running (its per-run
         // "ignore wake-ups" flag), and a block is called out to where the flag is clear. Each
         // turn for the run loop's own work is a nested run that does not wait.
-        if let driven {
-            CFRunLoopPerformBlock(cfRunLoop, kCFRunLoopDefaultMode) { drive(driven) }
+        if let (reactor, driver) = driven {
+            CFRunLoopPerformBlock(cfRunLoop, kCFRunLoopDefaultMode) { drive(reactor, driver) }
         }
         // CFRunLoopRun, not `RunLoop.run(mode:before:)`: the latter returns after every source it
         // handles (CoreFoundation's returnAfterSourceHandled), and each return and re-entry costs
@@ -123,32 +124,33 @@ enum StreamThread {
     /// The stream thread's loop when its reactor is driven: wait in the reactor's epoll set, and run the
     /// run loop (without waiting) only when CoreFoundation's port set, in that epoll set, says it has
     /// work. Never returns.
-    private static func drive(_ reactor: Reactor) {
+    private static func drive(_ reactor: Reactor, _ driver: StreamThreadDriver) {
         var timeout: Int32 = -1
         while true {
-            let (runLoopDue, again) = reactor.drive(timeout: timeout)
-            timeout = again ? 0 : -1
-            guard runLoopDue else { continue }
+            let outcome = reactor.waitAndPerform(timeout: timeout)
+            timeout = outcome.again ? 0 : -1
+            guard outcome.runLoopDue else { continue }
             runLoopTurns.add(1, ordering: .relaxed)
             _ = CFRunLoopRunInMode(kCFRunLoopDefaultMode, 0, true)
-            reactor.rearmRunLoopPorts()
+            driver.rearmRunLoopPorts(reactor)
         }
     }
 
     /// The default mode's reactor for the new thread's run loop, driven by the thread, registered as
     /// that run loop's and mode's reactor for good; nil if it or CoreFoundation's port set cannot be
     /// had (the thread then runs its run loop). On the new thread, before anything else can use it.
-    private static func makeDrivenReactor(_ cfRunLoop: CFRunLoop, likely: [Int32]) -> Reactor? {
+    private static func makeDrivenReactor(_ cfRunLoop: CFRunLoop, likely: [Int32]) -> (Reactor, StreamThreadDriver)? {
         guard drivesItsReactor.load(ordering: .relaxed), let ports = RunLoopPorts.portSet(of: cfRunLoop, likely: likely),
-            let reactor = try? Reactor(runLoop: cfRunLoop, mode: RunLoop.Mode.default.rawValue, driven: true)
+            let reactor = try? Reactor(runLoop: cfRunLoop, mode: RunLoop.Mode.default.rawValue, driven: true),
+            case .streamThread(let driver) = reactor.driver
         else { return nil }
         do {
-            try reactor.adoptRunLoopPorts(ports)
+            try driver.adoptRunLoopPorts(ports, of: reactor)
         } catch {
             return nil
         }
         ReactorRegistry.shared.install(reactor)
-        return reactor
+        return (reactor, driver)
     }
 
     /// The stream thread's run loop, starting the thread if needed; throws EMFILE (ENFILE) when the
@@ -288,4 +290,35 @@ extension RunLoop {
             throw StreamErrors.posix(error.code, "Could not start the SocketStreams stream thread")
         }
     }
+}
+
+/// Drives the stream thread's reactor: the thread waits in the epoll set itself (`StreamThread.drive`),
+/// with no run-loop source, and CoreFoundation's port set for the default mode sits in that epoll set
+/// (`ReactorToken.runLoopPorts`), so the thread runs its run loop only when the run loop has work.
+final class StreamThreadDriver: Sendable {
+    nonisolated(unsafe) let runLoop: CFRunLoop  // CoreFoundation's run loops may be used from any thread
+    let signals: RunLoopSignals
+    /// CoreFoundation's port set, once adopted (-1 before).
+    private let runLoopPorts = Atomic<Int32>(-1)
+
+    init(runLoop: CFRunLoop, signals: RunLoopSignals) {
+        self.runLoop = runLoop
+        self.signals = signals
+    }
+
+    /// Puts CoreFoundation's port set `fd` for the run loop's default mode into `reactor`'s epoll set,
+    /// one-shot (re-armed by `rearmRunLoopPorts` once the run loop has run): a port the run loop leaves
+    /// ready must not make every round find it again.
+    func adoptRunLoopPorts(_ fd: Int32, of reactor: Reactor) throws(SystemError) {
+        try Posix.epollControl(reactor.epollFD, EPOLL_CTL_ADD, fd, events: Self.portEvents, token: ReactorToken.runLoopPorts)
+        runLoopPorts.store(fd, ordering: .relaxed)
+    }
+
+    /// Watches CoreFoundation's port set again after the run loop ran (see `adoptRunLoopPorts`).
+    func rearmRunLoopPorts(_ reactor: Reactor) {
+        let fd = runLoopPorts.load(ordering: .relaxed)
+        try? Posix.epollControl(reactor.epollFD, EPOLL_CTL_MOD, fd, events: Self.portEvents, token: ReactorToken.runLoopPorts)
+    }
+
+    private static var portEvents: UInt32 { cssh_epollin() | cssh_epolloneshot() }
 }

@@ -30,6 +30,31 @@ package struct Guarded<State>: @unchecked Sendable {
             return try body(&state.pointee)
         }
     }
+
+    /// Takes the lock and waits, letting it go meanwhile, until `condition` holds of the state (each
+    /// look a fresh access, after the thread that changed it let go); returns with the lock released.
+    /// Woken by `withLockWakingWaiters`.
+    package func wait(until condition: (inout State) -> Bool) {
+        storage.withUnsafeMutablePointers { state, lock in
+            cssh_lock_acquire(lock)
+            while !condition(&state.pointee) { cssh_lock_wait(lock) }
+            cssh_lock_release(lock)
+        }
+    }
+
+    /// `withLock`, then, still under the lock, wakes every thread in `wait(until:)` to look again (a
+    /// load and nothing more when none waits).
+    @inline(__always)
+    package func withLockWakingWaiters<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
+        try storage.withUnsafeMutablePointers { state, lock in
+            cssh_lock_acquire(lock)
+            defer {
+                cssh_lock_broadcast(lock)
+                cssh_lock_release(lock)
+            }
+            return try body(&state.pointee)
+        }
+    }
 }
 
 /// `Guarded`'s allocation: the state as the header, one `cssh_lock_t` as the element. Reached only

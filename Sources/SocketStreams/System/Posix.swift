@@ -256,7 +256,7 @@ enum Posix {
     // MARK: epoll, eventfd, timerfd
 
     /// Socket reads, writes and accepts and epoll set changes made so far in the process (wrapping),
-    /// each counted once its call returns. A dispatch queue's thread (`Reactor.driveQueue`) compares it
+    /// each counted once its call returns. A dispatch queue's thread (`QueueThreadDriver.run`) compares it
     /// before and after the queue ran other work, to know whether the events its wait fetched still hold.
     static let ioCount = Atomic<UInt>(0)
 

@@ -4,7 +4,7 @@ import Glibc
 /// requests before it lets go": the one mechanism behind three places that must never run twice at
 /// once for the same state.
 ///
-/// - A dispatch queue's reactor (`Reactor.performOnQueue`): its thread's `queue.sync` (or its dispatch
+/// - A dispatch queue's reactor (`QueuePerformer.perform`): its thread's `queue.sync` (or its dispatch
 ///   source), its posted wake-ups and its timers are separate work items, which a concurrent queue
 ///   runs side by side. A request goes round again.
 /// - A pair's event delivery (`Connection.deliverEvents`): a pair scheduled on several run loops or

@@ -409,7 +409,7 @@ final class CFStreamTests: SocketStreamsTestCase {
     }
 
     /// 1,000 pairs spread over 8 queues: no thread per pair, one reactor per queue (an epoll fd, and an
-    /// eventfd and a thread for each of the first `Reactor.maxQueueDrivers` queues in use).
+    /// eventfd and a thread for each of the first `QueueThreadDriver.maxThreads` queues in use).
     func testThousandPairsOnEightQueues() throws {
         // Our 1,000 sockets and the server's 1,000: more than a user's default soft limit of 1,024.
         XCTAssertGreaterThanOrEqual(RawSocket.raiseOpenFileLimit(to: 16_384), 4_096, "RLIMIT_NOFILE too low for 2,000 fds")
@@ -448,7 +448,8 @@ final class CFStreamTests: SocketStreamsTestCase {
             threadCount(named: "SocketStreams"), max(ownThreadsBefore, 1),
             "the stream thread (started with the first pair) and no other run-loop thread")
         XCTAssertLessThanOrEqual(
-            threadCount(named: "SocketStreams q"), min(8, Reactor.maxQueueDrivers.load(ordering: .relaxed)), "a thread per queue at most")
+            threadCount(named: "SocketStreams q"), min(8, QueueThreadDriver.maxThreads.load(ordering: .relaxed)),
+            "a thread per queue at most")
         XCTAssertLessThan(threadsDuring - threadsBefore, 250, "no thread per pair")
         for pair in pairs {
             pair.input.close()
@@ -480,7 +481,7 @@ final class CFStreamTests: SocketStreamsTestCase {
         XCTAssertEqual(delegates.map { $0.snapshot.wrongQueue }.reduce(0, +), 0)
         let fdsDuring = try openFileDescriptorCount()
         XCTAssertLessThanOrEqual(
-            fdsDuring - fdsBefore, 100 + 100 + 100 + Reactor.maxQueueDrivers.load(ordering: .relaxed) + 4,
+            fdsDuring - fdsBefore, 100 + 100 + 100 + QueueThreadDriver.maxThreads.load(ordering: .relaxed) + 4,
             "a socket, the server's, one epoll fd (and an eventfd for a queue with a thread)")
         for pair in pairs {
             pair.input.close()

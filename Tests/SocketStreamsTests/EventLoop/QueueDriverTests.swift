@@ -7,7 +7,7 @@ import SocketStreamsTestSupport
 import XCTest
 
 /// A dispatch queue's reactor either way: with a thread of the package's that waits in its epoll set and
-/// runs each perform with `queue.sync` (the first `Reactor.maxQueueDrivers` queues in use), or watched
+/// runs each perform with `queue.sync` (the first `QueueThreadDriver.maxThreads` queues in use), or watched
 /// by a dispatch source. Callouts run on the queue either way.
 final class QueueDriverTests: SocketStreamsTestCase {
     private let key = DispatchSpecificKey<String>()
@@ -21,9 +21,9 @@ final class QueueDriverTests: SocketStreamsTestCase {
     /// Lets the next queue reactor made have a thread (`driven`) or not, whatever other tests' cached
     /// reactors hold; restores the limit after the test.
     private func allowQueueThread(_ driven: Bool) {
-        let saved = Reactor.maxQueueDrivers.load(ordering: .relaxed)
-        addTeardownBlock { Reactor.maxQueueDrivers.store(saved, ordering: .relaxed) }
-        Reactor.maxQueueDrivers.store(driven ? Reactor.queueDrivers.load(ordering: .relaxed) + 1 : 0, ordering: .relaxed)
+        let saved = QueueThreadDriver.maxThreads.load(ordering: .relaxed)
+        addTeardownBlock { QueueThreadDriver.maxThreads.store(saved, ordering: .relaxed) }
+        QueueThreadDriver.maxThreads.store(driven ? QueueThreadDriver.threads.load(ordering: .relaxed) + 1 : 0, ordering: .relaxed)
     }
 
     /// The reactor `queue`'s streams use (the registry's count balanced at once).
@@ -116,7 +116,7 @@ final class QueueDriverTests: SocketStreamsTestCase {
             // (its kernel state: in futex), then read them here, on the queue.
             var probe = pollfd(fd: fd.value, events: Int16(POLLIN), revents: 0)
             _ = poll(&probe, 1, 10_000)
-            _ = waitForThread(driver.driverThreadID.load(ordering: .acquiring), inSyscall: 202, timeout: 10)
+            _ = waitForThread(driver.queueThreadID, inSyscall: 202, timeout: 10)
             var buffer = [UInt8](repeating: 0, count: 16)
             let count = input.read(&buffer, maxLength: buffer.count)
             readByTheBlock.mutate { $0 = count > 0 ? String(decoding: buffer[..<count], as: UTF8.self) : "" }
@@ -147,7 +147,7 @@ final class QueueDriverTests: SocketStreamsTestCase {
         recorder.start(pair, on: queue)
         XCTAssertTrue(recorder.wait(timeout: shortTimeout) { $0.has(.openCompleted, on: .input) }, recorder.trace)
         let fd = try XCTUnwrap(queue.sync { nativeHandle(of: pair.input) })
-        let tid = driver.driverThreadID.load(ordering: .acquiring)
+        let tid = driver.queueThreadID
         XCTAssertGreaterThan(tid, 0)
 
         let inPerform = DispatchSemaphore(value: 0)
