@@ -5,7 +5,8 @@
 // and the C function's name. EBADF and EFAULT are programming errors (a closed or foreign fd, a bad
 // pointer) and trap, except EBADF on an fd a client lent us (a native socket it may have closed under
 // the pair), which is its mistake to be told about. Nothing between the call and the errno read can
-// allocate, so errno cannot be clobbered.
+// allocate, so errno cannot be clobbered. A few queries (`option`, `sendMemory`) answer nil on any
+// failure instead, for callers that take a failure as "not known".
 
 import CSocketStreamsShims
 import Glibc
@@ -198,6 +199,53 @@ enum Posix {
             return error.code
         }
         return value
+    }
+
+    /// A query whose caller takes any failure as "not known" (an option this socket or kernel does not
+    /// have, an fd that is not a socket or is gone): retried on EINTR, never a trap or an error.
+    @inline(__always)
+    private static func query(_ body: () -> Int32) -> Bool {
+        while true {
+            if body() == 0 { return true }
+            if cssh_errno() != EINTR { return false }
+        }
+    }
+
+    /// `getsockopt(2)` of an `Int32` option: its value, or nil if the call fails (`query`).
+    static func option(_ fd: Int32, level: Int32, name: Int32) -> Int32? {
+        var value: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        guard query({ getsockopt(fd, level, name, &value, &length) }) else { return nil }
+        return value
+    }
+
+    /// `getsockopt(SOL_SOCKET, SO_MEMINFO)`: the socket's send buffer (`sk_sndbuf`) and what its
+    /// queue holds (the larger of `sk_wmem_queued` and `sk_wmem_alloc`), in bytes; nil if the call
+    /// fails (`query`) or the kernel's answer is too short.
+    @inline(__always)
+    static func sendMemory(_ fd: Int32) -> (buffer: Int, queued: Int)? {
+        // `SK_MEMINFO_*` (linux/sock_diag.h): WMEM_ALLOC 2, SNDBUF 3, WMEM_QUEUED 5, of 9.
+        var info: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var length = socklen_t(MemoryLayout.size(ofValue: info))
+        guard query({ getsockopt(fd, SOL_SOCKET, SO_MEMINFO, &info, &length) }), length >= 6 * 4 else { return nil }
+        return (Int(info.3), max(Int(info.5), Int(info.2)))
+    }
+
+    /// `getaddrinfo(3)`: the list (free it with `freeaddrinfo`), or the `EAI_*` code and, for
+    /// `EAI_SYSTEM`, the errno.
+    static func addressInfo(
+        _ host: String, _ service: String, _ hints: inout addrinfo
+    ) -> Result<UnsafeMutablePointer<addrinfo>?, AddressInfoError> {
+        var list: UnsafeMutablePointer<addrinfo>?
+        let code = getaddrinfo(host, service, &hints, &list)
+        guard code == 0 else { return .failure(AddressInfoError(code: code, systemErrno: code == EAI_SYSTEM ? cssh_errno() : 0)) }
+        return .success(list)
+    }
+
+    /// A failed `getaddrinfo`: its `EAI_*` code, and errno for `EAI_SYSTEM` (else 0).
+    struct AddressInfoError: Error {
+        let code: Int32
+        let systemErrno: Int32
     }
 
     /// `bind(2)`.

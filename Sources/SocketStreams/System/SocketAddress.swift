@@ -173,10 +173,10 @@ enum Resolver {
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_protocol = Int32(IPPROTO_TCP)
         hints.ai_flags = passive ? AI_PASSIVE : 0  // no AI_ADDRCONFIG: it hides ::1 on loopback-only hosts
-        var list: UnsafeMutablePointer<addrinfo>?
-        let rc = getaddrinfo(host, String(port), &hints, &list)
-        if rc != 0 {
-            return .failure(ResolutionError(code: rc, systemErrno: rc == EAI_SYSTEM ? cssh_errno() : 0))
+        let list: UnsafeMutablePointer<addrinfo>?
+        switch Posix.addressInfo(host, String(port), &hints) {
+        case .success(let found): list = found
+        case .failure(let error): return .failure(ResolutionError(code: error.code, systemErrno: error.systemErrno))
         }
         defer { freeaddrinfo(list) }
         var addresses: [SocketAddress] = []

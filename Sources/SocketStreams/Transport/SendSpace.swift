@@ -101,11 +101,8 @@ struct SendSpace: Equatable {
     /// `sk_wmem_queued` and `sk_wmem_alloc`), and whether a send takes bytes now (some space is free).
     /// Nil if the call fails.
     static func measure(_ fd: Int32) -> (space: SendSpace, writable: Bool)? {
-        // `SK_MEMINFO_*` (linux/sock_diag.h): WMEM_ALLOC 2, SNDBUF 3, WMEM_QUEUED 5, of 9.
-        var info: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0, 0, 0, 0, 0, 0)
-        var length = socklen_t(MemoryLayout.size(ofValue: info))
-        guard getsockopt(fd, SOL_SOCKET, SO_MEMINFO, &info, &length) == 0, length >= 6 * 4 else { return nil }
-        let free = Int(info.3) - max(Int(info.5), Int(info.2))
+        guard let memory = Posix.sendMemory(fd) else { return nil }
+        let free = memory.buffer - memory.queued
         guard free > 0 else { return (.exhausted, false) }
         return (SendSpace(kib: UInt16(min(free >> 10, maximumKiB))), true)
     }
@@ -113,11 +110,8 @@ struct SendSpace: Equatable {
     /// Whether an adopted socket is one the bound models: TCP (`SO_PROTOCOL`), with no
     /// `TCP_NOTSENT_LOWAT` of its own. Two system calls, once a pair.
     static func models(_ fd: Int32) -> Bool {
-        var value: Int32 = 0
-        var length = socklen_t(MemoryLayout<Int32>.size)
-        guard getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &value, &length) == 0, value == Int32(IPPROTO_TCP) else { return false }
-        length = socklen_t(MemoryLayout<Int32>.size)
-        return getsockopt(fd, Int32(IPPROTO_TCP), TCP_NOTSENT_LOWAT, &value, &length) == 0 && value == 0
+        guard Posix.option(fd, level: SOL_SOCKET, name: SO_PROTOCOL) == Int32(IPPROTO_TCP) else { return false }
+        return Posix.option(fd, level: Int32(IPPROTO_TCP), name: TCP_NOTSENT_LOWAT) == 0
     }
 
     /// Whether `net.ipv4.tcp_notsent_lowat` is at its default, unlimited (UINT32_MAX), in this

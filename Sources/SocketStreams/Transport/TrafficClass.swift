@@ -16,9 +16,7 @@ struct TrafficClass: Equatable {
     /// priority, which `SO_PRIORITY` then fixes. Errors are ignored, as CFNetwork ignores a socket
     /// option the platform refuses (a Unix-domain socket never gets here).
     func apply(to fd: Int32) {
-        var domain: Int32 = 0
-        var length = socklen_t(MemoryLayout<Int32>.size)
-        guard getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &length) == 0 else { return }
+        guard let domain = Posix.option(fd, level: SOL_SOCKET, name: SO_DOMAIN) else { return }
         let tos = dscp << 2
         if domain == AF_INET6 {
             try? Posix.setOption(fd, level: Int32(IPPROTO_IPV6), name: IPV6_TCLASS, value: tos)
