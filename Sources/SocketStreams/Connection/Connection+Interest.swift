@@ -66,7 +66,7 @@ extension Connection {
                 ready = layered.ready(reported)
             }
         }
-        let signals = halves.take(ready, from: reactor)
+        let signals = halves.takeReadiness(ready, from: reactor)
         if signals.bytes { signal(.input, .hasBytesAvailable) }
         if signals.space { signal(.output, .hasSpaceAvailable) }
         syncInterest()

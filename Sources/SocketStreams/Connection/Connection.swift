@@ -62,7 +62,7 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// waiting read would never see arrive. Guarded by `lock`.
     @exclusivity(unchecked) var readersWaiting = 0
     /// Each half's state (PairHalves.swift).
-    let halves = FixedPair(HalfState(), HalfState())
+    let halves = PairHalves(HalfState(), HalfState())
     /// The streams, for delegate callouts, unretained (the client owns them; not `weak`, which would
     /// slow every retain and release of a stream: `UnretainedReference`). A stream's deinit clears its
     /// entry under `lock` first (`close(_:deinitialised:)`). Guarded by `lock`.

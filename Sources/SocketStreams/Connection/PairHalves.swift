@@ -71,6 +71,10 @@ struct HalfState {
     }
 }
 
+/// A pair's two halves, in place: what the guide, the comments and `PairHalvesTests` call the halves'
+/// rules are the members below.
+typealias PairHalves = FixedPair<HalfState>
+
 extension FixedPair where Element == HalfState {
     /// Whether `half` is scheduled on `reactor`.
     @inline(__always)
@@ -99,7 +103,7 @@ extension FixedPair where Element == HalfState {
     /// a write). An output that is signalled keeps watching: a writer that fills the socket again in
     /// its callout then needs no `epoll_ctl` (a 1 GiB upload: two fewer each time the socket fills).
     @inline(__always)
-    func take(_ ready: Interest, from reactor: Reactor) -> (bytes: Bool, space: Bool) {
+    func takeReadiness(_ ready: Interest, from reactor: Reactor) -> (bytes: Bool, space: Bool) {
         var bytes = false
         var space = false
         if ready.contains(.readable), self[.input].events.status == .open, isScheduled(.input, on: reactor) {

@@ -63,10 +63,10 @@ final class PairHalvesTests: XCTestCase {
     func testReadableIsSignalledOnceUntilTheClientReads() throws {
         try withReactors { here, elsewhere in
             let halves = Self.openHalves(on: here)
-            XCTAssertFalse(halves.take(.readable, from: elsewhere).bytes, "not scheduled there")
-            XCTAssertTrue(halves.take(.readable, from: here).bytes)
+            XCTAssertFalse(halves.takeReadiness(.readable, from: elsewhere).bytes, "not scheduled there")
+            XCTAssertTrue(halves.takeReadiness(.readable, from: here).bytes)
             halves[.input].events.signal(.hasBytesAvailable, scheduled: true)
-            XCTAssertFalse(halves.take(.readable, from: here).bytes)
+            XCTAssertFalse(halves.takeReadiness(.readable, from: here).bytes)
             XCTAssertTrue(halves[.input].suppressed)
             XCTAssertEqual(wanted(halves, on: here), 0)
             XCTAssertTrue(halves.clientReads(), "the read must resume the watching")
@@ -80,12 +80,12 @@ final class PairHalvesTests: XCTestCase {
     func testWritableIsSignalledWhileWatchingAndStopsWhileAwaitingTheClient() throws {
         try withReactors { here, _ in
             let halves = Self.openHalves(on: here)
-            XCTAssertFalse(halves.take(.writable, from: here).space, "not watching")
+            XCTAssertFalse(halves.takeReadiness(.writable, from: here).space, "not watching")
             halves[.output].watchingSpace = true
-            XCTAssertTrue(halves.take(.writable, from: here).space)
+            XCTAssertTrue(halves.takeReadiness(.writable, from: here).space)
             XCTAssertTrue(halves[.output].watchingSpace)
             halves[.output].events.signal(.hasSpaceAvailable, scheduled: true)
-            XCTAssertFalse(halves.take([.readable, .writable], from: here).space)
+            XCTAssertFalse(halves.takeReadiness([.readable, .writable], from: here).space)
             XCTAssertFalse(halves[.output].watchingSpace)
             halves[.output].spaceConfirmed = true
             halves.clientWrites()
