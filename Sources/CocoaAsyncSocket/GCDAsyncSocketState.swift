@@ -1,6 +1,6 @@
-// GCDAsyncSocket's state (its room: GCDAsyncSocket.swift is the API and the engine's events): what
-// one socket knows, kept small for idle sockets (issue 25). Every value here lives in the socket's
-// `state` and is reached only under its lock.
+// GCDAsyncSocket's state (its room: GCDAsyncSocket.swift and its GCDAsyncSocket+*.swift sections are
+// the API and the engine's events): what one socket knows, kept small for idle sockets (issue 25).
+// Every value here lives in the socket's `state` and is reached only under its lock.
 
 import Foundation
 import SocketStreams
