@@ -4,8 +4,8 @@ import SocketStreams
 /// delegate implements the method at all. A Swift protocol's optional methods are defaults, which
 /// cannot be asked about, so the defaults of the calls made per read or write say so when they run:
 /// once one has run, a delegate of that type is not posted that call again, as GCDAsyncSocket posts
-/// nothing to a delegate that does not respond (issue 25: a block posted only to do nothing wakes a
-/// dispatch worker, a hop between threads for every write).
+/// nothing to a delegate that does not respond (a block posted only to do nothing wakes a dispatch
+/// worker, a hop between threads for every write).
 ///
 /// Keyed by the delegate's dynamic type: a conformance binds the default for the class and for its
 /// subclasses alike, so a method of that name that only a subclass declares is never called either

@@ -1,6 +1,6 @@
 // GCDAsyncSocket's state (its room: GCDAsyncSocket.swift and its GCDAsyncSocket+*.swift sections are
-// the API and the engine's events): what one socket knows, kept small for idle sockets (issue 25).
-// Every value here lives in the socket's `state` and is reached only under its lock.
+// the API and the engine's events): what one socket knows, kept small for idle sockets. Every value
+// here lives in the socket's `state` and is reached only under its lock.
 
 import Foundation
 import SocketStreams
@@ -14,8 +14,8 @@ import SocketStreams
 extension GCDAsyncSocket {
     /// One connection (outgoing or accepted) and what is known about it: 23 bytes. An IPv4
     /// connection's addresses are inline (`ipv4`); what fewer connections have (other addresses, a
-    /// Unix-domain URL, a held trust question) is in the state's `Rare` box (issue 25: the two
-    /// addresses inline as `sockaddr`s, and a pointer to a box of their own, made a link 88 bytes).
+    /// Unix-domain URL, a held trust question) is in the state's `Rare` box (the two addresses inline
+    /// as `sockaddr`s, and a pointer to a box of their own, made a link several times as large).
     struct Link {
         /// The engine, which also holds the pair (the socket's descriptor comes from its input).
         let operations: StreamOperations
@@ -79,9 +79,9 @@ extension GCDAsyncSocket {
     }
 
     /// A `sockaddr` of a link that is not IPv4 at both ends (in the state's `Rare`), kept inline when it
-    /// fits in 28 bytes (IPv4's 16, IPv6's 28): a `Data` of more
-    /// than 14 bytes is an object and a buffer of its own, ~125 bytes per idle connection for the peer's
-    /// and the local address together (issue 25). Others (a Unix-domain path) stay a `Data`.
+    /// fits in 28 bytes (IPv4's 16, IPv6's 28): a `Data` of more than 14 bytes is an object and a
+    /// buffer of its own, which every idle connection would hold for the peer's and for the local
+    /// address. Others (a Unix-domain path) stay a `Data`.
     enum StoredAddress {
         case inline(bytes: (UInt64, UInt64, UInt64, UInt32), count: UInt8)
         case data(Data)
@@ -142,8 +142,8 @@ extension GCDAsyncSocket {
     }
 
     /// Every socket's state: 96 bytes, in a guarded allocation of 16 + 96 + 40 (a 160-byte malloc
-    /// chunk; it was 136, a 208-byte chunk, issue 25). Swift lays the fields out as declared, in this
-    /// order with no padding. What few sockets use is in `rare`.
+    /// chunk; see GCDAsyncSocketLayoutTests). Swift lays the fields out as declared, in this order with
+    /// no padding. What few sockets use is in `rare`.
     struct State {
         weak var delegate: GCDAsyncSocketDelegate?
         var delegateQueue: DispatchQueue?
@@ -161,8 +161,8 @@ extension GCDAsyncSocket {
         /// the order queued, in `rare`. The engine completes each direction in order, so the one it
         /// names is nearly always the first (another only when two threads queued at once, or the
         /// engine refused one): an idle socket with its one read pending allocates nothing for it
-        /// (issue 25: a dictionary held ~130 bytes). Kept as 32-bit ids, and the write's as two
-        /// fields (id 0: none), so that they fill 32 bytes.
+        /// (a dictionary allocated its storage). Kept as 32-bit ids, and the write's as two fields
+        /// (id 0: none), so that they fill 32 bytes.
         private var readHead: (info: ReadInfo, id: UInt32)?
         private var writeHeadID: UInt32 = 0
         private var writeHeadTag = 0
@@ -328,7 +328,7 @@ extension GCDAsyncSocket {
 
     /// What few sockets use (a listener, user data, a changed delay), what few links have (addresses
     /// that are not both IPv4, a Unix-domain URL, a held trust question) and the reads and writes
-    /// queued behind the first, boxed: a socket that uses none of it holds 8 bytes for it (issue 25).
+    /// queued behind the first, boxed: a socket that uses none of it holds 8 bytes for it.
     /// Reached only through `State`, under its lock.
     final class Rare {
         static let defaultDelay: TimeInterval = 0.3

@@ -66,8 +66,8 @@ enum SocketAddresses {
     }
 
     /// An IPv4 address as `inet_ntop` writes it ("127.0.0.1"), composed here: glibc's `inet_ntop`
-    /// formats it with `sprintf` (about 1,900 instructions, for every connection's
-    /// `socket:didConnectToHost:port:`).
+    /// formats it with `sprintf`, a cost every connection's `socket:didConnectToHost:port:` paid
+    /// (Benchmarks/results/syscalls.md).
     static func dottedQuad(_ address: in_addr) -> String {
         withUnsafeBytes(of: address.s_addr) { bytes in  // network order: the first byte is the first number
             "\(bytes[0]).\(bytes[1]).\(bytes[2]).\(bytes[3])"

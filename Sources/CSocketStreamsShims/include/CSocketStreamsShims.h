@@ -64,9 +64,10 @@ _Bool cssh_try_retain(void *object);
 /// waiters), a futex sequence for the condition, the number of threads in `cssh_lock_wait`, and the
 /// holder (its thread pointer, for the "lock held" checks). The connection's and the reactor's lock and
 /// `Guarded`'s: an uncontended lock and unlock is one compare-and-swap and one exchange each, where
-/// glibc's `pthread_mutex_lock`/`unlock` cost about 60 instructions a pair. Under Thread Sanitizer each
-/// function tells the sanitizer what it does (`__tsan_mutex_*`), so it sees a mutex, as with pthreads.
-/// Zero-filled memory is an unlocked lock; `cssh_lock_init` also registers it with the sanitizer.
+/// glibc's `pthread_mutex_lock`/`unlock` cost more (Benchmarks/results/syscalls.md).
+/// Under Thread Sanitizer each function tells the sanitizer what it does (`__tsan_mutex_*`), so it sees
+/// a mutex, as with pthreads. Zero-filled memory is an unlocked lock; `cssh_lock_init` also registers
+/// it with the sanitizer.
 typedef struct {
     unsigned int state;
     unsigned int sequence;

@@ -62,7 +62,7 @@ extension Connection {
         return result
     }
 
-    /// The read past the gate (one exit: `read` ends the transfer inline, a `defer` cost 24 instructions).
+    /// The read past the gate (one exit: `read` ends the transfer inline, where a `defer` cost more).
     /// `counting`: the socket counts its input (`HalfState.inputCount`), so the read learns what the
     /// kernel still holds; `deciding`: a read that fills its buffer may turn the count on.
     @inline(__always)
@@ -110,15 +110,15 @@ extension Connection {
 
     // Read-ahead. A read of a plain socket that leaves bytes in the kernel is followed by another
     // `hasBytesAvailable`, as CFNetwork's is; finding that out from epoll costs an `epoll_wait` per read
-    // (a 1 GiB download in 64 KiB reads: 16,384 of them beside the 16,384 `recvfrom`s, where a blocking C
-    // reader makes only the reads). With `TCP_INQ` on, the kernel says with each read how many bytes it
+    // (a download in 64 KiB reads makes one beside each `recvfrom`, where a blocking C reader makes only
+    // the reads). With `TCP_INQ` on, the kernel says with each read how many bytes it
     // still holds (a control message of `recvmsg`, no further call), and a read that leaves some signals
     // `hasBytesAvailable` again at once: the delegate's next read finds them, so it cannot block. It is
     // turned on, one `setsockopt`, by the first read that fills a buffer of at least `readAheadBuffer`
     // (1 KiB): a reader of a stream (Apple's sample code reads in 1 KiB), not a reader of small messages
-    // read to their exact size, for whom each `recvmsg` would cost ~150-300 ns more than a `recv` and
-    // save nothing (so a connect with 1 byte each way stays at 10 calls, a 64-byte ping-pong at 3 a
-    // round trip, with `recvfrom`); and only by an input scheduled on a run loop or queue, since the
+    // read to their exact size, for whom each `recvmsg` would cost more than a `recv` and save nothing
+    // (Benchmarks/results/syscalls.md; a connect with 1 byte each way and a ping-pong of small messages
+    // keep their `recvfrom`s); and only by an input scheduled on a run loop or queue, since the
     // re-signal is all the count is for (a polling reader's input stays undecided). Only on sockets
     // the pair closes itself (not an fd a client lent it, whose own `recvmsg` would start getting the
     // control message). The re-signal is made only inside a callout of a reactor the input is

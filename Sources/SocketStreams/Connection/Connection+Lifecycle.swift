@@ -120,7 +120,7 @@ extension Connection {
     /// where the attempt's own readiness wakes it for nothing), and when handshake stages are to
     /// run (they run on the open's home). Unscheduled halves, or several places, gain from
     /// completing at once: no reactor has to wake for it. Lock held. (The cheap tests first: the
-    /// settings' are a copy of the TLS settings, ~200 instructions.)
+    /// settings' test copies the TLS settings.)
     func connectWaitsFor(_ home: Reactor) -> Bool {
         lock.assertHeld()
         if home.isPerformingHere { return false }
@@ -283,7 +283,7 @@ extension Connection {
 
     /// What a TLS stage calls when a trust evaluation's answer lets it go on. Made only then: a weak
     /// reference gives the connection a side table, and every retain and release of it then takes the
-    /// slow path (TLS ping-pong +1.9% instructions when every TLS stage captured one).
+    /// slow path, which every TLS round trip paid when every TLS stage captured one.
     func resumer(for tls: TLSSettings) -> @Sendable () -> Void {
         guard tls.trustEvaluation != nil else { return {} }
         return { [weak self] in self?.resumeNegotiation() }

@@ -33,14 +33,15 @@ final class Connection: EventTarget, @unchecked Sendable {
     /// What the pair was created for: what stages and error messages name.
     let target: Endpoint
     // The one-byte fields fill `target`'s padding (25 bytes), and what few pairs need lives in
-    // `options`: the object is 184 bytes, a 192-byte malloc chunk (stream-bench scale measures it).
+    // `options`, which keeps the object small, since every open pair holds one (what an idle pair
+    // holds, as the scale run measures it, is in Guides/Performance.md).
     // Guarded by `lock`, as everything below but `lock` and `transfers`.
     /// `kCFStreamPropertyShouldCloseNativeSocket` as set (nil: never set, which reads back as nil, as
     /// in CFNetwork: the pair then closes an fd it made and not one it was given).
     var closesNativeSocketAsSet: Bool?
     /// The round delivering events right now, if any, and the halves (a bit each) that wait for it:
     /// never two callouts at once for one pair. No dynamic exclusivity check (the lock serialises
-    /// it): its mutating calls cost two runtime calls each (thread ping-pong +5.8% instructions).
+    /// it): its mutating calls cost two runtime calls each, on every event.
     @exclusivity(unchecked) var callouts = SerialRunner()
     /// `kCFStreamPropertyNoDelay` as set (nil: never set).
     var noDelay: Bool?
@@ -48,7 +49,7 @@ final class Connection: EventTarget, @unchecked Sendable {
     let lock = ConditionLock.make()
 
     // `@exclusivity(unchecked)` on the fields every read, write and event touches: the lock serialises
-    // them, and Swift's dynamic checks cost 20% (callgrind, ping-pong: 173.3M → 207.5M instructions).
+    // them, and Swift's dynamic checks were a large share of every round trip's instructions.
     @exclusivity(unchecked) var lifecycle = Lifecycle()
     /// The socket's owner, for properties and ShouldCloseNativeSocket. Nil until TCP is up.
     var socket: SocketHandle?

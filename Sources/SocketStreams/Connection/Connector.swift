@@ -54,7 +54,7 @@ final class Connector: @unchecked Sendable {
     }
 
     /// Strong: a weak reference would give every connection a side table, and with it the slow path
-    /// for every retain and release of it (callgrind: ~9 a round trip at ~75 instructions each). The
+    /// for every retain and release of it, several of which every round trip makes. The
     /// cycle lasts while the connection is `.connecting`: it drops the connector when the connect
     /// ends, is cancelled or times out.
     private let connection: Connection

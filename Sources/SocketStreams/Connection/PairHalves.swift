@@ -101,7 +101,7 @@ extension FixedPair where Element == HalfState {
     /// `hasBytesAvailable` and `hasSpaceAvailable` now. A half whose has-event still awaits its client
     /// is not signalled again; it stops watching instead (the input until a read, the output until
     /// a write). An output that is signalled keeps watching: a writer that fills the socket again in
-    /// its callout then needs no `epoll_ctl` (a 1 GiB upload: two fewer each time the socket fills).
+    /// its callout then needs no `epoll_ctl` (an upload makes two fewer each time it fills the socket).
     @inline(__always)
     func takeReadiness(_ ready: Interest, from reactor: Reactor) -> (bytes: Bool, space: Bool) {
         var bytes = false

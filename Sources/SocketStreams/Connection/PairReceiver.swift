@@ -4,7 +4,7 @@ import Foundation
 /// operations engine under `QueuedSocket`, `AsyncConnection` and GCDAsyncSocket. A stream's
 /// `delegate` is a weak reference, and a weak reference gives its object a side table, after which
 /// every retain and release of the object takes the runtime's slow path: the engine, retained and
-/// released many times an event, paid ~220 instructions a round trip for it (callgrind, issue 25).
+/// released many times an event, paid for it on every round trip (Benchmarks/results/syscalls.md).
 /// The connection holds its receiver unretained instead (`UnretainedReference`), under the rule its
 /// streams are held by: set and cleared under the connection's lock, and cleared by the receiver's
 /// deinit first thing (`Connection.setReceiver(_:)`, `Connection.dropReceiver(_:)`).

@@ -40,7 +40,7 @@ struct PairRegistrations {
     /// `handover`'s reactor takes it over (and sets it to nil). Registrations on reactors no longer
     /// needed leave their epoll sets. Then syncs their events. Connection lock held. Inlined into its
     /// one caller, `Connection.rebuildRegistrations`, as it was before it moved here (a call with the
-    /// lists and the closure as arguments cost 1% of the instructions a connect takes).
+    /// lists and the closure as arguments was a measurable share of what a connect costs).
     @inline(__always)
     mutating func rebuild(
         fd: Int32, input: SmallList<Reactor>, output: SmallList<Reactor>, home: Reactor?, for connection: Connection,

@@ -1,7 +1,7 @@
 import Foundation
 
 // What an AsyncConnection user reaches besides reads and writes: the negotiated TLS facts and the
-// streams underneath (issue 21, finding 7).
+// streams underneath.
 
 extension AsyncConnection {
     /// What the TLS handshake negotiated (version, cipher suite, ALPN protocol, the peer's certificates

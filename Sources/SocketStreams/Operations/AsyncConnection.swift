@@ -28,8 +28,8 @@ import Synchronization
 ///   completes at once.
 /// - **Isolation.** Every async method is `nonisolated(nonsending)` (SE-0461): it runs on the caller's
 ///   actor or executor until it has to wait, and comes back there, instead of hopping to the global
-///   executor on every call (callgrind, stream-bench's async ping-pong: about 850 instructions a round
-///   trip). A `@MainActor` caller keeps main-actor isolation across the call; only the wait leaves it.
+///   executor on every call (each such switch asks the task for its preferred executor, several times a
+///   round trip). A `@MainActor` caller keeps main-actor isolation across the call; only the wait leaves it.
 /// - **Opening.** Call ``open()`` first: a read, write or upgrade made before it was ever called throws
 ///   ``StreamOperationError/notOpen`` (one made while it runs, from another task, waits for it).
 /// - **Closing.** ``close()``, cancellation and releasing the last reference may come from any thread
@@ -39,8 +39,8 @@ import Synchronization
 /// Errors are the streams' own (`NSError` in CFNetwork's domains, as `streamError` gives them) or a
 /// ``StreamOperationError``. Underneath is the same engine as ``QueuedSocket``'s.
 public final class AsyncConnection: StreamOperationsClient, Sendable {
-    /// Unchecked: each is resumed exactly once, under the state lock's bookkeeping (measured: the checked
-    /// kind's box and atomics cost about a microsecond per suspension).
+    /// Unchecked: each is resumed exactly once, under the state lock's bookkeeping (the checked kind's
+    /// box and atomics add to every suspension).
     fileprivate typealias Waiter = UnsafeContinuation<[UInt8]?, Error>
 
     /// An operation a caller waits for, or whose result waits for its caller.
@@ -74,13 +74,13 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
     /// The stream thread's reactor once known (its address; 0 until then): the thread holds it for the
     /// process's life, so it is never released and a plain load finds it. Every executor job reads it:
     /// an `Atomic<UInt>` load is inlined, where `AtomicLazyReference.load()` is an unspecialised call
-    /// that instantiates `Unmanaged`'s metadata each time (callgrind: 640 instructions a load; a lock
-    /// cost about 60).
+    /// that instantiates `Unmanaged`'s metadata each time, at many times the cost of a lock
+    /// (Benchmarks/results/syscalls.md).
     ///
     /// The stream thread, not a dispatch queue of the package's (where connections lived before): the
     /// thread waits in this reactor's epoll set directly, one `epoll_wait` a wake-up and no thread hop,
     /// where a queue's reactor is woken through libdispatch's own epoll set and a worker thread
-    /// (issue 25, stream-bench: ping-pong 0.72 → 0.82 of the raw client, connect 0.62 → 0.70).
+    /// (ping-pong and connects gained from it: Benchmarks/results/syscalls.md).
     private static let sharedReactor = Atomic<UInt>(0)
 
     /// The stream thread's reactor, where every connection's events are delivered; nil if it cannot be
@@ -436,7 +436,7 @@ extension AsyncConnection.State {
 
 /// A connection's operations in the order made, the first held inline: a connection has one at a
 /// time most of the time (a write, then a read), and an array would allocate its storage for each
-/// (its storage is dropped once empty, so an idle connection holds none; issue 25). Only a second
+/// (its storage is dropped once empty, so an idle connection holds none). Only a second
 /// operation at once allocates. Index 0 is the inline one.
 private struct OperationList {
     private var head: AsyncConnection.Operation?

@@ -4,9 +4,9 @@ import Foundation
 // cannot see its internals: an engine on one queue's reactor or the stream thread's, holding that
 // reactor while it lives, whose client (the socket itself) gets its events. The same engine as under
 // `QueuedSocket` and `AsyncConnection`, with the same ownership: every pump runs on the queue or the
-// stream thread. No object stands between
-// the engine and the socket (issue 25: a separate `PackageOperations` object, and the weak reference's
-// side table it needed, held ~110 bytes per idle GCDAsyncSocket).
+// stream thread. No object stands between the engine and the socket: a separate `PackageOperations`
+// object, and the weak reference's side table it needed, added to every idle GCDAsyncSocket
+// (Benchmarks/results/scale-notes.md).
 
 extension StreamOperations {
     /// An engine on `queue`'s reactor, or on the stream thread's when `queue` is nil (for a socket

@@ -1,7 +1,7 @@
 import Foundation
 
 // What a QueuedSocket user reaches besides the operations: its addresses, the negotiated TLS facts
-// and the streams underneath (issue 21, findings 6 and 7).
+// and the streams underneath.
 
 extension QueuedSocket {
     /// This end's port (`localPort`): for a listening socket the port it is bound to (the one the kernel

@@ -4,7 +4,7 @@
 // A timeout per operation costs no timer operation while it does not change: the timer armed for
 // one operation is kept for the next (see `Timeout`), so a connection that reads and writes with the
 // same timeout arms a timer about once per timeout period, not twice per round trip (each arm and
-// cancel is a lock and a heap operation in the reactor; issue 25). An operation that becomes first
+// cancel is a lock and a heap operation in the reactor). An operation that becomes first
 // adopts the armed timer when that fires no later than the operation's deadline; the timer, firing
 // before the deadline, re-arms for the rest. A shorter timeout cancels and re-arms at once; a timer no
 // operation adopted is cancelled when the pump lets go; closing cancels both.

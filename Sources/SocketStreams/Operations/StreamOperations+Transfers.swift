@@ -91,7 +91,7 @@ extension StreamOperations {
             }
             guard let input = state.input, let reactor, Self.useEvent(&state.canRead) else { return }
             // The owner's read buffer, lent for this call: one per reactor, none per connection, so
-            // an idle connection holds no read buffer at all (issue 25: 64 KiB each).
+            // an idle connection holds no read buffer at all (each is `readSize`, 64 KiB).
             var scratch = reactor.lendReadBuffer(size: Self.readSize)
             let count = input.read(&scratch, maxLength: scratch.count)
             if count > 0, state.bufferCount == 0, count >= Self.handOver {
@@ -141,7 +141,7 @@ extension StreamOperations {
 
     /// How many of the bytes buffered from `start` complete `operation` (nil: not enough yet), and how
     /// far a delimiter read has searched (so each byte is searched once). Given the buffer, not the
-    /// state: a `State` argument was copied whole (a memcpy of ~270 bytes, twice a read; issue 25).
+    /// state: a `State` argument was copied whole, twice a read.
     static func completion(_ buffer: [UInt8], start: Int, _ operation: ReadOperation) -> (count: Int?, searched: Int) {
         let bufferCount = buffer.count - start
         switch operation.request {

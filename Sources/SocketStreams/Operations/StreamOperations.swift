@@ -36,7 +36,7 @@ import Foundation
 // `reactor.assertOwner` checks in debug builds.
 package final class StreamOperations: PairReceiver, StreamDelegate, TimerTarget, @unchecked Sendable {
     /// The request last: its 17 bytes then end the struct (49 bytes, not 56), which keeps the
-    /// engine's State 8 bytes smaller and its guarded allocation a malloc chunk smaller (issue 25).
+    /// engine's State 8 bytes smaller and its guarded allocation a malloc chunk smaller.
     struct ReadOperation {
         let id: UInt64
         let timeout: Double
@@ -589,7 +589,7 @@ package final class StreamOperations: PairReceiver, StreamDelegate, TimerTarget,
 
         /// Empties the round for the next, releasing only what it holds: assigning a fresh round
         /// destroyed every field (through the value witness, each reference released) and cost
-        /// more than the rest of the pump (issue 25).
+        /// more than the rest of the pump.
         mutating func clear() {
             events.removeAll()
             timers = TimerChanges()

@@ -107,7 +107,8 @@ extension Connection {
 extension Connection {
     /// The descriptor `kCFStreamPropertySocketNativeHandle` holds: the connection's socket, or a
     /// native-socket pair's own before it opens; nil otherwise. The package's own layers read it here,
-    /// without the property's `NSData` and the `as? Data` bridge back (~5,500 instructions a read).
+    /// without the property's `NSData` and the `as? Data` bridge back, which cost every read far more
+    /// (Benchmarks/results/syscalls.md).
     var nativeDescriptor: Int32? { lock.withLock { nativeDescriptorLocked } }
 
     /// `nativeDescriptor` with the connection's lock held.

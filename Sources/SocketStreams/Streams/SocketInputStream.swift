@@ -11,8 +11,9 @@ public final class SocketInputStream: InputStream {
 
     /// The delegate, held weakly and nil until set (swift-corelibs-foundation's default; Apple's
     /// streams answer themselves). Kept here rather than in Foundation's `Stream` so that reading it
-    /// for each event costs a weak load and no exclusivity check (callgrind: Foundation's getter was
-    /// about 130 instructions an event). Like every `Stream` property, touched on the stream's owner only.
+    /// for each event costs a weak load and no exclusivity check (Foundation's getter cost more, most of
+    /// it a dynamic exclusivity check: Benchmarks/results/syscalls.md). Like every `Stream` property,
+    /// touched on the stream's owner only.
     @exclusivity(unchecked) private weak var storedDelegate: StreamDelegate?
 
     /// The object that receives this stream's events (`CFReadStreamSetClient`'s callback, as `NSStream`'s

@@ -12,8 +12,9 @@ public final class SocketOutputStream: OutputStream {
 
     /// The delegate, held weakly and nil until set (swift-corelibs-foundation's default; Apple's
     /// streams answer themselves). Kept here rather than in Foundation's `Stream` so that reading it
-    /// for each event costs a weak load and no exclusivity check (callgrind: Foundation's getter was
-    /// about 130 instructions an event). Like every `Stream` property, touched on the stream's owner only.
+    /// for each event costs a weak load and no exclusivity check (Foundation's getter cost more, most of
+    /// it a dynamic exclusivity check: Benchmarks/results/syscalls.md). Like every `Stream` property,
+    /// touched on the stream's owner only.
     @exclusivity(unchecked) private weak var storedDelegate: StreamDelegate?
 
     /// The object that receives this stream's events (`CFWriteStreamSetClient`'s callback, as `NSStream`'s
@@ -26,7 +27,7 @@ public final class SocketOutputStream: OutputStream {
     init(connection: Connection) {
         self.connection = connection
         // The base class needs some sink; every method that would use it is overridden. A fixed
-        // buffer costs ~250 bytes per stream where `init(toMemory:)` costs ~1,270.
+        // buffer costs every stream far less memory than `init(toMemory:)` does.
         super.init(toBuffer: unusedBaseBuffer, capacity: 0)
     }
 

@@ -4,10 +4,11 @@ import Glibc
 /// A lock and the condition blocking calls wait on, in 24 bytes of the object's own allocation
 /// (`cssh_lock_t`): the connection's and the reactor's lock.
 ///
-/// Not Foundation's `NSCondition`/`NSLock`, and not `pthread_mutex_t`: those cost ~36 and ~60
-/// instructions more per lock and unlock than this futex lock (callgrind, ping-pong on the stream
-/// thread: eleven lock and unlock pairs a round trip), and a `pthread_mutex_t` plus a `pthread_cond_t`
-/// take 48 bytes a connection and 48 more once a blocking call waits. The lock lives in the object's tail storage, whose address never moves.
+/// Not Foundation's `NSCondition`/`NSLock`, and not `pthread_mutex_t`: those cost more instructions
+/// per lock and unlock than this futex lock, which every round trip takes many times
+/// (Benchmarks/results/syscalls.md), and a `pthread_mutex_t` plus a `pthread_cond_t` take 48 bytes a
+/// connection and 48 more once a blocking call waits. The lock lives in the object's tail storage,
+/// whose address never moves.
 /// Like `Guarded`, it tells Thread Sanitizer about every acquisition (CSocketStreamsShims' `cssh_lock_*`).
 ///
 /// `wait` and `broadcast` must be called with the lock held.

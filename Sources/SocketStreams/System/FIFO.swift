@@ -1,9 +1,8 @@
 /// A first-in, first-out list whose front removal costs O(1): the first element inline, the rest in an
-/// array with a start index. (An array's `removeFirst` moves every element: queueing 16,384 writes of
-/// 64 KiB and completing them made GCDAsyncSocket-style uploads quadratic.) A removed element is released
+/// array with a start index. (An array's `removeFirst` moves every element: queueing an upload's
+/// writes and completing them made GCDAsyncSocket-style uploads quadratic.) A removed element is released
 /// at once. The usual one operation at a time (the read an idle connection keeps pending, a ping-pong's
-/// write) allocates nothing, and an emptied list keeps no storage: an idle connection holds no array
-/// (issue 25).
+/// write) allocates nothing, and an emptied list keeps no storage: an idle connection holds no array.
 struct FIFO<Element> {
     private var head: Element?
     /// Where the rest starts in `rest` (32 bits: it fits in the head's padding).

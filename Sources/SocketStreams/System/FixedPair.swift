@@ -10,7 +10,7 @@ enum Half: Int, Sendable {
 
 /// Two values in one heap allocation of exactly their size, addressed in place by `Half`: a
 /// connection's two halves. An `Array` of two costs a 32-byte header more, and every mutation through it checks that
-/// the buffer is uniquely referenced (callgrind: ~10 instructions, several times an event).
+/// the buffer is uniquely referenced, several times an event.
 struct FixedPair<Element>: ~Copyable {
     private let storage: UnsafeMutablePointer<Element>
 

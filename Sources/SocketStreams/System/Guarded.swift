@@ -6,10 +6,10 @@ import Glibc
 /// Built on CSocketStreamsShims' `cssh_lock_t` (a futex lock that tells Thread Sanitizer what it does)
 /// rather than the standard library's `Mutex`, whose lock Thread Sanitizer cannot see: with `Mutex`,
 /// every access to the guarded state is reported as a race, which would hide the real ones; and rather
-/// than a `pthread_mutex_t`, which costs about 45 instructions more a lock and unlock, and 16 bytes
-/// more. The state and the lock share one allocation (the lock in the tail of a `ManagedBuffer`, whose
-/// address never moves): a separate lock cost every `QueuedSocket`, idle or not, two more allocations
-/// (issue 25). Copies share the state.
+/// than a `pthread_mutex_t`, which costs more instructions a lock and unlock, and 16 bytes more
+/// (Benchmarks/results/syscalls.md). The state and the lock share one allocation (the lock in the tail
+/// of a `ManagedBuffer`, whose address never moves): a separate lock cost every `QueuedSocket`, idle
+/// or not, two more allocations. Copies share the state.
 ///
 /// `@unchecked Sendable`: the mutex owns the state, and `withLock` is the only way to it, so any thread
 /// may hold a copy. `State` need not be `Sendable`; `body` must not let references to it escape the

@@ -413,13 +413,13 @@ extension Posix {
     /// Gives the calling thread the process's nice value, that of its main thread (`getpriority` of the
     /// process id; on Linux each thread has its own, and `PRIO_PROCESS` with 0 names the calling thread).
     /// A Linux thread starts with the nice value of the thread that made it, and libdispatch runs its
-    /// workers at nice values by QoS (measured here: background 10, utility 2, user-initiated −2 where
-    /// the process may lower it), so the package's threads would otherwise run at whatever priority the
-    /// first code to need them had: the stream thread, which serves every connection scheduled on it,
-    /// at nice 10 for good if a background task opened the first connection. Raising a thread's nice
-    /// value is always allowed; lowering it needs `CAP_SYS_NICE` or `RLIMIT_NICE`, without which a
-    /// thread started from a lower-priority one stays there (start the stream thread early,
-    /// `RunLoop.startSocketStreams()`, to choose).
+    /// workers at nice values by QoS (background 10, utility 2, user-initiated −2 where the process may
+    /// lower it; Benchmarks/results/syscalls.md), so the package's threads would otherwise run at
+    /// whatever priority the first code to need them had: the stream thread, which serves every
+    /// connection scheduled on it, at nice 10 for good if a background task opened the first connection.
+    /// Raising a thread's nice value is always allowed; lowering it needs `CAP_SYS_NICE` or
+    /// `RLIMIT_NICE`, without which a thread started from a lower-priority one stays there (start the
+    /// stream thread early, `RunLoop.startSocketStreams()`, to choose).
     static func takeProcessPriority() {
         let which = __priority_which_t(PRIO_PROCESS.rawValue)
         errno = 0

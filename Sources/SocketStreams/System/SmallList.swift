@@ -49,7 +49,8 @@ struct SmallList<Element: AnyObject>: Sequence, ExpressibleByArrayLiteral {
     }
 
     /// Calls `body` with each element in order, without an iterator: `for … in` copies the list into
-    /// one, a retain and a release of each part, and this runs for every event (callgrind, ping-pong).
+    /// one, a retain and a release of each part, and this runs for every event
+    /// (Benchmarks/results/syscalls.md).
     @inline(__always)
     func forEach(_ body: (Element) throws -> Void) rethrows {
         guard let head else { return }

@@ -1,8 +1,7 @@
 // An OpenSSL SSL_CTX built from TLSSettings, shared by every connection with the same settings.
 //
-// Building one is expensive (measured with OpenSSL 3.0 on this project's machines: SSL_CTX_new plus
-// SSL_CTX_set_default_verify_paths takes ~28 ms, because it parses the whole system bundle, where
-// SSL_new on a shared context takes ~4 µs), so contexts are cached by the settings that shape them.
+// Building one is expensive (SSL_CTX_set_default_verify_paths parses the whole system bundle), where
+// SSL_new on a shared context is cheap, so contexts are cached by the settings that shape them.
 // The per-connection parts (the peer name, pins) are set on each SSL, not here.
 
 import COpenSSL

@@ -45,12 +45,12 @@ final class TLSTransport: Transport, @unchecked Sendable {
     private let requiresCloseNotify: Bool
     /// How messages name the peer, e.g. "localhost port 4433".
     let peerLabel: String
-    /// A futex lock in its own allocation (`ConditionLock`), not `NSLock`: taken about eight times a TLS
-    /// round trip, where `NSLock`'s class dispatch and pthread mutex cost ~70 instructions more each time.
+    /// A futex lock in its own allocation (`ConditionLock`), not `NSLock`: taken several times every TLS
+    /// round trip, where `NSLock`'s class dispatch and pthread mutex cost more each time.
     private let lock = ConditionLock.make()
     // Guarded by `lock`; `@exclusivity(unchecked)` on what every read, write and readiness check touches,
-    // as in `Connection`: the lock serialises them, and Swift's dynamic checks cost ~540 instructions a
-    // TLS round trip (callgrind, stream-thread TLS ping-pong, with `TLSWire`'s fields).
+    // as in `Connection`: the lock serialises them, and Swift's dynamic checks, with `TLSWire`'s fields,
+    // were a measurable share of a TLS round trip (Benchmarks/results/syscalls.md).
     @exclusivity(unchecked) private var readWants: Interest = .readable
     @exclusivity(unchecked) private var writeWants: Interest = .writable
     private var closed = false
@@ -471,7 +471,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
 
 /// Empties this thread's OpenSSL error queue (before an I/O call, as `SSL_get_error` requires, and
 /// after a failed one), and only if it holds something: `ERR_clear_error` resets all its 16 slots
-/// whether or not (callgrind, TLS ping-pong: 838 instructions a call, where a peek costs a fraction).
+/// whether or not, where a peek costs a fraction of that (Benchmarks/results/syscalls.md).
 @inline(__always)
 private func clearErrors() {
     if ERR_peek_error() != 0 { ERR_clear_error() }

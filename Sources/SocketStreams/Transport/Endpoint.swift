@@ -25,7 +25,7 @@ enum Endpoint: Sendable, Equatable {
 
 /// The remote end of an accepted TCP connection, from `accept4(2)`: its numeric address
 /// (`inet_ntop(3)`) and port. A class, so `Endpoint` stays 25 bytes (as a struct it made every
-/// `Connection` 8 bytes bigger, past its 176-byte malloc chunk).
+/// `Connection` 8 bytes bigger, past its malloc chunk).
 final class PeerAddress: Sendable, Equatable {
     /// "127.0.0.1" or "::1".
     let host: String

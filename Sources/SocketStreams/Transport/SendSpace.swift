@@ -16,17 +16,18 @@
 // blocking send does, and only a full one (a send that took fewer bytes than offered, or a
 // measurement with nothing free) arms EPOLLOUT, which comes back once a third of the buffer has
 // drained, as a blocking send wakes (`sk_stream_write_space`). Answering with POLLOUT's rule instead
-// woke the writer every 3 chunks of a 64 KiB upload, where a blocking C sender sleeps every 24
-// (Benchmarks/results/syscalls.md, issue 25).
+// woke an uploading writer many times as often as a blocking C sender sleeps
+// (Benchmarks/results/syscalls.md).
 //
-// What one send can add: its bytes, plus each new skb's head (`truesize`: 1,664 bytes measured on
-// x86-64 Linux 6.18; bounded here by `headTruesize`, 2 KiB). Heads per send: the skbs it starts (one
-// per `size_goal` of bytes, at least one MSS, normally up to 64 KiB with GSO, and one more for the
-// first) and those the stack splits off later while sending (TSO autosizing keeps at least two MSS
-// an skb; SACK processing). The charge is two heads a send plus two bytes a byte: sound while every
-// skb carries at least 1 KiB, that is every path with an MSS of 536 or more and a peer window of at
-// least two MSS (`SendSpaceTests` checks it against the kernel with a 4 KiB peer window too). Bytes
-// leaving the queue (acknowledged) only widen the true space.
+// What one send can add: its bytes, plus each new skb's head (its `truesize`, which depends on the
+// kernel and the architecture; bounded here by `headTruesize`, 2 KiB, with room above what a head was
+// measured to add). Heads per send: the skbs it starts (one per `size_goal` of bytes, at least one
+// MSS, normally up to 64 KiB with GSO, and one more for the first) and those the stack splits off
+// later while sending (TSO autosizing keeps at least two MSS an skb; SACK processing). The charge is
+// two heads a send plus two bytes a byte: sound while every skb carries at least 1 KiB, that is every
+// path with an MSS of 536 or more and a peer window of at least two MSS (`SendSpaceTests` checks it
+// against the kernel with a 4 KiB peer window too). Bytes leaving the queue (acknowledged) only widen
+// the true space.
 //
 // What it cannot see, named: the kernel shrinking `sk_sndbuf` or refusing memory under global TCP
 // memory pressure (`tcp_mem`; `sk_stream_moderate_sndbuf`, `sk_wmem_schedule`), where a send may
@@ -63,7 +64,8 @@ struct SendSpace: Equatable {
     /// The largest bound kept (64 MiB less 3 KiB; `tcp_wmem`'s maximum is 4 MiB by default).
     static let maximumKiB = 0xFFFD
 
-    /// The most one skb head adds to `sk_wmem_queued` (measured 1,664 bytes; see the file's header).
+    /// The most one skb head adds to `sk_wmem_queued` (a bound above what one was measured to add; see
+    /// the file's header).
     static let headTruesize = 2048
 
     /// Whether this is a bound (possibly zero) rather than a mark.
