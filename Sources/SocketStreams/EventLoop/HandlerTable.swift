@@ -2,7 +2,7 @@
 
 /// The handlers of a reactor's fds, in an array indexed by their tokens: a lookup per event is an
 /// index, not a hash, and the table costs 24 bytes a registration (a dictionary's buckets cost about
-/// twice that, with every connection holding one; issue 25). A token is a slot's index (from 16: the
+/// twice that, with every connection holding one). A token is a slot's index (from 16: the
 /// reactor's own tokens are below) and its generation, which changes each time the slot is freed, so an
 /// event fetched for an fd removed meanwhile finds nothing, even once the slot is in use again.
 struct HandlerTable {

@@ -35,8 +35,8 @@ func onCFRunLoop(of runLoop: RunLoop, mode: RunLoop.Mode, _ body: @escaping @Sen
     runLoop.add(timer, forMode: mode)
 }
 
-/// CFRunLoops of run loops other than the current and main ones: found by reflection (~20k
-/// instructions, so kept for the last few run loops) or learnt on their own thread. Entries hold
+/// CFRunLoops of run loops other than the current and main ones: found by reflection (dear, so kept
+/// for the last few run loops) or learnt on their own thread. Entries hold
 /// their RunLoop, so an address cannot be reused by another run loop while cached.
 final class RunLoopDirectory: Sendable {
     /// A run loop and its CFRunLoop. Both are thread-safe objects that Swift does not mark Sendable.

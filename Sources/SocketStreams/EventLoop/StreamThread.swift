@@ -11,7 +11,7 @@ import Synchronization
 /// run on its reactor, and clients may schedule streams on its run loop (`RunLoop.socketStreams`) the
 /// way GCDAsyncSocket schedules its CFStreams on a dedicated thread.
 ///
-/// How it waits (issue 25: the streams on it are ours end to end). The thread's reactor for the
+/// How it waits (the streams on it are ours end to end). The thread's reactor for the
 /// default mode is *driven*: the thread waits in the reactor's epoll set itself, and CoreFoundation's
 /// port set for that mode (its wake-up port, its timers' port, the ports of any other source a client
 /// adds) sits in that epoll set too. A socket event costs one `epoll_wait` and no CoreFoundation pass;

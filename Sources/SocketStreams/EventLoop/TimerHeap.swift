@@ -1,7 +1,7 @@
 // A reactor's timers: a binary min-heap of deadlines over a slab of payloads, so that arming,
-// cancelling and firing cost O(log n) however many timers are armed. (Issue 25: a sorted array cost a
-// search and a move of every later timer per arm, and a scan per cancel; with a read timeout on each of
-// 19,500 idle QueuedSockets a round trip cost 553 µs against 39 at 1,000.)
+// cancelling and firing cost O(log n) however many timers are armed. (A sorted array cost a search and a
+// move of every later timer per arm, and a scan per cancel: with a read timeout on each of many thousand
+// idle connections, every round trip paid for all of them; Benchmarks/results/scale-notes.md.)
 //
 // A cancelled timer's payload is released at once and its slot freed; its heap entry stays behind and
 // is dropped at once if it is the top, else when it reaches the top, or when stale entries reach half
