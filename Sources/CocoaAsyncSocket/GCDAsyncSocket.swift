@@ -84,6 +84,9 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
         link?.operations.dropClient(self)  // the engine holds this socket unretained
         link?.operations.close()
         listener?.close()
+        #if DEBUG
+            link?.operations.checkLetGo(afterDeinitOf: self)
+        #endif
     }
 
     // MARK: the delegate

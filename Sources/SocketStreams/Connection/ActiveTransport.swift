@@ -13,7 +13,7 @@ struct HeldTransport {
         if let socket = transport as? SocketTransport {
             self = .socket(fd: socket.fd)
         } else if let tls = transport as? TLSTransport {
-            active = .tls(Unmanaged.passUnretained(tls))
+            active = .tls(ActiveTransport.UnretainedTLS(tls))
             owner = tls
         } else {
             active = .layered(ActiveTransport.UnretainedLayer(transport: transport))
@@ -31,7 +31,7 @@ struct HeldTransport {
 
     /// The TLS layer on top, if that is what this is.
     var tls: TLSTransport? {
-        if case .tls(let tls) = active { return tls.takeUnretainedValue() }
+        if case .tls(let tls) = active { return tls.object.takeUnretainedValue() }
         return nil
     }
 
@@ -39,7 +39,7 @@ struct HeldTransport {
     var base: any Transport {
         switch active {
         case .socket(let fd): return SocketTransport(fd: fd)
-        case .tls(let tls): return tls.takeUnretainedValue()
+        case .tls(let tls): return tls.object.takeUnretainedValue()
         case .layered(let layer): return layer.transport
         }
     }
@@ -48,7 +48,7 @@ struct HeldTransport {
     func close() {
         switch active {
         case .socket: break
-        case .tls(let tls): tls._withUnsafeGuaranteedRef { $0.close() }
+        case .tls(let tls): tls.object._withUnsafeGuaranteedRef { $0.close() }
         case .layered(let layer): layer.transport.close()
         }
     }
@@ -68,21 +68,91 @@ struct HeldTransport {
 /// under the lock, and nothing under it lets the connection go), or by a transfer past its gate (a
 /// teardown leaves the release to the last transfer out, `TransferGate`, and a handshake stage
 /// replaces a layer only by wrapping it, so the new layer holds the old).
+///
+/// Checked in debug builds (UnretainedChecks.swift): each case that calls a layer keeps a weak shadow
+/// of it beside the unretained reference, and every call through the view first checks that the
+/// shadow still names a live layer (`lifetimeProblem`). Release builds hold the reference alone.
 enum ActiveTransport {
     case socket(fd: Int32)
-    case tls(Unmanaged<TLSTransport>)
+    case tls(UnretainedTLS)
     case layered(UnretainedLayer)
+
+    /// The TLS layer, unretained, called directly (`call`).
+    struct UnretainedTLS {
+        let object: Unmanaged<TLSTransport>
+        #if DEBUG
+            /// Debug builds only: the layer, weakly (nil once its deinit has begun), to check each call by.
+            private weak var shadow: TLSTransport?
+        #endif
+
+        init(_ tls: TLSTransport) {
+            object = Unmanaged.passUnretained(tls)
+            #if DEBUG
+                shadow = tls
+            #endif
+        }
+
+        /// `body` with the layer, neither retained nor released (`_withUnsafeGuaranteedRef`).
+        @inline(__always)
+        func call<Result>(_ body: (TLSTransport) -> Result) -> Result {
+            #if DEBUG
+                UnretainedChecks.check(problem)
+            #endif
+            return object._withUnsafeGuaranteedRef(body)
+        }
+
+        #if DEBUG
+            /// Debug builds: what each call checks first: nil, or the rule broken.
+            var problem: String? { UnretainedChecks.viewProblem(target: object.toOpaque(), shadow: shadow) }
+        #endif
+    }
 
     /// Another layer, unretained as TLS is.
     struct UnretainedLayer {
-        unowned(unsafe) let transport: any Transport
+        #if DEBUG
+            private unowned(unsafe) let unretained: any Transport
+            /// Debug builds only: the layer, weakly (nil once its deinit has begun), to check each call by.
+            private weak var shadow: AnyObject?
+
+            init(transport: any Transport) {
+                unretained = transport
+                shadow = transport
+            }
+
+            /// The layer, after the check (debug builds call it through here).
+            var transport: any Transport {
+                UnretainedChecks.check(problem)
+                return unretained
+            }
+
+            /// Debug builds: what each call checks first: nil, or the rule broken. The shadow first: a
+            /// freed layer's unretained reference is not touched.
+            var problem: String? {
+                guard let live = shadow else { return UnretainedChecks.viewProblem(target: nil, shadow: nil) }
+                return UnretainedChecks.viewProblem(target: Unmanaged.passUnretained(unretained as AnyObject).toOpaque(), shadow: live)
+            }
+        #else
+            unowned(unsafe) let transport: any Transport
+        #endif
     }
+
+    #if DEBUG
+        /// Debug builds: nil, or the rule broken if the layer this view calls is gone (what each call
+        /// checks first; the bare socket has no layer).
+        var lifetimeProblem: String? {
+            switch self {
+            case .socket: return nil
+            case .tls(let tls): return tls.problem
+            case .layered(let layer): return layer.problem
+            }
+        }
+    #endif
 
     @inline(__always)
     var fd: Int32 {
         switch self {
         case .socket(let fd): return fd
-        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.fd }
+        case .tls(let tls): return tls.call { $0.fd }
         case .layered(let layer): return layer.transport.fd
         }
     }
@@ -98,7 +168,7 @@ enum ActiveTransport {
     func read(_ buffer: UnsafeMutableRawPointer, _ count: Int) -> TransportIO {
         switch self {
         case .socket(let fd): return SocketTransport.read(fd, buffer, count)
-        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.read(buffer, count) }
+        case .tls(let tls): return tls.call { $0.read(buffer, count) }
         case .layered(let layer): return layer.transport.read(buffer, count)
         }
     }
@@ -107,7 +177,7 @@ enum ActiveTransport {
     func write(_ buffer: UnsafeRawPointer, _ count: Int) -> TransportIO {
         switch self {
         case .socket(let fd): return SocketTransport.write(fd, buffer, count)
-        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.write(buffer, count) }
+        case .tls(let tls): return tls.call { $0.write(buffer, count) }
         case .layered(let layer): return layer.transport.write(buffer, count)
         }
     }
@@ -116,7 +186,7 @@ enum ActiveTransport {
     var readInterest: Interest {
         switch self {
         case .socket: return .readable
-        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.readInterest }
+        case .tls(let tls): return tls.call { $0.readInterest }
         case .layered(let layer): return layer.transport.readInterest
         }
     }
@@ -125,7 +195,7 @@ enum ActiveTransport {
     var writeInterest: Interest {
         switch self {
         case .socket: return .writable
-        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.writeInterest }
+        case .tls(let tls): return tls.call { $0.writeInterest }
         case .layered(let layer): return layer.transport.writeInterest
         }
     }
@@ -134,7 +204,7 @@ enum ActiveTransport {
     var hasBufferedInput: Bool {
         switch self {
         case .socket: return false
-        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.hasBufferedInput }
+        case .tls(let tls): return tls.call { $0.hasBufferedInput }
         case .layered(let layer): return layer.transport.hasBufferedInput
         }
     }
@@ -143,7 +213,7 @@ enum ActiveTransport {
     var hasPendingOutput: Bool {
         switch self {
         case .socket: return false
-        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.hasPendingOutput }
+        case .tls(let tls): return tls.call { $0.hasPendingOutput }
         case .layered(let layer): return layer.transport.hasPendingOutput
         }
     }
@@ -151,7 +221,7 @@ enum ActiveTransport {
     func takeSendCharge() -> Int? {
         switch self {
         case .socket: return nil
-        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.takeSendCharge() }
+        case .tls(let tls): return tls.call { $0.takeSendCharge() }
         case .layered(let layer): return layer.transport.takeSendCharge()
         }
     }
@@ -161,7 +231,7 @@ enum ActiveTransport {
     func takeSendState() -> (pending: Bool, charge: Int?) {
         switch self {
         case .socket: return (false, nil)
-        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.takeSendState() }
+        case .tls(let tls): return tls.call { $0.takeSendState() }
         case .layered(let layer): return (layer.transport.hasPendingOutput, layer.transport.takeSendCharge())
         }
     }
@@ -169,7 +239,7 @@ enum ActiveTransport {
     func flush() -> TransportIO {
         switch self {
         case .socket: return .processed(0)
-        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.flush() }
+        case .tls(let tls): return tls.call { $0.flush() }
         case .layered(let layer): return layer.transport.flush()
         }
     }
@@ -177,7 +247,7 @@ enum ActiveTransport {
     func ready(_ events: Interest) -> Interest {
         switch self {
         case .socket: return events
-        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.ready(events) }
+        case .tls(let tls): return tls.call { $0.ready(events) }
         case .layered(let layer): return layer.transport.ready(events)
         }
     }
@@ -185,7 +255,7 @@ enum ActiveTransport {
     func shutdownOutput() -> TransportIO {
         switch self {
         case .socket(let fd): return SocketTransport.shutdownOutput(fd)
-        case .tls(let tls): return tls._withUnsafeGuaranteedRef { $0.shutdownOutput() }
+        case .tls(let tls): return tls.call { $0.shutdownOutput() }
         case .layered(let layer): return layer.transport.shutdownOutput()
         }
     }

@@ -347,6 +347,14 @@ extension Connection {
         for reactor in released { ReactorRegistry.shared.release(reactor) }
     }
 
+    #if DEBUG
+        /// Debug builds, at the end of a stream's deinit: nil, or the rule broken if its half still refers
+        /// to it (UnretainedChecks.swift).
+        func unretainedProblem(afterDeinitOf stream: Stream, _ half: Half) -> String? {
+            lock.withLock { UnretainedReference.deinitProblem(half == .input ? inputStream : outputStream, after: stream) }
+        }
+    #endif
+
     /// The half lets go (both gone: the socket goes). Lock held; returns the reactors to release after.
     private func letGo(_ half: Half) -> SmallList<Reactor> {
         lock.assertHeld()

@@ -169,6 +169,9 @@ final class Connection: EventTarget, @unchecked Sendable {
             }
             if let receiver {
                 // The pair's owner (PairReceiver.swift); gone (its deinit has begun): nobody.
+                #if DEBUG
+                    lock.assertHeld()  // the receiver's rule: loaded with the lock held (UnretainedReference)
+                #endif
                 let owner = receiver.taken()
                 lock.unlock()
                 if let owner {

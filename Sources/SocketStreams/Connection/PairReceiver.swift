@@ -30,4 +30,12 @@ extension Connection {
             if self.receiver?.refers(to: receiver) == true { self.receiver = nil }
         }
     }
+
+    #if DEBUG
+        /// Debug builds, at the end of a receiver's deinit: nil, or the rule broken if the connection still
+        /// refers to it (UnretainedChecks.swift).
+        func unretainedProblem(afterDeinitOf receiver: PairReceiver) -> String? {
+            lock.withLock { UnretainedReference.deinitProblem(self.receiver, after: receiver) }
+        }
+    #endif
 }

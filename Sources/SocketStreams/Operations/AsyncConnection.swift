@@ -123,6 +123,9 @@ public final class AsyncConnection: StreamOperationsClient, Sendable {
     deinit {
         engine.dropClient(self)
         engine.close()
+        #if DEBUG
+            engine.checkLetGo(afterDeinitOf: self)
+        #endif
     }
 
     // MARK: opening and closing

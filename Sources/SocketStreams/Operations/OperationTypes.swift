@@ -118,12 +118,21 @@ extension StreamOperationsClient {
 /// `StreamOperations.clientReference`), under `UnretainedReference`'s rule: a lock guards it, every
 /// `retained()` is made with it held, and the client's deinit clears it with it held before anything
 /// else. (Not an `UnretainedReference`: `Unmanaged` takes only a class, not a protocol's existential.)
+/// Checked in debug builds as `UnretainedReference` is (UnretainedChecks.swift): each load against a
+/// weak shadow, the engine's lock at `takeClient`, and the engine at the end of a client's deinit.
 struct UnretainedClient: @unchecked Sendable {
     // `@unchecked Sendable`: a reference the holder's lock orders every use of (above).
     private unowned(unsafe) let client: any StreamOperationsClient
+    #if DEBUG
+        /// Debug builds only: the client, weakly (nil once its deinit has begun), to check each load by.
+        private weak var shadow: AnyObject?
+    #endif
 
     init(_ client: any StreamOperationsClient) {
         self.client = client
+        #if DEBUG
+            shadow = client
+        #endif
     }
 
     /// Whether this refers to `candidate` (an identity comparison; nothing is retained).
@@ -135,8 +144,25 @@ struct UnretainedClient: @unchecked Sendable {
     /// With the holder's lock held.
     @inline(__always) func retained() -> (any StreamOperationsClient)? {
         let object = Unmanaged.passUnretained(client as AnyObject)
-        guard cssh_try_retain(object.toOpaque()) else { return nil }
+        let alive = cssh_try_retain(object.toOpaque())
+        #if DEBUG
+            UnretainedChecks.check(loadProblem(at: object.toOpaque(), retained: alive))
+        #endif
+        guard alive else { return nil }
         defer { object.release() }  // the reference below is the caller's; this one only proved it alive
         return client
     }
+
+    #if DEBUG
+        /// Debug builds: what a load's check checks (`UnretainedChecks.loadProblem`): nil, or the rule broken.
+        func loadProblem(at pointer: UnsafeMutableRawPointer, retained: Bool) -> String? {
+            UnretainedChecks.loadProblem(of: "StreamOperationsClient", at: pointer, retained: retained, shadow: shadow)
+        }
+
+        /// Debug builds, at the end of `client`'s deinit: nil, or the rule broken if `reference` (what the
+        /// engine holds now) still refers to it.
+        static func deinitProblem(_ reference: UnretainedClient?, after client: any StreamOperationsClient) -> String? {
+            UnretainedChecks.deinitProblem(of: "StreamOperationsClient", stillReferred: reference?.refers(to: client) == true)
+        }
+    #endif
 }

@@ -186,6 +186,9 @@ public final class QueuedSocket: StreamOperationsClient, Sendable {
         engine.close()
         state.withLock { $0.listener }?.close()
         if let reactor = engine.reactor { ReactorRegistry.shared.release(reactor) }
+        #if DEBUG
+            engine.checkLetGo(afterDeinitOf: self)
+        #endif
     }
 
     private static func reactor(for context: Context) throws(SystemError) -> Reactor {

@@ -245,13 +245,34 @@ package final class StreamOperations: PairReceiver, StreamDelegate, TimerTarget,
     /// The client, retained, unless there is none or its deinit has begun. With `state`'s lock held.
     @inline(__always)
     func takeClient() -> (any StreamOperationsClient)? {
-        clientReference?.retained()
+        #if DEBUG
+            assert(
+                state.isHeld,
+                "SocketStreams: the engine's client was loaded without its lock held (the rule: \(UnretainedChecks.referenceRule))")
+        #endif
+        return clientReference?.retained()
     }
+
+    #if DEBUG
+        /// Debug builds, at the end of a client's deinit: nil, or the rule broken if this engine still
+        /// refers to it (UnretainedChecks.swift).
+        package func unretainedProblem(afterDeinitOf client: any StreamOperationsClient) -> String? {
+            state.withLock { _ in UnretainedClient.deinitProblem(clientReference, after: client) }
+        }
+
+        /// Debug builds, at the end of a client's deinit: traps if this engine still refers to it.
+        package func checkLetGo(afterDeinitOf client: any StreamOperationsClient, file: StaticString = #file, line: UInt = #line) {
+            UnretainedChecks.check(unretainedProblem(afterDeinitOf: client), file: file, line: line)
+        }
+    #endif
 
     deinit {
         // First: a delivery on the owner may be loading this engine as its pair's receiver.
         connection?.dropReceiver(self)
         if let reactor, state.withLock({ $0.holdsReactor }) { ReactorRegistry.shared.release(reactor) }
+        #if DEBUG
+            if let connection { UnretainedChecks.check(connection.unretainedProblem(afterDeinitOf: self)) }
+        #endif
     }
 
     /// The pair's connection, when the pair is one of this package's (the engine is then its receiver).

@@ -30,6 +30,9 @@ public final class SocketInputStream: InputStream {
 
     deinit {
         connection.close(.input, deinitialised: true)
+        #if DEBUG
+            UnretainedChecks.check(connection.unretainedProblem(afterDeinitOf: self, .input))
+        #endif
     }
 
     /// Starts connecting (`CFReadStreamOpen`). The first `open()` of either stream of the pair

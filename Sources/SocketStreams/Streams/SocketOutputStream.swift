@@ -38,6 +38,9 @@ public final class SocketOutputStream: OutputStream {
 
     deinit {
         connection.close(.output, deinitialised: true)
+        #if DEBUG
+            UnretainedChecks.check(connection.unretainedProblem(afterDeinitOf: self, .output))
+        #endif
     }
 
     /// Starts connecting (`CFWriteStreamOpen`); see `SocketInputStream.open()`.

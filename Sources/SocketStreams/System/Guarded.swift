@@ -31,6 +31,14 @@ package struct Guarded<State>: @unchecked Sendable {
         }
     }
 
+    #if DEBUG
+        /// Debug builds only: whether the calling thread holds the lock (for the "with the lock held"
+        /// rules of what the state's owner keeps beside it, such as `StreamOperations.clientReference`).
+        package var isHeld: Bool {
+            storage.withUnsafeMutablePointerToElements { cssh_lock_held($0) != 0 }
+        }
+    #endif
+
     /// Takes the lock and waits, letting it go meanwhile, until `condition` holds of the state (each
     /// look a fresh access, after the thread that changed it let go); returns with the lock released.
     /// Woken by `withLockWakingWaiters`.
