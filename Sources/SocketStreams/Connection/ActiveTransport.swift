@@ -56,12 +56,10 @@ struct HeldTransport {
 
 /// What a connection calls its transport through: the plain socket as its bare fd, called directly,
 /// so the common path has neither witness-table dispatch nor reference counting; TLS unretained and
-/// called directly; any other layer unretained, called as `any Transport`. (Callgrind, ping-pong
-/// 20,000 round trips with polling streams: calling the plain socket as `any Transport` cost 5.9M
-/// instructions more than the fd-only code it replaced; this, about 0.2M. TLS ping-pong on the stream
-/// thread: TLS as `any Transport`, retained and released with each of the 7 copies a round trip made,
-/// and called through its witness table, cost ~1,000 instructions a round trip more than this, the
-/// plain socket beside it ~80 for the copies' outlined switches.)
+/// called directly; any other layer unretained, called as `any Transport`. (The plain socket as
+/// `any Transport`, and TLS retained and released with each copy of the view a round trip makes and
+/// called through its witness table, each cost a share of every round trip that this view does not:
+/// Benchmarks/results/syscalls.md.)
 ///
 /// Lifetime: the TLS and layered cases refer to what the connection's `HeldTransport` owns, so a view
 /// is used only while that is certain to be held: with the connection's lock held (it changes only

@@ -1,5 +1,5 @@
-// Debug-build checks of the package's three kinds of reference that do not retain their object
-// (issue 45): `UnretainedReference` (a connection's streams and receiver), `UnretainedClient` (an
+// Debug-build checks of the package's three kinds of reference that do not retain their object:
+// `UnretainedReference` (a connection's streams and receiver), `UnretainedClient` (an
 // operations engine's client) and the transport view (`ActiveTransport`, owned by `HeldTransport`).
 // Each is safe only under a rule its holder keeps; in debug builds each keeps a weak shadow of its
 // object beside the unretained one, and its loads and uses are checked against the shadow. None of

@@ -2,8 +2,8 @@ import CSocketStreamsShims
 
 /// A reference that does not keep its object alive, for a back reference on a hot path where `weak`
 /// costs too much: a weak reference gives its object a side table, after which every retain and
-/// release of the object, anywhere in the process, takes the runtime's slow path (a connection's
-/// streams: ~190 instructions a ping-pong round trip, ~1,900 a connection, issue 25).
+/// release of the object, anywhere in the process, takes the runtime's slow path (for a connection's
+/// streams, on every round trip and more on every connection: Benchmarks/results/syscalls.md).
 ///
 /// Safe under one rule, which the holder keeps: a lock guards the reference, every `retained()` is
 /// made with it held, and the object's deinit, before anything else, clears the reference with it
