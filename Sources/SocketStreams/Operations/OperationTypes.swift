@@ -133,23 +133,35 @@ struct UnretainedClient: @unchecked Sendable {
         #if DEBUG
             shadow = client
         #endif
+        assert(address == Unmanaged.passUnretained(client as AnyObject).toOpaque(), "UnretainedClient: the client is not the first word")
+    }
+
+    /// The client's address, read from this reference's own bytes (the existential's first word): not
+    /// `client as AnyObject`, which makes a strong copy and releases it, and in a debug build, where
+    /// nothing takes that pair out, the release can be the client's last while the holder's lock is
+    /// held (its deinit then waits for that lock on the same thread). `client` must stay this struct's
+    /// first stored property.
+    @inline(__always) private var address: UnsafeMutableRawPointer {
+        withUnsafeBytes(of: self) { $0.load(as: UnsafeMutableRawPointer.self) }
     }
 
     /// Whether this refers to `candidate` (an identity comparison; nothing is retained).
     @inline(__always) func refers(to candidate: any StreamOperationsClient) -> Bool {
-        Unmanaged.passUnretained(client as AnyObject).toOpaque() == Unmanaged.passUnretained(candidate as AnyObject).toOpaque()
+        address == Unmanaged.passUnretained(candidate as AnyObject).toOpaque()
     }
 
     /// The client, retained, unless its deinit has begun (`swift_tryRetain`, as a weak load checks).
     /// With the holder's lock held.
     @inline(__always) func retained() -> (any StreamOperationsClient)? {
-        let object = Unmanaged.passUnretained(client as AnyObject)
-        let alive = cssh_try_retain(object.toOpaque())
+        let pointer = address
+        let alive = cssh_try_retain(pointer)
         #if DEBUG
-            UnretainedChecks.check(loadProblem(at: object.toOpaque(), retained: alive))
+            UnretainedChecks.check(loadProblem(at: pointer, retained: alive))
         #endif
         guard alive else { return nil }
-        defer { object.release() }  // the reference below is the caller's; this one only proved it alive
+        // The reference returned is the caller's; the try-retain's only proved the client alive, and
+        // is let go after that copy is made.
+        defer { Unmanaged<AnyObject>.fromOpaque(pointer).release() }
         return client
     }
 
