@@ -125,6 +125,9 @@ struct RoundsOutcome {
     var runLoopDue = false
 }
 
+// `@unchecked Sendable`: its mutable state is `shared`, reached only under its lock, and `owned`, reached only
+// by the thread inside `perform` (`withOwned`, asserted in debug builds); `useCount` is the registry's, under
+// the registry's lock; everything else is a `let` or an atomic.
 final class Reactor: @unchecked Sendable {
     /// The epoll fd: for a run loop's reactor, its run-loop port.
     let epollFD: Int32
