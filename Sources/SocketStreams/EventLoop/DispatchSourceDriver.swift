@@ -6,19 +6,19 @@
 import Dispatch
 
 /// Drives a queue's reactor with a dispatch read source on its epoll fd.
-final class DispatchSourceDriver: Sendable {
-    let performer: QueuePerformer
+final class DispatchSourceDriver: QueueDriver {
+    let queuePerformer: QueuePerformer
     /// The source while attached; `detach` takes it.
     private let source = Guarded<(any DispatchSourceRead)?>(nil)
 
     init(performer: QueuePerformer) {
-        self.performer = performer
+        self.queuePerformer = performer
     }
 
     /// Makes and resumes the source, whose handlers hold `reactor` until it is cancelled.
     func attach(_ reactor: Reactor) {
-        let watcher = DispatchSource.makeReadSource(fileDescriptor: reactor.epollFD, queue: performer.queue)
-        let performer = performer
+        let watcher = DispatchSource.makeReadSource(fileDescriptor: reactor.epollFD, queue: queuePerformer.queue)
+        let performer = queuePerformer
         watcher.setEventHandler { performer.perform(reactor) }
         // ... and until libdispatch has let go of the epoll fd, which the reactor's `deinit` closes:
         // libdispatch unregisters a cancelled source's fd on its manager thread later, and says it is
@@ -40,4 +40,7 @@ final class DispatchSourceDriver: Sendable {
         watcher.setEventHandler(handler: nil)
         watcher.cancel()
     }
+
+    /// A dispatch source has no fd of its own.
+    func close() {}
 }

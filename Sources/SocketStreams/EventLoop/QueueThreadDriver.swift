@@ -19,8 +19,8 @@ import Glibc
 import Synchronization
 
 /// Drives a queue's reactor from a thread of ours that waits in its epoll set.
-final class QueueThreadDriver: Sendable {
-    let performer: QueuePerformer
+final class QueueThreadDriver: QueueDriver {
+    let queuePerformer: QueuePerformer
     /// The eventfd `detach` writes to end the thread (in the epoll set as `ReactorToken.stop`).
     private let stopFD: Int32
     /// Whether this driver holds one of the `maxThreads` slots (given back once, by `detach` or `close`).
@@ -52,7 +52,7 @@ final class QueueThreadDriver: Sendable {
             Self.threads.subtract(1, ordering: .relaxed)
             throw error
         }
-        self.performer = performer
+        self.queuePerformer = performer
     }
 
     /// Starts the thread. A thread of our own making, not Foundation's `Thread`, whose `start()` ignores
@@ -89,7 +89,7 @@ final class QueueThreadDriver: Sendable {
         // held by reference, not captured as `var`s: the item escapes, and Swift would check every
         // access to a captured `var` at run time.
         let shared = Turn()
-        let performer = performer
+        let performer = queuePerformer
         let turn = DispatchWorkItem {
             let current = Posix.ioCount.load(ordering: .relaxed) == shared.ioSeen
             shared.performed = performer.perform(reactor, single: true, fetched: current ? fetched : nil, count: shared.count)

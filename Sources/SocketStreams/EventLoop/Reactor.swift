@@ -134,7 +134,7 @@ final class Reactor: @unchecked Sendable {
     /// The run-loop mode this reactor serves (a fixed name for a queue's).
     let mode: String
     /// How this reactor is driven.
-    let driver: ReactorDriver
+    let driver: any ReactorDriver
 
     /// What other threads change; see `ReactorShared`.
     private let shared: Guarded<ReactorShared>
@@ -162,8 +162,8 @@ final class Reactor: @unchecked Sendable {
         try self.init(mode: mode) { epollFD throws(SystemError) in
             let signals = try RunLoopSignals(epollFD: epollFD)
             return driven
-                ? .streamThread(StreamThreadDriver(runLoop: runLoop, signals: signals))
-                : .runLoopSource(RunLoopSourceDriver(runLoop: runLoop, mode: mode, signals: signals))
+                ? StreamThreadDriver(runLoop: runLoop, signals: signals)
+                : RunLoopSourceDriver(runLoop: runLoop, mode: mode, signals: signals)
         }
     }
 
@@ -172,12 +172,12 @@ final class Reactor: @unchecked Sendable {
     convenience init(queue: DispatchQueue, mode: String) throws(SystemError) {
         try self.init(mode: mode) { epollFD throws(SystemError) in
             let performer = QueuePerformer(queue: queue)
-            if let thread = try QueueThreadDriver(performer: performer, epollFD: epollFD) { return .queueThread(thread) }
-            return .dispatchSource(DispatchSourceDriver(performer: performer))
+            if let thread = try QueueThreadDriver(performer: performer, epollFD: epollFD) { return thread }
+            return DispatchSourceDriver(performer: performer)
         }
     }
 
-    private init(mode: String, driver makeDriver: (Int32) throws(SystemError) -> ReactorDriver) throws(SystemError) {
+    private init(mode: String, driver makeDriver: (Int32) throws(SystemError) -> any ReactorDriver) throws(SystemError) {
         self.mode = mode
         epollFD = try Posix.epollCreate()
         do {
@@ -204,20 +204,14 @@ final class Reactor: @unchecked Sendable {
     /// The dispatch queue this reactor serves (nil for a run loop's).
     var queue: DispatchQueue? { driver.performer?.queue }
     /// Whether its thread waits in the epoll set itself (the stream thread's reactor).
-    var isDriven: Bool {
-        if case .streamThread = driver { return true }
-        return false
-    }
+    var isDriven: Bool { driver is StreamThreadDriver }
     /// Whether a thread of ours waits in the epoll set for its queue.
-    var drivesQueue: Bool {
-        if case .queueThread = driver { return true }
-        return false
-    }
+    var drivesQueue: Bool { driver is QueueThreadDriver }
 
     /// The kernel id of the queue's thread once it runs (0 before, and for the other drivers): tests
     /// watch it wait for its queue.
     var queueThreadID: Int32 {
-        guard case .queueThread(let driver) = driver else { return 0 }
+        guard let driver = driver as? QueueThreadDriver else { return 0 }
         return driver.threadID.load(ordering: .acquiring)
     }
 

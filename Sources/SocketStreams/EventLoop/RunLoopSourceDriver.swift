@@ -6,15 +6,15 @@ import CoreFoundation
 import Foundation
 
 /// Drives a reactor from a run loop: a version-1 run-loop source whose port is the epoll fd.
-final class RunLoopSourceDriver: Sendable {
-    nonisolated(unsafe) let runLoop: CFRunLoop  // CoreFoundation's run loops may be used from any thread
+final class RunLoopSourceDriver: RunLoopDriver {
+    nonisolated(unsafe) let cfRunLoop: CFRunLoop  // CoreFoundation's run loops may be used from any thread
     let mode: String
     let signals: RunLoopSignals
     /// The source while attached; `detach` takes it (from whichever thread releases the last use).
     private let source = Guarded<CFRunLoopSource?>(nil)
 
     init(runLoop: CFRunLoop, mode: String, signals: RunLoopSignals) {
-        self.runLoop = runLoop
+        self.cfRunLoop = runLoop
         self.mode = mode
         self.signals = signals
     }
@@ -37,8 +37,8 @@ final class RunLoopSourceDriver: Sendable {
         }
         guard let created else { throw SystemError(code: ENOMEM, function: "CFRunLoopSourceCreate") }
         source.withLock { $0 = created }
-        CFRunLoopAddSource(runLoop, created, runLoopMode(mode))
-        CFRunLoopWakeUp(runLoop)
+        CFRunLoopAddSource(cfRunLoop, created, runLoopMode(mode))
+        CFRunLoopWakeUp(cfRunLoop)
     }
 
     /// Removes the source from its run loop; CoreFoundation then drops its reference to the reactor,

@@ -142,7 +142,7 @@ enum StreamThread {
     private static func makeDrivenReactor(_ cfRunLoop: CFRunLoop, likely: [Int32]) -> (Reactor, StreamThreadDriver)? {
         guard drivesItsReactor.load(ordering: .relaxed), let ports = RunLoopPorts.portSet(of: cfRunLoop, likely: likely),
             let reactor = try? Reactor(runLoop: cfRunLoop, mode: RunLoop.Mode.default.rawValue, driven: true),
-            case .streamThread(let driver) = reactor.driver
+            let driver = reactor.driver as? StreamThreadDriver
         else { return nil }
         do {
             try driver.adoptRunLoopPorts(ports, of: reactor)
@@ -295,14 +295,14 @@ extension RunLoop {
 /// Drives the stream thread's reactor: the thread waits in the epoll set itself (`StreamThread.drive`),
 /// with no run-loop source, and CoreFoundation's port set for the default mode sits in that epoll set
 /// (`ReactorToken.runLoopPorts`), so the thread runs its run loop only when the run loop has work.
-final class StreamThreadDriver: Sendable {
-    nonisolated(unsafe) let runLoop: CFRunLoop  // CoreFoundation's run loops may be used from any thread
+final class StreamThreadDriver: RunLoopDriver {
+    nonisolated(unsafe) let cfRunLoop: CFRunLoop  // CoreFoundation's run loops may be used from any thread
     let signals: RunLoopSignals
     /// CoreFoundation's port set, once adopted (-1 before).
     private let runLoopPorts = Atomic<Int32>(-1)
 
     init(runLoop: CFRunLoop, signals: RunLoopSignals) {
-        self.runLoop = runLoop
+        self.cfRunLoop = runLoop
         self.signals = signals
     }
 
@@ -313,6 +313,10 @@ final class StreamThreadDriver: Sendable {
         try Posix.epollControl(reactor.epollFD, EPOLL_CTL_ADD, fd, events: Self.portEvents, token: ReactorToken.runLoopPorts)
         runLoopPorts.store(fd, ordering: .relaxed)
     }
+
+    /// Its thread already waits in the epoll set; it is never detached.
+    func attach(_ reactor: Reactor) {}
+    func detach() {}
 
     /// Watches CoreFoundation's port set again after the run loop ran (see `adoptRunLoopPorts`).
     func rearmRunLoopPorts(_ reactor: Reactor) {
