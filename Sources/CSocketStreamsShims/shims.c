@@ -161,3 +161,43 @@ void cssh_lock_broadcast(cssh_lock_t *lock) {
     __atomic_fetch_add(&lock->sequence, 1, __ATOMIC_RELAXED);
     cssh_futex(&lock->sequence, FUTEX_WAKE, INT_MAX);
 }
+
+int cssh_recv_batch(int fd, cssh_datagram *slots, unsigned int count) {
+    struct mmsghdr messages[CSSH_DATAGRAM_BATCH];
+    struct iovec vectors[CSSH_DATAGRAM_BATCH];
+    if (count > CSSH_DATAGRAM_BATCH) count = CSSH_DATAGRAM_BATCH;
+    for (unsigned int index = 0; index < count; index++) {
+        vectors[index].iov_base = slots[index].bytes;
+        vectors[index].iov_len = slots[index].capacity;
+        memset(&messages[index], 0, sizeof messages[index]);
+        messages[index].msg_hdr.msg_name = &slots[index].address;
+        messages[index].msg_hdr.msg_namelen = sizeof slots[index].address;
+        messages[index].msg_hdr.msg_iov = &vectors[index];
+        messages[index].msg_hdr.msg_iovlen = 1;
+    }
+    int received = recvmmsg(fd, messages, count, MSG_DONTWAIT, NULL);
+    for (int index = 0; index < received; index++) {
+        slots[index].length = messages[index].msg_len;
+        slots[index].address_length = messages[index].msg_hdr.msg_namelen;
+        slots[index].truncated = (messages[index].msg_hdr.msg_flags & MSG_TRUNC) != 0;
+    }
+    return received;
+}
+
+int cssh_send_batch(int fd, const cssh_datagram *slots, unsigned int count) {
+    struct mmsghdr messages[CSSH_DATAGRAM_BATCH];
+    struct iovec vectors[CSSH_DATAGRAM_BATCH];
+    if (count > CSSH_DATAGRAM_BATCH) count = CSSH_DATAGRAM_BATCH;
+    for (unsigned int index = 0; index < count; index++) {
+        vectors[index].iov_base = slots[index].bytes;
+        vectors[index].iov_len = slots[index].length;
+        memset(&messages[index], 0, sizeof messages[index]);
+        if (slots[index].address_length > 0) {
+            messages[index].msg_hdr.msg_name = (void *)&slots[index].address;
+            messages[index].msg_hdr.msg_namelen = slots[index].address_length;
+        }
+        messages[index].msg_hdr.msg_iov = &vectors[index];
+        messages[index].msg_hdr.msg_iovlen = 1;
+    }
+    return sendmmsg(fd, messages, count, MSG_DONTWAIT | MSG_NOSIGNAL);
+}

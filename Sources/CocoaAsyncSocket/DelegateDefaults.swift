@@ -24,6 +24,8 @@ enum DelegateDefaults {
         static let writePartial = Methods(rawValue: 1 << 3)
         /// `socket(_:didWritePartialDataOfLength:tag:)` with an `Int` length.
         static let writePartialInt = Methods(rawValue: 1 << 4)
+        /// `udpSocket(_:didSendDataWithTag:)` (GCDAsyncUdpSocketDelegate).
+        static let didSendDatagram = Methods(rawValue: 1 << 5)
     }
 
     /// The defaults seen to run, by delegate type (`Guarded`, not `Mutex`, whose lock Thread Sanitizer
@@ -31,7 +33,7 @@ enum DelegateDefaults {
     private static let known = Guarded<[ObjectIdentifier: Methods]>([:])
 
     /// Called by the default of `method`: `delegate`'s type leaves it to the default.
-    static func note(_ method: Methods, of delegate: some GCDAsyncSocketDelegate) {
+    static func note(_ method: Methods, of delegate: some AnyObject) {
         let type = ObjectIdentifier(Swift.type(of: delegate))
         known.withLock { known in
             guard known[type]?.isSuperset(of: method) != true else { return }
@@ -40,7 +42,7 @@ enum DelegateDefaults {
     }
 
     /// Whether every one of `methods` is known to be left to its default by `delegate`'s type.
-    static func leaves(_ methods: Methods, to delegate: any GCDAsyncSocketDelegate) -> Bool {
+    static func leaves(_ methods: Methods, to delegate: AnyObject) -> Bool {
         let type = ObjectIdentifier(Swift.type(of: delegate))
         return known.withLock { $0[type]?.isSuperset(of: methods) ?? false }
     }

@@ -87,4 +87,29 @@ void cssh_lock_wait(cssh_lock_t *lock);
 /// Wakes every thread in `cssh_lock_wait`; called with the lock held.
 void cssh_lock_broadcast(cssh_lock_t *lock);
 
+/// One datagram of a batch for `cssh_recv_batch` and `cssh_send_batch`: its bytes, its peer's address
+/// (the sender of one received, the destination of one to send; `address_length` 0 sends to the
+/// connected peer), and for one received, `truncated` when the kernel cut it to `capacity`.
+typedef struct {
+    void *bytes;
+    unsigned long capacity;
+    unsigned long length;
+    struct sockaddr_storage address;
+    socklen_t address_length;
+    int truncated;
+} cssh_datagram;
+
+/// The most datagrams one batch call moves.
+#define CSSH_DATAGRAM_BATCH 64
+
+/// `recvmmsg(2)` (a GNU extension Swift cannot see), non-blocking, into `count` (at most
+/// `CSSH_DATAGRAM_BATCH`) slots whose `bytes` and `capacity` are set: returns how many arrived, each
+/// with its `length`, `address` and `truncated` filled in, or -1 with errno set.
+int cssh_recv_batch(int fd, cssh_datagram *slots, unsigned int count);
+
+/// `sendmmsg(2)` (a GNU extension Swift cannot see) of `count` (at most `CSSH_DATAGRAM_BATCH`) slots,
+/// each `length` bytes: returns how many the kernel took, in order, or -1 with errno set when it took
+/// none (the first one's error).
+int cssh_send_batch(int fd, const cssh_datagram *slots, unsigned int count);
+
 #endif

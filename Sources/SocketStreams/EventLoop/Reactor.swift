@@ -107,6 +107,10 @@ struct ReactorOwned {
     var readAheads = 0
     /// The operations engines' read buffer between two reads (`lendReadBuffer`).
     var spareReadBuffer: [UInt8]?
+    /// The datagram sockets' batch memory (`withBatchBuffer`), grown to the largest asked for; freed
+    /// with the reactor.
+    var batchBuffer = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+    var batchBufferLent = false
 }
 
 /// How a round's caller gets the next round when one is due (events left, work posted meanwhile).
@@ -195,6 +199,7 @@ final class Reactor: @unchecked Sendable {
         driver.close()
         Posix.close(epollFD)
         owned.pointee.events.deallocate()
+        owned.pointee.batchBuffer.deallocate()
         owned.deinitialize(count: 1)
         owned.deallocate()
     }
@@ -356,6 +361,30 @@ final class Reactor: @unchecked Sendable {
     /// Returns a buffer from `lendReadBuffer` for the next read.
     func takeBackReadBuffer(_ buffer: [UInt8]) {
         withOwned { $0.spareReadBuffer = buffer }
+    }
+
+    /// Lends `body` at least `size` bytes (16-byte aligned, contents undefined) for one batch of
+    /// datagram I/O on the reactor's thread: one buffer per reactor, whatever the number of sockets, so
+    /// an idle socket holds none. Its pages are the kernel's to fill: a batch of small datagrams touches
+    /// a few of them, however large the buffer.
+    /// A batch begun inside another's `body` (a callout that reads another socket) gets memory of its own.
+    func withBatchBuffer<Result>(size: Int, _ body: (UnsafeMutableRawBufferPointer) -> Result) -> Result {
+        let buffer = withOwned { owned -> UnsafeMutableRawBufferPointer? in
+            guard !owned.batchBufferLent else { return nil }
+            if owned.batchBuffer.count < size {
+                owned.batchBuffer.deallocate()
+                owned.batchBuffer = .allocate(byteCount: size, alignment: 16)
+            }
+            owned.batchBufferLent = true
+            return owned.batchBuffer
+        }
+        guard let buffer else {
+            let own = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 16)
+            defer { own.deallocate() }
+            return body(own)
+        }
+        defer { withOwned { $0.batchBufferLent = false } }
+        return body(buffer)
     }
 
     // MARK: timers

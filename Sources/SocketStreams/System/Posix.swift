@@ -16,6 +16,14 @@ import Synchronization
 enum IOResult<T> {
     case processed(T)
     case wouldBlock
+
+    @inline(__always)
+    func map<U>(_ transform: (T) -> U) -> IOResult<U> {
+        switch self {
+        case .processed(let value): .processed(transform(value))
+        case .wouldBlock: .wouldBlock
+        }
+    }
 }
 
 /// A failed system call: `errno` plus the name of the C function that set it.
@@ -29,7 +37,7 @@ struct SystemError: Error, CustomStringConvertible {
 }
 
 /// Thin wrappers over the POSIX socket API. Each names the C call it makes.
-enum Posix {
+package enum Posix {
     /// `strerror(3)`.
     static func errorString(_ code: Int32) -> String {
         String(cString: strerror(code))
@@ -99,6 +107,77 @@ enum Posix {
         try call("socket") {
             Glibc.socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         }
+    }
+
+    /// `socket(2)` for UDP (`SOCK_DGRAM`) with `SOCK_NONBLOCK | SOCK_CLOEXEC`.
+    static func datagramSocket(family: Int32) throws(SystemError) -> Int32 {
+        try call("socket") {
+            Glibc.socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        }
+    }
+
+    /// `recvmmsg(2)` into `count` slots (`cssh_recv_batch`): how many datagrams arrived, `.wouldBlock`
+    /// when none was waiting. A pending error (an ICMP error on a connected socket: ECONNREFUSED) is the
+    /// error.
+    @inline(__always)
+    static func receiveBatch(_ fd: Int32, _ slots: UnsafeMutablePointer<cssh_datagram>, count: Int) throws(SystemError) -> IOResult<Int> {
+        defer { countIO() }
+        return try syscall("recvmmsg", nonBlocking: true, fd: fd) { cssh_recv_batch(fd, slots, UInt32(count)) }.map(Int.init)
+    }
+
+    /// `sendmmsg(2)` of `count` slots (`cssh_send_batch`): how many the kernel took, in order;
+    /// `.wouldBlock` when it took none for want of buffer space; the first datagram's own error when it
+    /// took none for another reason (EMSGSIZE, EACCES, ENETUNREACH, ECONNREFUSED, …).
+    @inline(__always)
+    static func sendBatch(_ fd: Int32, _ slots: UnsafePointer<cssh_datagram>, count: Int) throws(SystemError) -> IOResult<Int> {
+        defer { countIO() }
+        return try syscall("sendmmsg", nonBlocking: true, fd: fd) { cssh_send_batch(fd, slots, UInt32(count)) }.map(Int.init)
+    }
+
+    /// `setsockopt(2)` with a C structure as its value (`ip_mreq`, `ipv6_mreq`, `in_addr`).
+    static func setOption<Value>(_ fd: Int32, level: Int32, name: Int32, structure value: Value) throws(SystemError) {
+        _ = try call("setsockopt", fd: fd) {
+            withUnsafeBytes(of: value) { setsockopt(fd, level, name, $0.baseAddress, socklen_t($0.count)) }
+        }
+    }
+
+    /// One address of a network interface (`getifaddrs(3)`): its name, its index and the address
+    /// (IPv4 or IPv6 only; link-layer entries and entries without an address are left out).
+    package struct InterfaceAddress: Sendable {
+        package let name: String
+        package let index: UInt32
+        package let address: SocketAddress
+    }
+
+    /// `getifaddrs(3)`: the IPv4 and IPv6 addresses of every interface, in the kernel's order; empty if
+    /// the call fails.
+    package static func interfaceAddresses() -> [InterfaceAddress] {
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0 else { return [] }
+        defer { freeifaddrs(list) }
+        var found: [InterfaceAddress] = []
+        var cursor = list
+        while let entry = cursor {
+            cursor = entry.pointee.ifa_next
+            guard let address = entry.pointee.ifa_addr, let name = entry.pointee.ifa_name else { continue }
+            let family = Int32(address.pointee.sa_family)
+            let length: Int
+            switch family {
+            case AF_INET: length = MemoryLayout<sockaddr_in>.size
+            case AF_INET6: length = MemoryLayout<sockaddr_in6>.size
+            default: continue
+            }
+            found.append(
+                InterfaceAddress(
+                    name: String(cString: name), index: if_nametoindex(name), address: SocketAddress(address, length: socklen_t(length))))
+        }
+        return found
+    }
+
+    /// `if_nametoindex(3)`: the interface's index, or nil when there is none of that name.
+    package static func interfaceIndex(_ name: String) -> UInt32? {
+        let index = if_nametoindex(name)
+        return index == 0 ? nil : index
     }
 
     /// `connect(2)` on a non-blocking socket: `.processed` when connected at once, `.wouldBlock` while in

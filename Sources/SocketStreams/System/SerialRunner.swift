@@ -15,9 +15,9 @@ import Glibc
 ///   delivering (a read queued in `didRead`) goes round again instead of pumping inside the pump.
 ///
 /// A plain value: it is kept under its owner's lock, which every call must hold.
-struct SerialRunner {
+package struct SerialRunner {
     /// What `enter` found.
-    enum Entry {
+    package enum Entry {
         /// Nobody was running: the caller is the runner now, and must call `finishRound` until it
         /// returns nil.
         case run
@@ -28,20 +28,22 @@ struct SerialRunner {
         case busy
     }
 
+    package init() {}
+
     /// The runner's thread (`pthread_self()`), or 0.
     private var runner: UInt = 0
     /// Requests made while the runner ran, as bits the owner chooses.
     private var requests: UInt8 = 0
 
     /// Whether a round is running (on any thread).
-    var isRunning: Bool { runner != 0 }
+    package var isRunning: Bool { runner != 0 }
 
     /// Whether the calling thread is the runner.
-    var isRunningHere: Bool { runner != 0 && runner == UInt(pthread_self()) }
+    package var isRunningHere: Bool { runner != 0 && runner == UInt(pthread_self()) }
 
     /// Becomes the runner, or leaves `request` for the one running. With `reentrant`, the runner's own
     /// thread gets `.nested` (and leaves no request); without, it is `.busy` like any other.
-    mutating func enter(request: UInt8 = 1, reentrant: Bool = false) -> Entry {
+    package mutating func enter(request: UInt8 = 1, reentrant: Bool = false) -> Entry {
         let me = UInt(pthread_self())
         if runner == 0 {
             runner = me
@@ -55,7 +57,7 @@ struct SerialRunner {
 
     /// The runner, after a round: the requests made meanwhile (cleared), or nil when there were none,
     /// in which case the runner has let go.
-    mutating func finishRound() -> UInt8? {
+    package mutating func finishRound() -> UInt8? {
         assert(isRunningHere, "SerialRunner: a round finished on a thread that is not its runner")
         guard requests != 0 else {
             runner = 0

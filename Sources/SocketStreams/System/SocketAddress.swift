@@ -2,14 +2,14 @@ import CSocketStreamsShims
 import Glibc
 
 /// An IPv4, IPv6 or Unix-domain socket address (`struct sockaddr_storage` with its length).
-struct SocketAddress: @unchecked Sendable, CustomStringConvertible {
+package struct SocketAddress: @unchecked Sendable, CustomStringConvertible, Equatable {
     private var storage = sockaddr_storage()
     private var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
 
-    init() {}
+    package init() {}
 
     /// Copies a `sockaddr` returned by `getaddrinfo(3)` or `accept(2)`.
-    init(_ pointer: UnsafePointer<sockaddr>, length: socklen_t) {
+    package init(_ pointer: UnsafePointer<sockaddr>, length: socklen_t) {
         withUnsafeMutableBytes(of: &storage) { raw in
             raw.copyMemory(from: UnsafeRawBufferPointer(start: pointer, count: Int(length)))
         }
@@ -19,7 +19,7 @@ struct SocketAddress: @unchecked Sendable, CustomStringConvertible {
     /// Parses a numeric IPv4 or IPv6 address (`inet_pton(3)`); nil if `host` is not one (a name
     /// with a control byte is never one: C would stop reading it at a NUL), or if `port` is outside
     /// 0...65535 (never masked to 16 bits: callers refuse such a port first, see `PortNumber`).
-    init?(numericHost host: String, port: Int) {
+    package init?(numericHost host: String, port: Int) {
         guard !Resolver.hasControlCharacter(host), let port16 = UInt16(exactly: port)?.bigEndian else { return nil }
         var v4 = in_addr()
         if inet_pton(AF_INET, host, &v4) == 1 {
@@ -44,7 +44,7 @@ struct SocketAddress: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// The wildcard address of a family (`INADDR_ANY` / `in6addr_any`).
-    static func any(family: Int32, port: Int) -> SocketAddress {
+    package static func any(family: Int32, port: Int) -> SocketAddress {
         SocketAddress(numericHost: family == AF_INET6 ? "::" : "0.0.0.0", port: port)!
     }
 
@@ -63,6 +63,50 @@ struct SocketAddress: @unchecked Sendable, CustomStringConvertible {
         self.length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + 1)
     }
 
+    /// An IPv4 or IPv6 `sockaddr` as bytes (a `sockaddr_in` or `sockaddr_in6`, as GCDAsyncUdpSocket's
+    /// addresses are `Data`); nil for any other family or a length too short for its family.
+    package init?(sockaddrBytes bytes: UnsafeRawBufferPointer) {
+        guard bytes.count >= MemoryLayout<sa_family_t>.size, let base = bytes.baseAddress else { return nil }
+        let family = Int32(base.loadUnaligned(as: sa_family_t.self))
+        let needed: Int
+        switch family {
+        case AF_INET: needed = MemoryLayout<sockaddr_in>.size
+        case AF_INET6: needed = MemoryLayout<sockaddr_in6>.size
+        default: return nil
+        }
+        guard bytes.count >= needed, needed <= MemoryLayout<sockaddr_storage>.size else { return nil }
+        withUnsafeMutableBytes(of: &storage) { raw in raw.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[0..<needed])) }
+        length = socklen_t(needed)
+    }
+
+    /// The address's `sockaddr` bytes (its family's structure, `length` bytes).
+    package var sockaddrBytes: [UInt8] {
+        withUnsafeBytes(of: storage) { Array($0[0..<Int(length)]) }
+    }
+
+    /// The same address with another port.
+    package func withPort(_ port: Int) -> SocketAddress {
+        var copy = self
+        let value = UInt16(truncatingIfNeeded: port).bigEndian
+        withUnsafeMutableBytes(of: &copy.storage) { raw in
+            switch family {
+            case AF_INET: raw.storeBytes(of: value, toByteOffset: MemoryLayout<sockaddr_in>.offset(of: \.sin_port)!, as: UInt16.self)
+            case AF_INET6: raw.storeBytes(of: value, toByteOffset: MemoryLayout<sockaddr_in6>.offset(of: \.sin6_port)!, as: UInt16.self)
+            default: break
+            }
+        }
+        return copy
+    }
+
+    /// Same family, address and port (IPv6: and scope); the padding is not compared.
+    package static func == (lhs: SocketAddress, rhs: SocketAddress) -> Bool {
+        lhs.family == rhs.family && lhs.port == rhs.port && lhs.addressBytes == rhs.addressBytes && lhs.scope == rhs.scope
+    }
+
+    private var scope: UInt32 {
+        family == AF_INET6 ? withUnsafeBytes(of: storage) { $0.load(as: sockaddr_in6.self).sin6_scope_id } : 0
+    }
+
     private init<T>(copying value: inout T) {
         withUnsafeMutableBytes(of: &storage) { raw in
             withUnsafeBytes(of: &value) { raw.copyMemory(from: $0) }
@@ -71,10 +115,10 @@ struct SocketAddress: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// `AF_INET`, `AF_INET6` or `AF_UNIX`.
-    var family: Int32 { Int32(storage.ss_family) }
+    package var family: Int32 { Int32(storage.ss_family) }
 
     /// The port in host byte order (0 for Unix addresses).
-    var port: Int {
+    package var port: Int {
         withUnsafeBytes(of: storage) { raw in
             switch family {
             case AF_INET: return Int(UInt16(bigEndian: raw.load(as: sockaddr_in.self).sin_port))
@@ -85,7 +129,7 @@ struct SocketAddress: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// The address in network byte order: 4 bytes for IPv4, 16 for IPv6, none otherwise.
-    var addressBytes: [UInt8] {
+    package var addressBytes: [UInt8] {
         withUnsafeBytes(of: storage) { raw in
             switch family {
             case AF_INET: return withUnsafeBytes(of: raw.load(as: sockaddr_in.self).sin_addr) { Array($0) }
@@ -96,7 +140,7 @@ struct SocketAddress: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// The numeric host (`inet_ntop(3)`) or the Unix path.
-    var host: String {
+    package var host: String {
         var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
         return withUnsafeBytes(of: storage) { raw in
             switch family {
@@ -117,7 +161,7 @@ struct SocketAddress: @unchecked Sendable, CustomStringConvertible {
         }
     }
 
-    var description: String {
+    package var description: String {
         switch family {
         case AF_INET6: return "[\(host)]:\(port)"
         case AF_UNIX: return host
@@ -125,13 +169,13 @@ struct SocketAddress: @unchecked Sendable, CustomStringConvertible {
         }
     }
 
-    func withSockAddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+    package func withSockAddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
         withUnsafeBytes(of: storage) { raw in
             body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length)
         }
     }
 
-    mutating func withMutableSockAddr<R>(_ body: (UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> R) -> R {
+    package mutating func withMutableSockAddr<R>(_ body: (UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> R) -> R {
         var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let result = withUnsafeMutableBytes(of: &storage) { raw in
             body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), &len)

@@ -9,7 +9,7 @@ import XCTest
 final class LayerOrderTests: XCTestCase {
     /// Bottom first; the same order as Guides/Architecture.md's layer table.
     static let layers = [
-        "System", "EventLoop", "Transport", "TLS", "Proxy", "Connection", "Properties", "Streams", "API", "Operations",
+        "System", "EventLoop", "Datagram", "Transport", "TLS", "Proxy", "Connection", "Properties", "Streams", "API", "Operations",
     ]
 
     static let sources = packageRoot.appendingPathComponent("Sources/SocketStreams", isDirectory: true)
