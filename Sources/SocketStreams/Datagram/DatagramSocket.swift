@@ -367,7 +367,14 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
     }
 
     /// Sends queued datagrams, a batch per `sendmmsg`, until the queue is empty or the kernel is full.
+    /// Not reentrant: a send made from inside a report (a face's next datagram) only queues, and this
+    /// loop takes it next, so reports keep the order of the sends.
     private func flush() {
+        guard state.withLock({ state in
+            defer { state.flushing = true }
+            return !state.flushing
+        }) else { return }
+        defer { state.withLock { $0.flushing = false } }
         while true {
             let batch = state.withLock { state -> [OutgoingDatagram] in
                 guard !state.waitingForSpace, !state.closing || state.finalFlush else { return [] }
@@ -393,14 +400,17 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
                 case .success(let count): (count, nil)
                 case .failure(let error): (1, error)
                 }
-            let (delegate, timer) = state.withLock { state -> ((any DatagramSocketDelegate)?, UInt64?) in
+            let timer = state.withLock { state -> UInt64? in
                 for _ in 0..<sent { state.sends.removeFirst() }
                 defer { state.timer = nil }
-                return (state.delegate, state.timer)
+                return state.timer
             }
             if let timer { reactor.cancelTimer(timer) }
-            guard let delegate else { continue }
-            for index in 0..<sent { delegate.datagramSocket(self, sent: batch[index].tag, error: index == sent - 1 ? failed : nil) }
+            for index in 0..<sent {
+                // Asked afresh each time: a report may close the socket, and then nothing more is reported.
+                guard let delegate = state.withLock({ $0.delegate }) else { break }
+                delegate.datagramSocket(self, sent: batch[index].tag, error: index == sent - 1 ? failed : nil)
+            }
         }
     }
 
@@ -546,6 +556,8 @@ struct DatagramState {
     var interest: UInt32 = 0
     /// A pump is posted to the owner and has not run yet.
     var pumpRequested = false
+    /// The owner is in `flush` (which a report may reach again).
+    var flushing = false
     /// `close` was asked for: nothing more is reported or accepted.
     var closing = false
     /// The close's last `flush`, which may send although `closing` is set.
