@@ -370,10 +370,11 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
     /// Not reentrant: a send made from inside a report (a face's next datagram) only queues, and this
     /// loop takes it next, so reports keep the order of the sends.
     private func flush() {
-        guard state.withLock({ state in
+        let entered = state.withLock { state -> Bool in
             defer { state.flushing = true }
             return !state.flushing
-        }) else { return }
+        }
+        guard entered else { return }
         defer { state.withLock { $0.flushing = false } }
         while true {
             let batch = state.withLock { state -> [OutgoingDatagram] in
