@@ -240,7 +240,7 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
             state.sends.append(OutgoingDatagram(data: data, destination: destination, timeout: timeout, tag: tag))
             return state.requestPump()
         }
-        if post { reactor.execute { self.pump() } }
+        if post { onOwner { self.pump() } }
     }
 
     /// Sets how the socket reads.
@@ -250,7 +250,7 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
             state.receiving = mode
             return state.requestPump()
         }
-        if post { reactor.execute { self.pump() } }
+        if post { onOwner { self.pump() } }
     }
 
     /// The current receive mode.
@@ -266,14 +266,21 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
             state.delegate = nil
             return true
         }
-        if post { reactor.execute { self.tearDown() } }
+        if post { onOwner { self.tearDown() } }
     }
 
     // MARK: the owner's work
 
+    /// Runs `work` now if the caller may act as the owner (inside a perform, or a block on the owner's
+    /// serial queue, or its thread), else posts it to the owner.
+    private func onOwner(_ work: @escaping @Sendable () -> Void) {
+        if reactor.isOwnerContext { return work() }
+        reactor.post(work)
+    }
+
     /// Brings the epoll interest up to date, sends what can be sent, and closes when asked to.
     private func pump() {
-        reactor.assertOwner("a datagram socket's pump")
+        assert(reactor.isOwnerContext, "a datagram socket's pump off its owner")
         let open = state.withLock { state -> Bool in
             state.pumpRequested = false
             return state.fdOpen && !state.closing
@@ -482,7 +489,7 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
 
     /// Sends what the kernel takes at once, then leaves the epoll set and closes the fd.
     private func tearDown() {
-        reactor.assertOwner("a datagram socket's close")
+        assert(reactor.isOwnerContext, "a datagram socket's close off its owner")
         state.withLock { $0.finalFlush = true }
         flush()
         let timer = state.withLock { state -> UInt64? in

@@ -265,6 +265,11 @@ final class Reactor: @unchecked Sendable {
         performing.load(ordering: .relaxed) == UInt(pthread_self())
     }
 
+    /// Whether the calling thread may act as the owner now: inside this reactor's `perform`, or where
+    /// it performs between performs (its run loop's thread, a block on its queue, which must be serial
+    /// for this: a concurrent queue's blocks run beside a perform).
+    var isOwnerContext: Bool { isPerformingHere || driver.isCurrentContext }
+
     /// The owner rule, checked in debug builds (as swift-nio's `preconditionInEventLoop`): the caller
     /// must be inside this reactor's `perform`, on its thread or queue, where the state it is about to
     /// touch is owned. Compiled out of release builds.

@@ -40,6 +40,10 @@ protocol ReactorDriver: AnyObject, Sendable {
     func disarm()
     /// The timers are about to fire: a run-loop driver's timerfd is read empty.
     func timerSeen()
+    /// Whether the calling thread is where the reactor performs, between performs (the stream thread,
+    /// a block on the queue), so that no perform can run meanwhile; false where that is not known
+    /// without a cost (a run loop's thread: `CFRunLoopGetCurrent` would make one for any thread).
+    var isCurrentContext: Bool { get }
 }
 
 /// The two run-loop drivers (`RunLoopSourceDriver`, `StreamThreadDriver`): an eventfd wakes the run
@@ -69,6 +73,7 @@ protocol QueueDriver: ReactorDriver {
 
 extension QueueDriver {
     var runLoop: CFRunLoop? { nil }
+    var isCurrentContext: Bool { DispatchQueue.getSpecific(key: QueuePerformer.identity) == ObjectIdentifier(queuePerformer) }
     var performer: QueuePerformer? { queuePerformer }
     @inline(__always)
     func wake(_ reactor: Reactor) { queuePerformer.wake(reactor) }
@@ -122,8 +127,13 @@ final class QueuePerformer: Sendable {
     /// `perform`, like everything else the reactor runs.
     private let timersDue = Atomic<Bool>(false)
 
+    /// Marks the queue with its performer, so that a block on it knows it is where the reactor
+    /// performs (`ReactorDriver.isCurrentContext`).
+    static let identity = DispatchSpecificKey<ObjectIdentifier>()
+
     init(queue: DispatchQueue) {
         self.queue = queue
+        queue.setSpecific(key: Self.identity, value: ObjectIdentifier(self))
     }
 
     /// Runs `reactor`'s rounds on the queue, one perform at a time even on a concurrent queue (the

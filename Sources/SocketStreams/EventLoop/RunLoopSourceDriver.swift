@@ -41,6 +41,9 @@ final class RunLoopSourceDriver: RunLoopDriver {
         CFRunLoopWakeUp(cfRunLoop)
     }
 
+    /// Not known without a cost (`ReactorDriver.isCurrentContext`).
+    var isCurrentContext: Bool { false }
+
     /// Removes the source from its run loop; CoreFoundation then drops its reference to the reactor,
     /// after any perform in progress has returned.
     func detach() {

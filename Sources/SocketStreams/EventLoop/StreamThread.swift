@@ -314,6 +314,9 @@ final class StreamThreadDriver: RunLoopDriver {
         runLoopPorts.store(fd, ordering: .relaxed)
     }
 
+    /// The stream thread runs its run loop between performs, on the same thread.
+    var isCurrentContext: Bool { StreamThread.isCurrent }
+
     /// Its thread already waits in the epoll set; it is never detached.
     func attach(_ reactor: Reactor) {}
     func detach() {}
