@@ -190,6 +190,12 @@ let package = Package(
             name: "CocoaAsyncSocketTests",
             dependencies: ["CocoaAsyncSocket", "TestPeers"]
         ),
+        // GCDAsyncUdpSocket code as Apple-platform code writes it (`import CocoaAsyncSocket` only), against
+        // itself, socat and python on loopback; the IPv6 multicast test reruns itself in a network namespace of its own.
+        .testTarget(
+            name: "GCDAsyncUdpSocketTests",
+            dependencies: ["CocoaAsyncSocket", "TestPeers"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
