@@ -26,6 +26,8 @@ enum DelegateDefaults {
         static let writePartialInt = Methods(rawValue: 1 << 4)
         /// `udpSocket(_:didSendDataWithTag:)` (GCDAsyncUdpSocketDelegate).
         static let didSendDatagram = Methods(rawValue: 1 << 5)
+        /// `udpSocket(_:didReceiveData:fromAddress:withFilterContext:)`, the selector's words.
+        static let receiveDataNearMiss = Methods(rawValue: 1 << 6)
     }
 
     /// The defaults seen to run, by delegate type (`Guarded`, not `Mutex`, whose lock Thread Sanitizer
@@ -45,5 +47,15 @@ enum DelegateDefaults {
     static func leaves(_ methods: Methods, to delegate: AnyObject) -> Bool {
         let type = ObjectIdentifier(Swift.type(of: delegate))
         return known.withLock { $0[type]?.isSuperset(of: methods) ?? false }
+    }
+
+    /// Delegate types already warned about (`warnOnce`).
+    private static let warned = Guarded<Set<ObjectIdentifier>>([])
+
+    /// Writes `message` to standard error the first time it is asked for `delegate`'s type.
+    static func warnOnce(about delegate: AnyObject, _ message: @autoclosure () -> String) {
+        let first = warned.withLock { $0.insert(ObjectIdentifier(Swift.type(of: delegate))).inserted }
+        guard first else { return }
+        FileHandle.standardError.write(Data((message() + "\n").utf8))
     }
 }

@@ -121,9 +121,7 @@ extension GCDAsyncUdpSocket {
                 state.receiving = .paused
             }
             Self.post(&state, self) { socket, delegate in
-                for (data, address) in received {
-                    delegate.udpSocket(socket, didReceive: data, fromAddress: address, withFilterContext: nil)
-                }
+                for (data, address) in received { Self.deliver(data, from: address, context: nil, to: delegate, on: socket) }
             }
             return ([], once ? [state.socket4, state.socket6].compactMap { $0 }.filter { $0 !== socket } : [])
         }
@@ -142,7 +140,7 @@ extension GCDAsyncUdpSocket {
                 if call.once { state.receiving = .paused }
                 let (data, address) = (call.data, call.address)
                 let context = UdpContext(context)
-                Self.post(&state, self) { $1.udpSocket($0, didReceive: data, fromAddress: address, withFilterContext: context.value) }
+                Self.post(&state, self) { Self.deliver(data, from: address, context: context.value, to: $1, on: $0) }
                 return call.once ? [state.socket4, state.socket6].compactMap { $0 } : []
             }
             return call.once && state.receiving == .once ? [state.socket4, state.socket6].compactMap { $0 } : []

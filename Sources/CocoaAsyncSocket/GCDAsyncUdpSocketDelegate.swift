@@ -30,6 +30,12 @@ public protocol GCDAsyncUdpSocketDelegate: AnyObject, SendableMetatype {
     func udpSocket(_ sock: GCDAsyncUdpSocket, didReceive data: Data, fromAddress address: Data, withFilterContext filterContext: Any?)
     /// The socket closed, by `close()`, `closeAfterSending()` or an error (`udpSocketDidClose:withError:`).
     func udpSocketDidClose(_ sock: GCDAsyncUdpSocket, withError error: Error?)
+
+    // The Objective-C selector's words, as code ported by hand spells the receive method: called too,
+    // right after the method above, so a delegate that declares it on its class (where Swift does not
+    // warn of a near miss) still hears of its datagrams, and is told once on standard error.
+
+    func udpSocket(_ sock: GCDAsyncUdpSocket, didReceiveData data: Data, fromAddress address: Data, withFilterContext filterContext: Any?)
 }
 
 extension GCDAsyncUdpSocketDelegate {
@@ -43,4 +49,27 @@ extension GCDAsyncUdpSocketDelegate {
         _ sock: GCDAsyncUdpSocket, didReceive data: Data, fromAddress address: Data, withFilterContext filterContext: Any?
     ) {}
     public func udpSocketDidClose(_ sock: GCDAsyncUdpSocket, withError error: Error?) {}
+    public func udpSocket(
+        _ sock: GCDAsyncUdpSocket, didReceiveData data: Data, fromAddress address: Data, withFilterContext filterContext: Any?
+    ) {
+        DelegateDefaults.note(.receiveDataNearMiss, of: self)
+    }
+}
+
+extension GCDAsyncUdpSocket {
+    /// Delivers one datagram to `delegate`: Swift's spelling, then, unless its type is known to leave
+    /// it to the default, the selector's (`didReceiveData:`), warning once per type that declares it.
+    static func deliver(
+        _ data: Data, from address: Data, context: Any?, to delegate: GCDAsyncUdpSocketDelegate, on socket: GCDAsyncUdpSocket
+    ) {
+        delegate.udpSocket(socket, didReceive: data, fromAddress: address, withFilterContext: context)
+        guard !DelegateDefaults.leaves(.receiveDataNearMiss, to: delegate) else { return }
+        delegate.udpSocket(socket, didReceiveData: data, fromAddress: address, withFilterContext: context)
+        guard !DelegateDefaults.leaves(.receiveDataNearMiss, to: delegate) else { return }
+        DelegateDefaults.warnOnce(
+            about: delegate,
+            "SocketStreams: \(type(of: delegate)) implements udpSocket(_:didReceiveData:fromAddress:withFilterContext:), "
+                + "the Objective-C selector's words; GCDAsyncUdpSocketDelegate's Swift name is "
+                + "udpSocket(_:didReceive:fromAddress:withFilterContext:). It is called for now; rename it.")
+    }
 }

@@ -44,9 +44,10 @@ final class DatagramSocketTests: SocketStreamsTestCase {
             condition.unlock()
         }
 
-        func snapshot() -> (datagrams: [(bytes: [UInt8], sender: SocketAddress, truncated: Bool)], batches: [Int],
-            outcomes: [(tag: Int, error: DatagramSendError?)], failures: [DatagramSendError])
-        {
+        func snapshot() -> (
+            datagrams: [(bytes: [UInt8], sender: SocketAddress, truncated: Bool)], batches: [Int],
+            outcomes: [(tag: Int, error: DatagramSendError?)], failures: [DatagramSendError]
+        ) {
             condition.lock()
             defer { condition.unlock() }
             return (datagrams, batches, outcomes, failures)
