@@ -114,6 +114,11 @@ let package = Package(
             dependencies: ["SocketStreams"],
             path: "Guides/Examples/AsyncAwait"
         ),
+        .executableTarget(
+            name: "datagrams",
+            dependencies: ["CocoaAsyncSocket"],
+            path: "Guides/Examples/Datagrams"
+        ),
         // A libFuzzer target for the proxy reply codecs, the HTTP head parser and stream-get's URL and
         // proxy parsing (built with -sanitize=fuzzer -DFUZZING by Scripts/test; without them it replays inputs).
         .executableTarget(
@@ -169,7 +174,7 @@ let package = Package(
             dependencies: [
                 "SocketStreams", "getting-started-delegate", "getting-started-polling", "reading-and-writing",
                 "handling-errors", "accepting-connections", "polling-or-run-loop", "setting-up-streams", "secure-streams",
-                "going-through-proxies", "LongLivedChannel", "long-lived-channel", "queued-operations", "async-await",
+                "going-through-proxies", "LongLivedChannel", "long-lived-channel", "queued-operations", "async-await", "datagrams",
                 "TestPeers", "SocketStreamsTestSupport",
             ]
         ),

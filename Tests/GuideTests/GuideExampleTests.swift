@@ -280,3 +280,25 @@ extension GuideExampleTests {
         XCTAssertTrue(guide.contains(scale[date]), "the guide names another scale run's date")
     }
 }
+
+extension GuideExampleTests {
+    /// Guides/Datagrams.md: the datagrams program prints what the guide shows (a GCDAsyncUdpSocket echo,
+    /// a datagram too large that fails alone, a close after sending, then the async exchange).
+    func testDatagramsExamplePrintsWhatTheGuideShows() throws {
+        let guide = try String(contentsOf: packageRoot.appendingPathComponent("Guides/Datagrams.md"), encoding: .utf8)
+        let output = """
+            reply: HELLO
+            reply: UDP
+            reply: WORLD
+            datagram 9 not sent: NSPOSIXErrorDomain 90, the socket stays open: true
+            closed, error: nil
+            async reply: HELLO
+            async reply: ASYNC
+
+            """
+        let result = try runCommand(try builtExecutable("datagrams"), [], timeout: 60)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(result.stdoutText, output)
+        XCTAssertTrue(guide.contains("```text\n" + output + "```"), "the guide's sample output drifted")
+    }
+}

@@ -90,9 +90,11 @@ public final class AsyncDatagramSocket: Sendable {
 
     /// The received datagrams (``AsyncDatagramSocket/datagrams``).
     public struct Datagrams: AsyncSequence, Sendable {
+        /// One received datagram.
         public typealias Element = Datagram
         fileprivate let core: AsyncDatagramCore
 
+        /// Takes the datagrams one at a time.
         public struct AsyncIterator: AsyncIteratorProtocol {
             fileprivate let core: AsyncDatagramCore
 
@@ -102,6 +104,7 @@ public final class AsyncDatagramSocket: Sendable {
             }
         }
 
+        /// An iterator over the datagrams from now on.
         public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(core: core) }
     }
 
@@ -123,8 +126,10 @@ public final class AsyncDatagramSocket: Sendable {
 public struct DatagramEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// A numeric address ("127.0.0.1", "::1") or a name.
     public let host: String
+    /// The port, 0...65535.
     public let port: Int
 
+    /// The endpoint `host`:`port`.
     public init(host: String, port: Int) {
         self.host = host
         self.port = port
@@ -134,6 +139,7 @@ public struct DatagramEndpoint: Sendable, Hashable, CustomStringConvertible {
         self.init(host: address.host, port: address.port)
     }
 
+    /// "host:port", "[v6]:port" for an IPv6 address.
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }
 
@@ -149,6 +155,7 @@ public struct Datagram: Sendable {
 
 /// Why an ``AsyncDatagramSocket`` call failed.
 public struct DatagramSocketError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure.
     public enum Code: Sendable, Equatable {
         /// A system call failed: ``errno`` says why (EMSGSIZE, EACCES, ENETUNREACH, ECONNREFUSED, …).
         case system
@@ -160,9 +167,11 @@ public struct DatagramSocketError: Error, Sendable, CustomStringConvertible {
         case closed
     }
 
+    /// What kind of failure.
     public let code: Code
     /// The errno (or `EAI_*` code for ``Code/resolution``), 0 when there is none.
     public let errno: Int32
+    /// What failed, in words.
     public let message: String
 
     init(_ code: Code, code errno: Int32 = 0, message: String) {
@@ -178,6 +187,7 @@ public struct DatagramSocketError: Error, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The message.
     public var description: String { message }
 }
 
