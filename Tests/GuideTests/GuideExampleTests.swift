@@ -290,7 +290,8 @@ extension GuideExampleTests {
             reply: HELLO
             reply: UDP
             reply: WORLD
-            datagram 9 not sent: NSPOSIXErrorDomain 90, the socket stays open: true
+            datagram 9 not sent: NSPOSIXErrorDomain 90
+            reply: AGAIN
             closed, error: nil
             async reply: HELLO
             async reply: ASYNC

@@ -157,9 +157,9 @@ public struct Datagram: Sendable {
 public struct DatagramSocketError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure.
     public enum Code: Sendable, Equatable {
-        /// A system call failed: ``errno`` says why (EMSGSIZE, EACCES, ENETUNREACH, ECONNREFUSED, …).
+        /// A system call failed: ``errorNumber`` says why (EMSGSIZE, EACCES, ENETUNREACH, ECONNREFUSED, …).
         case system
-        /// The destination's name was not found (``errno`` holds the resolver's `EAI_*` code).
+        /// The destination's name was not found (``errorNumber`` holds the resolver's `EAI_*` code).
         case resolution
         /// The address given is not a numeric IPv4 or IPv6 address with a valid port.
         case invalidAddress
@@ -169,14 +169,14 @@ public struct DatagramSocketError: Error, Sendable, CustomStringConvertible {
 
     /// What kind of failure.
     public let code: Code
-    /// The errno (or `EAI_*` code for ``Code/resolution``), 0 when there is none.
-    public let errno: Int32
+    /// The errno (or the `EAI_*` code for ``Code/resolution``), 0 when there is none.
+    public let errorNumber: Int32
     /// What failed, in words.
     public let message: String
 
-    init(_ code: Code, code errno: Int32 = 0, message: String) {
+    init(_ code: Code, code errorNumber: Int32 = 0, message: String) {
         self.code = code
-        self.errno = errno
+        self.errorNumber = errorNumber
         self.message = message
     }
 

@@ -35,7 +35,7 @@ final class AsyncDatagramSocketTests: SocketStreamsTestCase {
             XCTFail("a 70,000-byte datagram was sent")
         } catch let error as DatagramSocketError {
             XCTAssertEqual(error.code, .system)
-            XCTAssertEqual(error.errno, EMSGSIZE)
+            XCTAssertEqual(error.errorNumber, EMSGSIZE)
         }
         // The socket is still open after the refusal, and a new iteration picks up where the last left.
         try await client.send(Array("still open".utf8))
