@@ -250,3 +250,61 @@ final class UserConcurrencyTests: XCTestCase {
         XCTAssertEqual(accepted.status, 0, accepted.output)
     }
 }
+
+/// A UDP server written as an actor: it counts each peer's datagrams and answers each with the count
+/// so far. The actor's state is touched only inside it; the socket is a `let` of a Sendable type.
+actor DatagramCounter {
+    private let socket: AsyncDatagramSocket
+    private var counts: [DatagramEndpoint: Int] = [:]
+
+    init() throws {
+        socket = try AsyncDatagramSocket(host: "127.0.0.1", port: 0)
+    }
+
+    nonisolated var port: Int { socket.localPort }
+
+    /// Serves until the socket is closed.
+    func serve() async throws {
+        for try await datagram in socket.datagrams {
+            let count = counts[datagram.sender, default: 0] + 1
+            counts[datagram.sender] = count
+            try await socket.send(Array("\(count)".utf8), to: datagram.sender)
+        }
+    }
+
+    nonisolated func close() { socket.close() }
+
+    var peers: Int { counts.count }
+}
+
+extension UserConcurrencyTests {
+    /// Eight clients at once on a task group, each its own connected `AsyncDatagramSocket`, against the
+    /// actor's server: every reply is the count of that client's datagrams, and the server saw eight peers.
+    func testDatagramServerActorAnswersEachPeer() async throws {
+        let server = try DatagramCounter()
+        let serving = Task { try await server.serve() }
+        let port = server.port
+        let wrong = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    let client = try await AsyncDatagramSocket(connectingTo: "127.0.0.1", port: port)
+                    defer { client.close() }
+                    var replies = client.datagrams.makeAsyncIterator()
+                    var wrong = 0
+                    for index in 1...10 {
+                        try await client.send(Array("hello".utf8))
+                        let reply = try await replies.next()
+                        if reply.map({ String(decoding: $0.bytes, as: UTF8.self) }) != "\(index)" { wrong += 1 }
+                    }
+                    return wrong
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        XCTAssertEqual(wrong, 0)
+        let peers = await server.peers
+        XCTAssertEqual(peers, 8)
+        server.close()
+        try await serving.value
+    }
+}

@@ -28,7 +28,7 @@ final class StressTests: XCTestCase {
         defer { environment.stop() }
         let seed = UInt64.random(in: 0...UInt64(UInt32.max))
         print("\(name): seed \(seed)")
-        for transport in StressTransport.allCases {
+        for transport in scenario.transports {
             let result = await StressRunner.run(
                 scenario, over: transport, iterations: scenario.iterations(Self.iterations), seed: seed,
                 environment: environment, groupSize: Self.groupSize)
@@ -69,6 +69,9 @@ final class StressTests: XCTestCase {
 
     /// The last reference to a GCDAsyncSocket dropped while a peer floods it: freed and closed.
     func testGCDAsyncSocketRelease() async throws { try await run("gcd-release") }
+
+    /// `GCDAsyncUdpSocket.close()` from another thread or `perform` while datagrams flow both ways.
+    func testGCDAsyncUdpSocketClose() async throws { try await run("udp-close") }
 
     /// The peer server itself: echo returns what was sent, a record connection reports its bytes, and
     /// every connection's end is seen (so the scenarios' checks rest on a peer that works).

@@ -245,7 +245,7 @@ func runAll(_ options: Options) -> Int32 {
     var passed = 0
     var failed = 0
     for scenario in options.scenarios {
-        for transport in options.transports {
+        for transport in options.transports where scenario.transports.contains(transport) {
             let base = transport == .plain ? options.iterations : options.otherIterations ?? options.iterations
             let requested = scenario.iterations(base)
             let logPath = "\(options.logDirectory)/\(scenario.name)-\(transport.rawValue).log"

@@ -47,15 +47,18 @@ public struct StressScenario: Sendable {
     /// released: one at a time, release-while-flowing never crashed on main in 2,000 iterations, and
     /// close-while-reading only on a loaded machine.
     public let copies: Int
+    /// The transports it runs over (a UDP scenario has no TLS or proxy to go through).
+    public let transports: [StressTransport]
     let body: @Sendable (inout StressIteration) async throws -> Void
 
     init(
-        name: String, summary: String, divisor: Int = 1, copies: Int = 4,
+        name: String, summary: String, divisor: Int = 1, transports: [StressTransport] = StressTransport.allCases, copies: Int = 4,
         body: @escaping @Sendable (inout StressIteration) async throws -> Void
     ) {
         self.name = name
         self.summary = summary
         self.divisor = divisor
+        self.transports = transports
         self.copies = copies
         self.body = body
     }
@@ -66,7 +69,7 @@ public struct StressScenario: Sendable {
     /// Every scenario, in the order they run.
     public static let all: [StressScenario] = [
         closeWhileReading, closeWhileWriting, cancelDuringRead, cancelDuringWrite, releaseWhileFlowing, groupTimeout,
-        queuedDisconnect, disconnectAfterWriting, disconnectAfterReading, gcdDisconnect, gcdRelease,
+        queuedDisconnect, disconnectAfterWriting, disconnectAfterReading, gcdDisconnect, gcdRelease, udpClose,
     ]
 
     public static func named(_ name: String) -> StressScenario? { all.first { $0.name == name } }
