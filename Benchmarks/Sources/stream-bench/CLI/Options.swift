@@ -38,10 +38,18 @@ struct Options {
     /// `--record`: write into `Benchmarks/results`, the recorded run the guides are checked against.
     var record = false
     var timeout: Double?
+    /// `--datagram-sizes`: every UDP workload at each of these sizes (nil: each workload's defaults).
+    var datagramSizes: [Int]?
     var help = false
 
     /// Runs per client on `workload`: `--runs`, else 1 with `--quick`, else the workload's default.
     func runs(for workload: Workload) -> Int { runs ?? (quick ? 1 : workload.defaultRuns) }
+    /// The datagram sizes `workload` runs at; nil for a stream workload.
+    func datagramSizes(for workload: Workload) -> [Int]? {
+        guard let defaults = workload.defaultDatagramSizes else { return nil }
+        return datagramSizes ?? defaults
+    }
+
     /// Per-measurement limit; a hung client is killed and reported as a failure.
     var effectiveTimeout: Double { timeout ?? (quick ? 60 : 300) }
 
@@ -60,11 +68,17 @@ struct Options {
                           workloads, 3 for many1k, many5k and idle; 1 with --quick).
           --workloads LIST        Comma-separated: download, upload, pingpong, connect, many1k,
                                   many5k, idle, tls-download, tls-upload, tls-pingpong,
-                                  tls-handshake, socks-connect, socks-download; "many" =
-                                  many1k,many5k,idle; "plain", "tls", "socks"; "all" (default).
+                                  tls-handshake, socks-connect, socks-download, udp-receive,
+                                  udp-send, udp-send-quiet, udp-pingpong; "many" =
+                                  many1k,many5k,idle; "plain", "tls", "socks", "udp"; "all" (default).
           --clients LIST          Comma-separated: baseline, streams-delegate, streams-thread,
                                   streams-queue, streams-polling, streams-async, streams-queued,
-                                  gcdasyncsocket, filehandle; "all" (default).
+                                  gcdasyncsocket, filehandle, baseline-udp, baseline-udp-batch,
+                                  gcdasyncudpsocket; "all" (default). The UDP clients run the UDP
+                                  workloads only, the others the stream workloads only.
+          --datagram-sizes LIST   Comma-separated datagram sizes in bytes (8-65507) for every UDP
+                                  workload, each size a row of its own (default: 64,1200 for
+                                  udp-receive, udp-send and udp-send-quiet; 64 for udp-pingpong).
           --cpus same|separate|none
                                   Pin client and server to CPU 0 (same, default), to CPUs 0 and 1
                                   (separate), or not at all (none).
@@ -111,6 +125,8 @@ struct Options {
                 options.outputDirectory = try value(argument)
             case "--record":
                 options.record = true
+            case "--datagram-sizes":
+                options.datagramSizes = try parseDatagramSizes(try value(argument))
             case "--timeout":
                 let text = try value(argument)
                 guard let seconds = Double(text), seconds > 0 else { throw UsageError(description: "--timeout needs seconds") }
@@ -138,6 +154,20 @@ struct Options {
         }
         if selected.isEmpty { throw UsageError(description: "--workloads is empty") }
         return Workload.allCases.filter(selected.contains)
+    }
+
+    /// Datagram sizes in the order given, without duplicates.
+    static func parseDatagramSizes(_ list: String) throws -> [Int] {
+        var sizes: [Int] = []
+        for text in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+            let range = DatagramPayload.minimumSize...DatagramPayload.maximumSize
+            guard let size = Int(text), range.contains(size) else {
+                throw UsageError(description: "--datagram-sizes: \(text) is not a size of \(range.lowerBound)–\(range.upperBound) bytes")
+            }
+            if !sizes.contains(size) { sizes.append(size) }
+        }
+        if sizes.isEmpty { throw UsageError(description: "--datagram-sizes is empty") }
+        return sizes
     }
 
     /// Clients in the order given (that is the alternation order), without duplicates.

@@ -1,4 +1,5 @@
-// The client families compared side by side, and what each one implements.
+// The client families compared side by side, and what each one implements (the UDP ones:
+// Clients/DatagramClient.swift).
 
 import Dispatch
 
@@ -16,17 +17,30 @@ enum ClientKind: String, CaseIterable, Codable {
     /// GCDAsyncSocket's own API (the CocoaAsyncSocket product), given no socket queue.
     case gcdAsyncSocket = "gcdasyncsocket"
     case filehandle
+    /// UDP, raw sockets: `recvfrom`/`sendto`, one datagram a call.
+    case baselineUdp = "baseline-udp"
+    /// UDP, raw sockets: recvmmsg/sendmmsg, 64 datagrams a call (the UDP workloads' reference).
+    case baselineUdpBatch = "baseline-udp-batch"
+    /// GCDAsyncUdpSocket (the CocoaAsyncSocket product), given no socket queue.
+    case gcdAsyncUdpSocket = "gcdasyncudpsocket"
 
     /// The figures of these clients are held to the targets.
     var isSocketStreams: Bool {
         switch self {
-        case .streamsDelegate, .streamsThread, .streamsQueue, .streamsPolling, .streamsAsync, .streamsQueued, .gcdAsyncSocket:
+        case .streamsDelegate, .streamsThread, .streamsQueue, .streamsPolling, .streamsAsync, .streamsQueued, .gcdAsyncSocket,
+            .gcdAsyncUdpSocket:
             return true
-        case .baseline, .filehandle: return false
+        case .baseline, .filehandle, .baselineUdp, .baselineUdpBatch: return false
         }
     }
 
+    /// A UDP client: it runs the UDP workloads and nothing else.
+    var isDatagram: Bool {
+        self == .baselineUdp || self == .baselineUdpBatch || self == .gcdAsyncUdpSocket
+    }
+
     func supports(_ workload: Workload) -> Bool {
+        if workload.isDatagram || isDatagram { return workload.isDatagram && isDatagram }
         switch self {
         case .filehandle: return workload == .download || workload == .pingpong  // no TLS or SOCKS either
         case .streamsAsync, .streamsQueued:
@@ -52,8 +66,32 @@ enum ClientKind: String, CaseIterable, Codable {
         case .streamsQueued: return StreamsQueuedClient()
         case .gcdAsyncSocket: return GCDAsyncSocketClient()
         case .filehandle: return FileHandleClient()
+        case .baselineUdp, .baselineUdpBatch, .gcdAsyncUdpSocket: return NoStreamClient(kind: self)
         }
     }
+
+    /// The UDP client of this kind (nil for the stream clients).
+    func makeDatagramClient() -> (any DatagramBenchmarkClient)? {
+        switch self {
+        case .baselineUdp: return BaselineDatagramClient(batched: false)
+        case .baselineUdpBatch: return BaselineDatagramClient(batched: true)
+        case .gcdAsyncUdpSocket: return GCDAsyncUdpSocketClient()
+        default: return nil
+        }
+    }
+}
+
+/// A UDP client asked for a stream workload (`supports` keeps the harness from asking).
+struct NoStreamClient: BenchmarkClient {
+    let kind: ClientKind
+
+    func warmUp(port: UInt16) throws { throw unsupported(kind, .connect) }
+    func download(port: UInt16, totalBytes: Int) throws -> Double { throw unsupported(kind, .download) }
+    func upload(port: UInt16, totalBytes: Int) throws -> Double { throw unsupported(kind, .upload) }
+    func pingPong(port: UInt16, roundTrips: Int, messageSize: Int) throws -> Double { throw unsupported(kind, .pingpong) }
+    func connect(port: UInt16, count: Int) throws -> Double { throw unsupported(kind, .connect) }
+    func many(port: UInt16, connections: Int, roundTrips: Int, messageSize: Int) throws -> Double { throw unsupported(kind, .many1k) }
+    func idle(port: UInt16, pairs: Int) throws -> (none: MemorySnapshot, open: MemorySnapshot) { throw unsupported(kind, .idle) }
 }
 
 /// What one client family implements. Every method verifies byte counts (and echo contents) and

@@ -35,8 +35,13 @@ struct Harness {
         if options.cpus == .separate && machine.nproc < 2 {
             throw BenchError("--cpus separate needs at least 2 CPUs (nproc is \(machine.nproc))")
         }
-        if !options.clients.contains(.baseline) {
-            Posix.printError("stream-bench: note: baseline not selected, so no ratios are computed")
+        // The workloads some selected client runs whose reference client (baseline, or baseline-udp-batch) is not selected.
+        let unreferenced = options.workloads.filter { workload in
+            !options.clients.contains(workload.reference) && options.clients.contains { $0.supports(workload) }
+        }
+        for reference in Set(unreferenced.map(\.reference)).sorted(by: { $0.rawValue < $1.rawValue }) {
+            let names = unreferenced.filter { $0.reference == reference }.map(\.rawValue).joined(separator: ", ")
+            Posix.printError("stream-bench: note: \(reference.rawValue) not selected, so no ratios are computed for \(names)")
         }
         let executable = try ChildProcess.currentExecutable()
         // The TLS workloads' certificate: made now, trusted by every client, removed at the end.
@@ -64,9 +69,14 @@ struct Harness {
 
         var failures: [String] = []
         var workloadResults: [WorkloadResult] = []
-        for workload in options.workloads {
+        // A UDP workload runs once per datagram size, each size a row of its own.
+        let measurements = options.workloads.flatMap { workload in
+            (options.datagramSizes(for: workload)?.map { Optional($0) } ?? [nil]).map { (workload: workload, size: $0) }
+        }
+        for (workload, size) in measurements {
             let clients = options.clients.filter { $0.supports(workload) }
             guard !clients.isEmpty else { continue }
+            let name = workload.rawValue + (size.map { " \($0) B" } ?? "")
             var samples: [ClientKind: [Sample]] = [:]
             var errors: [ClientKind: String] = [:]
             let runs = options.runs(for: workload)
@@ -79,14 +89,14 @@ struct Harness {
                             executable: executable, client: client, workload: workload,
                             port: workload.isTLS ? tlsPort : port,
                             caFile: workload.isTLS ? certificate.certificate : nil,
-                            socksPort: workload.isSOCKS ? socksPort : nil)
+                            socksPort: workload.isSOCKS ? socksPort : nil, datagramSize: size)
                         sample.run = run
                         samples[client, default: []].append(sample)
+                        let loss = sample.lossFraction.map { ", loss \(formatNumber($0 * 100, decimals: 1)) %" } ?? ""
                         Posix.printError(
-                            "  \(workload.rawValue) run \(run)/\(runs) \(client.rawValue): "
-                                + formatValue(sample.value, unit: workload.unit))
+                            "  \(name) run \(run)/\(runs) \(client.rawValue): " + formatValue(sample.value, unit: workload.unit) + loss)
                     } catch {
-                        let message = "\(workload.rawValue) / \(client.rawValue) run \(run): \(error)"
+                        let message = "\(name) / \(client.rawValue) run \(run): \(error)"
                         errors[client] = "\(error)"
                         failures.append(message)
                         Posix.printError("  FAILED \(message)")
@@ -98,7 +108,7 @@ struct Harness {
             }
             workloadResults.append(
                 WorkloadResult(
-                    workload: workload, quick: options.quick, clients: clients,
+                    workload: workload, quick: options.quick, datagramSize: size, clients: clients,
                     samples: samples, errors: errors))
         }
 
@@ -110,7 +120,8 @@ struct Harness {
                 runsByWorkload: Dictionary(uniqueKeysWithValues: options.workloads.map { ($0.rawValue, options.runs(for: $0)) }),
                 cpus: options.cpus.rawValue,
                 serverCPU: options.cpus.serverCPU, clientCPU: options.cpus.clientCPU,
-                clients: options.clients.map(\.rawValue), workloads: options.workloads.map(\.rawValue)),
+                clients: options.clients.map(\.rawValue), workloads: options.workloads.map(\.rawValue),
+                datagramSizes: options.datagramSizes),
             workloads: workloadResults,
             failures: failures)
         let directory = options.effectiveOutputDirectory
@@ -127,7 +138,7 @@ struct Harness {
     /// Runs one `measure` child and decodes its sample.
     private func measure(
         executable: String, client: ClientKind, workload: Workload, port: UInt16, caFile: String?,
-        socksPort: UInt16?
+        socksPort: UInt16?, datagramSize: Int?
     ) throws -> Sample {
         var arguments = [
             "measure", "--client", client.rawValue, "--workload", workload.rawValue,
@@ -135,6 +146,7 @@ struct Harness {
         ]
         if let caFile { arguments += ["--tls-ca", caFile] }
         if let socksPort { arguments += ["--socks-port", "\(socksPort)"] }
+        if let datagramSize { arguments += ["--datagram-size", "\(datagramSize)"] }
         if options.quick { arguments.append("--quick") }
         let child = try ChildProcess.spawn(executable, arguments, stdin: .devNull, stdout: .pipe, stderr: .pipe)
         let output = try child.collectOutput(timeout: options.effectiveTimeout)

@@ -1,7 +1,9 @@
 // `stream-bench measure --client C --workload W --port P [--cpu N] [--quick] [--tls-ca F]
-// [--socks-port S]`: one measurement in a fresh process (so VmHWM and idle RSS belong to this client
-// alone, and a hung client can be killed). Prints one JSON `Sample` line on stdout; any failure exits
-// non-zero with a message.
+// [--socks-port S] [--datagram-size B]`: one measurement in a fresh process (so VmHWM and idle RSS
+// belong to this client alone, and a hung client can be killed). Prints one JSON `Sample` line on
+// stdout; any failure exits non-zero with a message. A UDP workload's datagram size is
+// `--datagram-size`, else `STREAM_BENCH_DATAGRAM_SIZE` (for Benchmarks/instructions and
+// Benchmarks/syscalls, which do not pass it), else 64 bytes.
 
 import Foundation
 import Glibc
@@ -15,6 +17,7 @@ enum MeasureCommand {
         var quick = false
         var caFile: String?
         var socksPort: UInt16?
+        var datagramSize = ProcessInfo.processInfo.environment["STREAM_BENCH_DATAGRAM_SIZE"].flatMap { Int($0) }
         var iterator = arguments.makeIterator()
         while let argument = iterator.next() {
             switch argument {
@@ -25,6 +28,7 @@ enum MeasureCommand {
             case "--quick": quick = true
             case "--tls-ca": caFile = iterator.next()
             case "--socks-port": socksPort = iterator.next().flatMap { UInt16($0) }
+            case "--datagram-size": datagramSize = iterator.next().flatMap { Int($0) }
             default:
                 Posix.printError("stream-bench measure: unknown argument \(argument)")
                 return 2
@@ -34,10 +38,19 @@ enum MeasureCommand {
             Posix.printError("stream-bench measure: needs --client, --workload and --port")
             return 2
         }
+        let size = datagramSize ?? DatagramPayload.defaultSize
+        guard (DatagramPayload.minimumSize...DatagramPayload.maximumSize).contains(size) else {
+            Posix.printError(
+                "stream-bench measure: the datagram size must be \(DatagramPayload.minimumSize)–\(DatagramPayload.maximumSize) bytes")
+            return 2
+        }
         do {
-            let sample = try measure(
-                client: client, workload: workload, port: port, cpu: cpu, quick: quick, caFile: caFile,
-                socksPort: socksPort)
+            let sample =
+                workload.isDatagram
+                ? try measureDatagrams(client: client, workload: workload, port: port, cpu: cpu, quick: quick, size: size)
+                : try measure(
+                    client: client, workload: workload, port: port, cpu: cpu, quick: quick, caFile: caFile,
+                    socksPort: socksPort)
             let encoder = JSONEncoder()
             encoder.outputFormatting = .sortedKeys
             let line = try encoder.encode(sample) + Data("\n".utf8)
@@ -115,6 +128,39 @@ enum MeasureCommand {
                 anonNoneBytes: none.anonymousBytes, anonOpenBytes: open.anonymousBytes)
         case .tlsDownload, .tlsUpload, .tlsPingpong, .tlsHandshake, .socksConnect, .socksDownload:
             throw BenchError("\(workload.rawValue) has no plain counterpart")  // plainCounterpart never returns these
+        case .udpReceive, .udpSend, .udpSendQuiet, .udpPingpong:
+            throw BenchError("\(workload.rawValue) is a UDP workload")  // run by measureDatagrams
         }
+    }
+
+    /// A UDP workload: the client's socket and the server's peer on 127.0.0.1, the session started and
+    /// ended over a connection to the plain `port`.
+    static func measureDatagrams(client kind: ClientKind, workload: Workload, port: UInt16, cpu: Int, quick: Bool, size: Int)
+        throws -> Sample
+    {
+        if cpu >= 0 { try Posix.pinToCPU(cpu) }
+        guard kind.supports(workload), let client = kind.makeDatagramClient() else { throw unsupported(kind, workload) }
+        let p = workload.parameters(quick: quick, datagramSize: size)
+        try client.warmUp(port: port)
+        _ = try ProcessMemory.snapshot()
+        let outcome: DatagramOutcome
+        switch workload {
+        case .udpReceive:
+            outcome = try client.receive(port: port, count: p.datagrams!, size: size)
+        case .udpSend, .udpSendQuiet:
+            outcome = try client.send(port: port, count: p.datagrams!, size: size, completions: workload == .udpSend)
+        case .udpPingpong:
+            let seconds = try client.pingPong(port: port, roundTrips: p.roundTrips!, size: size)
+            outcome = DatagramOutcome(seconds: seconds, count: p.roundTrips!, received: p.roundTrips!, outOfOrder: 0)
+        default:
+            throw unsupported(kind, workload)
+        }
+        if outcome.received == 0 { throw BenchError("\(workload.rawValue): not one of \(outcome.count) datagrams arrived") }
+        let counted = workload != .udpPingpong  // a ping-pong that lost one would have stalled
+        return Sample(
+            value: Double(outcome.received) / outcome.seconds, elapsedSeconds: outcome.seconds,
+            peakRSSBytes: try ProcessMemory.peakResidentBytes(), datagrams: counted ? outcome.count : nil,
+            datagramsReceived: counted ? outcome.received : nil, datagramsOutOfOrder: counted ? outcome.outOfOrder : nil,
+            senderSeconds: outcome.senderSeconds)
     }
 }

@@ -19,6 +19,14 @@ enum Workload: String, CaseIterable, Codable {
     /// plain protocol on that connection (a terminating proxy, not a relay).
     case socksConnect = "socks-connect"
     case socksDownload = "socks-download"
+    /// UDP: the server's blast sends datagrams to the client as fast as it can; the figure is what arrived.
+    case udpReceive = "udp-receive"
+    /// UDP: the client sends datagrams to the server's sink as fast as it can, each with a completion.
+    case udpSend = "udp-send"
+    /// UDP: the same without per-datagram completions (GCDAsyncUdpSocket: no `didSendDataWithTag`).
+    case udpSendQuiet = "udp-send-quiet"
+    /// UDP: ping-pong with the server's echo peer.
+    case udpPingpong = "udp-pingpong"
 
     /// Command-line aliases that expand to several workloads.
     static let aliases: [String: [Workload]] = [
@@ -28,6 +36,7 @@ enum Workload: String, CaseIterable, Codable {
         "tls": [.tlsDownload, .tlsUpload, .tlsPingpong, .tlsHandshake],
         "socks": [.socksConnect, .socksDownload],
         "plain": [.download, .upload, .pingpong, .connect, .many1k, .many5k, .idle],
+        "udp": [.udpReceive, .udpSend, .udpSendQuiet, .udpPingpong],
     ]
 
     /// Runs per client when `--runs` is not given. A single-connection workload's measurement takes
@@ -47,6 +56,26 @@ enum Workload: String, CaseIterable, Codable {
         switch self {
         case .tlsDownload, .tlsUpload, .tlsPingpong, .tlsHandshake: return true
         default: return false
+        }
+    }
+
+    /// Whether the workload moves datagrams (UDP clients only, the control over the plain port).
+    var isDatagram: Bool {
+        switch self {
+        case .udpReceive, .udpSend, .udpSendQuiet, .udpPingpong: return true
+        default: return false
+        }
+    }
+
+    /// The client the others' ratios are computed against: the raw-socket baseline, for UDP the batch one.
+    var reference: ClientKind { isDatagram ? .baselineUdpBatch : .baseline }
+
+    /// The datagram sizes a run measures when `--datagram-sizes` is not given (nil: not a UDP workload).
+    var defaultDatagramSizes: [Int]? {
+        switch self {
+        case .udpReceive, .udpSend, .udpSendQuiet: return [64, 1200]
+        case .udpPingpong: return [DatagramPayload.defaultSize]
+        default: return nil
         }
     }
 
@@ -75,6 +104,8 @@ enum Workload: String, CaseIterable, Codable {
         case .connect: return "conn/s"
         case .many1k, .many5k: return "RT/s"
         case .idle: return "B/pair"
+        case .udpReceive, .udpSend, .udpSendQuiet: return "dgram/s"
+        case .udpPingpong: return "RT/s"
         }
     }
 
@@ -101,11 +132,21 @@ enum Workload: String, CaseIterable, Codable {
         case .tlsPingpong: return .ratioAtLeast(0.75)
         case .tlsHandshake: return .ratioAtLeast(0.85)
         case .socksConnect, .socksDownload: return plainCounterpart.target
+        // No target yet: the figures are measured, not held to anything.
+        case .udpReceive, .udpSend, .udpSendQuiet, .udpPingpong: return .none
         }
     }
 
-    func parameters(quick: Bool) -> WorkloadParameters {
+    /// The sizes of one measurement; `datagramSize` (a UDP workload's, default 64 B) is its message size.
+    func parameters(quick: Bool, datagramSize: Int? = nil) -> WorkloadParameters {
+        let size = datagramSize ?? DatagramPayload.defaultSize
         switch self {
+        case .udpReceive:
+            return WorkloadParameters(messageSize: size, datagrams: quick ? 2_000 : 200_000)
+        case .udpSend, .udpSendQuiet:
+            return WorkloadParameters(messageSize: size, datagrams: quick ? 2_000 : 100_000)
+        case .udpPingpong:
+            return WorkloadParameters(roundTrips: quick ? 200 : 20_000, messageSize: size)
         case .download, .upload:
             return WorkloadParameters(bytes: quick ? 8 << 20 : 1 << 30)
         case .pingpong:
@@ -130,9 +171,14 @@ enum Workload: String, CaseIterable, Codable {
     }
 
     /// A one-line description with the actual sizes, for the report.
-    func title(quick: Bool) -> String {
-        let p = parameters(quick: quick)
+    func title(quick: Bool, datagramSize: Int? = nil) -> String {
+        let p = parameters(quick: quick, datagramSize: datagramSize)
+        let datagrams = "\(formatNumber(Double(p.datagrams ?? 0), decimals: 0)) × \(p.messageSize ?? 0) B"
         switch self {
+        case .udpReceive: return "UDP receive \(datagrams) from the blast"
+        case .udpSend: return "UDP send \(datagrams), a completion each"
+        case .udpSendQuiet: return "UDP send \(datagrams), no completions"
+        case .udpPingpong: return "UDP ping-pong \(p.roundTrips ?? 0) × \(p.messageSize ?? 0) B"
         case .download: return "download \(formatBytes(p.bytes ?? 0)), 64 KiB chunks"
         case .upload: return "upload \(formatBytes(p.bytes ?? 0)), 64 KiB chunks"
         case .pingpong: return "ping-pong \(p.roundTrips ?? 0) × \(p.messageSize ?? 0) B"
@@ -152,6 +198,8 @@ struct WorkloadParameters: Codable, Equatable {
     var connections: Int?
     var roundTrips: Int?
     var messageSize: Int?
+    /// UDP: datagrams sent (by the blast, or by the client to the sink).
+    var datagrams: Int?
 }
 
 enum Target: Codable, Equatable {
@@ -159,11 +207,14 @@ enum Target: Codable, Equatable {
     case ratioAtLeast(Double)
     /// The median figure itself must be at most this.
     case valueAtMost(Double)
+    /// None: the figure is reported, and not judged.
+    case none
 
     var label: String {
         switch self {
         case .ratioAtLeast(let r): return "≥\(formatNumber(r, decimals: 2))×"
         case .valueAtMost(let v): return v == 2048 ? "≤2 KiB" : "≤\(formatNumber(v, decimals: 0)) B"
+        case .none: return "—"
         }
     }
 }

@@ -14,6 +14,21 @@
 //                        until an 'R id' sends FIN on it (after anything still being echoed)
 //   'X' u64 n            reset: server sends n bytes, waits for one byte from the client (so everything
 //                        sent has been read), then closes with SO_LINGER {1, 0}: a RST, not a FIN (soak)
+//
+// The UDP workloads use a connection to the plain port as their control channel; the datagrams go
+// between a UDP socket of the client and one the server opens for the session, both on 127.0.0.1.
+// Every datagram starts with its u64 sequence number (big-endian); the rest is a fixed pattern.
+//
+//   'S' u64 n u32 size   sink: server answers the u16 port of a new UDP socket that counts the
+//                        datagrams arriving there and checks their sequence numbers; the client's 'F'
+//                        (once it has sent its n) makes it read what is left and answer
+//                        u64 received, u64 lost, u64 out of order, u64 of the wrong size; then FIN
+//   'P' u32 size         echo: server answers the u16 port of a new UDP socket that sends every datagram
+//                        back to its sender; 'F' ends it with the same four counts (received = echoed)
+//   'B' u64 n u32 size u16 port   blast: server sends n datagrams of size bytes, sequence 0 … n-1, as
+//                        fast as it can (sendmmsg, 64 a call) to 127.0.0.1:port, then the end marker
+//                        (sequence 2^64-1) once a millisecond until the client's 'F'; answers u64 n and
+//                        u64 the nanoseconds its n took to send (the offered rate), then FIN
 
 import Glibc
 
@@ -28,6 +43,9 @@ enum Request: Equatable {
     case release(group: UInt64)
     case heldEcho(group: UInt64)
     case reset(bytes: UInt64)
+    case sink(count: UInt64, size: UInt32)
+    case datagramEcho(size: UInt32)
+    case blast(count: UInt64, size: UInt32, port: UInt16)
 
     static let downloadOpcode = UInt8(ascii: "D")
     static let uploadOpcode = UInt8(ascii: "U")
@@ -38,6 +56,13 @@ enum Request: Equatable {
     static let releaseOpcode = UInt8(ascii: "R")
     static let resetOpcode = UInt8(ascii: "X")
     static let heldEchoOpcode = UInt8(ascii: "H")
+    static let sinkOpcode = UInt8(ascii: "S")
+    static let datagramEchoOpcode = UInt8(ascii: "P")
+    static let blastOpcode = UInt8(ascii: "B")
+    /// The client's byte that ends a UDP session ('S', 'P', 'B').
+    static let datagramFinish = UInt8(ascii: "F")
+    /// The length of the server's answer to 'F' in a sink or echo session: four u64 counts.
+    static let datagramReportLength = 32
 
     /// The server's one-byte answer to `.connect`.
     static let connectReply = UInt8(ascii: "c")
@@ -77,6 +102,18 @@ enum Request: Equatable {
         case .reset(let n):
             bytes.append(Self.resetOpcode)
             bytes.appendBigEndian(n)
+        case .sink(let n, let size):
+            bytes.append(Self.sinkOpcode)
+            bytes.appendBigEndian(n)
+            bytes.appendBigEndian(size)
+        case .datagramEcho(let size):
+            bytes.append(Self.datagramEchoOpcode)
+            bytes.appendBigEndian(size)
+        case .blast(let n, let size, let port):
+            bytes.append(Self.blastOpcode)
+            bytes.appendBigEndian(n)
+            bytes.appendBigEndian(size)
+            bytes.appendBigEndian(port)
         }
         return bytes
     }
@@ -87,6 +124,9 @@ enum Request: Equatable {
         case downloadOpcode, uploadOpcode, echoOpcode, idleOpcode, releaseOpcode, resetOpcode, heldEchoOpcode: return 9
         case connectOpcode: return 1
         case groupEchoOpcode: return 21
+        case sinkOpcode: return 13
+        case datagramEchoOpcode: return 5
+        case blastOpcode: return 15
         default: return nil
         }
     }
@@ -108,6 +148,14 @@ enum Request: Equatable {
         case releaseOpcode: return .release(group: reader.u64())
         case resetOpcode: return .reset(bytes: reader.u64())
         case heldEchoOpcode: return .heldEcho(group: reader.u64())
+        case sinkOpcode:
+            let count = reader.u64()
+            return .sink(count: count, size: reader.u32())
+        case datagramEchoOpcode: return .datagramEcho(size: reader.u32())
+        case blastOpcode:
+            let count = reader.u64()
+            let size = reader.u32()
+            return .blast(count: count, size: size, port: reader.u16())
         default: return nil
         }
     }
@@ -155,6 +203,11 @@ extension Array where Element == UInt8 {
     mutating func appendBigEndian(_ value: UInt32) {
         for shift in stride(from: 24, through: 0, by: -8) { append(UInt8(truncatingIfNeeded: value >> UInt32(shift))) }
     }
+
+    mutating func appendBigEndian(_ value: UInt16) {
+        append(UInt8(truncatingIfNeeded: value >> 8))
+        append(UInt8(truncatingIfNeeded: value))
+    }
 }
 
 struct BigEndianReader {
@@ -175,4 +228,84 @@ struct BigEndianReader {
         for _ in 0..<4 { value = value << 8 | UInt32(bytes.popFirst() ?? 0) }
         return value
     }
+
+    mutating func u16() -> UInt16 {
+        var value: UInt16 = 0
+        for _ in 0..<2 { value = value << 8 | UInt16(bytes.popFirst() ?? 0) }
+        return value
+    }
+}
+
+/// The UDP workloads' datagrams: a u64 sequence number (big-endian) and then a fixed pattern.
+enum DatagramPayload {
+    /// The smallest datagram that holds a sequence number.
+    static let minimumSize = 8
+    /// The largest UDP payload over IPv4.
+    static let maximumSize = 65_507
+    /// The blast's end marker: the sequence number after the last datagram, which is no datagram's.
+    static let endMarker = UInt64.max
+    /// The default datagram size of every UDP workload.
+    static let defaultSize = 64
+
+    /// Fills `buffer` with the pattern (the sequence number's 8 bytes are written per datagram).
+    static func fill(_ buffer: UnsafeMutableRawBufferPointer) {
+        for i in 0..<buffer.count { buffer[i] = UInt8(truncatingIfNeeded: i &* 7) }
+    }
+
+    /// Writes the sequence number into a datagram's first 8 bytes.
+    @inline(__always)
+    static func setSequence(_ sequence: UInt64, at bytes: UnsafeMutableRawPointer) {
+        bytes.storeBytes(of: sequence.bigEndian, as: UInt64.self)
+    }
+
+    /// A datagram's sequence number.
+    @inline(__always)
+    static func sequence(at bytes: UnsafeRawPointer) -> UInt64 {
+        UInt64(bigEndian: bytes.loadUnaligned(as: UInt64.self))
+    }
+
+    /// A whole datagram, for the clients that send `Data` or arrays.
+    static func message(sequence: UInt64, size: Int) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: size)
+        bytes.withUnsafeMutableBytes { buffer in
+            fill(buffer)
+            setSequence(sequence, at: buffer.baseAddress!)
+        }
+        return bytes
+    }
+}
+
+/// Where a stream of sequence numbers 0 … count-1 got to: how many arrived, how many came after a later
+/// one (reordered or duplicated), and, from that, how many were lost (the gaps that were never filled).
+struct SequenceTracker: Codable, Equatable {
+    let count: UInt64
+    /// The next sequence number in order.
+    private(set) var next: UInt64 = 0
+    /// Datagrams with a sequence number below `count`.
+    private(set) var received = 0
+    /// Datagrams whose sequence number was below one seen before them.
+    private(set) var outOfOrder = 0
+    /// Datagrams with a sequence number of `count` or more (none of the session's).
+    private(set) var foreign = 0
+
+    init(count: UInt64) {
+        self.count = count
+    }
+
+    @inline(__always)
+    mutating func record(_ sequence: UInt64) {
+        guard sequence < count else {
+            foreign += 1
+            return
+        }
+        received += 1
+        if sequence >= next {
+            next = sequence &+ 1
+        } else {
+            outOfOrder += 1
+        }
+    }
+
+    /// Datagrams that never came (UDP on loopback does not duplicate, so received ones are distinct).
+    var lost: Int { max(0, Int(count) - received) }
 }

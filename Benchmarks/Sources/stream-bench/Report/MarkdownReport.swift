@@ -20,6 +20,12 @@ enum MarkdownReport {
             "- Figures are medians over runs (min–max). Ratio = ours ÷ baseline from the same run "
                 + "(ping-pong: baseline µs ÷ ours), so higher is better everywhere; targets apply to the "
                 + "SocketStreams clients.")
+        let references = Set(report.workloads.map(\.referenceClient)).subtracting([ClientKind.baseline.rawValue])
+        if !references.isEmpty {
+            lines.append(
+                "- The UDP rows' ratios are to \(references.sorted().joined(separator: ", ")) (recvmmsg/sendmmsg, 64 a call); "
+                    + "loss is the share of the datagrams sent that never arrived (median, min–max).")
+        }
         lines.append("")
         lines.append("| Workload | Client | Median | Min–max | Ratio to baseline (min–max) | Target | Met | Notes |")
         lines.append("|---|---|---:|---:|---:|---|---|---|")
@@ -36,7 +42,7 @@ enum MarkdownReport {
                     cells.append("FAILED")
                     cells.append("—")
                 }
-                if result.client == "baseline" && workload.target.kind == "ratioAtLeast" {
+                if result.client == workload.referenceClient && workload.target.kind != "valueAtMost" {
                     cells.append("1.00")
                 } else if let r = result.ratioToBaseline {
                     cells.append(
@@ -44,7 +50,7 @@ enum MarkdownReport {
                 } else {
                     cells.append("—")
                 }
-                let isOurs = ClientKind(rawValue: result.client)?.isSocketStreams ?? false
+                let isOurs = (ClientKind(rawValue: result.client)?.isSocketStreams ?? false) && workload.target.kind != "none"
                 cells.append(isOurs ? workload.target.label : "")
                 if isOurs {
                     judged += 1
@@ -77,6 +83,15 @@ enum MarkdownReport {
     private static func notes(_ workload: WorkloadResult, _ result: ClientResult) -> String {
         var notes: [String] = []
         if let error = result.error { notes.append("FAILED: \(error)") }
+        if let loss = Summary(result.samples.compactMap(\.lossFraction).map { $0 * 100 }) {
+            let range = loss.max > loss.min ? " (\(formatNumber(loss.min, decimals: 1))–\(formatNumber(loss.max, decimals: 1)) %)" : ""
+            notes.append("loss \(formatNumber(loss.median, decimals: 1)) %" + range)
+            if let offered = Summary(result.samples.compactMap(\.offeredRate)) {
+                notes.append("blast sent \(formatNumber(offered.median, decimals: 0))/s")
+            }
+            let late = result.samples.compactMap(\.datagramsOutOfOrder).reduce(0, +)
+            if late > 0 { notes.append("\(late) out of order") }
+        }
         if workload.workload == "idle" {
             let none = result.samples.compactMap(\.anonNoneBytes)
             let open = result.samples.compactMap(\.anonOpenBytes)

@@ -6,7 +6,7 @@ import Foundation
 struct Sample: Codable, Equatable {
     /// 1-based run (round) number; set by the harness.
     var run: Int = 0
-    /// The workload's figure in its unit (GB/s, µs/RT, conn/s, RT/s, B/pair).
+    /// The workload's figure in its unit (GB/s, µs/RT, conn/s, RT/s, B/pair, dgram/s).
     var value: Double
     var elapsedSeconds: Double?
     /// VmHWM of the client process after the workload.
@@ -17,10 +17,29 @@ struct Sample: Codable, Equatable {
     var rssOpenBytes: Int?
     var anonNoneBytes: Int?
     var anonOpenBytes: Int?
+    /// UDP: datagrams sent (udp-receive: by the blast; udp-send: by the client) or round trips, those
+    /// that arrived (at the client; at the sink), and of those the ones that came after a later one.
+    var datagrams: Int?
+    var datagramsReceived: Int?
+    var datagramsOutOfOrder: Int?
+    /// udp-receive: the seconds the blast took to send its datagrams.
+    var senderSeconds: Double?
+
+    /// udp-receive: the rate the blast offered, datagrams per second.
+    var offeredRate: Double? {
+        guard let datagrams, let senderSeconds, senderSeconds > 0 else { return nil }
+        return Double(datagrams) / senderSeconds
+    }
+
+    /// The share of the datagrams sent that never arrived (nil for a stream workload).
+    var lossFraction: Double? {
+        guard let datagrams, let datagramsReceived, datagrams > 0 else { return nil }
+        return Double(datagrams - datagramsReceived) / Double(datagrams)
+    }
 }
 
 struct TargetDescription: Codable, Equatable {
-    /// "ratioAtLeast" (median ratio to baseline) or "valueAtMost" (median figure).
+    /// "ratioAtLeast" (median ratio to baseline), "valueAtMost" (median figure) or "none" (not judged).
     var kind: String
     var value: Double
     var label: String
@@ -33,6 +52,9 @@ struct TargetDescription: Codable, Equatable {
         case .valueAtMost(let v):
             kind = "valueAtMost"
             value = v
+        case .none:
+            kind = "none"
+            value = 0
         }
         label = target.label
     }
@@ -63,6 +85,11 @@ struct WorkloadResult: Codable, Equatable {
     var parameters: WorkloadParameters
     var target: TargetDescription
     var results: [ClientResult]
+    /// The client the ratios are to: absent (runs recorded before UDP) means "baseline".
+    var reference: String?
+
+    /// The client the ratios are to.
+    var referenceClient: String { reference ?? ClientKind.baseline.rawValue }
 }
 
 struct RunConfiguration: Codable, Equatable {
@@ -76,6 +103,8 @@ struct RunConfiguration: Codable, Equatable {
     var clientCPU: Int
     var clients: [String]
     var workloads: [String]
+    /// `--datagram-sizes`, when given (else each UDP workload's defaults).
+    var datagramSizes: [Int]?
 }
 
 struct BenchmarkReport: Codable, Equatable {
@@ -104,23 +133,25 @@ struct BenchmarkReport: Codable, Equatable {
 extension WorkloadResult {
     /// Summaries, ratios and target verdicts from the raw samples.
     init(
-        workload: Workload, quick: Bool, clients: [ClientKind], samples: [ClientKind: [Sample]],
+        workload: Workload, quick: Bool, datagramSize: Int? = nil, clients: [ClientKind], samples: [ClientKind: [Sample]],
         errors: [ClientKind: String]
     ) {
         self.workload = workload.rawValue
-        title = workload.title(quick: quick)
+        title = workload.title(quick: quick, datagramSize: datagramSize)
         unit = workload.unit
         higherIsBetter = workload.higherIsBetter
-        parameters = workload.parameters(quick: quick)
+        parameters = workload.parameters(quick: quick, datagramSize: datagramSize)
         target = TargetDescription(workload.target)
-        let baseline = samples[.baseline] ?? []
+        reference = workload.isDatagram ? workload.reference.rawValue : nil
+        let reference = workload.reference
+        let baseline = samples[reference] ?? []
         results = clients.filter { $0.supports(workload) }.map { client in
             let own = samples[client] ?? []
             var result = ClientResult(
                 client: client.rawValue, samples: own, summary: Summary(own.map(\.value)),
                 error: errors[client])
             result.peakRSSBytes = Summary(own.compactMap(\.peakRSSBytes).map(Double.init))
-            if workload.hasRatio && client != .baseline && !baseline.isEmpty {
+            if workload.hasRatio && client != reference && !baseline.isEmpty {
                 let ratios = ratiosToBaseline(own, baseline: baseline, higherIsBetter: workload.higherIsBetter)
                 result.ratios = ratios
                 result.ratioToBaseline = Summary(ratios)
@@ -129,6 +160,7 @@ extension WorkloadResult {
                 switch workload.target {
                 case .ratioAtLeast(let minimum): result.targetMet = result.ratioToBaseline.map { $0.median >= minimum }
                 case .valueAtMost(let maximum): result.targetMet = result.summary.map { $0.median <= maximum }
+                case .none: break
                 }
             }
             return result

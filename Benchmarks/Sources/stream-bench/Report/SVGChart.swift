@@ -19,6 +19,9 @@ enum SVGChart {
         "streams-async": "#d62728",
         "streams-queued": "#8c564b",
         "filehandle": "#9467bd",
+        "baseline-udp": "#bcbd22",
+        "baseline-udp-batch": "#525252",
+        "gcdasyncudpsocket": "#e377c2",
     ]
 
     private static func color(_ client: String) -> String { colors[client] ?? "#444444" }

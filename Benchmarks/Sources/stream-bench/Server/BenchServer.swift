@@ -3,7 +3,8 @@
 // (`stream-bench server`), prints its ephemeral ports on stdout, and exits when stdin closes,
 // so it never outlives the harness that started it. Given a certificate and key, it also listens on
 // a second port where every connection speaks TLS 1.3 through OpenSSL (non-blocking, the same
-// protocol inside). A third port is a SOCKS5 front: it answers the handshake itself and then serves
+// protocol inside). The UDP workloads' peers (sink, echo, blast: Server/DatagramPeers.swift) are UDP
+// sockets it opens on 127.0.0.1 when a connection to the plain port asks for one. A third port is a SOCKS5 front: it answers the handshake itself and then serves
 // the plain protocol on the same connection, as if it were the target (terminating, not relaying, so
 // no relay's copies on the same CPUs hide the clients' differences). It prints "PORT TLSPORT
 // SOCKSPORT" (TLSPORT 0 without TLS).
@@ -35,6 +36,8 @@ final class BenchServer {
     /// Receive buffer.
     private let scratch: UnsafeMutableRawBufferPointer
     private let watchesStdin: Bool
+    /// The UDP sockets of the sink and echo sessions, and the blast.
+    private let datagramPeers = DatagramPeers()
 
     private static let maxEvents: Int32 = 1024
 
@@ -92,6 +95,14 @@ final class BenchServer {
                         shutDown()
                         return
                     }
+                } else if let peer = datagramPeers.peer(fd) {
+                    do {
+                        try datagramPeers.drain(peer)
+                    } catch {
+                        // The client sees its session fail (a count short, or no echo).
+                        Posix.printError("stream-bench server: UDP port \(peer.port): \(error); closing it")
+                        datagramPeers.close(peer)
+                    }
                 } else if Int(fd) < connections.count, let connection = connections[Int(fd)] {
                     handle(connection, events: mask)
                 }
@@ -135,6 +146,7 @@ final class BenchServer {
         connection.isClosed = true
         connections[Int(connection.fd)] = nil
         if let ssl = connection.ssl { SSL_free(ssl) }
+        if let peer = connection.datagramPeer { datagramPeers.close(peer) }
         Posix.close(connection.fd)  // also removes it from the epoll set
     }
 
@@ -233,6 +245,16 @@ final class BenchServer {
                 offset += take
                 connection.state = remaining == UInt64(take) ? .finishingAfterFlush : .echoing(remaining: remaining - UInt64(take))
                 try flush(connection)
+            case .datagramSession:
+                guard bytes[offset] == Request.datagramFinish, let peer = connection.datagramPeer else {
+                    return protocolViolation(connection, "expected 'F' to end a UDP session, got \(bytes[offset])")
+                }
+                offset += 1
+                connection.output.append(contentsOf: try datagramPeers.finish(peer))
+                datagramPeers.close(peer)
+                connection.datagramPeer = nil
+                connection.state = .finishingAfterFlush
+                try flush(connection)
             case .draining:
                 offset = bytes.count
             case .awaitingResetAck:
@@ -288,8 +310,35 @@ final class BenchServer {
             connection.state = .finishingAfterFlush
         case .reset(let bytes):
             connection.state = bytes == 0 ? .awaitingResetAck : .sendingBeforeReset(remaining: bytes)
+        case .sink(let count, let size):
+            guard let size = Self.datagramSize(size) else { return protocolViolation(connection, "sink: datagram size \(size)") }
+            try openDatagramSession(connection, .sink(size: size), count: count)
+        case .datagramEcho(let size):
+            guard Self.datagramSize(size) != nil else { return protocolViolation(connection, "echo: datagram size \(size)") }
+            try openDatagramSession(connection, .echo, count: 0)
+        case .blast(let count, let size, let port):
+            guard let size = Self.datagramSize(size), port != 0 else {
+                return protocolViolation(connection, "blast: datagram size \(size), port \(port)")
+            }
+            let nanoseconds = try datagramPeers.blast(count: count, size: size, port: port, control: connection.fd)
+            connection.output.appendBigEndian(count)
+            connection.output.appendBigEndian(nanoseconds)
+            connection.state = .finishingAfterFlush
         }
         try flush(connection)
+    }
+
+    /// A size the UDP peers can send and check: room for the sequence number, at most a UDP payload.
+    private static func datagramSize(_ size: UInt32) -> Int? {
+        (DatagramPayload.minimumSize...DatagramPayload.maximumSize).contains(Int(size)) ? Int(size) : nil
+    }
+
+    /// Opens the session's UDP socket and answers its port; the connection then waits for 'F'.
+    private func openDatagramSession(_ connection: ServerConnection, _ role: DatagramPeer.Role, count: UInt64) throws {
+        let peer = try datagramPeers.open(role, count: count, epollFD: epollFD)
+        connection.datagramPeer = peer
+        connection.output.appendBigEndian(peer.port)
+        connection.state = .datagramSession
     }
 
     /// Sends 'G' to every member of a complete group and switches them to echoing.

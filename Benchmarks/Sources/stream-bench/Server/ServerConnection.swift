@@ -22,6 +22,8 @@ final class ServerConnection {
         case awaitingResetAck
         /// The last reply is queued; send FIN once it is flushed.
         case finishingAfterFlush
+        /// A UDP sink or echo session: its port sent, waiting for the client's 'F'.
+        case datagramSession
         /// FIN sent; discard anything the client still sends until it closes.
         case draining
     }
@@ -46,6 +48,8 @@ final class ServerConnection {
     var socksPhase: SOCKSPhase?
     /// The SOCKS5 message read so far (the greeting, then the CONNECT request).
     var socksMessage: [UInt8] = []
+    /// The UDP socket of a sink or echo session (closed with the connection).
+    var datagramPeer: DatagramPeer?
 
     enum SOCKSPhase {
         /// Reading the 3-byte greeting; the method reply follows.
