@@ -11,8 +11,14 @@ import SocketStreamsTestSupport
 import XCTest
 
 final class BenchmarkHarnessTests: XCTestCase {
-    private static let allClients = ["baseline", "streams-delegate", "streams-thread", "streams-queue", "streams-polling", "filehandle"]
-    private static let allWorkloads = ["download", "upload", "pingpong", "connect", "many1k", "many5k", "idle"]
+    private static let allClients = [
+        "baseline", "streams-delegate", "streams-thread", "streams-queue", "streams-polling", "filehandle", "baseline-udp",
+        "baseline-udp-batch", "gcdasyncudpsocket",
+    ]
+    private static let allWorkloads = [
+        "download", "upload", "pingpong", "connect", "many1k", "many5k", "idle", "udp-receive", "udp-send", "udp-send-quiet",
+        "udp-pingpong",
+    ]
     /// The longest one `stream-bench` run here may take (a sanitizer slows it several times) before
     /// `runCommand` kills it and the test fails, rather than waiting forever.
     private static let runLimit: TimeInterval = 600
@@ -94,9 +100,10 @@ final class BenchmarkHarnessTests: XCTestCase {
         XCTAssertFalse((machine["cpuModel"] as? String ?? "").isEmpty)
 
         let workloads = try XCTUnwrap(report["workloads"] as? [[String: Any]])
-        for workload in Self.allWorkloads {
+        for workload in Self.allWorkloads where clients.contains(where: { Self.supports($0, workload) }) {
             let entry = try XCTUnwrap(workloads.first { $0["workload"] as? String == workload }, "no \(workload) in the JSON")
             let entries = try XCTUnwrap(entry["results"] as? [[String: Any]])
+            let reference = Self.reference(workload)
             for client in clients where Self.supports(client, workload) {
                 let result = try XCTUnwrap(
                     entries.first { $0["client"] as? String == client },
@@ -110,8 +117,14 @@ final class BenchmarkHarnessTests: XCTestCase {
                 if workload != "idle" {
                     XCTAssertGreaterThan(median, 0, "\(client) / \(workload)")
                 }
-                if client != "baseline" && workload != "idle" && clients.contains("baseline") {
-                    XCTAssertNotNil(result["ratioToBaseline"], "\(client) / \(workload): no ratio to the baseline")
+                if client != reference && workload != "idle" && clients.contains(reference) {
+                    XCTAssertNotNil(result["ratioToBaseline"], "\(client) / \(workload): no ratio to \(reference)")
+                }
+                if workload == "udp-receive" || workload == "udp-send" || workload == "udp-send-quiet" {
+                    let sample = try XCTUnwrap(samples.first)
+                    let sent = try XCTUnwrap(sample["datagrams"] as? Int, "\(client) / \(workload): no datagram count")
+                    let received = try XCTUnwrap(sample["datagramsReceived"] as? Int, "\(client) / \(workload)")
+                    XCTAssertTrue(received > 0 && received <= sent, "\(client) / \(workload): \(received) of \(sent)")
                 }
             }
         }
@@ -182,8 +195,17 @@ final class BenchmarkHarnessTests: XCTestCase {
         }
     }
 
+    /// Whether the harness runs `client` on `workload`: the UDP clients run the UDP workloads only,
+    /// filehandle download and ping-pong only.
     private static func supports(_ client: String, _ workload: String) -> Bool {
-        client != "filehandle" || workload == "download" || workload == "pingpong"
+        let udpClient = ["baseline-udp", "baseline-udp-batch", "gcdasyncudpsocket"].contains(client)
+        if udpClient || workload.hasPrefix("udp-") { return udpClient && workload.hasPrefix("udp-") }
+        return client != "filehandle" || workload == "download" || workload == "pingpong"
+    }
+
+    /// The client a workload's ratios are to: the UDP ones' is the batch baseline.
+    private static func reference(_ workload: String) -> String {
+        workload.hasPrefix("udp-") ? "baseline-udp-batch" : "baseline"
     }
 
     private static func clientsUnderTest() -> [String] {

@@ -39,7 +39,7 @@ enum MeasureCommand {
             return 2
         }
         let size = datagramSize ?? DatagramPayload.defaultSize
-        guard (DatagramPayload.minimumSize...DatagramPayload.maximumSize).contains(size) else {
+        guard !workload.isDatagram || (DatagramPayload.minimumSize...DatagramPayload.maximumSize).contains(size) else {
             Posix.printError(
                 "stream-bench measure: the datagram size must be \(DatagramPayload.minimumSize)–\(DatagramPayload.maximumSize) bytes")
             return 2
