@@ -301,18 +301,30 @@ extension GCDAsyncUdpSocket {
 }
 
 extension GCDAsyncUdpSocket: DatagramSocketDelegate {
-    /// A datagram's outcome, on the socket's owner: reported in order, and the queue goes on.
-    package func datagramSocket(_ socket: DatagramSocket, sent tag: Int, error: DatagramSendError?) {
+    /// Datagrams' outcomes, on the socket's owner: reported in order, a batch's in one block (each its
+    /// own delegate call), and the queue goes on. A delegate that leaves `didSendDataWithTag` to its
+    /// default is posted only the failures.
+    package func datagramSocket(_ socket: DatagramSocket, sent outcomes: [DatagramOutcome]) {
         state.withLock { state in
             guard state.owns(socket) else { return }
-            state.inFlight -= 1
+            state.inFlight -= outcomes.count
             if state.inFlight == 0 { state.inFlightSocket = nil }
-            if let error {
-                let failure = Self.posixError(error, reason: "Error in send() function.")
-                Self.post(&state, self) { $1.udpSocket($0, didNotSendDataWithTag: tag, dueToError: failure) }
-            } else {
-                state.didBind = true
-                Self.post(&state, self, unlessDefault: .didSendDatagram) { $1.udpSocket($0, didSendDataWithTag: tag) }
+            if outcomes.contains(where: { $0.error == nil }) { state.didBind = true }
+            guard let delegate = state.delegate else { return }
+            let reportsSent = !DelegateDefaults.leaves(.didSendDatagram, to: delegate)
+            let calls = outcomes.compactMap { outcome -> (Int, NSError?)? in
+                if let error = outcome.error { return (outcome.tag, Self.posixError(error, reason: "Error in send() function.")) }
+                return reportsSent ? (outcome.tag, nil) : nil
+            }
+            guard !calls.isEmpty else { return }
+            Self.post(&state, self) { socket, delegate in
+                for (tag, failure) in calls {
+                    if let failure {
+                        delegate.udpSocket(socket, didNotSendDataWithTag: tag, dueToError: failure)
+                    } else {
+                        delegate.udpSocket(socket, didSendDataWithTag: tag)
+                    }
+                }
             }
         }
         advance()

@@ -45,6 +45,12 @@ package enum DatagramSendError: Error, Sendable, Equatable {
     case timedOut
 }
 
+/// One send's outcome: its tag, and nil when the kernel took it, else why not.
+package struct DatagramOutcome: Sendable {
+    package let tag: Int
+    package let error: DatagramSendError?
+}
+
 /// One datagram a receive batch brought, valid only during the delegate call that hands it out.
 package struct ReceivedDatagram {
     /// Its bytes (at most the socket's `maximumDatagramSize`).
@@ -59,8 +65,8 @@ package struct ReceivedDatagram {
 package protocol DatagramSocketDelegate: AnyObject, Sendable {
     /// Datagrams that arrived, in order (a zero-length one is a datagram like any other).
     func datagramSocket(_ socket: DatagramSocket, received datagrams: [ReceivedDatagram])
-    /// One send's outcome, in the order the sends were made: nil when the kernel took it.
-    func datagramSocket(_ socket: DatagramSocket, sent tag: Int, error: DatagramSendError?)
+    /// The outcomes of sends, in the order the sends were made: a `sendmmsg` batch's together.
+    func datagramSocket(_ socket: DatagramSocket, sent outcomes: [DatagramOutcome])
     /// Reading failed (any errno but EAGAIN: an ICMP error reported on a connected socket, ECONNREFUSED,
     /// is the usual one). The socket stays open; reading goes on if the mode says so.
     func datagramSocket(_ socket: DatagramSocket, receiveFailed error: DatagramSendError)
@@ -414,11 +420,10 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
                 return state.timer
             }
             if let timer { reactor.cancelTimer(timer) }
-            for index in 0..<sent {
-                // Asked afresh each time: a report may close the socket, and then nothing more is reported.
-                guard let delegate = state.withLock({ $0.delegate }) else { break }
-                delegate.datagramSocket(self, sent: batch[index].tag, error: index == sent - 1 ? failed : nil)
-            }
+            // Asked afresh each batch: a report may close the socket, and then nothing more is reported.
+            guard let delegate = state.withLock({ $0.delegate }) else { continue }
+            delegate.datagramSocket(
+                self, sent: (0..<sent).map { DatagramOutcome(tag: batch[$0].tag, error: $0 == sent - 1 ? failed : nil) })
         }
     }
 
@@ -471,7 +476,7 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
             return (state.delegate, head.tag)
         }
         guard let tag else { return }
-        delegate?.datagramSocket(self, sent: tag, error: .timedOut)
+        delegate?.datagramSocket(self, sent: [DatagramOutcome(tag: tag, error: .timedOut)])
         flush()
         updateInterest()
     }

@@ -298,9 +298,11 @@ private final class AsyncDatagramCore: DatagramSocketDelegate {
         deliver(copies.map { .success($0) })
     }
 
-    func datagramSocket(_ socket: DatagramSocket, sent tag: Int, error: DatagramSendError?) {
-        let waiter = state.withLock { $0.sends.removeValue(forKey: tag) }
-        if let error { waiter?.resume(throwing: DatagramSocketError(error)) } else { waiter?.resume() }
+    func datagramSocket(_ socket: DatagramSocket, sent outcomes: [DatagramOutcome]) {
+        for outcome in outcomes {
+            let waiter = state.withLock { $0.sends.removeValue(forKey: outcome.tag) }
+            if let error = outcome.error { waiter?.resume(throwing: DatagramSocketError(error)) } else { waiter?.resume() }
+        }
     }
 
     func datagramSocket(_ socket: DatagramSocket, receiveFailed error: DatagramSendError) {

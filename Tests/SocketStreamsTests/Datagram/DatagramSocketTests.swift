@@ -30,9 +30,9 @@ final class DatagramSocketTests: SocketStreamsTestCase {
             condition.unlock()
         }
 
-        func datagramSocket(_ socket: DatagramSocket, sent tag: Int, error: DatagramSendError?) {
+        func datagramSocket(_ socket: DatagramSocket, sent outcomes: [DatagramOutcome]) {
             condition.lock()
-            outcomes.append((tag, error))
+            self.outcomes += outcomes.map { ($0.tag, $0.error) }
             condition.broadcast()
             condition.unlock()
         }
@@ -202,10 +202,12 @@ final class DatagramSocketTests: SocketStreamsTestCase {
             let done = DispatchSemaphore(value: 0)
             var destination: SocketAddress?
             func datagramSocket(_ socket: DatagramSocket, received datagrams: [ReceivedDatagram]) {}
-            func datagramSocket(_ socket: DatagramSocket, sent tag: Int, error: DatagramSendError?) {
-                tags.append(tag)
-                if tag <= 3 { socket.send(Data([1]), to: destination, timeout: nil, tag: tag + 100) }
-                if tags.count == 6 { done.signal() }
+            func datagramSocket(_ socket: DatagramSocket, sent outcomes: [DatagramOutcome]) {
+                for tag in outcomes.map(\.tag) {
+                    tags.append(tag)
+                    if tag <= 3 { socket.send(Data([1]), to: destination, timeout: nil, tag: tag + 100) }
+                    if tags.count == 6 { done.signal() }
+                }
             }
             func datagramSocket(_ socket: DatagramSocket, receiveFailed error: DatagramSendError) {}
         }
