@@ -25,6 +25,9 @@ extension GCDAsyncUdpSocket {
                 throw posixError(error, reason: "Error in socket() function")
             }
             if family == AF_INET { state.socket4 = made } else { state.socket6 = made }
+            // A socket made while receiving (the first send to the other family) receives too: its replies
+            // would otherwise wait unread. (Its pump reports nothing: nothing is queued on it yet.)
+            if state.receiving != .paused { made.setReceiveMode(state.receiving) }
         }
         if let socket6 = state.socket6, state.socket4 != nil {
             try? socket6.setOption(level: Int32(IPPROTO_IPV6), name: IPV6_V6ONLY, value: 1)

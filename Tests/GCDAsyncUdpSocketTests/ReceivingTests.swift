@@ -29,6 +29,25 @@ final class ReceivingTests: XCTestCase {
         closeAndWait(socket, recorder)
     }
 
+    /// A socket receiving since its first send (over IPv4) sends to an IPv6 peer: the IPv6 socket that
+    /// send makes receives too, so the reply arrives.
+    func testASocketMadeWhileReceivingReceivesToo() throws {
+        let recorder = Recorder()
+        let socket = GCDAsyncUdpSocket(delegate: recorder, delegateQueue: queue)
+        let (v4, port4) = try Peer.pythonUDPEcho(host: "127.0.0.1")
+        defer { v4.stop() }
+        let (v6, port6) = try Peer.pythonUDPEcho(host: "::1")
+        defer { v6.stop() }
+        socket.send(Data("four".utf8), toHost: "127.0.0.1", port: port4, withTimeout: 5, tag: 1)
+        guard recorder.wait(for: "sent 1") else { return }
+        try socket.beginReceiving()
+        guard recorder.wait(for: "receive four") else { return }
+        socket.send(Data("six".utf8), toHost: "::1", port: port6, withTimeout: 5, tag: 2)
+        guard recorder.wait(for: "receive six") else { return }
+        XCTAssertTrue(socket.isIPv4() && socket.isIPv6())
+        closeAndWait(socket, recorder)
+    }
+
     /// `pauseReceiving()` stops the deliveries; what arrives meanwhile stays in the kernel and is
     /// delivered by the next `beginReceiving()`.
     func testPauseReceivingLeavesDatagramsInTheKernel() throws {
