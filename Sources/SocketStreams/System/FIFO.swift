@@ -3,33 +3,25 @@
 /// writes and completing them made GCDAsyncSocket-style uploads quadratic.) A removed element is released
 /// at once. The usual one operation at a time (the read an idle connection keeps pending, a ping-pong's
 /// write) allocates nothing, and an emptied list keeps no storage: an idle connection holds no array.
-/// Inlinable: used from another module (GCDAsyncUdpSocket's queue), unspecialised generic code looked up
-/// its element's metadata on every call.
 package struct FIFO<Element> {
-    @usableFromInline var head: Element?
+    private var head: Element?
     /// Where the rest starts in `rest` (32 bits: it fits in the head's padding).
-    @usableFromInline var start: UInt32 = 0
-    @usableFromInline var rest: [Element?] = []
+    private var start: UInt32 = 0
+    private var rest: [Element?] = []
 
-    @inlinable package init() {}
+    package init() {}
 
-    @inlinable
     package var isEmpty: Bool { head == nil }
-    @inlinable
     package var count: Int { head == nil ? 0 : 1 + rest.count - Int(start) }
-    @inlinable
     package var first: Element? { head }
 
-    @inlinable
     package mutating func append(_ element: Element) {
         if head == nil { head = element } else { rest.append(element) }
     }
 
     /// Replaces the first element (which must exist).
-    @inlinable
     package mutating func replaceFirst(_ element: Element) { head = element }
 
-    @inlinable
     package mutating func removeFirst() {
         let index = Int(start)
         guard index < rest.count else {
@@ -50,7 +42,6 @@ package struct FIFO<Element> {
         }
     }
 
-    @inlinable
     package mutating func removeAll() {
         guard head != nil else { return }
         head = nil
@@ -59,7 +50,6 @@ package struct FIFO<Element> {
     }
 
     /// Calls `body` with each element, first to last.
-    @inlinable
     package func forEach(_ body: (Element) -> Void) {
         guard let head else { return }
         body(head)
@@ -69,7 +59,6 @@ package struct FIFO<Element> {
     }
 
     /// The first `count` elements (fewer if there are fewer), first to last.
-    @inlinable
     package func prefix(_ count: Int) -> [Element] {
         guard let head, count > 0 else { return [] }
         var elements = [head]
