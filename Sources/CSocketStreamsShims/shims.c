@@ -162,19 +162,28 @@ void cssh_lock_broadcast(cssh_lock_t *lock) {
     cssh_futex(&lock->sequence, FUTEX_WAKE, INT_MAX);
 }
 
+/// Points `messages[i]` at `slots[i]`'s bytes (`capacity` to receive into, `length` to send) and address
+/// (all of `sockaddr_storage` to receive into; `address_length` to send, none if 0).
+static void cssh_prepare_messages(
+    struct mmsghdr *messages, struct iovec *vectors, cssh_datagram *slots, unsigned int count, int receiving) {
+    for (unsigned int index = 0; index < count; index++) {
+        vectors[index].iov_base = slots[index].bytes;
+        vectors[index].iov_len = receiving ? slots[index].capacity : slots[index].length;
+        memset(&messages[index], 0, sizeof messages[index]);
+        if (receiving || slots[index].address_length > 0) {
+            messages[index].msg_hdr.msg_name = &slots[index].address;
+            messages[index].msg_hdr.msg_namelen = receiving ? sizeof slots[index].address : slots[index].address_length;
+        }
+        messages[index].msg_hdr.msg_iov = &vectors[index];
+        messages[index].msg_hdr.msg_iovlen = 1;
+    }
+}
+
 int cssh_recv_batch(int fd, cssh_datagram *slots, unsigned int count) {
     struct mmsghdr messages[CSSH_DATAGRAM_BATCH];
     struct iovec vectors[CSSH_DATAGRAM_BATCH];
     if (count > CSSH_DATAGRAM_BATCH) count = CSSH_DATAGRAM_BATCH;
-    for (unsigned int index = 0; index < count; index++) {
-        vectors[index].iov_base = slots[index].bytes;
-        vectors[index].iov_len = slots[index].capacity;
-        memset(&messages[index], 0, sizeof messages[index]);
-        messages[index].msg_hdr.msg_name = &slots[index].address;
-        messages[index].msg_hdr.msg_namelen = sizeof slots[index].address;
-        messages[index].msg_hdr.msg_iov = &vectors[index];
-        messages[index].msg_hdr.msg_iovlen = 1;
-    }
+    cssh_prepare_messages(messages, vectors, slots, count, 1);
     int received = recvmmsg(fd, messages, count, MSG_DONTWAIT, NULL);
     for (int index = 0; index < received; index++) {
         slots[index].length = messages[index].msg_len;
@@ -188,16 +197,7 @@ int cssh_send_batch(int fd, const cssh_datagram *slots, unsigned int count) {
     struct mmsghdr messages[CSSH_DATAGRAM_BATCH];
     struct iovec vectors[CSSH_DATAGRAM_BATCH];
     if (count > CSSH_DATAGRAM_BATCH) count = CSSH_DATAGRAM_BATCH;
-    for (unsigned int index = 0; index < count; index++) {
-        vectors[index].iov_base = slots[index].bytes;
-        vectors[index].iov_len = slots[index].length;
-        memset(&messages[index], 0, sizeof messages[index]);
-        if (slots[index].address_length > 0) {
-            messages[index].msg_hdr.msg_name = (void *)&slots[index].address;
-            messages[index].msg_hdr.msg_namelen = slots[index].address_length;
-        }
-        messages[index].msg_hdr.msg_iov = &vectors[index];
-        messages[index].msg_hdr.msg_iovlen = 1;
-    }
+    // The slots are only read: the cast lets one preparation serve both directions.
+    cssh_prepare_messages(messages, vectors, (cssh_datagram *)slots, count, 0);
     return sendmmsg(fd, messages, count, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
