@@ -194,7 +194,7 @@ final class DatagramSocketTests: SocketStreamsTestCase {
         XCTAssertEqual(received, [0, 1, 2, 3, 5, 6, 7, 8, 9])
     }
 
-    /// A send made from inside a report is reported after the ones before it.
+    /// A send made from inside a report is reported after the sends made before it (those of its batch).
     func testASendFromInsideAReportKeepsTheOrder() throws {
         final class Chain: DatagramSocketDelegate, @unchecked Sendable {
             // @unchecked Sendable: `tags` is reached only on the socket's owner, and read after the waits.
@@ -217,7 +217,12 @@ final class DatagramSocketTests: SocketStreamsTestCase {
         addCleanup { socket.close() }
         let peer = try Peer()
         chain.destination = peer.address
+        // The owner's queue is held while the three are queued, so they leave in one batch; the sends made
+        // from their reports come after all three.
+        let gate = DispatchSemaphore(value: 0)
+        queue.async { gate.wait() }
         for tag in 1...3 { socket.send(Data([0]), to: peer.address, timeout: nil, tag: tag) }
+        gate.signal()
         XCTAssertEqual(chain.done.wait(timeout: .now() + 10), .success)
         XCTAssertEqual(queue.sync { chain.tags }, [1, 2, 3, 101, 102, 103])
     }
