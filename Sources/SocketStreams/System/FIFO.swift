@@ -3,26 +3,24 @@
 /// writes and completing them made GCDAsyncSocket-style uploads quadratic.) A removed element is released
 /// at once. The usual one operation at a time (the read an idle connection keeps pending, a ping-pong's
 /// write) allocates nothing, and an emptied list keeps no storage: an idle connection holds no array.
-package struct FIFO<Element> {
+struct FIFO<Element> {
     private var head: Element?
     /// Where the rest starts in `rest` (32 bits: it fits in the head's padding).
     private var start: UInt32 = 0
     private var rest: [Element?] = []
 
-    package init() {}
+    var isEmpty: Bool { head == nil }
+    var count: Int { head == nil ? 0 : 1 + rest.count - Int(start) }
+    var first: Element? { head }
 
-    package var isEmpty: Bool { head == nil }
-    package var count: Int { head == nil ? 0 : 1 + rest.count - Int(start) }
-    package var first: Element? { head }
-
-    package mutating func append(_ element: Element) {
+    mutating func append(_ element: Element) {
         if head == nil { head = element } else { rest.append(element) }
     }
 
     /// Replaces the first element (which must exist).
-    package mutating func replaceFirst(_ element: Element) { head = element }
+    mutating func replaceFirst(_ element: Element) { head = element }
 
-    package mutating func removeFirst() {
+    mutating func removeFirst() {
         let index = Int(start)
         guard index < rest.count else {
             head = nil
@@ -42,7 +40,7 @@ package struct FIFO<Element> {
         }
     }
 
-    package mutating func removeAll() {
+    mutating func removeAll() {
         guard head != nil else { return }
         head = nil
         if !rest.isEmpty { rest = [] }
@@ -50,7 +48,7 @@ package struct FIFO<Element> {
     }
 
     /// Calls `body` with each element, first to last.
-    package func forEach(_ body: (Element) -> Void) {
+    func forEach(_ body: (Element) -> Void) {
         guard let head else { return }
         body(head)
         for index in Int(start)..<rest.count {
@@ -59,7 +57,7 @@ package struct FIFO<Element> {
     }
 
     /// The first `count` elements (fewer if there are fewer), first to last.
-    package func prefix(_ count: Int) -> [Element] {
+    func prefix(_ count: Int) -> [Element] {
         guard let head, count > 0 else { return [] }
         var elements = [head]
         elements.reserveCapacity(Swift.min(count, self.count))
