@@ -320,14 +320,13 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
     /// Reads up to `budget` batches (one datagram in `.once` mode) and hands each batch to the delegate.
     private func receive(budget: Int) {
         for _ in 0..<budget {
-            let (mode, size, delegate) = state.withLock { state in
-                (state.closing ? .paused : state.receiving, state.maximumDatagramSize, state.delegate)
+            let (mode, size, delegate, hint) = state.withLock { state in
+                (state.closing ? .paused : state.receiving, state.maximumDatagramSize, state.delegate, state.receiveBatch)
             }
             guard mode != .paused, let delegate else { return }
-            let count = mode == .once ? 1 : Self.batch
-            // One byte more than the largest datagram handed out whole: a datagram of exactly that size
-            // is not reported truncated.
-            let slotSize = (size + 16) & ~15
+            let count = mode == .once ? 1 : hint
+            // Each slot takes at most `size` bytes (MSG_TRUNC says when a datagram was longer), 16-byte aligned.
+            let slotSize = (size + 15) & ~15
             let headers = count * MemoryLayout<cssh_datagram>.stride
             let outcome = self.reactor.withBatchBuffer(size: headers + count * slotSize) { buffer -> BatchOutcome in
                 let slots = buffer.baseAddress!.bindMemory(to: cssh_datagram.self, capacity: count)
@@ -344,7 +343,7 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
                     return .failed(.system(code: error.code, function: error.function))
                 }
                 let peer = state.withLock { state -> SocketAddress? in
-                    if mode == .once { state.receiving = .paused }
+                    if mode == .once { state.receiving = .paused } else { state.adaptReceiveBatch(received: received, of: count) }
                     return state.peer
                 }
                 var datagrams: [ReceivedDatagram] = []
@@ -567,6 +566,10 @@ struct DatagramState {
     var timerSequence: UInt64 = 0
     /// The events the fd is watched for.
     var interest: UInt32 = 0
+    /// How many datagrams the next continuous receive asks for: a call prepares a message header per
+    /// slot, so a socket that gets one datagram at a time (a ping-pong) asks for few, and one that fills
+    /// its batches doubles up to `DatagramSocket.batch`.
+    var receiveBatch = 8
     /// A pump is posted to the owner and has not run yet.
     var pumpRequested = false
     /// The owner is in `flush` (which a report may reach again).
@@ -581,6 +584,16 @@ struct DatagramState {
     init(delegate: any DatagramSocketDelegate, maximumDatagramSize: Int) {
         self.delegate = delegate
         self.maximumDatagramSize = maximumDatagramSize
+    }
+
+    /// After a receive that asked for `count` and got `received`: a full batch doubles the next, one a
+    /// quarter full or less halves it (between 8 and `DatagramSocket.batch`).
+    mutating func adaptReceiveBatch(received: Int, of count: Int) {
+        if received == count {
+            receiveBatch = Swift.min(DatagramSocket.batch, count * 2)
+        } else if received * 4 <= count {
+            receiveBatch = Swift.max(8, count / 2)
+        }
     }
 
     /// Marks a pump requested: true when the caller must post one.

@@ -129,7 +129,8 @@ final class DatagramSocketTests: SocketStreamsTestCase {
         let seen = reports.snapshot()
         XCTAssertEqual(seen.datagrams.map { String(decoding: $0.bytes, as: UTF8.self) }, (0..<200).map(String.init))
         XCTAssertTrue(seen.datagrams.allSatisfy { $0.sender == peer.address })
-        XCTAssertLessThanOrEqual(seen.batches.count, 200 / DatagramSocket.batch + 2, "batches: \(seen.batches)")
+        // The batch grows from 8 as batches come full: 8, 16, 32, 64, 64, then the rest.
+        XCTAssertLessThanOrEqual(seen.batches.count, 6, "batches: \(seen.batches)")
         XCTAssertEqual(seen.batches.max(), DatagramSocket.batch)
     }
 
