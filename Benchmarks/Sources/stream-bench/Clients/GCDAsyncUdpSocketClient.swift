@@ -35,6 +35,8 @@ struct GCDAsyncUdpSocketClient: DatagramBenchmarkClient {
 
     // MARK: udp-receive
 
+    // @unchecked Sendable: its fields are touched only on the delegate queue (the serial `queue`), and
+    // read by the benchmark thread only after the wait that the last delegate call ends.
     final class Receiver: QueueDriver, GCDAsyncUdpSocketDelegate, @unchecked Sendable {
         let size: Int
         var tracker: SequenceTracker
@@ -94,6 +96,8 @@ struct GCDAsyncUdpSocketClient: DatagramBenchmarkClient {
     // MARK: udp-send, udp-send-quiet
 
     /// udp-send: a completion for every datagram, in send order; done at the last.
+    // @unchecked Sendable: its fields are touched only on the delegate queue (the serial `queue`), and
+    // read by the benchmark thread only after the wait that the last delegate call ends.
     final class CountingSender: QueueDriver, GCDAsyncUdpSocketDelegate, @unchecked Sendable {
         let expected: Int
         var completed = 0
@@ -125,6 +129,8 @@ struct GCDAsyncUdpSocketClient: DatagramBenchmarkClient {
     }
 
     /// udp-send-quiet: no `didSendDataWithTag`; the sends are done when `closeAfterSending` closes.
+    // @unchecked Sendable: its fields are touched only on the delegate queue (the serial `queue`), and
+    // read by the benchmark thread only after the wait that the last delegate call ends.
     final class QuietSender: QueueDriver, GCDAsyncUdpSocketDelegate, @unchecked Sendable {
         init() { super.init(queue: GCDAsyncUdpSocketClient.queue, name: "GCDAsyncUdpSocket") }
 
@@ -164,6 +170,8 @@ struct GCDAsyncUdpSocketClient: DatagramBenchmarkClient {
 
     // MARK: udp-pingpong
 
+    // @unchecked Sendable: its fields are touched only on the delegate queue (the serial `queue`), and
+    // read by the benchmark thread only after the wait that the last delegate call ends.
     final class PingPong: QueueDriver, GCDAsyncUdpSocketDelegate, @unchecked Sendable {
         let messages: [Data]
         let roundTrips: Int
