@@ -19,7 +19,7 @@ extension GCDAsyncUdpSocket {
             let made: DatagramSocket
             do {
                 made = try DatagramSocket(
-                    family: family, owner: socket.owner, delegate: socket,
+                    family: family, owner: socket.owner(&state), delegate: socket,
                     maximumDatagramSize: family == AF_INET ? Int(state.maxReceive4) : Int(min(state.maxReceive6, 65_535)))
             } catch {
                 throw posixError(error, reason: "Error in socket() function")

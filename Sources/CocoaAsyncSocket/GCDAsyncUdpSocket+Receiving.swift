@@ -49,11 +49,13 @@ extension GCDAsyncUdpSocket {
     }
 
     /// Sets a receive filter, called on `filterQueue` asynchronously or, with `isAsynchronous` false,
-    /// synchronously from the socket's own queue (`setReceiveFilter:withQueue:isAsynchronous:`; as
-    /// there, a synchronous filter on the socket queue itself deadlocks).
+    /// synchronously from the socket's own work (`setReceiveFilter:withQueue:isAsynchronous:`); where
+    /// that work already runs on `filterQueue` the filter is called inline, where GCDAsyncUdpSocket,
+    /// given its socket queue as the filter's, deadlocks.
     public func setReceiveFilter(
         _ filterBlock: GCDAsyncUdpSocketReceiveFilterBlock?, with filterQueue: DispatchQueue?, isAsynchronous: Bool
     ) {
+        if let filterQueue, !isAsynchronous { Self.markFilterQueue(filterQueue) }
         state.withLock { state in
             state.receiveFilter = filterBlock.flatMap { block in
                 filterQueue.map { UdpReceiveFilter(block: block, queue: $0, isAsynchronous: isAsynchronous) }
@@ -186,7 +188,7 @@ final class UdpReceiveFilterCall: @unchecked Sendable {
         if filter.isAsynchronous {
             filter.queue.async { self.run() }
         } else {
-            filter.queue.sync { run() }
+            GCDAsyncUdpSocket.runSynchronously(on: filter.queue) { run() }
         }
     }
 

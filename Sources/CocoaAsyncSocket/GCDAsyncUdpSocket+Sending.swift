@@ -54,6 +54,7 @@ extension GCDAsyncUdpSocket {
     /// synchronously (`setSendFilter:withQueue:isAsynchronous:`). A datagram the filter refuses is not
     /// sent, and its tag is still reported sent, as GCDAsyncUdpSocket reports it.
     public func setSendFilter(_ filterBlock: GCDAsyncUdpSocketSendFilterBlock?, with filterQueue: DispatchQueue?, isAsynchronous: Bool) {
+        if let filterQueue, !isAsynchronous { Self.markFilterQueue(filterQueue) }
         state.withLock { state in
             state.sendFilter = filterBlock.flatMap { block in
                 filterQueue.map { UdpSendFilter(block: block, queue: $0, isAsynchronous: isAsynchronous) }
@@ -386,7 +387,7 @@ final class UdpSendFilterCall: @unchecked Sendable {
                 self.socket.sendFilterAnswered(id: self.id, pass: self.filter.block(self.data, self.destination, self.tag))
             }
         } else {
-            let pass = filter.queue.sync { filter.block(data, destination, tag) }
+            let pass = GCDAsyncUdpSocket.runSynchronously(on: filter.queue) { filter.block(data, destination, tag) }
             socket.sendFilterAnswered(id: id, pass: pass)
         }
     }

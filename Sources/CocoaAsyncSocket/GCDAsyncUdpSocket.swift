@@ -15,11 +15,14 @@ import SocketStreams
 /// socket.send("ping".data(using: .utf8)!, toHost: "127.0.0.1", port: 9000, withTimeout: 5, tag: 1)
 /// ```
 ///
-/// Its model is GCDAsyncUdpSocket's: the socket's work runs in one place (the socket queue given to
-/// `init`, or the package's stream thread for a socket given none, where GCDAsyncUdpSocket makes a
-/// private serial queue), and each delegate call is posted from there to the delegate queue as its own
-/// block, in order; datagrams that arrive together are handed over in one block, one
-/// `udpSocket(_:didReceive:fromAddress:withFilterContext:)` call each. Sends are one FIFO with the
+/// Its model is GCDAsyncUdpSocket's: the socket's work runs in one place, and each delegate call is
+/// posted from there to the delegate queue as its own block, in order; datagrams that arrive together
+/// are handed over in one block, one `udpSocket(_:didReceive:fromAddress:withFilterContext:)` call each.
+/// That place is the socket queue given to `init`; for a socket given none (where GCDAsyncUdpSocket
+/// makes a private serial queue) it is the delegate queue itself, so that a datagram and the delegate
+/// call it brings cost no thread hand-over: the calls then run in turns of that queue, each behind the
+/// blocks already queued, as separate blocks would (a delegate queue that is the main queue or a global
+/// one leaves the work to the package's stream thread; Guides/Datagrams.md). Sends are one FIFO with the
 /// connect: outcomes are reported in send order, a host name is resolved for each send, and
 /// consecutive datagrams leave in one `sendmmsg`. Every method may be called from any thread.
 ///
@@ -77,7 +80,46 @@ public final class GCDAsyncUdpSocket: NSObject, @unchecked Sendable {
         for socket in sockets { socket.close() }
     }
 
-    var owner: DatagramOwner { socketQueue.map { .queue($0) } ?? .streamThread }
+    /// Where the datagram sockets work, chosen when the first is made and kept: the socket queue given to
+    /// `init`; else the delegate queue, whose reactor then runs the sockets' work and delivers each
+    /// delegate call in a turn of its own (`DelegateTurns`), so neither a datagram nor a delegate call
+    /// waits for another thread; else (no delegate queue yet, the main queue, a global queue) the
+    /// package's stream thread. The main queue is left out because a program's main thread often
+    /// blocks (a tool that sends and waits), and a global queue because its delegate calls may run side
+    /// by side, which one reactor would make one at a time. Lock held.
+    func owner(_ state: inout UdpState) -> DatagramOwner {
+        if let socketQueue { return .queue(socketQueue) }
+        if let turns = state.turns { return .delegateQueue(turns.queue) }
+        guard !state.ownerChosen else { return .streamThread }
+        state.ownerChosen = true
+        guard let queue = state.delegateQueue, !Self.isSharedQueue(queue), let turns = DelegateTurns(queue: queue) else {
+            return .streamThread
+        }
+        state.turns = turns
+        return .delegateQueue(queue)
+    }
+
+    /// Marks the queue of a synchronous filter (one key for every socket's), so that a filter asked from
+    /// that queue itself (the delegate queue's turns, a send made in a block on it) runs inline instead
+    /// of waiting for itself.
+    static let filterQueueKey = DispatchSpecificKey<ObjectIdentifier>()
+
+    static func markFilterQueue(_ queue: DispatchQueue) {
+        guard queue.getSpecific(key: filterQueueKey) != ObjectIdentifier(queue) else { return }
+        queue.setSpecific(key: filterQueueKey, value: ObjectIdentifier(queue))
+    }
+
+    /// `queue.sync(execute: body)`, or `body()` when called on `queue` (marked by `markFilterQueue`).
+    static func runSynchronously<Result>(on queue: DispatchQueue, _ body: () -> Result) -> Result {
+        if DispatchQueue.getSpecific(key: filterQueueKey) == ObjectIdentifier(queue) { return body() }
+        return queue.sync(execute: body)
+    }
+
+    /// Whether `queue` is the main queue or a global one (by label: each `DispatchQueue.main` and
+    /// `DispatchQueue.global()` is a new wrapper).
+    static func isSharedQueue(_ queue: DispatchQueue) -> Bool {
+        queue.label == DispatchQueue.main.label || queue.label.hasPrefix("com.apple.root.")
+    }
 
     /// `state.withLock`, then closes the sockets `body` let go of (`UdpState.drop`).
     func update<Result>(_ body: (inout UdpState) throws -> Result) rethrows -> Result {
@@ -334,6 +376,11 @@ struct UdpState {
     var maxReceive6: UInt32 = 65_535
     var maxSend: UInt16 = 65_535
 
+    /// The delegate queue's turns, when the sockets work on it (`GCDAsyncUdpSocket.owner`).
+    var turns: DelegateTurns?
+    /// The owner has been chosen (kept across closes).
+    var ownerChosen = false
+
     /// The datagram sockets, made on first use (a bind, a connect, an option, the first send).
     var socket4: DatagramSocket?
     var socket6: DatagramSocket?
@@ -465,7 +512,7 @@ struct UdpPacket {
 }
 
 /// A call to the delegate, carried to its queue: the delegate is used only there.
-final class UdpDelegateCall: @unchecked Sendable {
+final class UdpDelegateCall: TurnCall, @unchecked Sendable {
     // @unchecked: built under the socket's lock and then read only by the block that runs it.
     let socket: GCDAsyncUdpSocket
     let delegate: GCDAsyncUdpSocketDelegate
@@ -480,13 +527,14 @@ final class UdpDelegateCall: @unchecked Sendable {
         self.call = call
     }
 
-    func run() { call(socket, delegate) }
+    package func run() { call(socket, delegate) }
 }
 
 extension GCDAsyncUdpSocket {
-    /// Posts `call` to the delegate queue as its own block, unless the delegate's type leaves every one
-    /// of `methods` to its default (see `DelegateDefaults`). Lock held: posts keep the order of the
-    /// events behind them, whichever thread saw them.
+    /// Posts `call` to the delegate queue as its own block (or, when the sockets work on that queue, in
+    /// a turn of its own), unless the delegate's type leaves every one of `methods` to its default (see
+    /// `DelegateDefaults`). Lock held: posts keep the order of the events behind them, whichever thread
+    /// saw them.
     static func post(
         _ state: inout UdpState, _ socket: GCDAsyncUdpSocket, unlessDefault methods: DelegateDefaults.Methods = [],
         _ call: @escaping (GCDAsyncUdpSocket, GCDAsyncUdpSocketDelegate) -> Void
@@ -494,6 +542,7 @@ extension GCDAsyncUdpSocket {
         guard let delegate = state.delegate, let queue = state.delegateQueue else { return }
         if !methods.isEmpty, DelegateDefaults.leaves(methods, to: delegate) { return }
         let posted = UdpDelegateCall(socket, delegate, call)
+        if let turns = state.turns, turns.serves(queue) { return turns.enqueue(posted) }
         queue.async { posted.run() }
     }
 }

@@ -29,6 +29,9 @@ final class Recorder: NSObject, GCDAsyncUdpSocketDelegate, @unchecked Sendable {
     /// Called for every datagram, on the delegate queue, after it was recorded.
     var onReceive: ((GCDAsyncUdpSocket, Data, Data) -> Void)?
 
+    /// Records a line of the test's own among the delegate's (a block's turn, say).
+    func note(_ line: String) { record(line) }
+
     private func record(_ line: String) {
         condition.lock()
         log.append(line)

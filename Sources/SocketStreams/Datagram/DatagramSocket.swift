@@ -22,7 +22,12 @@ import Glibc
 /// Where a datagram socket's work runs: the reactor of a dispatch queue (its callouts run on that
 /// queue), or the package's stream thread.
 package enum DatagramOwner: Sendable {
+    /// A serial queue given for the socket's work (GCDAsyncUdpSocket's socket queue): any block on it
+    /// may act as the owner.
     case queue(DispatchQueue)
+    /// The queue of the face's delegate, which other code uses too and which may be concurrent: only
+    /// the reactor's perform acts as the owner (a block on a concurrent queue runs beside a perform).
+    case delegateQueue(DispatchQueue)
     case streamThread
 }
 
@@ -82,6 +87,9 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
 
     package let family: Int32
     let reactor: Reactor
+    /// Whether a block on the owner's queue (or its thread) may act as the owner outside a perform
+    /// (`DatagramOwner.delegateQueue`: no).
+    private let ownsQueueBlocks: Bool
     let handle: SocketHandle
     private let token: UInt64
     private let state: Guarded<DatagramState>
@@ -96,7 +104,7 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
         let reactor: Reactor
         do {
             switch owner {
-            case .queue(let queue): reactor = try ReactorRegistry.shared.acquire(queue: queue)
+            case .queue(let queue), .delegateQueue(let queue): reactor = try ReactorRegistry.shared.acquire(queue: queue)
             case .streamThread:
                 reactor = try StreamThread.reactor()
                 ReactorRegistry.shared.retain(reactor)
@@ -113,6 +121,7 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
         }
         self.family = family
         self.reactor = reactor
+        if case .delegateQueue = owner { ownsQueueBlocks = false } else { ownsQueueBlocks = true }
         handle = SocketHandle(fd: fd, closesOnRelease: true)
         state = Guarded(DatagramState(delegate: delegate, maximumDatagramSize: max(1, min(maximumDatagramSize, 65_535))))
         do {
@@ -277,16 +286,19 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
 
     // MARK: the owner's work
 
-    /// Runs `work` now if the caller may act as the owner (inside a perform, or a block on the owner's
-    /// serial queue, or its thread), else posts it to the owner.
+    /// Whether the caller may act as the owner now: inside a perform, or (unless the owner is a
+    /// delegate's queue) a block on the owner's serial queue, or its thread.
+    private var isOwner: Bool { ownsQueueBlocks ? reactor.isOwnerContext : reactor.isPerformingHere }
+
+    /// Runs `work` now if the caller may act as the owner, else posts it to the owner.
     private func onOwner(_ work: @escaping @Sendable () -> Void) {
-        if reactor.isOwnerContext { return work() }
+        if isOwner { return work() }
         reactor.post(work)
     }
 
     /// Brings the epoll interest up to date, sends what can be sent, and closes when asked to.
     private func pump() {
-        assert(reactor.isOwnerContext, "a datagram socket's pump off its owner")
+        assert(isOwner, "a datagram socket's pump off its owner")
         let open = state.withLock { state -> Bool in
             state.pumpRequested = false
             return state.fdOpen && !state.closing
@@ -493,7 +505,7 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
 
     /// Sends what the kernel takes at once, then leaves the epoll set and closes the fd.
     private func tearDown() {
-        assert(reactor.isOwnerContext, "a datagram socket's close off its owner")
+        assert(isOwner, "a datagram socket's close off its owner")
         state.withLock { $0.finalFlush = true }
         flush()
         let timer = state.withLock { state -> UInt64? in

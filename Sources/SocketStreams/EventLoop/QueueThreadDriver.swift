@@ -91,20 +91,27 @@ final class QueueThreadDriver: QueueDriver {
         let shared = Turn()
         let performer = queuePerformer
         let turn = DispatchWorkItem {
-            let current = Posix.ioCount.load(ordering: .relaxed) == shared.ioSeen
-            shared.performed = performer.perform(reactor, single: true, fetched: current ? fetched : nil, count: shared.count)
+            // A turn asked for by the last one (`Reactor.performNextTurn`) polls nothing: what is ready
+            // is found by the next wait.
+            let current = shared.count == 0 || Posix.ioCount.load(ordering: .relaxed) == shared.ioSeen
+            shared.outcome = performer.perform(
+                reactor, single: true, fetched: current ? fetched : nil, count: shared.count, rearm: .caller)
             shared.ioSeen = Posix.ioCount.load(ordering: .relaxed)
         }
         while true {
-            let count = Posix.epollWait(reactor.epollFD, fetched, ReactorOwned.eventCapacity, timeout: -1)
+            if shared.outcome == .again {
+                shared.count = 0
+            } else {
+                let count = Posix.epollWait(reactor.epollFD, fetched, ReactorOwned.eventCapacity, timeout: -1)
+                guard count > 0 || stopping.load(ordering: .acquiring) else { continue }
+                shared.count = count
+            }
             if stopping.load(ordering: .acquiring) { return }
-            guard count > 0 else { continue }
-            shared.count = count
-            shared.performed = true
+            shared.outcome = .done
             performer.queue.sync(execute: turn)
             // A perform running elsewhere (a concurrent queue's) handles what is ready: wait for it to
             // end rather than find the same events again and again.
-            if !shared.performed { performer.waitWhileRunning() }
+            if shared.outcome == .busy { performer.waitWhileRunning() }
         }
     }
 
@@ -117,8 +124,9 @@ final class QueueThreadDriver: QueueDriver {
         @exclusivity(unchecked) var ioSeen = Posix.ioCount.load(ordering: .relaxed) &- 1
         /// How many events the wait fetched.
         @exclusivity(unchecked) var count = 0
-        /// Whether the turn performed (false: a perform running elsewhere had the queue's work).
-        @exclusivity(unchecked) var performed = true
+        /// What the last turn came to: `.busy` when a perform running elsewhere had the queue's work,
+        /// `.again` when the next turn is due at once.
+        @exclusivity(unchecked) var outcome = QueueTurn.done
     }
 
     /// Whether `queue` is the main queue: by its label, as each `DispatchQueue.main` is a new wrapper.

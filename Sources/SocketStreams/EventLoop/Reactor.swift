@@ -100,6 +100,8 @@ struct ReactorOwned {
     /// Work posted inside `perform` on its own thread (an executor's job resumed by a callout): no lock
     /// and no wake-up either, run before `perform` returns, after the events delivered with it.
     var localTasks: [PostedWork] = []
+    /// Work for the next performs (`performNextTurn`), the first of it run first thing in each.
+    var nextTurns: [PostedWork] = []
     /// Re-signals a read may still make before the next epoll round (`takeReadAhead`), refilled each
     /// round: a read that leaves bytes in the kernel signals `hasBytesAvailable` again at once, without
     /// an `epoll_wait`, but at most this many times a round, so that one flooded socket cannot keep the
@@ -349,6 +351,21 @@ final class Reactor: @unchecked Sendable {
         shared.withLock { $0.wakePending = false }
     }
 
+    /// Runs `work` first thing in a later perform of this reactor, one such work a perform, in the order
+    /// asked; call it from inside a perform. A queue's next perform waits behind the blocks already on
+    /// the queue, put there by what ran in this one: so a face that makes one delegate call a turn
+    /// (`DelegateTurns`) keeps the order separate blocks would have, without a thread woken for it (a
+    /// queue's thread runs its next turn itself, `QueueThreadDriver`).
+    func performNextTurn(_ work: @escaping @Sendable () -> Void) {
+        withOwned { $0.nextTurns.append(.closure(work)) }
+    }
+
+    /// The first of the work asked for by `performNextTurn`, inside perform.
+    private func takeNextTurn() -> PostedWork? {
+        let owned = self.owned  // inside perform: the performing thread's
+        return owned.pointee.nextTurns.isEmpty ? nil : owned.pointee.nextTurns.removeFirst()
+    }
+
     // MARK: the read buffer
 
     /// A buffer of `size` bytes (contents undefined) for one read on the reactor's thread: one per
@@ -492,6 +509,7 @@ final class Reactor: @unchecked Sendable {
         var exhausted = false
         let started = single ? 0 : Posix.monotonicNanoseconds()
         let limit = maxRounds
+        takeNextTurn()?.run()
         if timersDue { fireTimers() }
         let events = owned.pointee.events
         while true {
@@ -535,6 +553,7 @@ final class Reactor: @unchecked Sendable {
             drainWork()
         }
         drainWork()
+        let turnsLeft = !owned.pointee.nextTurns.isEmpty
         outcome.again = shared.withLock { state -> Bool in
             performing.store(0, ordering: .relaxed)
             // Rounds used up: events are left in the epoll set, and the run loop waits for our port
@@ -542,7 +561,7 @@ final class Reactor: @unchecked Sendable {
             // is already pending: its edge may be the one that started this perform. (Events left in
             // an epoll set after epoll_wait raise no new edge for an epoll fd that waits on it:
             // `ReactorTests` has the case.)
-            guard exhausted || (!state.tasks.isEmpty || !state.ready.isEmpty) && !state.wakePending else { return false }
+            guard exhausted || (turnsLeft || !state.tasks.isEmpty || !state.ready.isEmpty) && !state.wakePending else { return false }
             if rearm == .wake { state.wakePending = true }
             return true
         }

@@ -115,6 +115,15 @@ struct RunLoopSignals: Sendable {
     func timerSeen() { Posix.drainCounter(timerFD) }
 }
 
+/// What a queue's perform came to (`QueuePerformer.perform`).
+enum QueueTurn {
+    /// Another perform was running: the request is left for it.
+    case busy
+    case done
+    /// Another turn is due at once (with `RoundRearm.caller`: the caller runs it).
+    case again
+}
+
 /// What a dispatch queue's reactor does whichever way its epoll set is watched: performs one at a time
 /// on the queue, wake-ups as `queue.async` blocks and timers as `queue.asyncAfter` blocks, so posted
 /// work and timers keep their order with the user's own blocks on that queue, and a queue costs no
@@ -142,19 +151,25 @@ final class QueuePerformer: Sendable {
     /// running one goes round again before it lets go (`SerialRunner`). So callouts, posted work and
     /// timers for streams on one queue never overlap, as if the queue were serial.
     /// `fetched`: the queue's thread asks, with the `count` events its wait fetched if they are still
-    /// current, else nil for a fresh poll; its first round is then the only one (`single`).
-    /// Returns false when another perform was running (the request is left for it).
+    /// current, else nil for a fresh poll; its first round is then the only one (`single`), and with
+    /// `rearm` `.caller` it runs the next turn itself when one is due (`QueueTurn.again`) rather than
+    /// have a block queued for it.
     @discardableResult
-    func perform(_ reactor: Reactor, single: Bool = false, fetched: UnsafeMutablePointer<epoll_event>? = nil, count: Int = 0) -> Bool {
-        guard runner.withLock({ $0.enter() }) == .run else { return false }
+    func perform(
+        _ reactor: Reactor, single: Bool = false, fetched: UnsafeMutablePointer<epoll_event>? = nil, count: Int = 0,
+        rearm: RoundRearm = .wake
+    ) -> QueueTurn {
+        guard runner.withLock({ $0.enter() }) == .run else { return .busy }
         var single = single
+        var again = false
         repeat {
             let due = timersDue.exchange(false, ordering: .acquiringAndReleasing)
-            let outcome = reactor.performRounds(fetched: single ? fetched : nil, count: count, single: single, timersDue: due, rearm: .wake)
-            if outcome.again { wake(reactor) }
+            let outcome = reactor.performRounds(fetched: single ? fetched : nil, count: count, single: single, timersDue: due, rearm: rearm)
+            again = outcome.again && rearm == .caller
+            if outcome.again, rearm == .wake { wake(reactor) }
             single = false
         } while runner.withLockWakingWaiters({ $0.finishRound() != nil })  // a queue's thread may wait for the end
-        return true
+        return again ? .again : .done
     }
 
     /// A wake-up: a block that clears the pending flag and performs.

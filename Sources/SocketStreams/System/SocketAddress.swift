@@ -1,19 +1,38 @@
 import CSocketStreamsShims
 import Glibc
 
-/// An IPv4, IPv6 or Unix-domain socket address (`struct sockaddr_storage` with its length).
+/// An IPv4, IPv6 or Unix-domain socket address with its length.
+///
+/// An IPv4 or IPv6 address is held inline in the room of a `sockaddr_in6` (28 bytes), so the value is
+/// 40 bytes and copied without a `memcpy` call: a datagram's destination and sender are copied several
+/// times on their way, and every datagram socket and connection keeps some. A longer address (a Unix
+/// path's `sockaddr_un`) is held out of line, in a `sockaddr_storage` of its own.
 package struct SocketAddress: @unchecked Sendable, CustomStringConvertible, Equatable {
-    private var storage = sockaddr_storage()
-    private var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+    // @unchecked: `long` is immutable once made (a `let` of a class nobody else can reach).
+    /// An IPv4 (`sockaddr_in`) or IPv6 address; for a longer one, only its family.
+    private var inet = sockaddr_in6()
+    private var length: socklen_t = 0
+    /// An address longer than a `sockaddr_in6`.
+    private var long: LongSocketAddress?
 
     package init() {}
 
     /// Copies a `sockaddr` returned by `getaddrinfo(3)` or `accept(2)`.
     package init(_ pointer: UnsafePointer<sockaddr>, length: socklen_t) {
-        withUnsafeMutableBytes(of: &storage) { raw in
-            raw.copyMemory(from: UnsafeRawBufferPointer(start: pointer, count: Int(length)))
+        self.init(UnsafeRawPointer(pointer), length: Int(length))
+    }
+
+    private init(_ bytes: UnsafeRawPointer, length: Int) {
+        let length = min(length, MemoryLayout<sockaddr_storage>.size)
+        self.length = socklen_t(length)
+        if length <= MemoryLayout<sockaddr_in6>.size {
+            withUnsafeMutableBytes(of: &inet) { $0.copyMemory(from: UnsafeRawBufferPointer(start: bytes, count: length)) }
+        } else {
+            let long = LongSocketAddress()
+            withUnsafeMutableBytes(of: &long.storage) { $0.copyMemory(from: UnsafeRawBufferPointer(start: bytes, count: length)) }
+            inet.sin6_family = long.storage.ss_family
+            self.long = long
         }
-        self.length = length
     }
 
     /// Parses a numeric IPv4 or IPv6 address (`inet_pton(3)`); nil if `host` is not one (a name
@@ -59,8 +78,8 @@ package struct SocketAddress: @unchecked Sendable, CustomStringConvertible, Equa
             raw.copyBytes(from: bytes)
             raw[bytes.count] = 0
         }
-        self.init(copying: &sun)
-        self.length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + 1)
+        let length = MemoryLayout<sa_family_t>.size + bytes.count + 1
+        self = withUnsafeBytes(of: &sun) { SocketAddress($0.baseAddress!, length: length) }
     }
 
     /// An IPv4 or IPv6 `sockaddr` as bytes (a `sockaddr_in` or `sockaddr_in6`, as GCDAsyncUdpSocket's
@@ -74,91 +93,90 @@ package struct SocketAddress: @unchecked Sendable, CustomStringConvertible, Equa
         case AF_INET6: needed = MemoryLayout<sockaddr_in6>.size
         default: return nil
         }
-        guard bytes.count >= needed, needed <= MemoryLayout<sockaddr_storage>.size else { return nil }
-        withUnsafeMutableBytes(of: &storage) { raw in raw.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[0..<needed])) }
-        length = socklen_t(needed)
+        guard bytes.count >= needed else { return nil }
+        self.init(base, length: needed)
     }
 
     /// The address's `sockaddr` bytes (its family's structure, `length` bytes).
     package var sockaddrBytes: [UInt8] {
-        withUnsafeBytes(of: storage) { Array($0[0..<Int(length)]) }
+        withSockAddr { pointer, length in Array(UnsafeRawBufferPointer(start: pointer, count: Int(length))) }
     }
 
     /// The same address with another port.
     package func withPort(_ port: Int) -> SocketAddress {
         var copy = self
         let value = UInt16(truncatingIfNeeded: port).bigEndian
-        withUnsafeMutableBytes(of: &copy.storage) { raw in
-            switch family {
-            case AF_INET: raw.storeBytes(of: value, toByteOffset: MemoryLayout<sockaddr_in>.offset(of: \.sin_port)!, as: UInt16.self)
-            case AF_INET6: raw.storeBytes(of: value, toByteOffset: MemoryLayout<sockaddr_in6>.offset(of: \.sin6_port)!, as: UInt16.self)
-            default: break
-            }
+        switch family {
+        case AF_INET, AF_INET6: copy.inet.sin6_port = value  // `sin_port` and `sin6_port` share their offset
+        default: break
         }
         return copy
     }
 
-    /// Same family, address and port (IPv6: and scope); the padding is not compared.
+    /// Same family, address and port (IPv6: and scope; Unix: path); the padding is not compared.
     package static func == (lhs: SocketAddress, rhs: SocketAddress) -> Bool {
-        lhs.family == rhs.family && lhs.port == rhs.port && lhs.addressBytes == rhs.addressBytes && lhs.scope == rhs.scope
+        guard lhs.family == rhs.family else { return false }
+        switch lhs.family {
+        case AF_INET:
+            return lhs.inet.sin6_port == rhs.inet.sin6_port && lhs.ipv4.sin_addr.s_addr == rhs.ipv4.sin_addr.s_addr
+        case AF_INET6:
+            return lhs.inet.sin6_port == rhs.inet.sin6_port && lhs.inet.sin6_scope_id == rhs.inet.sin6_scope_id
+                && withUnsafeBytes(of: lhs.inet.sin6_addr) { left in withUnsafeBytes(of: rhs.inet.sin6_addr) { left.elementsEqual($0) } }
+        default:
+            return lhs.sockaddrBytes == rhs.sockaddrBytes
+        }
     }
 
-    private var scope: UInt32 {
-        family == AF_INET6 ? withUnsafeBytes(of: storage) { $0.load(as: sockaddr_in6.self).sin6_scope_id } : 0
+    /// The inline address read as a `sockaddr_in` (for an IPv4 one).
+    private var ipv4: sockaddr_in {
+        withUnsafeBytes(of: inet) { $0.load(as: sockaddr_in.self) }
     }
 
     private init<T>(copying value: inout T) {
-        withUnsafeMutableBytes(of: &storage) { raw in
-            withUnsafeBytes(of: &value) { raw.copyMemory(from: $0) }
-        }
-        length = socklen_t(MemoryLayout<T>.size)
+        self = withUnsafeBytes(of: &value) { SocketAddress($0.baseAddress!, length: MemoryLayout<T>.size) }
     }
 
-    /// `AF_INET`, `AF_INET6` or `AF_UNIX`.
-    package var family: Int32 { Int32(storage.ss_family) }
+    /// `AF_INET`, `AF_INET6` or `AF_UNIX` (`AF_UNSPEC` for an empty address).
+    package var family: Int32 { Int32(inet.sin6_family) }
 
     /// The port in host byte order (0 for Unix addresses).
     package var port: Int {
-        withUnsafeBytes(of: storage) { raw in
-            switch family {
-            case AF_INET: return Int(UInt16(bigEndian: raw.load(as: sockaddr_in.self).sin_port))
-            case AF_INET6: return Int(UInt16(bigEndian: raw.load(as: sockaddr_in6.self).sin6_port))
-            default: return 0
-            }
+        switch family {
+        case AF_INET, AF_INET6: return Int(UInt16(bigEndian: inet.sin6_port))
+        default: return 0
         }
     }
 
     /// The address in network byte order: 4 bytes for IPv4, 16 for IPv6, none otherwise.
     package var addressBytes: [UInt8] {
-        withUnsafeBytes(of: storage) { raw in
-            switch family {
-            case AF_INET: return withUnsafeBytes(of: raw.load(as: sockaddr_in.self).sin_addr) { Array($0) }
-            case AF_INET6: return withUnsafeBytes(of: raw.load(as: sockaddr_in6.self).sin6_addr) { Array($0) }
-            default: return []
-            }
+        switch family {
+        case AF_INET: return withUnsafeBytes(of: ipv4.sin_addr) { Array($0) }
+        case AF_INET6: return withUnsafeBytes(of: inet.sin6_addr) { Array($0) }
+        default: return []
         }
     }
 
     /// The numeric host (`inet_ntop(3)`) or the Unix path.
     package var host: String {
         var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
-        return withUnsafeBytes(of: storage) { raw in
-            switch family {
-            case AF_INET:
-                var addr = raw.load(as: sockaddr_in.self).sin_addr
-                inet_ntop(AF_INET, &addr, &buffer, socklen_t(buffer.count))
-            case AF_INET6:
-                var addr = raw.load(as: sockaddr_in6.self).sin6_addr
-                inet_ntop(AF_INET6, &addr, &buffer, socklen_t(buffer.count))
-            case AF_UNIX:
+        switch family {
+        case AF_INET:
+            var addr = ipv4.sin_addr
+            inet_ntop(AF_INET, &addr, &buffer, socklen_t(buffer.count))
+        case AF_INET6:
+            var addr = inet.sin6_addr
+            inet_ntop(AF_INET6, &addr, &buffer, socklen_t(buffer.count))
+        case AF_UNIX:
+            return withSockAddr { pointer, length in
                 let offset = MemoryLayout<sa_family_t>.size
-                let bytes = raw[offset..<Int(length)].prefix { $0 != 0 }
+                guard Int(length) > offset else { return "" }
+                let bytes = UnsafeRawBufferPointer(start: pointer, count: Int(length))[offset...].prefix { $0 != 0 }
                 return String(decoding: bytes, as: UTF8.self)
-            default:
-                return "?"
             }
-            return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        default:
+            return "?"
         }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     package var description: String {
@@ -170,19 +188,29 @@ package struct SocketAddress: @unchecked Sendable, CustomStringConvertible, Equa
     }
 
     package func withSockAddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
-        withUnsafeBytes(of: storage) { raw in
-            body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length)
+        if let long {
+            return withUnsafeBytes(of: long.storage) { raw in body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length) }
         }
+        return withUnsafeBytes(of: inet) { raw in body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length) }
     }
 
+    /// Runs `body` with room for any address and its length, then holds what it left there
+    /// (`accept(2)`, `getsockname(2)`).
     package mutating func withMutableSockAddr<R>(_ body: (UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> R) -> R {
-        var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let result = withUnsafeMutableBytes(of: &storage) { raw in
-            body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), &len)
+            body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length)
         }
-        length = len
+        self = withUnsafeBytes(of: &storage) { SocketAddress($0.baseAddress!, length: Int(length)) }
         return result
     }
+}
+
+/// A socket address longer than a `sockaddr_in6` (a Unix path), held out of line by `SocketAddress`;
+/// written only while the address that holds it is made.
+final class LongSocketAddress {
+    var storage = sockaddr_storage()
 }
 
 /// A failed `getaddrinfo(3)`: the `EAI_*` code (glibc values, e.g. `EAI_NONAME` = -2) and, for

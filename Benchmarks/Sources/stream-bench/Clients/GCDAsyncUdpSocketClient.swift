@@ -1,6 +1,6 @@
 // gcdasyncudpsocket: GCDAsyncUdpSocket (the CocoaAsyncSocket product) as code written for Apple
 // platforms uses it: `GCDAsyncUdpSocket(delegate:delegateQueue:)` with no socket queue (its work then
-// runs on the package's stream thread), a delegate on a serial delegate queue, `bind(toPort:interface:)`
+// runs on the delegate queue's reactor), a delegate on a serial delegate queue, `bind(toPort:interface:)`
 // and `beginReceiving()` to receive, `send(_:toHost:port:withTimeout:tag:)` to the sink and
 // `send(_:toAddress:withTimeout:tag:)` to the echo peer's address, `Data` in and out, one `Data` of its
 // own per datagram sent. (`STREAM_BENCH_GCD_SOCKET_QUEUE=delegate` passes the delegate queue as the
@@ -24,8 +24,8 @@ struct GCDAsyncUdpSocketClient: DatagramBenchmarkClient {
     /// measurement then uses.
     static let queue = DispatchQueue(label: "stream-bench.gcdasyncudpsocket")
 
-    /// A socket calling `delegate` on the delegate queue, working on the stream thread (or on the
-    /// delegate queue, see the file's comment).
+    /// A socket calling `delegate` on the delegate queue and working there (or with the delegate queue
+    /// given as its socket queue too, see the file's comment).
     private static func makeSocket(_ delegate: GCDAsyncUdpSocketDelegate) -> GCDAsyncUdpSocket {
         GCDAsyncUdpSocket(delegate: delegate, delegateQueue: queue, socketQueue: GCDAsyncSocketClient.sharesQueue ? queue : nil)
     }
