@@ -105,25 +105,27 @@ extension GCDAsyncUdpSocket {
     /// (a call each), or each through the receive filter. Empty datagrams are dropped, as
     /// GCDAsyncUdpSocket drops them.
     package func datagramSocket(_ socket: DatagramSocket, received datagrams: [ReceivedDatagram]) {
-        let received = datagrams.compactMap { datagram -> (Data, Data)? in
-            datagram.bytes.isEmpty ? nil : (Data(datagram.bytes), Data(datagram.sender.sockaddrBytes))
-        }
         let (calls, rearm) = update { state -> ([UdpReceiveFilterCall], [DatagramSocket]) in
             guard state.owns(socket) else { return ([], []) }
             let once = state.receiving == .once
+            var received: [UdpDatagram] = []
+            received.reserveCapacity(datagrams.count)
+            for datagram in datagrams where !datagram.bytes.isEmpty {
+                received.append(UdpDatagram(data: Data(datagram.bytes), address: state.senders.data(for: datagram.sender)))
+            }
             guard !received.isEmpty else { return ([], once ? [socket] : []) }
             if let filter = state.receiveFilter {
                 state.filtersPending += received.count
                 let calls = received.map {
-                    UdpReceiveFilterCall(self, filter, data: $0.0, address: $0.1, generation: state.generation, once: once)
+                    UdpReceiveFilterCall(self, filter, data: $0.data, address: $0.address, generation: state.generation, once: once)
                 }
                 return (calls, [])
             }
             if once {
                 state.receiving = .paused
             }
-            Self.post(&state, self) { socket, delegate in
-                for (data, address) in received { Self.deliver(data, from: address, context: nil, to: delegate, on: socket) }
+            if let delegate = state.delegate, let queue = state.delegateQueue {
+                Self.deliver(&state, UdpReceiveCall(self, delegate, received), on: queue)
             }
             return ([], once ? [state.socket4, state.socket6].compactMap { $0 }.filter { $0 !== socket } : [])
         }
@@ -155,6 +157,46 @@ extension GCDAsyncUdpSocket {
     package func datagramSocket(_ socket: DatagramSocket, receiveFailed error: DatagramSendError) {
         guard state.withLock({ $0.owns(socket) }) else { return }
         closeNow(error: Self.posixError(error, reason: "Error in recvfrom() function"))
+    }
+}
+
+/// A datagram as the delegate is given it: its bytes and its sender's `sockaddr`.
+struct UdpDatagram {
+    let data: Data
+    let address: Data
+}
+
+/// The senders' addresses as `Data`, the last one kept: a flow's datagrams come from one peer, whose
+/// address is then made into a `Data` once, not once a datagram.
+struct UdpSenderCache {
+    private var last: SocketAddress?
+    private var lastData = Data()
+
+    mutating func data(for sender: SocketAddress) -> Data {
+        if let last, last == sender { return lastData }
+        lastData = sender.withSockAddr { Data(bytes: $0, count: Int($1)) }
+        last = sender
+        return lastData
+    }
+}
+
+/// Datagrams that arrived together, carried to the delegate queue: a `didReceive` call each.
+final class UdpReceiveCall: TurnCall, @unchecked Sendable {
+    // @unchecked: built under the socket's lock and then read only by the block or turn that runs it.
+    let socket: GCDAsyncUdpSocket
+    let delegate: GCDAsyncUdpSocketDelegate
+    let datagrams: [UdpDatagram]
+
+    init(_ socket: GCDAsyncUdpSocket, _ delegate: GCDAsyncUdpSocketDelegate, _ datagrams: [UdpDatagram]) {
+        self.socket = socket
+        self.delegate = delegate
+        self.datagrams = datagrams
+    }
+
+    package func run() {
+        for datagram in datagrams {
+            GCDAsyncUdpSocket.deliver(datagram.data, from: datagram.address, context: nil, to: delegate, on: socket)
+        }
     }
 }
 

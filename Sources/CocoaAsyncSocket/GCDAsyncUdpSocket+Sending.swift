@@ -175,7 +175,7 @@ extension GCDAsyncUdpSocket {
     private static func resolvedTarget(_ state: inout UdpState, _ packet: UdpPacket) -> ResolvedTarget {
         switch packet.target {
         case .unspecified: return .unspecified
-        case .address(let address): return .addresses([address], named: false)
+        case .address(let address): return .address(address)
         case .host(let answer?):
             switch answer {
             case .success(let addresses): return .addresses(addresses, named: true)
@@ -211,27 +211,35 @@ extension GCDAsyncUdpSocket {
                 GCDAsyncUdpSocketError(.badConfigError, message: "You must specify destination of packet for a non-connected socket")
                     as NSError)
         case .failed(let error): return .failed(error)
-        case .addresses(let addresses, _):
-            switch pick(state, addresses) {
-            case .failure(let error): return .failed(error)
-            case .success(let address):
-                do {
-                    try makeSockets(&state, socket, families: [address.family])
-                } catch {
-                    return .failed(error as NSError)
-                }
-                guard let datagramSocket = state.socket(address.family) else {
-                    // The family's socket was closed by a multicast join (GCDAsyncUdpSocket sends on fd -1 and fails with EBADF).
-                    return .failed(.udpPOSIX(EBADF, reason: "Error in send() function."))
-                }
-                return .socket(datagramSocket, address)
+        case .address(let address): return route(&state, socket, picked: pick(state, CollectionOfOne(address)))
+        case .addresses(let addresses, _): return route(&state, socket, picked: pick(state, addresses))
+        }
+    }
+
+    /// The socket for the address `pick` chose, made if need be.
+    private static func route(_ state: inout UdpState, _ socket: GCDAsyncUdpSocket, picked: Result<SocketAddress, NSError>) -> Route {
+        let address: SocketAddress
+        switch picked {
+        case .failure(let error): return .failed(error)
+        case .success(let chosen): address = chosen
+        }
+        if state.socket(address.family) == nil {
+            do {
+                try makeSockets(&state, socket, families: [address.family])
+            } catch {
+                return .failed(error as NSError)
             }
         }
+        guard let datagramSocket = state.socket(address.family) else {
+            // The family's socket was closed by a multicast join (GCDAsyncUdpSocket sends on fd -1 and fails with EBADF).
+            return .failed(.udpPOSIX(EBADF, reason: "Error in send() function."))
+        }
+        return .socket(datagramSocket, address)
     }
 
     /// GCDAsyncUdpSocket's choice among a look-up's addresses: enabled and not deactivated families
     /// only; the preferred family if it is there, else (neutral) the first address's.
-    static func pick(_ state: UdpState, _ addresses: [SocketAddress]) -> Result<SocketAddress, NSError> {
+    static func pick(_ state: UdpState, _ addresses: some Collection<SocketAddress>) -> Result<SocketAddress, NSError> {
         let v4 = addresses.first { $0.family == AF_INET }
         let v6 = addresses.first { $0.family == AF_INET6 }
         let other = { (message: String) in GCDAsyncUdpSocketError(.otherError, message: message) as NSError }
@@ -265,6 +273,11 @@ extension GCDAsyncUdpSocket {
             return post(&state, socket) { $1.udpSocket($0, didNotConnect: error) }
         case .waiting, .unspecified:
             return
+        case .address(let single):
+            switch pick(state, CollectionOfOne(single)) {
+            case .failure(let error): return post(&state, socket) { $1.udpSocket($0, didNotConnect: error) }
+            case .success(let picked): address = picked
+            }
         case .addresses(let addresses, _):
             switch pick(state, addresses) {
             case .failure(let error): return post(&state, socket) { $1.udpSocket($0, didNotConnect: error) }
@@ -350,6 +363,8 @@ struct UdpOutgoing {
 /// A packet's destination as far as the queue knows it.
 enum ResolvedTarget {
     case unspecified
+    /// An address given as one.
+    case address(SocketAddress)
     /// `named`: the addresses of a host name (which a connected socket refuses).
     case addresses([SocketAddress], named: Bool)
     case failed(NSError)

@@ -121,16 +121,24 @@ public final class GCDAsyncUdpSocket: NSObject, @unchecked Sendable {
         queue.label == DispatchQueue.main.label || queue.label.hasPrefix("com.apple.root.")
     }
 
-    /// `state.withLock`, then closes the sockets `body` let go of (`UdpState.drop`).
-    func update<Result>(_ body: (inout UdpState) throws -> Result) rethrows -> Result {
-        defer {
-            let dropped = state.withLock { state -> [DatagramSocket] in
-                defer { state.dropped = [] }
-                return state.dropped
+    /// `state.withLock`, then closes the sockets `body` let go of (`UdpState.drop`), whether or not it
+    /// threw: one lock for both.
+    func update<Result, Failure: Error>(_ body: (inout UdpState) throws(Failure) -> Result) throws(Failure) -> Result {
+        var failure: Failure?
+        let (result, dropped) = state.withLock { state -> (Result?, [DatagramSocket]) in
+            var result: Result?
+            do throws(Failure) {
+                result = try body(&state)
+            } catch {
+                failure = error
             }
-            for socket in dropped { socket.close() }
+            guard !state.dropped.isEmpty else { return (result, []) }
+            defer { state.dropped = [] }
+            return (result, state.dropped)
         }
-        return try state.withLock(body)
+        for socket in dropped { socket.close() }
+        if let failure { throw failure }
+        return result!
     }
 
     // MARK: configuration (GCDAsyncUdpSocket.h: "Configuration")
@@ -396,6 +404,8 @@ struct UdpState {
     var connectedAddress: SocketAddress?
 
     var receiving = DatagramReceiveMode.paused
+    /// The last sender's address as `Data`.
+    var senders = UdpSenderCache()
     var receiveFilter: UdpReceiveFilter?
     var sendFilter: UdpSendFilter?
     /// Delegate calls for datagrams whose async receive filter has not answered.
@@ -541,8 +551,13 @@ extension GCDAsyncUdpSocket {
     ) {
         guard let delegate = state.delegate, let queue = state.delegateQueue else { return }
         if !methods.isEmpty, DelegateDefaults.leaves(methods, to: delegate) { return }
-        let posted = UdpDelegateCall(socket, delegate, call)
-        if let turns = state.turns, turns.serves(queue) { return turns.enqueue(posted) }
-        queue.async { posted.run() }
+        deliver(&state, UdpDelegateCall(socket, delegate, call), on: queue)
+    }
+
+    /// Delivers `call` on `queue`: in a turn of its own when the sockets work there, else as a block.
+    /// Lock held.
+    static func deliver(_ state: inout UdpState, _ call: some TurnCall, on queue: DispatchQueue) {
+        if let turns = state.turns, turns.serves(queue) { return turns.enqueue(call) }
+        queue.async { call.run() }
     }
 }
