@@ -17,7 +17,7 @@ final class BenchmarkHarnessTests: XCTestCase {
     ]
     private static let allWorkloads = [
         "download", "upload", "pingpong", "connect", "many1k", "many5k", "idle", "udp-receive", "udp-send", "udp-send-quiet",
-        "udp-pingpong",
+        "udp-pingpong", "udp-fanin",
     ]
     /// The longest one `stream-bench` run here may take (a sanitizer slows it several times) before
     /// `runCommand` kills it and the test fails, rather than waiting forever.
@@ -120,11 +120,15 @@ final class BenchmarkHarnessTests: XCTestCase {
                 if client != reference && workload != "idle" && clients.contains(reference) {
                     XCTAssertNotNil(result["ratioToBaseline"], "\(client) / \(workload): no ratio to \(reference)")
                 }
-                if workload == "udp-receive" || workload == "udp-send" || workload == "udp-send-quiet" {
+                if ["udp-receive", "udp-send", "udp-send-quiet", "udp-fanin"].contains(workload) {
                     let sample = try XCTUnwrap(samples.first)
                     let sent = try XCTUnwrap(sample["datagrams"] as? Int, "\(client) / \(workload): no datagram count")
                     let received = try XCTUnwrap(sample["datagramsReceived"] as? Int, "\(client) / \(workload)")
                     XCTAssertTrue(received > 0 && received <= sent, "\(client) / \(workload): \(received) of \(sent)")
+                }
+                if workload == "udp-fanin" {
+                    // Every one of the 1,000 peers was seen as a sender (the run fails otherwise).
+                    XCTAssertEqual(samples.first?["datagramSenders"] as? Int, 1_000, "\(client) / \(workload)")
                 }
             }
         }

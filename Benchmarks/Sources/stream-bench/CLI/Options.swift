@@ -69,7 +69,7 @@ struct Options {
           --workloads LIST        Comma-separated: download, upload, pingpong, connect, many1k,
                                   many5k, idle, tls-download, tls-upload, tls-pingpong,
                                   tls-handshake, socks-connect, socks-download, udp-receive,
-                                  udp-send, udp-send-quiet, udp-pingpong; "many" =
+                                  udp-send, udp-send-quiet, udp-pingpong, udp-fanin; "many" =
                                   many1k,many5k,idle; "plain", "tls", "socks", "udp"; "all" (default).
           --clients LIST          Comma-separated: baseline, streams-delegate, streams-thread,
                                   streams-queue, streams-polling, streams-async, streams-queued,
@@ -78,7 +78,8 @@ struct Options {
                                   workloads only, the others the stream workloads only.
           --datagram-sizes LIST   Comma-separated datagram sizes in bytes (8-65507) for every UDP
                                   workload, each size a row of its own (default: 64,1200 for
-                                  udp-receive, udp-send and udp-send-quiet; 64 for udp-pingpong).
+                                  udp-receive, udp-send and udp-send-quiet; 64 for udp-pingpong
+                                  and udp-fanin).
           --cpus same|separate|none
                                   Pin client and server to CPU 0 (same, default), to CPUs 0 and 1
                                   (separate), or not at all (none).

@@ -142,6 +142,53 @@ struct BaselineDatagramClient: DatagramBenchmarkClient {
         return seconds
     }
 
+    func fanIn(port: UInt16, peers: Int, count: Int, size: Int) throws -> DatagramOutcome {
+        let (fd, clientPort) = try Posix.boundUDPSocket(nonBlocking: false)
+        defer { Posix.close(fd) }
+        try Posix.setReceiveTimeout(fd, seconds: datagramStallSeconds)
+        let control = try DatagramControl(
+            port: port, request: .fanIn(peers: UInt16(peers), count: UInt64(count), size: UInt32(size), port: clientPort))
+        var tracker = try FanInTracker(ports: try control.readPorts(count: peers), count: count)
+        let start = Posix.monotonicNanoseconds()
+        try control.startFanIn()
+        if batched {
+            let slots = DatagramSlots(capacity: Self.receiveCapacity)
+            receiving: while true {
+                guard let n = try Posix.receiveBatch(fd, slots.slots, count: slots.count) else {
+                    if !(try Posix.waitFor(fd, events: Int16(POLLIN), milliseconds: Int32(datagramStallSeconds * 1000))) {
+                        throw BenchError("udp-fanin: no datagram for \(datagramStallSeconds) s")
+                    }
+                    continue
+                }
+                for index in 0..<n {
+                    let slot = slots.slots + index
+                    let sequence = try checkedSequence(slots.bytes(index), length: Int(slot.pointee.length), size: size)
+                    let last = try withUnsafePointer(to: &slot.pointee.address) {
+                        try tracker.record(sequence, from: $0, length: Int(slot.pointee.address_length))
+                    }
+                    if last { break receiving }
+                }
+            }
+        } else {
+            let buffer = UnsafeMutableRawPointer.allocate(byteCount: Self.receiveCapacity, alignment: 16)
+            defer { buffer.deallocate() }
+            var sender = sockaddr_storage()
+            var length = socklen_t(0)
+            while true {
+                guard
+                    let n = try Posix.receiveFrom(
+                        fd, into: buffer, capacity: Self.receiveCapacity, address: &sender, addressLength: &length)
+                else {
+                    throw BenchError("udp-fanin: no datagram for \(datagramStallSeconds) s")
+                }
+                let sequence = try checkedSequence(buffer, length: n, size: size)
+                if try withUnsafePointer(to: &sender, { try tracker.record(sequence, from: $0, length: Int(length)) }) { break }
+            }
+        }
+        let senderSeconds = try control.finishFanIn(expected: peers * count)
+        return try tracker.outcome(seconds: Stopwatch.seconds(from: start, to: tracker.end), senderSeconds: senderSeconds)
+    }
+
     private func checkEcho(_ bytes: UnsafeRawPointer, length: Int, _ message: [UInt8], _ index: Int) throws {
         let same = length == message.count && message.withUnsafeBytes { memcmp(bytes, $0.baseAddress!, length) == 0 }
         if !same { throw BenchError("udp-pingpong: echo \(index) differs from the datagram sent") }

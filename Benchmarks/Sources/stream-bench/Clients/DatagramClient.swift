@@ -9,14 +9,17 @@ import Glibc
 struct DatagramOutcome {
     /// From the start of the session to its end (see each workload).
     var seconds: Double
-    /// Datagrams sent: by the blast (udp-receive) or by the client (udp-send), or round trips.
+    /// Datagrams sent: by the blast (udp-receive), the peers (udp-fanin) or the client (udp-send), or round trips.
     var count: Int
-    /// Datagrams that arrived: at the client (udp-receive) or at the sink (udp-send).
+    /// Datagrams that arrived: at the client (udp-receive, udp-fanin) or at the sink (udp-send).
     var received: Int
     /// Of those, the ones that came after a later one.
     var outOfOrder: Int
-    /// udp-receive: the seconds the blast took to send its datagrams (the rate offered to the client).
+    /// udp-receive, udp-fanin: the seconds the blast or the peers took to send their datagrams (the rate
+    /// offered to the client).
     var senderSeconds: Double?
+    /// udp-fanin: the peers the client saw datagrams from.
+    var senders: Int?
 }
 
 /// What one UDP client family implements. Every method checks sizes, sequence numbers and echoes,
@@ -37,6 +40,11 @@ protocol DatagramBenchmarkClient {
     /// udp-pingpong: `roundTrips` datagrams of `size` bytes, each sent once the echo of the last has
     /// arrived and matched; returns the seconds from the first send to the last echo.
     func pingPong(port: UInt16, roundTrips: Int, size: Int) throws -> Double
+    /// udp-fanin: binds a socket on 127.0.0.1, has `peers` sockets of the server send `count` datagrams
+    /// of `size` bytes each to it, interleaved, and receives until every peer's end marker has come
+    /// (`FanInTracker` checks each datagram's sender and sequence number). Timed from the start ('G') to
+    /// the first end marker; `received` counts the peers' datagrams that arrived.
+    func fanIn(port: UInt16, peers: Int, count: Int, size: Int) throws -> DatagramOutcome
 }
 
 /// How long a UDP client waits for a datagram before it reports a stall.
@@ -99,6 +107,33 @@ final class DatagramControl {
         var reader = BigEndianReader(reply[...])
         let sent = Int(reader.u64())
         if sent != expected { throw BenchError("the blast sent \(sent) of \(expected) datagrams") }
+        return Double(reader.u64()) / 1e9
+    }
+
+    /// A fan-in's peers' ports, the server's first answer.
+    func readPorts(count: Int) throws -> [UInt16] {
+        var reply = [UInt8](repeating: 0, count: 2 * count)
+        try reply.withUnsafeMutableBytes { try Posix.readExactly(fd, into: $0) }
+        var reader = BigEndianReader(reply[...])
+        let ports = (0..<count).map { _ in reader.u16() }
+        if ports.contains(0) { throw BenchError("the server answered UDP port 0") }
+        return ports
+    }
+
+    /// Starts the fan-in ('G'): the peers' datagrams follow.
+    func startFanIn() throws {
+        try Posix.sendAll(fd, [Request.fanInStart])
+    }
+
+    /// Ends a fan-in: sends 'F' (every end marker has arrived), checks the server's count sent and
+    /// returns the seconds the peers took to send them.
+    func finishFanIn(expected: Int) throws -> Double {
+        try Posix.sendAll(fd, [Request.datagramFinish])
+        var reply = [UInt8](repeating: 0, count: Request.fanInReportLength)
+        try reply.withUnsafeMutableBytes { try Posix.readExactly(fd, into: $0) }
+        var reader = BigEndianReader(reply[...])
+        let sent = Int(reader.u64())
+        if sent != expected { throw BenchError("the fan-in's peers sent \(sent) of \(expected) datagrams") }
         return Double(reader.u64()) / 1e9
     }
 }

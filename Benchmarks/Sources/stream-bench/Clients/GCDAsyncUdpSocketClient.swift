@@ -2,9 +2,10 @@
 // platforms uses it: `GCDAsyncUdpSocket(delegate:delegateQueue:)` with no socket queue (its work then
 // runs on the delegate queue's reactor), a delegate on a serial delegate queue, `bind(toPort:interface:)`
 // and `beginReceiving()` to receive, `send(_:toHost:port:withTimeout:tag:)` to the sink and
-// `send(_:toAddress:withTimeout:tag:)` to the echo peer's address, `Data` in and out, one `Data` of its
-// own per datagram sent. (`STREAM_BENCH_GCD_SOCKET_QUEUE=delegate` passes the delegate queue as the
-// socket queue too, as for gcdasyncsocket.) The benchmark thread starts each workload and waits.
+// `send(_:toAddress:withTimeout:tag:)` to the echo peer's address, `Data` in and out (the sender's
+// address too, which udp-fanin checks on every datagram), one `Data` of its own per datagram sent.
+// (`STREAM_BENCH_GCD_SOCKET_QUEUE=delegate` passes the delegate queue as the socket queue too, as for
+// gcdasyncsocket.) The benchmark thread starts each workload and waits.
 //
 // Each workload has a delegate class of its own, declaring only the methods it uses: GCDAsyncUdpSocket
 // posts a call to the delegate queue only for the methods a delegate implements (for
@@ -91,6 +92,59 @@ struct GCDAsyncUdpSocketClient: DatagramBenchmarkClient {
         return DatagramOutcome(
             seconds: Stopwatch.seconds(from: start, to: end), count: count, received: tracker.received, outOfOrder: tracker.outOfOrder,
             senderSeconds: senderSeconds)
+    }
+
+    // MARK: udp-fanin
+
+    // @unchecked Sendable: its fields are touched only on the delegate queue (the serial `queue`), the
+    // tracker set there before the fan-in starts, and read by the benchmark thread only after the wait
+    // that the last delegate call ends.
+    final class FanInReceiver: QueueDriver, GCDAsyncUdpSocketDelegate, @unchecked Sendable {
+        let size: Int
+        /// Set once the server has answered its peers' ports, before any of them sends.
+        var tracker: FanInTracker?
+
+        init(size: Int) {
+            self.size = size
+            super.init(queue: GCDAsyncUdpSocketClient.queue, name: "GCDAsyncUdpSocket")
+        }
+
+        func udpSocket(_ sock: GCDAsyncUdpSocket, didReceive data: Data, fromAddress address: Data, withFilterContext filterContext: Any?) {
+            events += 1
+            guard !done, failure == nil else { return }
+            do {
+                guard tracker != nil else { throw BenchError("udp-fanin: a datagram before the fan-in started") }
+                let sequence = try data.withUnsafeBytes { try checkedSequence($0.baseAddress!, length: $0.count, size: size) }
+                // Recorded in place: a copy of the tracker would copy its tables on every datagram.
+                if try address.withUnsafeBytes({ try tracker!.record(sequence, from: $0.baseAddress!, length: $0.count) }) { done = true }
+            } catch {
+                failure = "\(error)"
+            }
+        }
+
+        func udpSocketDidClose(_ sock: GCDAsyncUdpSocket, withError error: Error?) {
+            events += 1
+            if !done, failure == nil { failure = "udp-fanin: the socket closed (\(GCDAsyncUdpSocketClient.describe(error)))" }
+        }
+    }
+
+    func fanIn(port: UInt16, peers: Int, count: Int, size: Int) throws -> DatagramOutcome {
+        let receiver = FanInReceiver(size: size)
+        let socket = Self.makeSocket(receiver)
+        defer { socket.close() }
+        try socket.bind(toPort: 0, interface: "127.0.0.1")
+        try socket.beginReceiving()
+        let control = try DatagramControl(
+            port: port, request: .fanIn(peers: UInt16(peers), count: UInt64(count), size: UInt32(size), port: socket.localPort()))
+        let tracker = try FanInTracker(ports: try control.readPorts(count: peers), count: count)
+        Self.queue.sync { receiver.tracker = tracker }
+        let start = Posix.monotonicNanoseconds()
+        try control.startFanIn()
+        try receiver.run()
+        socket.close()
+        let senderSeconds = try control.finishFanIn(expected: peers * count)
+        guard let finished = Self.queue.sync(execute: { receiver.tracker }) else { throw BenchError("udp-fanin: no tracker") }
+        return try finished.outcome(seconds: Stopwatch.seconds(from: start, to: finished.end), senderSeconds: senderSeconds)
     }
 
     // MARK: udp-send, udp-send-quiet

@@ -128,7 +128,7 @@ enum MeasureCommand {
                 anonNoneBytes: none.anonymousBytes, anonOpenBytes: open.anonymousBytes)
         case .tlsDownload, .tlsUpload, .tlsPingpong, .tlsHandshake, .socksConnect, .socksDownload:
             throw BenchError("\(workload.rawValue) has no plain counterpart")  // plainCounterpart never returns these
-        case .udpReceive, .udpSend, .udpSendQuiet, .udpPingpong:
+        case .udpReceive, .udpSend, .udpSendQuiet, .udpPingpong, .udpFanin:
             throw BenchError("\(workload.rawValue) is a UDP workload")  // run by measureDatagrams
         }
     }
@@ -144,9 +144,14 @@ enum MeasureCommand {
         try client.warmUp(port: port)
         _ = try ProcessMemory.snapshot()
         let outcome: DatagramOutcome
+        // The kernel's drops at full receive buffers (the whole machine's), around a receiving workload.
+        let dropsBefore = workload == .udpReceive || workload == .udpFanin ? Posix.udpReceiveBufferErrors() : nil
         switch workload {
         case .udpReceive:
             outcome = try client.receive(port: port, count: p.datagrams!, size: size)
+        case .udpFanin:
+            let peers = p.peers!
+            outcome = try client.fanIn(port: port, peers: peers, count: p.datagrams! / peers, size: size)
         case .udpSend, .udpSendQuiet:
             outcome = try client.send(port: port, count: p.datagrams!, size: size, completions: workload == .udpSend)
         case .udpPingpong:
@@ -157,10 +162,11 @@ enum MeasureCommand {
         }
         if outcome.received == 0 { throw BenchError("\(workload.rawValue): not one of \(outcome.count) datagrams arrived") }
         let counted = workload != .udpPingpong  // a ping-pong that lost one would have stalled
+        let drops = dropsBefore.flatMap { before in Posix.udpReceiveBufferErrors().map { $0 - before } }
         return Sample(
             value: Double(outcome.received) / outcome.seconds, elapsedSeconds: outcome.seconds,
             peakRSSBytes: try ProcessMemory.peakResidentBytes(), datagrams: counted ? outcome.count : nil,
             datagramsReceived: counted ? outcome.received : nil, datagramsOutOfOrder: counted ? outcome.outOfOrder : nil,
-            senderSeconds: outcome.senderSeconds)
+            senderSeconds: outcome.senderSeconds, datagramSenders: outcome.senders, receiveBufferErrors: drops)
     }
 }

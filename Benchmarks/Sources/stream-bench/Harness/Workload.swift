@@ -27,6 +27,8 @@ enum Workload: String, CaseIterable, Codable {
     case udpSendQuiet = "udp-send-quiet"
     /// UDP: ping-pong with the server's echo peer.
     case udpPingpong = "udp-pingpong"
+    /// UDP: 1,000 peer sockets of the server send datagrams, interleaved, to one socket of the client.
+    case udpFanin = "udp-fanin"
 
     /// Command-line aliases that expand to several workloads.
     static let aliases: [String: [Workload]] = [
@@ -36,7 +38,7 @@ enum Workload: String, CaseIterable, Codable {
         "tls": [.tlsDownload, .tlsUpload, .tlsPingpong, .tlsHandshake],
         "socks": [.socksConnect, .socksDownload],
         "plain": [.download, .upload, .pingpong, .connect, .many1k, .many5k, .idle],
-        "udp": [.udpReceive, .udpSend, .udpSendQuiet, .udpPingpong],
+        "udp": [.udpReceive, .udpSend, .udpSendQuiet, .udpPingpong, .udpFanin],
     ]
 
     /// Runs per client when `--runs` is not given. A single-connection workload's measurement takes
@@ -62,7 +64,7 @@ enum Workload: String, CaseIterable, Codable {
     /// Whether the workload moves datagrams (UDP clients only, the control over the plain port).
     var isDatagram: Bool {
         switch self {
-        case .udpReceive, .udpSend, .udpSendQuiet, .udpPingpong: return true
+        case .udpReceive, .udpSend, .udpSendQuiet, .udpPingpong, .udpFanin: return true
         default: return false
         }
     }
@@ -74,7 +76,7 @@ enum Workload: String, CaseIterable, Codable {
     var defaultDatagramSizes: [Int]? {
         switch self {
         case .udpReceive, .udpSend, .udpSendQuiet: return [64, 1200]
-        case .udpPingpong: return [DatagramPayload.defaultSize]
+        case .udpPingpong, .udpFanin: return [DatagramPayload.defaultSize]
         default: return nil
         }
     }
@@ -104,7 +106,7 @@ enum Workload: String, CaseIterable, Codable {
         case .connect: return "conn/s"
         case .many1k, .many5k: return "RT/s"
         case .idle: return "B/pair"
-        case .udpReceive, .udpSend, .udpSendQuiet: return "dgram/s"
+        case .udpReceive, .udpSend, .udpSendQuiet, .udpFanin: return "dgram/s"
         case .udpPingpong: return "RT/s"
         }
     }
@@ -133,7 +135,7 @@ enum Workload: String, CaseIterable, Codable {
         case .tlsHandshake: return .ratioAtLeast(0.85)
         case .socksConnect, .socksDownload: return plainCounterpart.target
         // No target yet: the figures are measured, not held to anything.
-        case .udpReceive, .udpSend, .udpSendQuiet, .udpPingpong: return .none
+        case .udpReceive, .udpSend, .udpSendQuiet, .udpPingpong, .udpFanin: return .none
         }
     }
 
@@ -147,6 +149,9 @@ enum Workload: String, CaseIterable, Codable {
             return WorkloadParameters(messageSize: size, datagrams: quick ? 2_000 : 100_000)
         case .udpPingpong:
             return WorkloadParameters(roundTrips: quick ? 200 : 20_000, messageSize: size)
+        case .udpFanin:
+            // As many datagrams as udp-receive's blast, spread over the peers.
+            return WorkloadParameters(messageSize: size, datagrams: quick ? 2_000 : 200_000, peers: 1_000)
         case .download, .upload:
             return WorkloadParameters(bytes: quick ? 8 << 20 : 1 << 30)
         case .pingpong:
@@ -179,6 +184,7 @@ enum Workload: String, CaseIterable, Codable {
         case .udpSend: return "UDP send \(datagrams), a completion each"
         case .udpSendQuiet: return "UDP send \(datagrams), no completions"
         case .udpPingpong: return "UDP ping-pong \(p.roundTrips ?? 0) × \(p.messageSize ?? 0) B"
+        case .udpFanin: return "UDP fan-in \(datagrams) from \(formatNumber(Double(p.peers ?? 0), decimals: 0)) peers"
         case .download: return "download \(formatBytes(p.bytes ?? 0)), 64 KiB chunks"
         case .upload: return "upload \(formatBytes(p.bytes ?? 0)), 64 KiB chunks"
         case .pingpong: return "ping-pong \(p.roundTrips ?? 0) × \(p.messageSize ?? 0) B"
@@ -198,8 +204,10 @@ struct WorkloadParameters: Codable, Equatable {
     var connections: Int?
     var roundTrips: Int?
     var messageSize: Int?
-    /// UDP: datagrams sent (by the blast, or by the client to the sink).
+    /// UDP: datagrams sent (by the blast, by the fan-in's peers in all, or by the client to the sink).
     var datagrams: Int?
+    /// udp-fanin: the server's sockets that send them, each `datagrams / peers`.
+    var peers: Int?
 }
 
 enum Target: Codable, Equatable {

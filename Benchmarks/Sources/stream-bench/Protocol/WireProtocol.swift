@@ -29,6 +29,12 @@
 //                        fast as it can (sendmmsg, 64 a call) to 127.0.0.1:port, then the end marker
 //                        (sequence 2^64-1) once a millisecond until the client's 'F'; answers u64 n and
 //                        u64 the nanoseconds its n took to send (the offered rate), then FIN
+//   'N' u16 k u64 n u32 size u16 port   fan-in: server opens k UDP sockets (the peers) and answers their
+//                        k u16 ports; the client's 'G' starts it: every peer sends n datagrams of size
+//                        bytes, sequence 0 … n-1 of its own, to 127.0.0.1:port, one peer after another
+//                        (a datagram each per round), then every peer its end marker, again and again,
+//                        until the client's 'F'; answers u64 k·n, u64 the nanoseconds the k·n took to
+//                        send, u64 the end markers sent, then FIN
 
 import Glibc
 
@@ -46,6 +52,7 @@ enum Request: Equatable {
     case sink(count: UInt64, size: UInt32)
     case datagramEcho(size: UInt32)
     case blast(count: UInt64, size: UInt32, port: UInt16)
+    case fanIn(peers: UInt16, count: UInt64, size: UInt32, port: UInt16)
 
     static let downloadOpcode = UInt8(ascii: "D")
     static let uploadOpcode = UInt8(ascii: "U")
@@ -59,7 +66,12 @@ enum Request: Equatable {
     static let sinkOpcode = UInt8(ascii: "S")
     static let datagramEchoOpcode = UInt8(ascii: "P")
     static let blastOpcode = UInt8(ascii: "B")
-    /// The client's byte that ends a UDP session ('S', 'P', 'B').
+    static let fanInOpcode = UInt8(ascii: "N")
+    /// The client's byte that starts a fan-in once it knows the peers' ports.
+    static let fanInStart = UInt8(ascii: "G")
+    /// The length of the server's answer to a fan-in's 'F': three u64 counts.
+    static let fanInReportLength = 24
+    /// The client's byte that ends a UDP session ('S', 'P', 'B', 'N').
     static let datagramFinish = UInt8(ascii: "F")
     /// The length of the server's answer to 'F' in a sink or echo session: four u64 counts.
     static let datagramReportLength = 32
@@ -114,6 +126,12 @@ enum Request: Equatable {
             bytes.appendBigEndian(n)
             bytes.appendBigEndian(size)
             bytes.appendBigEndian(port)
+        case .fanIn(let peers, let n, let size, let port):
+            bytes.append(Self.fanInOpcode)
+            bytes.appendBigEndian(peers)
+            bytes.appendBigEndian(n)
+            bytes.appendBigEndian(size)
+            bytes.appendBigEndian(port)
         }
         return bytes
     }
@@ -127,6 +145,7 @@ enum Request: Equatable {
         case sinkOpcode: return 13
         case datagramEchoOpcode: return 5
         case blastOpcode: return 15
+        case fanInOpcode: return 17
         default: return nil
         }
     }
@@ -156,6 +175,11 @@ enum Request: Equatable {
             let count = reader.u64()
             let size = reader.u32()
             return .blast(count: count, size: size, port: reader.u16())
+        case fanInOpcode:
+            let peers = reader.u16()
+            let count = reader.u64()
+            let size = reader.u32()
+            return .fanIn(peers: peers, count: count, size: size, port: reader.u16())
         default: return nil
         }
     }

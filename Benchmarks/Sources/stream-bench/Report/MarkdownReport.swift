@@ -87,7 +87,14 @@ enum MarkdownReport {
             let range = loss.max > loss.min ? " (\(formatNumber(loss.min, decimals: 1))–\(formatNumber(loss.max, decimals: 1)) %)" : ""
             notes.append("loss \(formatNumber(loss.median, decimals: 1)) %" + range)
             if let offered = Summary(result.samples.compactMap(\.offeredRate)) {
-                notes.append("blast sent \(formatNumber(offered.median, decimals: 0))/s")
+                let sender = workload.workload == Workload.udpFanin.rawValue ? "peers" : "blast"
+                notes.append("\(sender) sent \(formatNumber(offered.median, decimals: 0))/s")
+            }
+            if let senders = Summary(result.samples.compactMap(\.datagramSenders).map(Double.init)) {
+                notes.append("\(formatNumber(senders.min, decimals: 0)) senders")
+            }
+            if let drops = Summary(result.samples.compactMap(\.receiveBufferErrors).map(Double.init)) {
+                notes.append("RcvbufErrors +\(formatNumber(drops.median, decimals: 0))")
             }
             let late = result.samples.compactMap(\.datagramsOutOfOrder).reduce(0, +)
             if late > 0 { notes.append("\(late) out of order") }

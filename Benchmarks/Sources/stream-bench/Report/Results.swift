@@ -17,15 +17,22 @@ struct Sample: Codable, Equatable {
     var rssOpenBytes: Int?
     var anonNoneBytes: Int?
     var anonOpenBytes: Int?
-    /// UDP: datagrams sent (udp-receive: by the blast; udp-send: by the client) or round trips, those
-    /// that arrived (at the client; at the sink), and of those the ones that came after a later one.
+    /// UDP: datagrams sent (udp-receive: by the blast; udp-fanin: by all its peers; udp-send: by the
+    /// client) or round trips, those that arrived (at the client; at the sink), and of those the ones
+    /// that came after a later one (of the same peer).
     var datagrams: Int?
     var datagramsReceived: Int?
     var datagramsOutOfOrder: Int?
-    /// udp-receive: the seconds the blast took to send its datagrams.
+    /// udp-receive, udp-fanin: the seconds the blast (the peers) took to send their datagrams.
     var senderSeconds: Double?
+    /// udp-fanin: the peers the client saw datagrams from (all of them, or the run failed).
+    var datagramSenders: Int?
+    /// udp-receive, udp-fanin: how much the kernel's `RcvbufErrors` (/proc/net/snmp, the whole machine)
+    /// grew during the workload: the datagrams lost, plus the end markers dropped, plus any other
+    /// program's drops.
+    var receiveBufferErrors: Int?
 
-    /// udp-receive: the rate the blast offered, datagrams per second.
+    /// udp-receive, udp-fanin: the rate the blast (the peers) offered, datagrams per second.
     var offeredRate: Double? {
         guard let datagrams, let senderSeconds, senderSeconds > 0 else { return nil }
         return Double(datagrams) / senderSeconds

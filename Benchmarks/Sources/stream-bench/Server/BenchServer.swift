@@ -3,7 +3,7 @@
 // (`stream-bench server`), prints its ephemeral ports on stdout, and exits when stdin closes,
 // so it never outlives the harness that started it. Given a certificate and key, it also listens on
 // a second port where every connection speaks TLS 1.3 through OpenSSL (non-blocking, the same
-// protocol inside). The UDP workloads' peers (sink, echo, blast: Server/DatagramPeers.swift) are UDP
+// protocol inside). The UDP workloads' peers (sink, echo, blast, fan-in: Server/DatagramPeers.swift) are UDP
 // sockets it opens on 127.0.0.1 when a connection to the plain port asks for one. A third port is a SOCKS5 front: it answers the handshake itself and then serves
 // the plain protocol on the same connection, as if it were the target (terminating, not relaying, so
 // no relay's copies on the same CPUs hide the clients' differences). It prints "PORT TLSPORT
@@ -147,6 +147,7 @@ final class BenchServer {
         connections[Int(connection.fd)] = nil
         if let ssl = connection.ssl { SSL_free(ssl) }
         if let peer = connection.datagramPeer { datagramPeers.close(peer) }
+        connection.fanInPeers?.close()
         Posix.close(connection.fd)  // also removes it from the epoll set
     }
 
@@ -255,6 +256,19 @@ final class BenchServer {
                 connection.datagramPeer = nil
                 connection.state = .finishingAfterFlush
                 try flush(connection)
+            case .fanInReady(let count, let size, let port):
+                guard bytes[offset] == Request.fanInStart, let peers = connection.fanInPeers else {
+                    return protocolViolation(connection, "expected 'G' to start a fan-in, got \(bytes[offset])")
+                }
+                offset += 1
+                let sent = try datagramPeers.fanIn(peers, count: count, size: size, port: port, control: connection.fd)
+                peers.close()
+                connection.fanInPeers = nil
+                connection.output.appendBigEndian(count * UInt64(peers.fds.count))
+                connection.output.appendBigEndian(sent.nanoseconds)
+                connection.output.appendBigEndian(sent.markers)
+                connection.state = .finishingAfterFlush
+                try flush(connection)
             case .draining:
                 offset = bytes.count
             case .awaitingResetAck:
@@ -324,6 +338,14 @@ final class BenchServer {
             connection.output.appendBigEndian(count)
             connection.output.appendBigEndian(nanoseconds)
             connection.state = .finishingAfterFlush
+        case .fanIn(let peers, let count, let size, let port):
+            guard let size = Self.datagramSize(size), port != 0, peers > 0 else {
+                return protocolViolation(connection, "fan-in: \(peers) peers, datagram size \(size), port \(port)")
+            }
+            let opened = try FanInPeers(count: Int(peers))
+            connection.fanInPeers = opened
+            for peerPort in opened.ports { connection.output.appendBigEndian(peerPort) }
+            connection.state = .fanInReady(count: count, size: size, port: port)
         }
         try flush(connection)
     }

@@ -1,8 +1,11 @@
 // The server's UDP peers (see Protocol/WireProtocol.swift): a sink and an echo socket per control
-// connection that asks for one, in the server's own epoll loop, and the blast, which runs at once. They
+// connection that asks for one, in the server's own epoll loop, and the blast and the fan-in, which run
+// at once (the fan-in once the client has its peers' ports). They
 // are in the server process, like the TCP peer, so that callgrind and strace of a `measure` child count
 // the client alone. Every receive is a recvmmsg of up to 64 datagrams and every send a sendmmsg (the
-// engine's C shim), so the peers cost little next to the clients they serve.
+// engine's C shim), so the peers cost little next to the clients they serve; the fan-in's peers are
+// a socket each and no system call sends from several sockets, so it sends with `sendto`, one datagram
+// a call.
 
 import CSocketStreamsShims
 import Glibc
@@ -29,6 +32,34 @@ final class DatagramPeer {
         self.port = port
         self.role = role
         tracker = SequenceTracker(count: count)
+    }
+}
+
+/// A fan-in's sending sockets, each bound to a port of its own on 127.0.0.1 (closed with the session).
+final class FanInPeers {
+    let fds: [Int32]
+    let ports: [UInt16]
+    private var isClosed = false
+
+    /// `count` UDP sockets; none is left open if one fails.
+    init(count: Int) throws {
+        var opened: [(fd: Int32, port: UInt16)] = []
+        do {
+            for _ in 0..<count { opened.append(try Posix.boundUDPSocket(nonBlocking: true)) }
+        } catch {
+            for peer in opened { Posix.close(peer.fd) }
+            throw error
+        }
+        fds = opened.map(\.fd)
+        ports = opened.map(\.port)
+    }
+
+    deinit { close() }
+
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        for fd in fds { Posix.close(fd) }
     }
 }
 
@@ -152,5 +183,59 @@ final class DatagramPeers {
             }
         }
         throw BenchError("blast: no 'F' from the client within two minutes")
+    }
+
+    /// The fan-in's end markers sent each millisecond.
+    private static let rollCallBatch = 64
+
+    /// The fan-in, once the client has its peers' ports ('G'): `count` datagrams of `size` bytes from every
+    /// one of `peers` to 127.0.0.1:`port`, in rounds (each peer's datagram `n`, one peer after another,
+    /// then each one's `n + 1`), so that the client's socket sees the senders interleaved as a server's
+    /// does. Then the roll call: the peers send their end markers, `rollCallBatch` peers a millisecond,
+    /// round and round until the client's 'F' arrives on `control` (at most two minutes), so that each
+    /// peer is seen even when the full receive buffer dropped every datagram it sent. A batch that small
+    /// fits any client's receive buffer, so the kernel's drop count stays the datagrams' loss and not
+    /// the markers'. Like the blast, this holds the server's loop. Returns the nanoseconds the
+    /// datagrams took to send and the end markers sent.
+    func fanIn(_ peers: FanInPeers, count: UInt64, size: Int, port: UInt16, control: Int32) throws -> (nanoseconds: UInt64, markers: UInt64)
+    {
+        let datagram = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 16)
+        defer { datagram.deallocate() }
+        DatagramPayload.fill(datagram)
+        return try Posix.withLoopbackSockaddr(port: port) { address, length in
+            let start = Posix.monotonicNanoseconds()
+            for sequence in 0..<count {
+                DatagramPayload.setSequence(sequence, at: datagram.baseAddress!)
+                for fd in peers.fds {
+                    while !(try Posix.sendTo(fd, datagram.baseAddress!, count: size, to: address, length: length)) {
+                        if !(try Posix.waitFor(fd, events: Int16(POLLOUT), milliseconds: 10_000)) {
+                            throw BenchError("fan-in: no room in a peer's socket for 10 s")
+                        }
+                    }
+                }
+            }
+            let sending = Posix.monotonicNanoseconds() - start
+            DatagramPayload.setSequence(DatagramPayload.endMarker, at: datagram.baseAddress!)
+            var markers: UInt64 = 0
+            let deadline = Posix.monotonicNanoseconds() + 120_000_000_000
+            while Posix.monotonicNanoseconds() < deadline {
+                for _ in 0..<min(Self.rollCallBatch, peers.fds.count) {
+                    let fd = peers.fds[Int(markers % UInt64(peers.fds.count))]
+                    // A marker the full socket dropped, or one the client no longer reads, is no error.
+                    _ = try? Posix.sendTo(fd, datagram.baseAddress!, count: size, to: address, length: length)
+                    markers += 1
+                }
+                guard try Posix.waitFor(control, events: Int16(POLLIN), milliseconds: 1) else { continue }
+                var byte: UInt8 = 0
+                switch try Posix.read(control, into: &byte, count: 1) {
+                case .wouldBlock: continue
+                case .endOfFile: throw BenchError("fan-in: the client closed the control connection")
+                case .processed:
+                    guard byte == Request.datagramFinish else { throw BenchError("fan-in: expected 'F', got \(byte)") }
+                    return (sending, markers)
+                }
+            }
+            throw BenchError("fan-in: no 'F' from the client within two minutes")
+        }
     }
 }

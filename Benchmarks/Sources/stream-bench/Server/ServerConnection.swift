@@ -24,6 +24,9 @@ final class ServerConnection {
         case finishingAfterFlush
         /// A UDP sink or echo session: its port sent, waiting for the client's 'F'.
         case datagramSession
+        /// A UDP fan-in: its peers' ports sent, waiting for the client's 'G' (the fan-in then runs at once):
+        /// `count` datagrams of `size` bytes from each peer to 127.0.0.1:`port`.
+        case fanInReady(count: UInt64, size: Int, port: UInt16)
         /// FIN sent; discard anything the client still sends until it closes.
         case draining
     }
@@ -50,6 +53,8 @@ final class ServerConnection {
     var socksMessage: [UInt8] = []
     /// The UDP socket of a sink or echo session (closed with the connection).
     var datagramPeer: DatagramPeer?
+    /// The sending sockets of a fan-in session (closed with the connection).
+    var fanInPeers: FanInPeers?
 
     enum SOCKSPhase {
         /// Reading the 3-byte greeting; the method reply follows.

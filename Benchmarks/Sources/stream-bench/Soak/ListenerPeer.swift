@@ -193,7 +193,7 @@ private final class PeerSession: NSObject, StreamDelegate {
             }
         case .reset(let bytes):
             state = bytes == 0 ? .awaitingResetAck : .sendingBeforeReset(remaining: bytes)
-        case .groupEcho, .idle, .release, .heldEcho, .sink, .datagramEcho, .blast:
+        case .groupEcho, .idle, .release, .heldEcho, .sink, .datagramEcho, .blast, .fanIn:
             return end(failure: ("protocol", "request \(request) is not served by the listener peer"))
         }
         writePendingIfPossible()

@@ -87,14 +87,16 @@ extension Posix {
         }
     }
 
-    /// `recvfrom(2)` of one datagram into `buffer` (the sender's address into `address`); nil when
-    /// none came (EAGAIN: non-blocking, or the receive timeout passed).
+    /// `recvfrom(2)` of one datagram into `buffer` (the sender's address into `address`, its length into
+    /// `addressLength`); nil when none came (EAGAIN: non-blocking, or the receive timeout passed).
     static func receiveFrom(
-        _ fd: Int32, into buffer: UnsafeMutableRawPointer, capacity: Int, address: UnsafeMutablePointer<sockaddr_storage>
+        _ fd: Int32, into buffer: UnsafeMutableRawPointer, capacity: Int, address: UnsafeMutablePointer<sockaddr_storage>,
+        addressLength: UnsafeMutablePointer<socklen_t>? = nil
     ) throws -> Int? {
         while true {
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
             let n = address.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.recvfrom(fd, buffer, capacity, 0, $0, &length) }
+            addressLength?.pointee = length
             if n >= 0 { return n }
             let code = cssh_errno()
             if code == EINTR { continue }
@@ -190,5 +192,25 @@ final class DatagramSlots {
             slots[index].length = UInt(size)
             Posix.setLoopbackDestination(slots + index, port: port)
         }
+    }
+}
+
+extension Posix {
+    /// The kernel's count of UDP datagrams dropped because a socket's receive buffer was full, on the
+    /// whole machine (`RcvbufErrors` of the `Udp:` lines in /proc/net/snmp); nil where it is not reported.
+    static func udpReceiveBufferErrors() -> Int? {
+        guard let file = fopen("/proc/net/snmp", "r") else { return nil }
+        defer { fclose(file) }
+        var lines: [[Substring]] = []
+        var line: UnsafeMutablePointer<CChar>?
+        var capacity = 0
+        defer { free(line) }
+        while getline(&line, &capacity, file) > 0, let line {
+            let text = String(cString: line)
+            if text.hasPrefix("Udp:") { lines.append(text.split(whereSeparator: { $0 == " " || $0 == "\n" })) }
+        }
+        // The first `Udp:` line names the fields, the second holds their values.
+        guard lines.count >= 2, let column = lines[0].firstIndex(of: "RcvbufErrors"), column < lines[1].count else { return nil }
+        return Int(lines[1][column])
     }
 }
