@@ -104,19 +104,21 @@ extension GCDAsyncUdpSocket {
     /// Datagrams from one of the sockets, on the socket's owner: handed to the delegate in one block
     /// (a call each), or each through the receive filter. Empty datagrams are dropped, as
     /// GCDAsyncUdpSocket drops them.
-    package func datagramSocket(_ socket: DatagramSocket, received datagrams: [ReceivedDatagram]) {
+    package func datagramSocket(_ socket: DatagramSocket, received datagrams: UnsafeBufferPointer<ReceivedDatagram>) {
         let (calls, rearm) = update { state -> ([UdpReceiveFilterCall], [DatagramSocket]) in
             guard state.owns(socket) else { return ([], []) }
             let once = state.receiving == .once
-            var received: [UdpDatagram] = []
-            received.reserveCapacity(datagrams.count)
+            // The first datagram held apart: one at a time (a ping-pong's) allocates no array.
+            var first: UdpDatagram?
+            var rest: [UdpDatagram] = []
             for datagram in datagrams where !datagram.bytes.isEmpty {
-                received.append(UdpDatagram(data: Data(datagram.bytes), address: state.senders.data(for: datagram.sender)))
+                let received = UdpDatagram(data: Data(datagram.bytes), address: state.senders.data(for: datagram.sender))
+                if first == nil { first = received } else { rest.append(received) }
             }
-            guard !received.isEmpty else { return ([], once ? [socket] : []) }
+            guard let first else { return ([], once ? [socket] : []) }
             if let filter = state.receiveFilter {
-                state.filtersPending += received.count
-                let calls = received.map {
+                state.filtersPending += 1 + rest.count
+                let calls = ([first] + rest).map {
                     UdpReceiveFilterCall(self, filter, data: $0.data, address: $0.address, generation: state.generation, once: once)
                 }
                 return (calls, [])
@@ -125,7 +127,7 @@ extension GCDAsyncUdpSocket {
                 state.receiving = .paused
             }
             if let delegate = state.delegate, let queue = state.delegateQueue {
-                Self.deliver(&state, UdpReceiveCall(self, delegate, received), on: queue)
+                Self.deliver(&state, UdpReceiveCall(self, delegate, first, rest), on: queue)
             }
             return ([], once ? [state.socket4, state.socket6].compactMap { $0 }.filter { $0 !== socket } : [])
         }
@@ -185,16 +187,19 @@ final class UdpReceiveCall: TurnCall, @unchecked Sendable {
     // @unchecked: built under the socket's lock and then read only by the block or turn that runs it.
     let socket: GCDAsyncUdpSocket
     let delegate: GCDAsyncUdpSocketDelegate
-    let datagrams: [UdpDatagram]
+    let first: UdpDatagram
+    let rest: [UdpDatagram]
 
-    init(_ socket: GCDAsyncUdpSocket, _ delegate: GCDAsyncUdpSocketDelegate, _ datagrams: [UdpDatagram]) {
+    init(_ socket: GCDAsyncUdpSocket, _ delegate: GCDAsyncUdpSocketDelegate, _ first: UdpDatagram, _ rest: [UdpDatagram]) {
         self.socket = socket
         self.delegate = delegate
-        self.datagrams = datagrams
+        self.first = first
+        self.rest = rest
     }
 
     package func run() {
-        for datagram in datagrams {
+        GCDAsyncUdpSocket.deliver(first.data, from: first.address, context: nil, to: delegate, on: socket)
+        for datagram in rest {
             GCDAsyncUdpSocket.deliver(datagram.data, from: datagram.address, context: nil, to: delegate, on: socket)
         }
     }

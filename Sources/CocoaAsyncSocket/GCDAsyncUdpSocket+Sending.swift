@@ -96,8 +96,9 @@ extension GCDAsyncUdpSocket {
         repeat {
             while let action = update({ Self.nextAction(&$0, self) }) {
                 switch action {
-                case .send(let socket, let batch):
-                    for datagram in batch {
+                case .send(let socket, let first, let rest):
+                    socket.send(first.data, to: first.destination, timeout: first.timeout, tag: first.tag)
+                    for datagram in rest {
                         socket.send(datagram.data, to: datagram.destination, timeout: datagram.timeout, tag: datagram.tag)
                     }
                 case .filter(let call):
@@ -112,13 +113,15 @@ extension GCDAsyncUdpSocket {
     /// What `advance` does next, deciding under the lock; nil when the head must wait (a look-up, a
     /// filter, the outcomes of datagrams in flight on the other family's socket) or nothing is queued.
     static func nextAction(_ state: inout UdpState, _ socket: GCDAsyncUdpSocket) -> UdpAction? {
+        // The batch's first datagram held apart: one at a time (a ping-pong's) allocates no array.
+        var first: UdpOutgoing?
         var batch: [UdpOutgoing] = []
         var batchSocket: DatagramSocket?
-        defer { if !batch.isEmpty { state.inFlightSocket = batchSocket } }
+        defer { if first != nil { state.inFlightSocket = batchSocket } }
         queue: while let head = state.packets.first {
             let target = resolvedTarget(&state, head)
             if case .waiting = target { break queue }
-            let quiet = state.inFlight == 0 && batch.isEmpty  // nothing reported yet is ahead of the head
+            let quiet = state.inFlight == 0 && first == nil  // nothing reported yet is ahead of the head
             guard case .send(let data, let timeout, let tag) = head.kind else {
                 guard quiet else { break queue }
                 state.packets.removeFirst()
@@ -157,10 +160,11 @@ extension GCDAsyncUdpSocket {
             state.packets.removeFirst()
             state.inFlight += 1
             batchSocket = datagramSocket
-            batch.append(UdpOutgoing(data: data, destination: destination, timeout: nanoseconds(timeout), tag: tag))
-            if batch.count == 64 { break queue }
+            let outgoing = UdpOutgoing(data: data, destination: destination, timeout: nanoseconds(timeout), tag: tag)
+            if first == nil { first = outgoing } else { batch.append(outgoing) }
+            if batch.count == 63 { break queue }
         }
-        if let batchSocket, !batch.isEmpty { return .send(batchSocket, batch) }
+        if let batchSocket, let first { return .send(batchSocket, first, batch) }
         if state.packets.isEmpty, state.inFlight == 0, state.closeAfterSending { return .close }
         return nil
     }
@@ -318,7 +322,7 @@ extension GCDAsyncUdpSocket: DatagramSocketDelegate {
     /// Datagrams' outcomes, on the socket's owner: reported in order, a batch's in one block (each its
     /// own delegate call), and the queue goes on. A delegate that leaves `didSendDataWithTag` to its
     /// default is posted only the failures.
-    package func datagramSocket(_ socket: DatagramSocket, sent outcomes: [DatagramOutcome]) {
+    package func datagramSocket(_ socket: DatagramSocket, sent outcomes: UnsafeBufferPointer<DatagramOutcome>) {
         state.withLock { state in
             guard state.owns(socket) else { return }
             state.inFlight -= outcomes.count
@@ -347,7 +351,8 @@ extension GCDAsyncUdpSocket: DatagramSocketDelegate {
 
 /// What `advance` does outside the lock.
 enum UdpAction {
-    case send(DatagramSocket, [UdpOutgoing])
+    /// A batch: its first datagram and the rest.
+    case send(DatagramSocket, UdpOutgoing, [UdpOutgoing])
     case filter(UdpSendFilterCall)
     case close
 }

@@ -69,9 +69,9 @@ package struct ReceivedDatagram {
 /// What a datagram socket tells its face, on its owner's thread, never under its lock.
 package protocol DatagramSocketDelegate: AnyObject, Sendable {
     /// Datagrams that arrived, in order (a zero-length one is a datagram like any other).
-    func datagramSocket(_ socket: DatagramSocket, received datagrams: [ReceivedDatagram])
+    func datagramSocket(_ socket: DatagramSocket, received datagrams: UnsafeBufferPointer<ReceivedDatagram>)
     /// The outcomes of sends, in the order the sends were made: a `sendmmsg` batch's together.
-    func datagramSocket(_ socket: DatagramSocket, sent outcomes: [DatagramOutcome])
+    func datagramSocket(_ socket: DatagramSocket, sent outcomes: UnsafeBufferPointer<DatagramOutcome>)
     /// Reading failed (any errno but EAGAIN: an ICMP error reported on a connected socket, ECONNREFUSED,
     /// is the usual one). The socket stays open; reading goes on if the mode says so.
     func datagramSocket(_ socket: DatagramSocket, receiveFailed error: DatagramSendError)
@@ -358,21 +358,25 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
                     if mode == .once { state.receiving = .paused } else { state.adaptReceiveBatch(received: received, of: count) }
                     return state.peer
                 }
-                var datagrams: [ReceivedDatagram] = []
-                datagrams.reserveCapacity(received)
-                for index in 0..<received {
-                    let slot = slots + index
-                    let sender = withUnsafePointer(to: &slot.pointee.address) { pointer in
-                        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress($0, length: slot.pointee.address_length) }
+                // Handed over in a temporary buffer, not an array: nothing is allocated a batch.
+                withUnsafeTemporaryAllocation(of: ReceivedDatagram.self, capacity: received) { datagrams in
+                    var kept = 0
+                    for index in 0..<received {
+                        let slot = slots + index
+                        let sender = withUnsafePointer(to: &slot.pointee.address) { pointer in
+                            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress($0, length: slot.pointee.address_length) }
+                        }
+                        // Connected: what the kernel queued from others before the connect is not the peer's.
+                        if let peer, sender != peer { continue }
+                        (datagrams.baseAddress! + kept).initialize(
+                            to: ReceivedDatagram(
+                                bytes: UnsafeRawBufferPointer(start: slot.pointee.bytes, count: Int(slot.pointee.length)), sender: sender,
+                                truncated: slot.pointee.truncated != 0))
+                        kept += 1
                     }
-                    // Connected: what the kernel queued from others before the connect is not the peer's.
-                    if let peer, sender != peer { continue }
-                    datagrams.append(
-                        ReceivedDatagram(
-                            bytes: UnsafeRawBufferPointer(start: slot.pointee.bytes, count: Int(slot.pointee.length)), sender: sender,
-                            truncated: slot.pointee.truncated != 0))
+                    defer { datagrams.baseAddress!.deinitialize(count: kept) }
+                    if kept > 0 { delegate.datagramSocket(self, received: UnsafeBufferPointer(rebasing: datagrams[0..<kept])) }
                 }
-                if !datagrams.isEmpty { delegate.datagramSocket(self, received: datagrams) }
                 return received < count ? .drained : .more
             }
             switch outcome {
@@ -433,8 +437,13 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
             if let timer { reactor.cancelTimer(timer) }
             // Asked afresh each batch: a report may close the socket, and then nothing more is reported.
             guard let delegate = state.withLock({ $0.delegate }) else { continue }
-            delegate.datagramSocket(
-                self, sent: (0..<sent).map { DatagramOutcome(tag: batch[$0].tag, error: $0 == sent - 1 ? failed : nil) })
+            withUnsafeTemporaryAllocation(of: DatagramOutcome.self, capacity: sent) { outcomes in
+                for index in 0..<sent {
+                    (outcomes.baseAddress! + index).initialize(to: DatagramOutcome(tag: batch[index].tag, error: index == sent - 1 ? failed : nil))
+                }
+                defer { outcomes.baseAddress!.deinitialize(count: sent) }
+                delegate.datagramSocket(self, sent: UnsafeBufferPointer(outcomes))
+            }
         }
     }
 
@@ -487,7 +496,7 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
             return (state.delegate, head.tag)
         }
         guard let tag else { return }
-        delegate?.datagramSocket(self, sent: [DatagramOutcome(tag: tag, error: .timedOut)])
+        [DatagramOutcome(tag: tag, error: .timedOut)].withUnsafeBufferPointer { delegate?.datagramSocket(self, sent: $0) }
         flush()
         updateInterest()
     }

@@ -293,12 +293,12 @@ private final class AsyncDatagramCore: DatagramSocketDelegate {
 
     // MARK: the datagram socket's reports, on the stream thread
 
-    func datagramSocket(_ socket: DatagramSocket, received datagrams: [ReceivedDatagram]) {
+    func datagramSocket(_ socket: DatagramSocket, received datagrams: UnsafeBufferPointer<ReceivedDatagram>) {
         let copies = datagrams.map { Datagram(bytes: Array($0.bytes), sender: DatagramEndpoint($0.sender), truncated: $0.truncated) }
         deliver(copies.map { .success($0) })
     }
 
-    func datagramSocket(_ socket: DatagramSocket, sent outcomes: [DatagramOutcome]) {
+    func datagramSocket(_ socket: DatagramSocket, sent outcomes: UnsafeBufferPointer<DatagramOutcome>) {
         for outcome in outcomes {
             let waiter = state.withLock { $0.sends.removeValue(forKey: outcome.tag) }
             if let error = outcome.error { waiter?.resume(throwing: DatagramSocketError(error)) } else { waiter?.resume() }

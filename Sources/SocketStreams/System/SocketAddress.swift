@@ -4,16 +4,16 @@ import Glibc
 /// An IPv4, IPv6 or Unix-domain socket address with its length.
 ///
 /// An IPv4 or IPv6 address is held inline in the room of a `sockaddr_in6` (28 bytes), so the value is
-/// 40 bytes and copied without a `memcpy` call: a datagram's destination and sender are copied several
-/// times on their way, and every datagram socket and connection keeps some. A longer address (a Unix
-/// path's `sockaddr_un`) is held out of line, in a `sockaddr_storage` of its own.
-package struct SocketAddress: @unchecked Sendable, CustomStringConvertible, Equatable {
-    // @unchecked: `long` is immutable once made (a `let` of a class nobody else can reach).
-    /// An IPv4 (`sockaddr_in`) or IPv6 address; for a longer one, only its family.
+/// 36 bytes of plain data, copied without a `memcpy` call and destroyed without a release: a datagram's
+/// destination and sender are copied several times on their way, and every datagram socket and
+/// connection keeps some. A longer address (a Unix path's `sockaddr_un`) is kept in
+/// `LongSocketAddresses` and named by its index.
+package struct SocketAddress: Sendable, CustomStringConvertible, Equatable {
+    /// An IPv4 (`sockaddr_in`) or IPv6 address, or a short Unix one; for a longer one, only its family.
     private var inet = sockaddr_in6()
     private var length: socklen_t = 0
-    /// An address longer than a `sockaddr_in6`.
-    private var long: LongSocketAddress?
+    /// A longer address's index in `LongSocketAddresses`, plus one (0: none).
+    private var long: UInt32 = 0
 
     package init() {}
 
@@ -28,10 +28,8 @@ package struct SocketAddress: @unchecked Sendable, CustomStringConvertible, Equa
         if length <= MemoryLayout<sockaddr_in6>.size {
             withUnsafeMutableBytes(of: &inet) { $0.copyMemory(from: UnsafeRawBufferPointer(start: bytes, count: length)) }
         } else {
-            let long = LongSocketAddress()
-            withUnsafeMutableBytes(of: &long.storage) { $0.copyMemory(from: UnsafeRawBufferPointer(start: bytes, count: length)) }
-            inet.sin6_family = long.storage.ss_family
-            self.long = long
+            inet.sin6_family = bytes.loadUnaligned(as: sa_family_t.self)
+            long = LongSocketAddresses.intern(UnsafeRawBufferPointer(start: bytes, count: length))
         }
     }
 
@@ -188,8 +186,9 @@ package struct SocketAddress: @unchecked Sendable, CustomStringConvertible, Equa
     }
 
     package func withSockAddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
-        if let long {
-            return withUnsafeBytes(of: long.storage) { raw in body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length) }
+        if long != 0 {
+            let storage = LongSocketAddresses.storage(long)
+            return withUnsafeBytes(of: storage) { raw in body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length) }
         }
         return withUnsafeBytes(of: inet) { raw in body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length) }
     }
@@ -207,10 +206,36 @@ package struct SocketAddress: @unchecked Sendable, CustomStringConvertible, Equa
     }
 }
 
-/// A socket address longer than a `sockaddr_in6` (a Unix path), held out of line by `SocketAddress`;
-/// written only while the address that holds it is made.
-final class LongSocketAddress {
-    var storage = sockaddr_storage()
+/// The socket addresses longer than a `sockaddr_in6` (Unix paths) the process has met, each kept once
+/// for the process's life and named by its index, so that `SocketAddress` stays plain data. Such
+/// addresses are few (the paths a program listens on or connects to; a connecting client's own address
+/// is unnamed, and Linux's automatic abstract names fit inline), so the table stays small.
+enum LongSocketAddresses {
+    private struct Table {
+        var addresses: [sockaddr_storage] = []
+        var indices: [[UInt8]: UInt32] = [:]
+    }
+
+    private static let table = Guarded(Table())
+
+    /// The index (plus one) of `bytes`, added if new.
+    static func intern(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        let key = Array(bytes)
+        return table.withLock { table in
+            if let index = table.indices[key] { return index }
+            var storage = sockaddr_storage()
+            withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: bytes) }
+            table.addresses.append(storage)
+            let index = UInt32(table.addresses.count)
+            table.indices[key] = index
+            return index
+        }
+    }
+
+    /// The address at `index` (plus one).
+    static func storage(_ index: UInt32) -> sockaddr_storage {
+        table.withLock { $0.addresses[Int(index) - 1] }
+    }
 }
 
 /// A failed `getaddrinfo(3)`: the `EAI_*` code (glibc values, e.g. `EAI_NONAME` = -2) and, for

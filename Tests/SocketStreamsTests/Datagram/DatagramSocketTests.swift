@@ -20,7 +20,7 @@ final class DatagramSocketTests: SocketStreamsTestCase {
         /// Called on the owner for each batch, before it is recorded.
         var onBatch: (@Sendable (DatagramSocket) -> Void)?
 
-        func datagramSocket(_ socket: DatagramSocket, received datagrams: [ReceivedDatagram]) {
+        func datagramSocket(_ socket: DatagramSocket, received datagrams: UnsafeBufferPointer<ReceivedDatagram>) {
             onBatch?(socket)
             let copies = datagrams.map { (Array($0.bytes), $0.sender, $0.truncated) }
             condition.lock()
@@ -30,7 +30,7 @@ final class DatagramSocketTests: SocketStreamsTestCase {
             condition.unlock()
         }
 
-        func datagramSocket(_ socket: DatagramSocket, sent outcomes: [DatagramOutcome]) {
+        func datagramSocket(_ socket: DatagramSocket, sent outcomes: UnsafeBufferPointer<DatagramOutcome>) {
             condition.lock()
             self.outcomes += outcomes.map { ($0.tag, $0.error) }
             condition.broadcast()
@@ -202,8 +202,8 @@ final class DatagramSocketTests: SocketStreamsTestCase {
             var tags: [Int] = []
             let done = DispatchSemaphore(value: 0)
             var destination: SocketAddress?
-            func datagramSocket(_ socket: DatagramSocket, received datagrams: [ReceivedDatagram]) {}
-            func datagramSocket(_ socket: DatagramSocket, sent outcomes: [DatagramOutcome]) {
+            func datagramSocket(_ socket: DatagramSocket, received datagrams: UnsafeBufferPointer<ReceivedDatagram>) {}
+            func datagramSocket(_ socket: DatagramSocket, sent outcomes: UnsafeBufferPointer<DatagramOutcome>) {
                 for tag in outcomes.map(\.tag) {
                     tags.append(tag)
                     if tag <= 3 { socket.send(Data([1]), to: destination, timeout: nil, tag: tag + 100) }
