@@ -364,7 +364,9 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
                     for index in 0..<received {
                         let slot = slots + index
                         let sender = withUnsafePointer(to: &slot.pointee.address) { pointer in
-                            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress($0, length: slot.pointee.address_length) }
+                            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                                SocketAddress($0, length: slot.pointee.address_length)
+                            }
                         }
                         // Connected: what the kernel queued from others before the connect is not the peer's.
                         if let peer, sender != peer { continue }
@@ -439,7 +441,8 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
             guard let delegate = state.withLock({ $0.delegate }) else { continue }
             withUnsafeTemporaryAllocation(of: DatagramOutcome.self, capacity: sent) { outcomes in
                 for index in 0..<sent {
-                    (outcomes.baseAddress! + index).initialize(to: DatagramOutcome(tag: batch[index].tag, error: index == sent - 1 ? failed : nil))
+                    let outcome = DatagramOutcome(tag: batch[index].tag, error: index == sent - 1 ? failed : nil)
+                    (outcomes.baseAddress! + index).initialize(to: outcome)
                 }
                 defer { outcomes.baseAddress!.deinitialize(count: sent) }
                 delegate.datagramSocket(self, sent: UnsafeBufferPointer(outcomes))
