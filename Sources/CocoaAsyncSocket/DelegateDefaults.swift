@@ -1,4 +1,5 @@
 import SocketStreams
+import Synchronization
 
 /// What GCDAsyncSocket learns with `respondsToSelector:` before it posts a delegate call: whether the
 /// delegate implements the method at all. A Swift protocol's optional methods are defaults, which
@@ -34,13 +35,36 @@ enum DelegateDefaults {
     /// cannot see).
     private static let known = Guarded<[ObjectIdentifier: Methods]>([:])
 
+    /// Counts the entries' changes, so that a `Cache` knows when it is stale.
+    private static let version = Atomic<UInt>(0)
+
     /// Called by the default of `method`: `delegate`'s type leaves it to the default.
     static func note(_ method: Methods, of delegate: some AnyObject) {
         let type = ObjectIdentifier(Swift.type(of: delegate))
         known.withLock { known in
             guard known[type]?.isSuperset(of: method) != true else { return }
             known[type, default: []].formUnion(method)
+            version.add(1, ordering: .releasing)
         }
+    }
+
+    /// One delegate type's entry as a caller last read it: `leaves(_:to:cache:)` asks the table only
+    /// when the type or the table has changed since, where a datagram's calls would otherwise take its
+    /// lock and hash the type each time.
+    struct Cache {
+        fileprivate var type: ObjectIdentifier?
+        fileprivate var version: UInt = 0
+        fileprivate var methods: Methods = []
+    }
+
+    /// `leaves(_:to:)` through `cache`.
+    static func leaves(_ methods: Methods, to delegate: AnyObject, cache: inout Cache) -> Bool {
+        let type = ObjectIdentifier(Swift.type(of: delegate))
+        let current = version.load(ordering: .acquiring)
+        if cache.type != type || cache.version != current {
+            cache = Cache(type: type, version: current, methods: known.withLock { $0[type] ?? [] })
+        }
+        return cache.methods.isSuperset(of: methods)
     }
 
     /// Whether every one of `methods` is known to be left to its default by `delegate`'s type.

@@ -198,9 +198,10 @@ final class UdpReceiveCall: TurnCall, @unchecked Sendable {
     }
 
     package func run() {
-        GCDAsyncUdpSocket.deliver(first.data, from: first.address, context: nil, to: delegate, on: socket)
+        var cache = DelegateDefaults.Cache()
+        GCDAsyncUdpSocket.deliver(first.data, from: first.address, context: nil, to: delegate, on: socket, cache: &cache)
         for datagram in rest {
-            GCDAsyncUdpSocket.deliver(datagram.data, from: datagram.address, context: nil, to: delegate, on: socket)
+            GCDAsyncUdpSocket.deliver(datagram.data, from: datagram.address, context: nil, to: delegate, on: socket, cache: &cache)
         }
     }
 }

@@ -25,8 +25,8 @@ extension GCDAsyncUdpSocket {
     /// datagram waits its turn behind earlier sends.
     public func send(_ data: Data, toHost host: String, port: UInt16, withTimeout timeout: TimeInterval, tag: Int) {
         guard !data.isEmpty else { return }
-        let known = DatagramSocket.addressesWithoutLookup(host: host, port: Int(port))
         let pending = state.withLock { state -> UInt64? in
+            let known = state.numericHosts.addresses(host: host, port: port)
             let id = Self.enqueue(&state, kind: .send(data, timeout: timeout, tag: tag), target: .host(known.map { .success($0) }))
             return known == nil ? id : nil
         }
@@ -329,7 +329,7 @@ extension GCDAsyncUdpSocket: DatagramSocketDelegate {
             if state.inFlight == 0 { state.inFlightSocket = nil }
             if outcomes.contains(where: { $0.error == nil }) { state.didBind = true }
             guard let delegate = state.delegate else { return }
-            let reportsSent = !DelegateDefaults.leaves(.didSendDatagram, to: delegate)
+            let reportsSent = !DelegateDefaults.leaves(.didSendDatagram, to: delegate, cache: &state.defaults)
             let calls = outcomes.compactMap { outcome -> (Int, NSError?)? in
                 if let error = outcome.error { return (outcome.tag, Self.posixError(error, reason: "Error in send() function.")) }
                 return reportsSent ? (outcome.tag, nil) : nil

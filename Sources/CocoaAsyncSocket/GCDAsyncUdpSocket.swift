@@ -411,6 +411,10 @@ struct UdpState {
     /// Delegate calls for datagrams whose async receive filter has not answered.
     var filtersPending = 0
 
+    /// What the delegate's type leaves to the defaults, as last read.
+    var defaults = DelegateDefaults.Cache()
+    /// The last host a send named that needed no look-up, with its addresses.
+    var numericHosts = UdpNumericHostCache()
     /// Sends and connects not yet handed to a datagram socket, in call order.
     var packets = UdpPacketQueue()
     var nextPacketID: UInt64 = 1
@@ -484,6 +488,22 @@ struct UdpPacketQueue {
     mutating func removeAll() { self = UdpPacketQueue() }
 }
 
+/// The addresses of the last numeric host (or `localhost`) a send named: a flow of datagrams names
+/// one host, which is then parsed once rather than once a datagram.
+struct UdpNumericHostCache {
+    private var host = ""
+    private var port: UInt16 = 0
+    private var addresses: [SocketAddress]?
+
+    /// `DatagramSocket.addressesWithoutLookup`, remembered for the last host.
+    mutating func addresses(host: String, port: UInt16) -> [SocketAddress]? {
+        if let addresses, port == self.port, host == self.host { return addresses }
+        guard let found = DatagramSocket.addressesWithoutLookup(host: host, port: Int(port)) else { return nil }
+        (self.host, self.port, addresses) = (host, port, found)
+        return found
+    }
+}
+
 /// A receive filter, its queue and how it is called.
 struct UdpReceiveFilter {
     let block: GCDAsyncUdpSocketReceiveFilterBlock
@@ -550,7 +570,7 @@ extension GCDAsyncUdpSocket {
         _ call: @escaping (GCDAsyncUdpSocket, GCDAsyncUdpSocketDelegate) -> Void
     ) {
         guard let delegate = state.delegate, let queue = state.delegateQueue else { return }
-        if !methods.isEmpty, DelegateDefaults.leaves(methods, to: delegate) { return }
+        if !methods.isEmpty, DelegateDefaults.leaves(methods, to: delegate, cache: &state.defaults) { return }
         deliver(&state, UdpDelegateCall(socket, delegate, call), on: queue)
     }
 

@@ -62,10 +62,19 @@ extension GCDAsyncUdpSocket {
     static func deliver(
         _ data: Data, from address: Data, context: Any?, to delegate: GCDAsyncUdpSocketDelegate, on socket: GCDAsyncUdpSocket
     ) {
+        var cache = DelegateDefaults.Cache()
+        deliver(data, from: address, context: context, to: delegate, on: socket, cache: &cache)
+    }
+
+    /// `deliver`, asking about the delegate's defaults through `cache` (one for a batch of datagrams).
+    static func deliver(
+        _ data: Data, from address: Data, context: Any?, to delegate: GCDAsyncUdpSocketDelegate, on socket: GCDAsyncUdpSocket,
+        cache: inout DelegateDefaults.Cache
+    ) {
         delegate.udpSocket(socket, didReceive: data, fromAddress: address, withFilterContext: context)
-        guard !DelegateDefaults.leaves(.receiveDataNearMiss, to: delegate) else { return }
+        guard !DelegateDefaults.leaves(.receiveDataNearMiss, to: delegate, cache: &cache) else { return }
         delegate.udpSocket(socket, didReceiveData: data, fromAddress: address, withFilterContext: context)
-        guard !DelegateDefaults.leaves(.receiveDataNearMiss, to: delegate) else { return }
+        guard !DelegateDefaults.leaves(.receiveDataNearMiss, to: delegate, cache: &cache) else { return }
         DelegateDefaults.warnOnce(
             about: delegate,
             "SocketStreams: \(type(of: delegate)) implements udpSocket(_:didReceiveData:fromAddress:withFilterContext:), "

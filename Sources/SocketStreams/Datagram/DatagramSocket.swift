@@ -309,13 +309,15 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
     }
 
     func reactor(_ reactor: Reactor, fired events: UInt32) {
-        guard state.withLock({ $0.fdOpen && !$0.closing }) else { return }
-        if events & cssh_epollout() != 0 {
-            state.withLock { $0.waitingForSpace = false }
-            flush()
+        let writable = events & cssh_epollout() != 0
+        let (open, receiving) = state.withLock { state -> (Bool, Bool) in
+            if writable { state.waitingForSpace = false }
+            return (state.fdOpen && !state.closing, state.receiving != .paused)
         }
+        guard open else { return }
+        if writable { flush() }
         if events & (cssh_epollin() | cssh_epollerr()) != 0 {
-            if state.withLock({ $0.receiving != .paused }) {
+            if receiving {
                 receive(budget: Self.receiveBudget)
             } else if events & cssh_epollerr() != 0 {
                 // An ICMP error on a connected socket, with nobody reading: the pending error is taken
@@ -398,26 +400,22 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
 
     /// Sends queued datagrams, a batch per `sendmmsg`, until the queue is empty or the kernel is full.
     /// Not reentrant: a send made from inside a report (a face's next datagram) only queues, and this
-    /// loop takes it next, so reports keep the order of the sends.
+    /// loop takes it next, so reports keep the order of the sends. Three lock sections for a batch
+    /// alone: entering with the batch, the batch's removal with the delegate, leaving with the next.
     private func flush() {
-        let entered = state.withLock { state -> Bool in
-            defer { state.flushing = true }
-            return !state.flushing
-        }
-        guard entered else { return }
-        defer { state.withLock { $0.flushing = false } }
-        while true {
-            let batch = state.withLock { state -> [OutgoingDatagram] in
-                guard !state.waitingForSpace, !state.closing || state.finalFlush else { return [] }
-                return state.sends.prefix(Self.batch)
-            }
-            guard !batch.isEmpty else { return }
+        guard var batch = state.withLock({ state -> [OutgoingDatagram]? in
+            guard !state.flushing else { return nil }
+            state.flushing = true
+            return state.nextBatch()
+        }) else { return }
+        while !batch.isEmpty {
             let result: Result<Int, DatagramSendError>
             if let sent = send(batch) {
                 result = sent
             } else {
                 // The kernel is full: wait for writability, the head's timeout running from now.
                 state.withLock { state in
+                    state.flushing = false
                     state.waitingForSpace = true
                     if state.timer == nil, let timeout = batch[0].timeout {
                         state.timerSequence &+= 1
@@ -431,22 +429,25 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
                 case .success(let count): (count, nil)
                 case .failure(let error): (1, error)
                 }
-            let timer = state.withLock { state -> UInt64? in
+            // The delegate asked afresh each batch: a report may close the socket, and then nothing
+            // more is reported.
+            let (timer, delegate) = state.withLock { state -> (UInt64?, (any DatagramSocketDelegate)?) in
                 for _ in 0..<sent { state.sends.removeFirst() }
                 defer { state.timer = nil }
-                return state.timer
+                return (state.timer, state.delegate)
             }
             if let timer { reactor.cancelTimer(timer) }
-            // Asked afresh each batch: a report may close the socket, and then nothing more is reported.
-            guard let delegate = state.withLock({ $0.delegate }) else { continue }
-            withUnsafeTemporaryAllocation(of: DatagramOutcome.self, capacity: sent) { outcomes in
-                for index in 0..<sent {
-                    let outcome = DatagramOutcome(tag: batch[index].tag, error: index == sent - 1 ? failed : nil)
-                    (outcomes.baseAddress! + index).initialize(to: outcome)
+            if let delegate {
+                withUnsafeTemporaryAllocation(of: DatagramOutcome.self, capacity: sent) { outcomes in
+                    for index in 0..<sent {
+                        let outcome = DatagramOutcome(tag: batch[index].tag, error: index == sent - 1 ? failed : nil)
+                        (outcomes.baseAddress! + index).initialize(to: outcome)
+                    }
+                    defer { outcomes.baseAddress!.deinitialize(count: sent) }
+                    delegate.datagramSocket(self, sent: UnsafeBufferPointer(outcomes))
                 }
-                defer { outcomes.baseAddress!.deinitialize(count: sent) }
-                delegate.datagramSocket(self, sent: UnsafeBufferPointer(outcomes))
             }
+            batch = state.withLock { $0.nextBatch() }
         }
     }
 

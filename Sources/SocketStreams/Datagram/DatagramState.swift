@@ -86,6 +86,14 @@ struct DatagramState {
     }
 
     /// Marks a pump requested: true when the caller must post one.
+    /// The next batch `flush` sends (at most `DatagramSocket.batch` from the queue's head); none when
+    /// waiting for buffer space, closing (but for the final flush) or empty, and then the flush is over.
+    mutating func nextBatch() -> [OutgoingDatagram] {
+        let batch = waitingForSpace || closing && !finalFlush ? [] : sends.prefix(DatagramSocket.batch)
+        if batch.isEmpty { flushing = false }
+        return batch
+    }
+
     mutating func requestPump() -> Bool {
         guard !pumpRequested else { return false }
         pumpRequested = true
