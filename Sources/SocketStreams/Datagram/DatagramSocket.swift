@@ -403,11 +403,13 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
     /// loop takes it next, so reports keep the order of the sends. Three lock sections for a batch
     /// alone: entering with the batch, the batch's removal with the delegate, leaving with the next.
     private func flush() {
-        guard var batch = state.withLock({ state -> [OutgoingDatagram]? in
-            guard !state.flushing else { return nil }
-            state.flushing = true
-            return state.nextBatch()
-        }) else { return }
+        guard
+            var batch = state.withLock({ state -> [OutgoingDatagram]? in
+                guard !state.flushing else { return nil }
+                state.flushing = true
+                return state.nextBatch()
+            })
+        else { return }
         while !batch.isEmpty {
             let result: Result<Int, DatagramSendError>
             if let sent = send(batch) {
