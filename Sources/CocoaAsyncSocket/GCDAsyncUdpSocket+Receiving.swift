@@ -83,7 +83,7 @@ extension GCDAsyncUdpSocket {
             state.drop(AF_INET)
             state.drop(AF_INET6)
             state.packets.removeAll()
-            state.lookups = [:]
+            state.dropLookups()
             state.inFlight = 0
             state.inFlightSocket = nil
             state.bound = false

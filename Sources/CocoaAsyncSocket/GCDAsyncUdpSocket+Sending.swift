@@ -83,7 +83,7 @@ extension GCDAsyncUdpSocket {
                 }
             self.state.withLock { state in
                 guard state.generation == generation else { return }
-                state.lookups[id] = answer
+                state.keepLookup(answer, for: id)
             }
             self.advance()
         }
@@ -186,7 +186,7 @@ extension GCDAsyncUdpSocket {
             case .failure(let error): return .failed(error)
             }
         case .host(nil):
-            guard let answer = state.lookups.removeValue(forKey: packet.id) else { return .waiting }
+            guard let answer = state.takeLookup(for: packet.id) else { return .waiting }
             var resolved = packet
             resolved.target = .host(answer)
             state.packets.replaceFirst(resolved)

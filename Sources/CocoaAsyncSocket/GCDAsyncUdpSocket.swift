@@ -376,7 +376,10 @@ enum UdpPreference {
 struct UdpState {
     weak var delegate: GCDAsyncUdpSocketDelegate?
     var delegateQueue: DispatchQueue?
-    var userData: Any?
+    var userData: Any? {
+        get { rare?.userData }
+        set { updateRare { $0.userData = newValue } }
+    }
     var ipv4Enabled = true
     var ipv6Enabled = true
     var preference = UdpPreference.neutral
@@ -406,10 +409,19 @@ struct UdpState {
     var receiving = DatagramReceiveMode.paused
     /// The last sender's address as `Data`.
     var senders = UdpSenderCache()
-    var receiveFilter: UdpReceiveFilter?
-    var sendFilter: UdpSendFilter?
+    var receiveFilter: UdpReceiveFilter? {
+        get { rare?.receiveFilter }
+        set { updateRare { $0.receiveFilter = newValue } }
+    }
+    var sendFilter: UdpSendFilter? {
+        get { rare?.sendFilter }
+        set { updateRare { $0.sendFilter = newValue } }
+    }
     /// Delegate calls for datagrams whose async receive filter has not answered.
-    var filtersPending = 0
+    var filtersPending: Int {
+        get { rare?.filtersPending ?? 0 }
+        set { updateRare { $0.filtersPending = newValue } }
+    }
 
     /// What the delegate's type leaves to the defaults, as last read.
     var defaults = DelegateDefaults.Cache()
@@ -419,7 +431,17 @@ struct UdpState {
     var packets = UdpPacketQueue()
     var nextPacketID: UInt64 = 1
     /// Look-up answers for packets not yet at the head, by packet id.
-    var lookups: [UInt64: Result<[SocketAddress], NSError>] = [:]
+    /// Keeps the answer for packet `id`.
+    mutating func keepLookup(_ answer: Result<[SocketAddress], NSError>, for id: UInt64) { updateRare { $0.lookups[id] = answer } }
+    /// Takes the answer for packet `id`, if it has come.
+    mutating func takeLookup(for id: UInt64) -> Result<[SocketAddress], NSError>? {
+        guard rare?.lookups[id] != nil else { return nil }
+        var answer: Result<[SocketAddress], NSError>?
+        updateRare { answer = $0.lookups.removeValue(forKey: id) }
+        return answer
+    }
+    /// Drops every answer kept.
+    mutating func dropLookups() { if rare != nil { updateRare { $0.lookups = [:] } } }
     /// Datagrams handed to `inFlightSocket` whose outcome has not come back.
     var inFlight = 0
     var inFlightSocket: DatagramSocket?
@@ -428,6 +450,28 @@ struct UdpState {
     var closeAfterSending = false
     /// Counts closes: a filter's answer from before the last one is dropped.
     var generation: UInt64 = 0
+
+    /// What few sockets use (filters, `userData`, look-ups waiting for their packet), boxed: a socket
+    /// that uses none of it holds 8 bytes for it. Reached only through `UdpState`, under its lock.
+    final class Rare {
+        var userData: Any?
+        var receiveFilter: UdpReceiveFilter?
+        var sendFilter: UdpSendFilter?
+        /// Delegate calls for datagrams whose async receive filter has not answered.
+        var filtersPending = 0
+        var lookups: [UInt64: Result<[SocketAddress], NSError>] = [:]
+
+        var isUnused: Bool {
+            userData == nil && receiveFilter == nil && sendFilter == nil && filtersPending == 0 && lookups.isEmpty
+        }
+    }
+    private var rare: Rare?
+
+    private mutating func updateRare(_ change: (Rare) -> Void) {
+        let rare = self.rare ?? Rare()
+        change(rare)
+        self.rare = rare.isUnused ? nil : rare
+    }
 
     /// Sockets let go of under the lock, closed once it is released (`GCDAsyncUdpSocket.update`): a
     /// close on the socket's owner runs at once, and must not run under this lock.

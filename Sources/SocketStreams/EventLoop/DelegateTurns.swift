@@ -5,10 +5,12 @@
 // delegate call overtakes a block posted to the queue before it), and no thread is woken to deliver
 // it: the queue's thread runs the next turn itself.
 //
-// The calls wait in one FIFO under its lock, whichever thread made them, so they keep the order they
-// were made in; one turn is asked for at a time. A call made off the reactor (another thread) first
-// reaches a perform through `post` and then takes the next turn like the rest, so it too runs behind
-// whatever that perform's callouts posted.
+// The calls wait in one FIFO in the queue's reactor (`Reactor.enqueueTurn`), for every face on that
+// queue, whichever thread made them, so they keep the order they were made in; one turn is asked for
+// at a time. A call made off the reactor (another thread) first reaches a perform through `post` and then
+// takes the next turn like the rest, so it too runs behind whatever that perform's callouts posted. A
+// face holds only this handle (a use of the reactor), so an idle socket holds no FIFO and no lock of its
+// own for its calls.
 
 import Dispatch
 import Synchronization
@@ -25,14 +27,6 @@ package final class DelegateTurns: Sendable {
     /// The delegate's queue.
     package let queue: DispatchQueue
     private let reactor: Reactor
-    private let calls = Guarded(Calls())
-
-    private struct Calls {
-        var waiting: [any TurnCall] = []
-        var next = 0
-        /// A turn is asked for (and will run the call at `next`).
-        var scheduled = false
-    }
 
     /// Turns on `queue`'s reactor; nil when the reactor cannot be made (EMFILE, ENOMEM).
     package init?(queue: DispatchQueue) {
@@ -53,41 +47,7 @@ package final class DelegateTurns: Sendable {
     /// would wait for itself).
     package var isInTurn: Bool { reactor.isPerformingHere }
 
-    /// Delivers `call` in a turn of its own, after every call enqueued before it. Any thread.
-    package func enqueue(_ call: any TurnCall) {
-        let schedule = calls.withLock { calls -> Bool in
-            calls.waiting.append(call)
-            guard !calls.scheduled else { return false }
-            calls.scheduled = true
-            return true
-        }
-        guard schedule else { return }
-        if reactor.isPerformingHere {
-            reactor.performNextTurn { self.runOne() }
-        } else {
-            reactor.post { self.reactor.performNextTurn { self.runOne() } }
-        }
-    }
-
-    /// The turn: the first waiting call, then another turn if more wait.
-    private func runOne() {
-        let call = calls.withLock { calls -> any TurnCall in
-            let call = calls.waiting[calls.next]
-            calls.next += 1
-            if calls.next >= 1024, calls.next * 2 >= calls.waiting.count {  // a queue never empty keeps no read part
-                calls.waiting.removeFirst(calls.next)
-                calls.next = 0
-            }
-            return call
-        }
-        call.run()
-        let more = calls.withLock { calls -> Bool in
-            if calls.next < calls.waiting.count { return true }
-            calls.waiting.removeAll(keepingCapacity: calls.waiting.count <= 16)
-            calls.next = 0
-            calls.scheduled = false
-            return false
-        }
-        if more { reactor.performNextTurn { self.runOne() } }
-    }
+    /// Delivers `call` in a turn of its own, after every call enqueued on this queue before it. Any
+    /// thread.
+    package func enqueue(_ call: any TurnCall) { reactor.enqueueTurn(call) }
 }

@@ -84,6 +84,11 @@ struct ReactorShared {
     /// timer's arming is left in place, so a connection that arms and cancels a timeout per operation
     /// costs no timerfd_settime, or dispatch timer, per operation.)
     var armedDeadline = UInt64.max
+    /// Delegate calls waiting for their turns (`enqueueTurn`), the next at `turnNext`.
+    var turnCalls: [any TurnCall] = []
+    var turnNext = 0
+    /// A turn is asked for, and will run the call at `turnNext`.
+    var turnScheduled = false
 }
 
 /// What only the thread inside a reactor's `perform` touches (`Reactor.withOwned`).
@@ -358,6 +363,45 @@ final class Reactor: @unchecked Sendable {
     /// queue's thread runs its next turn itself, `QueueThreadDriver`).
     func performNextTurn(_ work: @escaping @Sendable () -> Void) {
         withOwned { $0.nextTurns.append(.closure(work)) }
+    }
+
+    /// Runs `call` in a turn of its own (`performNextTurn`), after every call enqueued here before it,
+    /// one a turn: the faces' delegate calls for this queue (`DelegateTurns`). Any thread.
+    func enqueueTurn(_ call: any TurnCall) {
+        let schedule = shared.withLock { state -> Bool in
+            state.turnCalls.append(call)
+            guard !state.turnScheduled else { return false }
+            state.turnScheduled = true
+            return true
+        }
+        guard schedule else { return }
+        if isPerformingHere {
+            performNextTurn { self.runTurnCall() }
+        } else {
+            post { self.performNextTurn { self.runTurnCall() } }
+        }
+    }
+
+    /// A turn: the first waiting call, then another turn if more wait.
+    private func runTurnCall() {
+        let call = shared.withLock { state -> any TurnCall in
+            let call = state.turnCalls[state.turnNext]
+            state.turnNext += 1
+            if state.turnNext >= 1024, state.turnNext * 2 >= state.turnCalls.count {  // a list never empty keeps no read part
+                state.turnCalls.removeFirst(state.turnNext)
+                state.turnNext = 0
+            }
+            return call
+        }
+        call.run()
+        let more = shared.withLock { state -> Bool in
+            if state.turnNext < state.turnCalls.count { return true }
+            state.turnCalls.removeAll(keepingCapacity: state.turnCalls.count <= 16)
+            state.turnNext = 0
+            state.turnScheduled = false
+            return false
+        }
+        if more { performNextTurn { self.runTurnCall() } }
     }
 
     /// The first of the work asked for by `performNextTurn`, inside perform.
