@@ -173,6 +173,9 @@ final class TLSContext: @unchecked Sendable {
             }
         }
         if verifyFlags != 0 { X509_VERIFY_PARAM_set_flags(SSL_CTX_get0_param(context), verifyFlags) }
+        if let time = settings.verificationTime {
+            X509_VERIFY_PARAM_set_time(SSL_CTX_get0_param(context), time_t(time.timeIntervalSince1970.rounded(.down)))
+        }
         if let depth = settings.maximumChainDepth {
             guard depth >= 0, depth <= 100 else {
                 throw TLSSetupError("the maximum chain depth must be 0 to 100 intermediate certificates, not \(depth)")

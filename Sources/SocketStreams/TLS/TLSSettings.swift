@@ -102,6 +102,10 @@ public struct TLSSettings: Sendable, Hashable {
     /// A legacy security level that cannot be honoured (SSLv2, SSLv3): the handshake then fails with
     /// errSSLPeerProtocolVersion instead of silently offering something else.
     var refusedLevel: String?
+    /// The time certificates are verified at (`X509_VERIFY_PARAM_set_time`, as `SecTrustSetVerifyDate`
+    /// sets it on Apple platforms); nil is the current time. For tests that replay a path-validation
+    /// suite's fixed dates.
+    var verificationTime: Date?
 
     /// Client settings with the safe defaults.
     public init() {}
