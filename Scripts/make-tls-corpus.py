@@ -152,7 +152,8 @@ class Corpus:
         write("leaf.key", leaf.key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
         write("chain.pem", b"".join(certificate.pem() for certificate in chain))
-        write("root.pem", (root or self.root).pem())
+        roots = root if isinstance(root, (list, tuple)) else [root or self.root]
+        write("root.pem", b"".join(certificate.pem() for certificate in roots))
         if crls:
             write("crl.pem", b"".join(crls))
         self.cases.append({
@@ -348,6 +349,59 @@ def build(directory):
     add("idna-a-label-by-wildcard", "IDNA", a_label, "accept", leaf(san=["*.example.com"], subject="idna"))
     add("idna-partial-wildcard", "IDNA", a_label, "reject", leaf(san=["xn--*.example.com"], subject="idna"))
     add("idna-a-label-mismatch", "IDNA", a_label, "reject", leaf(san=["xn--bcher-kvb.example.com"], subject="idna"))
+
+    # Path building: the served order is a hint. Each valid chain here needs a path other than the one
+    # served (or OpenSSL's single try), and is served in the awkward order.
+    second_inter = make("Corpus Second Intermediate", issuer=inter, ca=True)
+    add("path-intermediates-reversed", "path building", host, "accept", leaf(issuer=second_inter), [root, inter, second_inter])
+    add("path-trusted-intermediate-root-served", "path building", host, "accept", leaf(issuer=inter), [root], root=inter)
+    # One logical intermediate under two roots: the copy served first chains to a root nobody trusts.
+    untrusted_root = make("Unknown Root", ca=True)
+    shared_key = key()
+    via_unknown = make("Cross-signed Intermediate", issuer=untrusted_root, ca=True, private_key=shared_key)
+    via_root = make("Cross-signed Intermediate", issuer=root, ca=True, private_key=shared_key)
+    cross_leaf = leaf(issuer=via_root)
+    add("path-cross-signed-dead-end-first", "path building", host, "accept", cross_leaf, [via_unknown, untrusted_root, via_root])
+    add("path-cross-signed-dead-end-only", "path building", host, "reject", cross_leaf, [via_unknown, untrusted_root])
+    # The copy served first is under a CA whose name constraints exclude the host; the other is not.
+    excluding = make("NC excludes www", issuer=root, ca=True, constraints=dns_constraints(excluded=[host]))
+    other_root = make("Second Root", ca=True)
+    via_excluding = make("Cross-signed Intermediate", issuer=excluding, ca=True, private_key=shared_key)
+    via_other = make("Cross-signed Intermediate", issuer=other_root, ca=True, private_key=shared_key)
+    add("path-cross-signed-excluded-first", "path building", host, "accept", cross_leaf, [via_excluding, excluding, via_other],
+        root=[root, other_root])
+    add("path-cross-signed-excluded-only", "path building", host, "reject", cross_leaf, [via_excluding, excluding],
+        root=[root, other_root])
+    # CVE-2024-0567's shape: A, B and C cross-sign one another, A is also a trusted self-signed root.
+    keys = {label: key() for label in "ABC"}
+    ca_a = make("CA A", ca=True, private_key=keys["A"])
+    cross = {}
+    for subject, issuer in [("A", "B"), ("B", "C"), ("C", "A"), ("B", "A"), ("C", "B"), ("A", "C")]:
+        signer = Cert(make(f"CA {issuer}", ca=True, private_key=keys[issuer]).certificate, keys[issuer])
+        cross[subject + issuer] = make(f"CA {subject}", issuer=signer, ca=True, private_key=keys[subject])
+    a1 = make("CA A1", issuer=Cert(ca_a.certificate, keys["A"]), ca=True)
+    ring = [cross["AB"], cross["BC"], cross["CA"], cross["BA"], cross["CB"], cross["AC"]]
+    add("path-cross-signed-cycle", "path building", host, "accept", leaf(issuer=a1), [a1] + ring, root=ca_a)
+    add("path-cross-signed-cycle-untrusted", "path building", host, "reject", leaf(issuer=a1), [a1] + ring, root=root)
+
+    # A hostile mesh: eight CAs, each cross-signed by every other (56 certificates served), none under a
+    # trusted root; then the same with the leaf's issuer also signed by the root, served last. Path
+    # building must give its verdict within its budget of signature checks, not walk the mesh's paths.
+    mesh_keys = [key() for _ in range(8)]
+    mesh_names = [make(f"Mesh CA {index}", ca=True, private_key=mesh_keys[index]) for index in range(8)]
+    mesh = [make(f"Mesh CA {i}", issuer=Cert(mesh_names[j].certificate, mesh_keys[j]), ca=True, private_key=mesh_keys[i])
+            for i in range(8) for j in range(8) if i != j]
+    mesh_leaf = leaf(issuer=Cert(mesh_names[0].certificate, mesh_keys[0]))
+    add("path-hostile-mesh", "path building (bounded)", host, "reject", mesh_leaf, mesh, stream_get=False)
+    rescue = make("Mesh CA 0", issuer=root, ca=True, private_key=mesh_keys[0])
+    add("path-hostile-mesh-with-root", "path building (bounded)", host, "accept", mesh_leaf, mesh + [rescue], stream_get=False)
+
+    # Validity: notAfter is inclusive (RFC 5280 §4.1.2.5), at a fixed verification time.
+    at = int(NOW.replace(tzinfo=datetime.timezone.utc).timestamp())
+    until_now = leaf(dates=(NOW - DAY, NOW))
+    add("validity-not-after-exact", "validity", host, "accept", until_now, settings={"time": at}, stream_get=False)
+    add("validity-one-second-after-not-after", "validity", host, "reject", until_now, settings={"time": at + 1}, stream_get=False)
+    add("validity-not-before-exact", "validity", host, "accept", leaf(dates=(NOW, NOW + DAY)), settings={"time": at}, stream_get=False)
 
     with open(os.path.join(directory, "cases.json"), "w") as handle:
         json.dump(corpus.cases, handle, indent=1)

@@ -36,6 +36,14 @@ static inline int cssl_sk_X509_num(const STACK_OF(X509) *stack) { return sk_X509
 static inline X509 *cssl_sk_X509_value(const STACK_OF(X509) *stack, int index) { return sk_X509_value(stack, index); }
 static inline void cssl_sk_X509_pop_free(STACK_OF(X509) *stack) { sk_X509_pop_free(stack, X509_free); }
 static inline void cssl_free(void *pointer) { OPENSSL_free(pointer); }
+static inline STACK_OF(X509) *cssl_sk_X509_new_null(void) { return sk_X509_new_null(); }
+/// Appends `cert` with a reference of its own (freed with the stack by cssl_sk_X509_pop_free).
+static inline int cssl_sk_X509_push_up_ref(STACK_OF(X509) *stack, X509 *cert) {
+    if (!X509_up_ref(cert)) return 0;
+    if (sk_X509_push(stack, cert) > 0) return 1;
+    X509_free(cert);
+    return 0;
+}
 
 static inline uint64_t cssl_op_no_renegotiation(void) { return SSL_OP_NO_RENEGOTIATION; }
 

@@ -105,6 +105,7 @@ final class TLSContext: @unchecked Sendable {
 
         for root in settings.trustRoots { try addTrust(root, to: context) }
         try configureVerification(context, settings)
+        SSL_CTX_set_cert_verify_callback(context, TLSPathBuilder.callback, nil)
         switch settings.role {
         case .client:
             SSL_CTX_set_verify(

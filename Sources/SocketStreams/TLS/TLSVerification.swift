@@ -16,6 +16,9 @@
 // - The strict profile: X509_V_FLAG_X509_STRICT, whose rules are overlooked on the trust anchor,
 //   plus a leaf's subjectAltName marked critical beside a non-empty subject.
 // - `kCFStreamSSLAllowsExpiredCertificates` covers the whole chain, root and self-signed leaf included.
+// - notAfter is inclusive (RFC 5280 §4.1.2.5): a certificate is still valid at its notAfter second.
+// - Which chain is verified is TLSPathBuilder's choice: it runs OpenSSL's verification, and with it this
+//   callback, on each candidate path until one passes.
 //
 // OpenSSL calls the callback with ok=0 for each failure (a 1 back overlooks it) and, once the chain is
 // built and its signatures checked, with ok=1 for each certificate from the root down to the leaf: the
@@ -34,11 +37,15 @@ struct VerifyRejection: Sendable, Equatable {
     var subject: String
     /// 0 for the leaf, 1 for its issuer, and so on.
     var depth: Int
+    /// How many complete paths path building verified, when more than one (this is the first's reason).
+    var pathsTried: Int?
 
-    /// `rule (certificate "CN=…", the leaf)`, or `…, depth 2)` for a certificate above it.
+    /// `rule (certificate "CN=…", the leaf)`, or `…, depth 2)` for a certificate above it, and
+    /// `; the first of 3 paths tried` when path building tried several.
     var description: String {
         let which = depth == 0 ? "the leaf" : "depth \(depth)"
-        return "\(rule) (certificate \"\(subject.isEmpty ? "<empty subject>" : subject)\", \(which))"
+        let paths = pathsTried.map { "; the first of \($0) paths tried" } ?? ""
+        return "\(rule) (certificate \"\(subject.isEmpty ? "<empty subject>" : subject)\", \(which)\(paths))"
     }
 }
 
@@ -89,6 +96,7 @@ enum TLSVerification {
         if ok != 1 {
             let error = X509_STORE_CTX_get_error(store)
             if overlooks(error, flags: flags, atRoot: depth >= chainLength - 1) { return 1 }
+            if error == X509_V_ERR_CERT_HAS_EXPIRED, let certificate, expiresAtCheckTime(certificate, store) { return 1 }
             var rule = String(cString: X509_verify_cert_error_string(Int(error)))
             if error == X509_V_ERR_HOSTNAME_MISMATCH, let leaf = X509_STORE_CTX_get0_cert(store) {
                 var wildcard = [CChar](repeating: 0, count: 256)
@@ -137,6 +145,17 @@ enum TLSVerification {
         default:
             return false
         }
+    }
+
+    /// RFC 5280 §4.1.2.5: the validity period runs from notBefore *through* notAfter, so a certificate
+    /// is still valid at its notAfter second; OpenSSL's `X509_cmp_time` counts that second as expired.
+    /// The check time is whole seconds (the current time's fraction is dropped, as the encoding's is).
+    private static func expiresAtCheckTime(_ certificate: OpaquePointer, _ store: OpaquePointer) -> Bool {
+        guard let notAfter = X509_get0_notAfter(certificate) else { return false }
+        let param = X509_STORE_CTX_get0_param(store)
+        let now =
+            (X509_VERIFY_PARAM_get_flags(param) & UInt(X509_V_FLAG_USE_CHECK_TIME)) != 0 ? X509_VERIFY_PARAM_get_time(param) : time(nil)
+        return ASN1_TIME_cmp_time_t(notAfter, now) == 0
     }
 
     /// Our own rules for the certificate at `depth` of a chain OpenSSL accepted: nil when it passes.

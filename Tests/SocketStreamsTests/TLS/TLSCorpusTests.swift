@@ -99,6 +99,7 @@ final class TLSCorpusTests: SocketStreamsTestCase {
             case ("maximumDepth", .int(let depth)): settings.maximumChainDepth = depth
             case ("allowsExpired", .bool(true)): settings.allowsExpiredCertificates = true
             case ("allowsExpiredRoots", .bool(true)): settings.allowsExpiredRoots = true
+            case ("time", .int(let time)): settings.verificationTime = Date(timeIntervalSince1970: TimeInterval(time))
             case ("anyRoot", .bool(true)):
                 settings.allowsAnyRoot = true
                 settings.trustRoots = []
@@ -189,8 +190,37 @@ final class TLSCorpusTests: SocketStreamsTestCase {
         assertRefusal("expired-intermediate", code: -9814, ["certificate has expired", "depth 1"])
         assertRefusal("expired-self-signed-any-root", code: -9814, ["certificate has expired"])
         assertRefusal("untrusted-root", code: -9813, ["unable to get local issuer certificate"])
+        assertRefusal(
+            "path-cross-signed-excluded-only", code: -9807,
+            ["the name constraints exclude www.example.com", "\"CN=NC excludes www\", depth 2"])
+        assertRefusal("validity-one-second-after-not-after", code: -9814, ["certificate has expired", "the leaf"])
         XCTAssertEqual(intValue(errors["expired-intermediate"]?.userInfo["OpenSSLVerifyDepth"]), 1)
         XCTAssertEqual(errors["expired-intermediate"]?.userInfo["OpenSSLVerifySubject"] as? String, "CN=Expired Intermediate")
+    }
+
+    /// A mesh of eight CAs cross-signing one another (56 certificates, thousands of paths): the verdict
+    /// comes within the path builder's budget of signature checks, refused without a trusted root and
+    /// accepted when the leaf's issuer is also served signed by the root, after the whole mesh.
+    func testPathBuildingIsBounded() throws {
+        let corpus = try self.corpus
+        for name in ["path-hostile-mesh", "path-hostile-mesh-with-root"] {
+            let test = try XCTUnwrap(corpus.cases.first { $0.name == name })
+            let server = try serve(test, corpus)
+            let started = Date()
+            let error = handshake(port: server.port, settings(for: test, corpus))
+            server.peer.stop()
+            let work = TLSPathBuilder.lastWork
+            XCTAssertLessThanOrEqual(work.signatureChecks, TLSPathBuilder.signatureCheckBudget, "\(name): \(work)")
+            XCTAssertLessThan(Date().timeIntervalSince(started), 10, name)
+            if test.expected == "accept" {
+                XCTAssertNil(error, "\(name): \(error.map { "\($0)" } ?? "")")
+            } else {
+                XCTAssertTrue(work.exhausted, "\(name): \(work)")
+                XCTAssertTrue(
+                    error?.localizedDescription.contains("path building gave up") == true, "\(name): \(error.map { "\($0)" } ?? "accepted")"
+                )
+            }
+        }
     }
 
     func testCorpusThroughStreamGet() throws {

@@ -60,7 +60,8 @@ final class X509LimboTests: SocketStreamsTestCase {
                 peer.stop()
             } catch {
                 // s_server refuses some leaves (a key it cannot use): the chain is not accepted.
-                verdicts.append(Verdict(name: test.name, expected: test.expected, ours: "reject", openssl: test.openssl, reason: "\(error)"))
+                verdicts.append(
+                    Verdict(name: test.name, expected: test.expected, ours: "reject", openssl: test.openssl, reason: "\(error)"))
                 continue
             }
             verdicts.append(
