@@ -5,9 +5,10 @@
 
 Writes one directory per case (leaf.pem, leaf.key, chain.pem with the intermediates the server sends,
 root.pem to trust, crl.pem when the case has CRLs) and DIRECTORY/cases.json, a list of
-{name, rule, host, expected ("accept" or "reject"), settings, streamGet}. `settings` are the
+{name, rule, host, expected ("accept" or "reject"), settings, streamGet, openssl}. `settings` are the
 TLSSettings the client uses beyond trusting root.pem; `streamGet` is false for cases stream-get has
-no option for. Everything is made fresh on each run with Python's `cryptography` (Debian:
+no option for; `openssl` is the verdict of OpenSSL's defaults (`openssl verify`, purpose sslserver,
+with the case's roots, intermediates, name, CRLs, depth and time). Everything is made fresh on each run with Python's `cryptography` (Debian:
 python3-cryptography); nothing here is key material kept anywhere.
 """
 
@@ -15,6 +16,7 @@ import datetime
 import ipaddress
 import json
 import os
+import subprocess
 import sys
 
 from cryptography import x509
@@ -57,7 +59,7 @@ def key_usage(cert_sign=False, digital_signature=True):
 
 def make(subject, issuer=None, ca=False, dates=VALID, san=None, san_critical=False, bc="default",
          bc_critical=True, ku="default", ski=True, aki=True, eku="default", constraints=None,
-         path_length=None, signing_key=None, extra=None, private_key=None):
+         path_length=None, signing_key=None, extra=None, private_key=None, eku_critical=False):
     """A certificate for `subject` signed by `issuer` (self-signed when None). `san`: DNS names
     (str) and IP addresses (ipaddress objects). "default" picks what a conforming CA writes."""
     private_key = private_key or key()
@@ -83,7 +85,7 @@ def make(subject, issuer=None, ca=False, dates=VALID, san=None, san_critical=Fal
     if eku == "default":
         eku = None if ca else [ExtendedKeyUsageOID.SERVER_AUTH]
     if eku:
-        builder = builder.add_extension(x509.ExtendedKeyUsage(eku), critical=False)
+        builder = builder.add_extension(x509.ExtendedKeyUsage(eku), critical=eku_critical)
     if san:
         names = [x509.IPAddress(item) if not isinstance(item, str) else x509.DNSName(item) for item in san]
         builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=san_critical)
@@ -99,15 +101,16 @@ def make(subject, issuer=None, ca=False, dates=VALID, san=None, san_critical=Fal
     return Cert(builder.sign(issuer_key, hashes.SHA256()), private_key)
 
 
-def crl(issuer, revoked=(), dates=VALID):
+def crl(issuer, revoked=(), dates=VALID, numbered=True):
     builder = (
         x509.CertificateRevocationListBuilder()
         .issuer_name(issuer.certificate.subject)
         .last_update(dates[0])
         .next_update(dates[1])
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer.key.public_key()), critical=False)
-        .add_extension(x509.CRLNumber(1), critical=False)
     )
+    if numbered:
+        builder = builder.add_extension(x509.CRLNumber(1), critical=False)
     for certificate in revoked:
         builder = builder.add_revoked_certificate(
             x509.RevokedCertificateBuilder()
@@ -131,6 +134,28 @@ def empty_name_constraints(empty_sequences=False):
     forbids both; the builder refuses to make them)."""
     value = b"\x30\x04\xa0\x00\xa1\x00" if empty_sequences else b"\x30\x00"
     return x509.UnrecognizedExtension(x509.ObjectIdentifier("2.5.29.30"), value)
+
+
+def openssl_verdict(directory, host, settings, has_chain, has_crl):
+    """What OpenSSL's own verification, with its defaults, says of the case."""
+    def path(file):
+        return os.path.join(directory, file)
+    command = ["openssl", "verify", "-purpose", "sslserver", "-CAfile", path("root.pem")]
+    if has_chain:
+        command += ["-untrusted", path("chain.pem")]
+    try:
+        ipaddress.ip_address(host)
+        command += ["-verify_ip", host]
+    except ValueError:
+        command += ["-verify_hostname", host]
+    if has_crl and settings.get("crl"):
+        command += ["-crl_check_all" if settings.get("crlWholeChain") else "-crl_check", "-CRLfile", path("crl.pem")]
+    if "maximumDepth" in settings:
+        command += ["-verify_depth", str(settings["maximumDepth"])]
+    if "time" in settings:
+        command += ["-attime", str(settings["time"])]
+    command.append(path("leaf.pem"))
+    return "accept" if subprocess.run(command, capture_output=True).returncode == 0 else "reject"
 
 
 class Corpus:
@@ -159,6 +184,7 @@ class Corpus:
         self.cases.append({
             "name": name, "rule": rule, "host": host, "expected": expected, "settings": settings or {},
             "hasChain": bool(chain), "hasCRL": bool(crls), "streamGet": stream_get,
+            "openssl": openssl_verdict(directory, host, settings or {}, bool(chain), bool(crls)),
         })
 
     def leaf(self, host="www.example.com", issuer=None, **options):
@@ -293,6 +319,8 @@ def build(directory):
     add("crl-not-revoked", "CRL", host, "accept", kept_leaf, settings={"crl": True}, crls=[root_crl])
     add("crl-revoked", "CRL", host, "reject", revoked_leaf, settings={"crl": True}, crls=[root_crl])
     add("crl-revoked-no-crl-given", "CRL", host, "accept", revoked_leaf)
+    add("crl-without-number", "CRL", host, "reject", kept_leaf, settings={"crl": True}, crls=[crl(root, numbered=False)],
+        stream_get=False)
     add("crl-expired", "CRL", host, "reject", kept_leaf, settings={"crl": True}, crls=[crl(root, dates=EXPIRED)])
     add("crl-missing-for-issuer", "CRL", host, "reject", kept_leaf, settings={"crl": True},
         crls=[crl(make("Unrelated CA", ca=True))])
@@ -312,6 +340,11 @@ def build(directory):
     add("depth-within-limit", "maximum depth", host, "accept", deep, [second, inter], settings={"maximumDepth": 2}, stream_get=False)
     add("depth-over-limit", "maximum depth", host, "reject", deep, [second, inter], settings={"maximumDepth": 1}, stream_get=False)
     add("depth-unlimited", "maximum depth", host, "accept", deep, [second, inter])
+    # A self-issued certificate (the same CA's new key, signed by its old one) is not one more
+    # intermediate (RFC 5280 §6.1.4 (l)); OpenSSL's depth counts it.
+    rollover = make("Corpus Intermediate", issuer=inter, ca=True)
+    add("depth-self-issued-within-limit", "maximum depth", host, "accept", leaf(issuer=rollover), [rollover, inter],
+        settings={"maximumDepth": 1}, stream_get=False)
 
     # Validity, and kCFStreamSSLAllowsExpiredCertificates over the whole chain.
     expired = leaf(dates=EXPIRED)
@@ -383,6 +416,33 @@ def build(directory):
     ring = [cross["AB"], cross["BC"], cross["CA"], cross["BA"], cross["CB"], cross["AC"]]
     add("path-cross-signed-cycle", "path building", host, "accept", leaf(issuer=a1), [a1] + ring, root=ca_a)
     add("path-cross-signed-cycle-untrusted", "path building", host, "reject", leaf(issuer=a1), [a1] + ring, root=root)
+
+    # The CA/Browser Forum's certificate profile (verificationProfile .baselineRequirements, opt-in):
+    # each chain breaks one rule that some of the four verifiers (Apple, Chromium, Go, rustls) skip, so
+    # the default accepts it and the opt-in profile refuses it.
+    baseline = {"profile": "baselineRequirements"}
+    add("baseline-conforming", "Baseline Requirements", host, "accept", leaf(issuer=inter), [inter], settings=baseline, stream_get=False)
+    rsa_2047 = make("RSA 2047 Root", ca=True, private_key=rsa.generate_private_key(65537, 2047))
+    breaking = [
+        ("leaf-without-eku", leaf(eku=None), [], None),
+        ("leaf-any-eku", leaf(eku=[ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE]), [], None),
+        ("leaf-critical-eku", leaf(eku_critical=True), [], None),
+        ("leaf-underscore-dns", leaf(san=[host, "under_score.example.com"]), [], None),
+        ("leaf-cn-not-in-san", leaf(subject="Some Server"), [], None),
+        ("leaf-cn-case-differs", leaf(subject="WWW.example.com"), [], None),
+        ("root-with-eku", None, [], make("Root with EKU", ca=True, eku=[ExtendedKeyUsageOID.SERVER_AUTH])),
+        ("root-without-ski", None, [], make("Root without SKI", ca=True, ski=False)),
+        ("root-bc-not-critical", None, [], make("Root with non-critical BC", ca=True, bc_critical=False)),
+        ("rsa-modulus-not-whole-bytes", None, [], rsa_2047),
+    ]
+    soft_policy = make("Intermediate with non-critical policyConstraints", issuer=root, ca=True,
+                       extra=x509.PolicyConstraints(require_explicit_policy=None, inhibit_policy_mapping=0))
+    breaking.append(("policy-constraints-not-critical", leaf(issuer=soft_policy), [soft_policy], None))
+    for label, certificate, chain, anchor in breaking:
+        certificate = certificate or leaf(issuer=anchor)
+        add(f"default-{label}", "Baseline Requirements (not by default)", host, "accept", certificate, chain, root=anchor, stream_get=False)
+        add(f"baseline-{label}", "Baseline Requirements", host, "reject", certificate, chain, root=anchor, settings=baseline,
+            stream_get=False)
 
     # A hostile mesh: eight CAs, each cross-signed by every other (56 certificates served), none under a
     # trusted root; then the same with the leaf's issuer also signed by the root, served last. Path

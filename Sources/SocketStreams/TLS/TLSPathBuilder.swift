@@ -20,6 +20,8 @@
 //   store) and the same per-certificate callback (TLSVerification), so every rule applies as before.
 //   The first that passes is the verified chain. When all fail, the first one tried (the one nearest
 //   the served order) is the one reported, with the number of paths tried.
+// - `maximumChainDepth` counts a path's intermediates as RFC 5280's path length does, self-issued ones
+//   left out; a path over the limit is not handed to OpenSSL.
 // - The work is bounded: at most `signatureCheckBudget` signature checks in all, the search's and the
 //   verifications' together (Go's limit is the same figure), so a chain of many cross-signed
 //   intermediates fails in bounded time rather than in a number of paths exponential in its size.
@@ -135,8 +137,10 @@ enum TLSPathBuilder {
         var work = Work()
         var accepted: Outcome?
         var closest: Outcome?
-        /// Certificates a path may hold: the depth limit's intermediates, the leaf and the anchor.
-        let maximumLength: Int
+        /// The most intermediates a path may hold that are not self-issued (`maximumChainDepth`), nil for none.
+        let depthLimit: Int?
+        /// Certificates a path may hold: OpenSSL's limit of 100 intermediates, the leaf and the anchor.
+        let maximumLength = 102
 
         init(context: OpaquePointer, ssl: OpaquePointer?, transport: TLSTransport?, leaf: OpaquePointer) {
             self.context = context
@@ -144,7 +148,7 @@ enum TLSPathBuilder {
             self.transport = transport
             self.leaf = leaf
             let depth = Int(X509_VERIFY_PARAM_get_depth(X509_STORE_CTX_get0_param(context)))
-            maximumLength = (depth < 0 ? 100 : min(depth, 100)) + 2
+            depthLimit = depth < 0 || depth >= 100 ? nil : depth
             if let untrusted = X509_STORE_CTX_get0_untrusted(context) {
                 for index in 0..<cssl_sk_X509_num(untrusted) {
                     guard let certificate = cssl_sk_X509_value(untrusted, index) else { continue }
@@ -235,6 +239,20 @@ enum TLSPathBuilder {
 
         /// OpenSSL's verification of exactly this path (leaf first, anchor last).
         mutating func verifyPath(_ path: [OpaquePointer]) {
+            // The depth limit counts intermediates as RFC 5280's path length does: a self-issued
+            // certificate (a CA's new key or name rollover) is not one more (OpenSSL's depth counts it).
+            let intermediates = path.dropFirst().dropLast()
+            let counted = intermediates.filter { X509_NAME_cmp(X509_get_subject_name($0), X509_get_issuer_name($0)) != 0 }.count
+            if let depthLimit, counted > depthLimit {
+                if closest == nil {
+                    let rule =
+                        "certificate chain too long: \(counted) intermediate CA certificates, the limit (maximumChainDepth) is \(depthLimit)"
+                    let rejection = VerifyRejection(
+                        code: X509_V_ERR_CERT_CHAIN_TOO_LONG, rule: rule, subject: TLSVerification.subjectText(leaf), depth: 0)
+                    closest = Outcome(chain: nil, error: X509_V_ERR_CERT_CHAIN_TOO_LONG, depth: 0, current: nil, rejection: rejection)
+                }
+                return
+            }
             let checks = path.count - 1
             guard work.signatureChecks + checks <= signatureCheckBudget else {
                 work.exhausted = true
@@ -257,6 +275,8 @@ enum TLSPathBuilder {
             X509_VERIFY_PARAM_set1(X509_STORE_CTX_get0_param(candidate), X509_STORE_CTX_get0_param(context))
             // Any trusted certificate is an anchor, a root or not (as Apple's, Chromium's, Go's and rustls's are).
             X509_VERIFY_PARAM_set_flags(X509_STORE_CTX_get0_param(candidate), UInt(X509_V_FLAG_PARTIAL_CHAIN))
+            // The depth limit was held above, counted as RFC 5280 counts.
+            if depthLimit != nil { X509_VERIFY_PARAM_set_depth(X509_STORE_CTX_get0_param(candidate), Int32(maximumLength - 2)) }
             if let ssl { X509_STORE_CTX_set_ex_data(candidate, SSL_get_ex_data_X509_STORE_CTX_idx(), UnsafeMutableRawPointer(ssl)) }
             X509_STORE_CTX_set_verify_cb(candidate, X509_STORE_CTX_get_verify_cb(context))
             transport?.rejection = nil

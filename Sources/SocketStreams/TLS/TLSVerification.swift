@@ -61,6 +61,8 @@ struct VerifyFlags: OptionSet {
     static let present = VerifyFlags(rawValue: 1 << 8)
     /// ``VerificationProfile/strict``: the profile rules OpenSSL's flag lacks apply too.
     static let strict = VerifyFlags(rawValue: 1 << 9)
+    /// ``VerificationProfile/baselineRequirements``: the CA/Browser Forum's certificate profile too.
+    static let baseline = VerifyFlags(rawValue: 1 << 10)
 
     init(rawValue: Int) { self.rawValue = rawValue }
 
@@ -70,7 +72,8 @@ struct VerifyFlags: OptionSet {
         if settings.allowsExpiredRoots { flags.insert(.expiredRoots) }
         if settings.allowsAnyRoot { flags.insert(.anyRoot) }
         if settings.role == .client && settings.validatesCertificateChain { flags.insert(.verifiesServer) }
-        if settings.verificationProfile == .strict { flags.insert(.strict) }
+        if settings.verificationProfile != .compatible { flags.insert(.strict) }
+        if settings.verificationProfile == .baselineRequirements { flags.insert(.baseline) }
         self = flags
     }
 }
@@ -112,7 +115,8 @@ enum TLSVerification {
         }
         guard flags.contains(.verifiesServer), let certificate else { return 1 }
         if let rule = check(
-            certificate, depth: depth, chainLength: chainLength, hostName: transport?.verifiedDNSName, strict: flags.contains(.strict))
+            certificate, depth: depth, chainLength: chainLength, hostName: transport?.verifiedDNSName, strict: flags.contains(.strict),
+            baseline: flags.contains(.baseline))
         {
             X509_STORE_CTX_set_error(store, rule.code)
             transport?.rejection = VerifyRejection(code: rule.code, rule: rule.text, subject: subjectText(certificate), depth: depth)
@@ -160,12 +164,21 @@ enum TLSVerification {
 
     /// Our own rules for the certificate at `depth` of a chain OpenSSL accepted: nil when it passes.
     static func check(
-        _ certificate: OpaquePointer, depth: Int, chainLength: Int, hostName: String?, strict: Bool
+        _ certificate: OpaquePointer, depth: Int, chainLength: Int, hostName: String?, strict: Bool, baseline: Bool = false
     ) -> (code: Int32, text: String)? {
         // The trust anchor's own encoding and signature are exempt (it is configured, not verified),
         // and so is a certificate that is its own chain (trusted directly, or with allowsAnyRoot);
-        // an anchor's name constraints still hold.
+        // an anchor's name constraints still hold, and so do the Baseline Requirements' root rules.
         let isAnchor = depth >= chainLength - 1
+        if baseline && !(depth == 0 && isAnchor) {
+            var text = [CChar](repeating: 0, count: 160)
+            // The root rules are for a self-issued anchor; a trusted intermediate is held to an intermediate's.
+            let isRoot = isAnchor && X509_NAME_cmp(X509_get_subject_name(certificate), X509_get_issuer_name(certificate)) == 0
+            if cssl_x509_baseline_violation(certificate, depth == 0 ? 0 : isRoot ? 2 : 1, &text, Int32(text.count)) != 0 {
+                let phrase = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                return (X509_V_ERR_APPLICATION_VERIFICATION, "\(phrase) (verificationProfile .baselineRequirements)")
+            }
+        }
         if !isAnchor {
             let undecodable = cssl_x509_undecodable_extension(certificate)
             if undecodable != NID_undef {
@@ -183,8 +196,11 @@ enum TLSVerification {
         defer { NAME_CONSTRAINTS_free(constraints) }
         if depth == 0 {
             guard !isAnchor else { return nil }
-            if cssl_x509_is_ca(certificate) != 0 {
-                return (X509_V_ERR_INVALID_PURPOSE, "a CA certificate (basicConstraints cA=TRUE) is not a server certificate")
+            if strict && cssl_x509_is_ca(certificate) != 0 {
+                return (
+                    X509_V_ERR_INVALID_PURPOSE,
+                    "a CA certificate (basicConstraints cA=TRUE) is not a server certificate (verificationProfile .compatible allows it)"
+                )
             }
             if present != 0 {
                 return (X509_V_ERR_INVALID_PURPOSE, "a server certificate may not carry name constraints")
@@ -250,9 +266,15 @@ enum TLSVerification {
 
     /// The subject in RFC 2253 form.
     static func subjectText(_ certificate: OpaquePointer?) -> String {
-        guard let certificate, let bio = BIO_new(BIO_s_mem()) else { return "" }
+        guard let certificate else { return "" }
+        return nameText(X509_get_subject_name(certificate))
+    }
+
+    /// A name (`X509_NAME`) in RFC 2253 form.
+    static func nameText(_ name: OpaquePointer?) -> String {
+        guard let name, let bio = BIO_new(BIO_s_mem()) else { return "" }
         defer { BIO_free(bio) }
-        X509_NAME_print_ex(bio, X509_get_subject_name(certificate), 0, cssl_xn_flag_rfc2253())
+        X509_NAME_print_ex(bio, name, 0, cssl_xn_flag_rfc2253())
         var pointer: UnsafeMutablePointer<CChar>?
         let length = cssl_bio_get_mem_data(bio, &pointer)
         guard length > 0, let pointer else { return "" }

@@ -39,6 +39,13 @@ final class X509LimboTests: SocketStreamsTestCase {
         let root = URL(fileURLWithPath: directory)
         let cases = try JSONDecoder().decode([Case].self, from: Data(contentsOf: root.appendingPathComponent("cases.json")))
         let only = ProcessInfo.processInfo.environment["SOCKETSTREAMS_X509_LIMBO_ONLY"]
+        // SOCKETSTREAMS_X509_LIMBO_PROFILE=baselineRequirements (or compatible) runs the suite under that profile.
+        let profile: VerificationProfile
+        switch ProcessInfo.processInfo.environment["SOCKETSTREAMS_X509_LIMBO_PROFILE"] {
+        case "baselineRequirements": profile = .baselineRequirements
+        case "compatible": profile = .compatible
+        default: profile = .strict
+        }
         var verdicts: [Verdict] = []
         for test in cases where only.map({ test.name.contains($0) }) ?? true {
             func path(_ file: String) -> String { root.appendingPathComponent(test.name).appendingPathComponent(file).path }
@@ -48,6 +55,7 @@ final class X509LimboTests: SocketStreamsTestCase {
             settings.trustRoots = [.pemFile(path("root.pem"))]
             settings.peerName = test.host.map { .name($0) } ?? .none
             settings.maximumChainDepth = test.maximumDepth
+            settings.verificationProfile = profile
             if test.hasCRL {
                 settings.revocationLists = [.pemFile(path("crl.pem"))]
                 settings.revocationCheck = .wholeChain
@@ -73,7 +81,8 @@ final class X509LimboTests: SocketStreamsTestCase {
         try output.write(to: root.appendingPathComponent("results.json"))
         let right = verdicts.filter { $0.ours == $0.expected }
         let openssl = verdicts.filter { $0.openssl == $0.expected }
-        var report = ["x509-limbo: \(verdicts.count) cases; ours right on \(right.count), openssl verify on \(openssl.count)"]
+        let summary = "\(verdicts.count) cases; ours right on \(right.count), openssl verify on \(openssl.count)"
+        var report = ["x509-limbo (profile \(profile)): \(summary)"]
         for verdict in verdicts where verdict.ours != verdict.expected {
             report.append("  wrong: \(verdict.name): expected \(verdict.expected), \(verdict.ours) \(verdict.reason)")
         }
