@@ -10,8 +10,9 @@
 //   served: the order is a hint, not a rule, so intermediates out of order, a root sent among them and
 //   cross-signed alternatives are all found. An issuer is a
 //   candidate when `X509_check_issued` matches names and key identifiers (a keyUsage without
-//   keyCertSign still counts, so the path's verification names that rule) and its key verifies the
-//   signature. A trusted issuer ends the path.
+//   keyCertSign still counts, so the path's verification names that rule) and, when there is more than
+//   one to choose from, its key verifies the signature (a single candidate's signature is checked once,
+//   by the path's verification). A trusted issuer ends the path.
 // - Loops and repeats are cut: a certificate whose subject and key are already on the path is not
 //   tried again (a cross-signed root, the same CA under two serials; CVE-2024-0567's shape).
 // - Each complete path (leaf to a trusted certificate) is verified by OpenSSL on a fresh store context
@@ -177,21 +178,24 @@ enum TLSPathBuilder {
         /// Tries every issuer of the path's last certificate, trusted ones first.
         mutating func extend(_ path: inout [OpaquePointer]) {
             guard let certificate = path.last, path.count < maximumLength else { return }
-            let anchors = trusted(named: X509_get_issuer_name(certificate))
-            for anchor in anchors where !done && mayIssue(anchor, certificate, path: path) {
-                guard signatureVerifies(certificate, by: anchor) else { continue }
-                verifyPath(path + [anchor])
+            let anchors = trusted(named: X509_get_issuer_name(certificate)).filter { mayIssue($0, certificate, path: path) }
+            // Served issuers that a trusted certificate issued come first (a name look-up, no signature);
+            // a served copy of a trusted certificate is tried as an anchor only.
+            let issuers = served.filter { issuer in
+                mayIssue(issuer, certificate, path: path) && !anchors.contains { X509_cmp($0, issuer) == 0 }
             }
-            // Served issuers that a trusted certificate issued come first (a name look-up, no signature).
-            let issuers = served.filter { mayIssue($0, certificate, path: path) }
             let nearAnchor = issuers.map { issuer in
                 trusted(named: X509_get_issuer_name(issuer)).contains { X509_check_issued($0, issuer) == X509_V_OK }
             }
             let ordered = zip(issuers, nearAnchor).filter(\.1).map(\.0) + zip(issuers, nearAnchor).filter { !$0.1 }.map(\.0)
+            // With one candidate there is nothing to choose: the path's verification checks its signature.
+            let chooses = anchors.count + ordered.count > 1
+            for anchor in anchors where !done {
+                if chooses { guard signatureVerifies(certificate, by: anchor) else { continue } }
+                verifyPath(path + [anchor])
+            }
             for issuer in ordered where !done {
-                // A served copy of a trusted certificate was tried as an anchor above.
-                if anchors.contains(where: { X509_cmp($0, issuer) == 0 }) { continue }
-                guard signatureVerifies(certificate, by: issuer) else { continue }
+                if chooses { guard signatureVerifies(certificate, by: issuer) else { continue } }
                 path.append(issuer)
                 extend(&path)
                 path.removeLast()
