@@ -104,7 +104,8 @@ final class InternationalisedHostTests: SocketStreamsTestCase {
             _ = try? connection.readToEOF()
         }
         let pair = makePair(host: "bücher.example", port: 4242)
-        XCTAssertTrue(pair.input.setProperty(ProxyConfiguration.socks5(host: "127.0.0.1", port: server.port), forKey: .proxyConfigurationKey))
+        XCTAssertTrue(
+            pair.input.setProperty(ProxyConfiguration.socks5(host: "127.0.0.1", port: server.port), forKey: .proxyConfigurationKey))
         let recorder = startRecorder(pair)
         XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.endEncountered, on: .input) }, recorder.trace)
         let name = Array(TestPKI.internationalisedALabel.utf8)
