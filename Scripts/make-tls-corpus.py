@@ -405,6 +405,11 @@ def build(directory):
         root=[root, other_root])
     add("path-cross-signed-excluded-only", "path building", host, "reject", cross_leaf, [via_excluding, excluding],
         root=[root, other_root])
+    # Both paths fail (one copy has expired, the other is under an excluding CA): the reason given is the
+    # first path's, the one through the copy a trusted root issued.
+    via_other_expired = make("Cross-signed Intermediate", issuer=other_root, ca=True, private_key=shared_key, dates=EXPIRED)
+    add("path-cross-signed-excluded-or-expired", "path building", host, "reject", cross_leaf,
+        [via_excluding, excluding, via_other_expired], root=[root, other_root])
     # CVE-2024-0567's shape: A, B and C cross-sign one another, A is also a trusted self-signed root.
     keys = {label: key() for label in "ABC"}
     ca_a = make("CA A", ca=True, private_key=keys["A"])

@@ -20,7 +20,7 @@
 //   only trusted one, the connection's parameters (name, purpose, time, depth, flags, CRLs from the
 //   store) and the same per-certificate callback (TLSVerification), so every rule applies as before.
 //   The first that passes is the verified chain. When all fail, the first one tried (the one nearest
-//   the served order) is the one reported, with the number of paths tried.
+//   the served order) is the one reported: its reason, its certificates and the number of paths tried.
 // - `maximumChainDepth` counts a path's intermediates as RFC 5280's path length does, self-issued ones
 //   left out; a path over the limit is not handed to OpenSSL.
 // - The work is bounded: at most `signatureCheckBudget` signature checks in all, the search's and the
@@ -79,7 +79,10 @@ enum TLSPathBuilder {
             X509_STORE_CTX_set_error_depth(context, Int32(closest.depth))
             X509_STORE_CTX_set_current_cert(context, closest.current)
             var rejection = closest.rejection
-            if search.work.pathsVerified > 1 { rejection?.pathsTried = search.work.pathsVerified }
+            if search.work.pathsVerified > 1 {
+                rejection?.pathsTried = search.work.pathsVerified
+                rejection?.path = closest.path
+            }
             transport?.rejection = rejection
             return 0
         }
@@ -105,8 +108,11 @@ enum TLSPathBuilder {
         let depth: Int
         let current: OpaquePointer?
         let rejection: VerifyRejection?
+        /// The path's subjects, leaf first.
+        let path: [String]
 
-        init(chain: OpaquePointer?, error: Int32, depth: Int, current: OpaquePointer?, rejection: VerifyRejection?) {
+        init(chain: OpaquePointer?, error: Int32, depth: Int, current: OpaquePointer?, rejection: VerifyRejection?, path: [OpaquePointer]) {
+            self.path = path.map { TLSVerification.subjectText($0) }
             self.chain = chain
             self.error = error
             self.depth = depth
@@ -253,7 +259,8 @@ enum TLSPathBuilder {
                         "certificate chain too long: \(counted) intermediate CA certificates, the limit (maximumChainDepth) is \(depthLimit)"
                     let rejection = VerifyRejection(
                         code: X509_V_ERR_CERT_CHAIN_TOO_LONG, rule: rule, subject: TLSVerification.subjectText(leaf), depth: 0)
-                    closest = Outcome(chain: nil, error: X509_V_ERR_CERT_CHAIN_TOO_LONG, depth: 0, current: nil, rejection: rejection)
+                    closest = Outcome(
+                        chain: nil, error: X509_V_ERR_CERT_CHAIN_TOO_LONG, depth: 0, current: nil, rejection: rejection, path: path)
                 }
                 return
             }
@@ -289,7 +296,7 @@ enum TLSPathBuilder {
             if let current { X509_up_ref(current) }
             let outcome = Outcome(
                 chain: X509_STORE_CTX_get1_chain(candidate), error: X509_STORE_CTX_get_error(candidate),
-                depth: Int(X509_STORE_CTX_get_error_depth(candidate)), current: current, rejection: transport?.rejection)
+                depth: Int(X509_STORE_CTX_get_error_depth(candidate)), current: current, rejection: transport?.rejection, path: path)
             if passed {
                 X509_VERIFY_PARAM_move_peername(X509_STORE_CTX_get0_param(context), X509_STORE_CTX_get0_param(candidate))
                 accepted = outcome

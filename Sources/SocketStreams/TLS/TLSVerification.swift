@@ -39,12 +39,15 @@ struct VerifyRejection: Sendable, Equatable {
     var depth: Int
     /// How many complete paths path building verified, when more than one (this is the first's reason).
     var pathsTried: Int?
+    /// That first path's subjects, leaf first, when path building tried several.
+    var path: [String] = []
 
     /// `rule (certificate "CN=…", the leaf)`, or `…, depth 2)` for a certificate above it, and
-    /// `; the first of 3 paths tried` when path building tried several.
+    /// `; path CN=a → CN=b → CN=c, the first of 3 tried` when path building tried several.
     var description: String {
         let which = depth == 0 ? "the leaf" : "depth \(depth)"
-        let paths = pathsTried.map { "; the first of \($0) paths tried" } ?? ""
+        let names = path.map { $0.isEmpty ? "<empty subject>" : $0 }.joined(separator: " → ")
+        let paths = pathsTried.map { "; path \(names), the first of \($0) tried" } ?? ""
         return "\(rule) (certificate \"\(subject.isEmpty ? "<empty subject>" : subject)\", \(which)\(paths))"
     }
 }

@@ -200,6 +200,13 @@ final class TLSCorpusTests: SocketStreamsTestCase {
         assertRefusal(
             "path-cross-signed-excluded-only", code: -9807,
             ["the name constraints exclude www.example.com", "\"CN=NC excludes www\", depth 2"])
+        // The copy a trusted root issued is tried first, so its reason is the one given.
+        assertRefusal(
+            "path-cross-signed-excluded-or-expired", code: -9814,
+            [
+                "certificate has expired",
+                "\"CN=Cross-signed Intermediate\", depth 1; path CN=www.example.com → CN=Cross-signed Intermediate → CN=Second Root, the first of 2 tried",
+            ])
         assertRefusal("validity-one-second-after-not-after", code: -9814, ["certificate has expired", "the leaf"])
         XCTAssertEqual(intValue(errors["expired-intermediate"]?.userInfo["OpenSSLVerifyDepth"]), 1)
         XCTAssertEqual(errors["expired-intermediate"]?.userInfo["OpenSSLVerifySubject"] as? String, "CN=Expired Intermediate")
