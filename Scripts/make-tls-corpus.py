@@ -255,7 +255,9 @@ def build(directory):
     add("nc-malformed-leading-period", "malformed name constraints", host, "reject", leaf(issuer=dotted), [dotted])
 
     # A server's leaf is not a CA and carries no name constraints.
-    add("leaf-is-ca", "CA as leaf", host, "reject", leaf(ca=True, ku=key_usage(), eku=[ExtendedKeyUsageOID.SERVER_AUTH]))
+    ca_leaf = leaf(ca=True, ku=key_usage(), eku=[ExtendedKeyUsageOID.SERVER_AUTH])
+    add("leaf-is-ca", "CA as leaf", host, "reject", ca_leaf)
+    add("compatible-leaf-is-ca", "CA as leaf", host, "accept", ca_leaf, settings={"profile": "compatible"}, stream_get=False)
     add("leaf-ca-false", "CA as leaf", host, "accept", leaf())
     add("leaf-without-basic-constraints", "CA as leaf", host, "accept", leaf(bc=None))
     add("leaf-with-name-constraints", "leaf with name constraints", host, "reject",
