@@ -5,9 +5,10 @@
 
 Writes one directory per case (leaf.pem, leaf.key, chain.pem with the intermediates the server sends,
 root.pem to trust, crl.pem when the case has CRLs) and DIRECTORY/cases.json, a list of
-{name, rule, host, expected ("accept" or "reject"), settings, streamGet}. `settings` are the
+{name, rule, host, expected ("accept" or "reject"), settings, streamGet, openssl}. `settings` are the
 TLSSettings the client uses beyond trusting root.pem; `streamGet` is false for cases stream-get has
-no option for. Everything is made fresh on each run with Python's `cryptography` (Debian:
+no option for; `openssl` is the verdict of OpenSSL's defaults (`openssl verify`, purpose sslserver,
+with the case's roots, intermediates, name, CRLs, depth and time). Everything is made fresh on each run with Python's `cryptography` (Debian:
 python3-cryptography); nothing here is key material kept anywhere.
 """
 
@@ -15,6 +16,7 @@ import datetime
 import ipaddress
 import json
 import os
+import subprocess
 import sys
 
 from cryptography import x509
@@ -57,7 +59,7 @@ def key_usage(cert_sign=False, digital_signature=True):
 
 def make(subject, issuer=None, ca=False, dates=VALID, san=None, san_critical=False, bc="default",
          bc_critical=True, ku="default", ski=True, aki=True, eku="default", constraints=None,
-         path_length=None, signing_key=None, extra=None, private_key=None):
+         path_length=None, signing_key=None, extra=None, private_key=None, eku_critical=False):
     """A certificate for `subject` signed by `issuer` (self-signed when None). `san`: DNS names
     (str) and IP addresses (ipaddress objects). "default" picks what a conforming CA writes."""
     private_key = private_key or key()
@@ -83,7 +85,7 @@ def make(subject, issuer=None, ca=False, dates=VALID, san=None, san_critical=Fal
     if eku == "default":
         eku = None if ca else [ExtendedKeyUsageOID.SERVER_AUTH]
     if eku:
-        builder = builder.add_extension(x509.ExtendedKeyUsage(eku), critical=False)
+        builder = builder.add_extension(x509.ExtendedKeyUsage(eku), critical=eku_critical)
     if san:
         names = [x509.IPAddress(item) if not isinstance(item, str) else x509.DNSName(item) for item in san]
         builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=san_critical)
@@ -99,15 +101,16 @@ def make(subject, issuer=None, ca=False, dates=VALID, san=None, san_critical=Fal
     return Cert(builder.sign(issuer_key, hashes.SHA256()), private_key)
 
 
-def crl(issuer, revoked=(), dates=VALID):
+def crl(issuer, revoked=(), dates=VALID, numbered=True):
     builder = (
         x509.CertificateRevocationListBuilder()
         .issuer_name(issuer.certificate.subject)
         .last_update(dates[0])
         .next_update(dates[1])
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer.key.public_key()), critical=False)
-        .add_extension(x509.CRLNumber(1), critical=False)
     )
+    if numbered:
+        builder = builder.add_extension(x509.CRLNumber(1), critical=False)
     for certificate in revoked:
         builder = builder.add_revoked_certificate(
             x509.RevokedCertificateBuilder()
@@ -133,6 +136,28 @@ def empty_name_constraints(empty_sequences=False):
     return x509.UnrecognizedExtension(x509.ObjectIdentifier("2.5.29.30"), value)
 
 
+def openssl_verdict(directory, host, settings, has_chain, has_crl):
+    """What OpenSSL's own verification, with its defaults, says of the case."""
+    def path(file):
+        return os.path.join(directory, file)
+    command = ["openssl", "verify", "-purpose", "sslserver", "-CAfile", path("root.pem")]
+    if has_chain:
+        command += ["-untrusted", path("chain.pem")]
+    try:
+        ipaddress.ip_address(host)
+        command += ["-verify_ip", host]
+    except ValueError:
+        command += ["-verify_hostname", host]
+    if has_crl and settings.get("crl"):
+        command += ["-crl_check_all" if settings.get("crlWholeChain") else "-crl_check", "-CRLfile", path("crl.pem")]
+    if "maximumDepth" in settings:
+        command += ["-verify_depth", str(settings["maximumDepth"])]
+    if "time" in settings:
+        command += ["-attime", str(settings["time"])]
+    command.append(path("leaf.pem"))
+    return "accept" if subprocess.run(command, capture_output=True).returncode == 0 else "reject"
+
+
 class Corpus:
     def __init__(self, directory):
         self.directory = directory
@@ -152,12 +177,14 @@ class Corpus:
         write("leaf.key", leaf.key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
         write("chain.pem", b"".join(certificate.pem() for certificate in chain))
-        write("root.pem", (root or self.root).pem())
+        roots = root if isinstance(root, (list, tuple)) else [root or self.root]
+        write("root.pem", b"".join(certificate.pem() for certificate in roots))
         if crls:
             write("crl.pem", b"".join(crls))
         self.cases.append({
             "name": name, "rule": rule, "host": host, "expected": expected, "settings": settings or {},
             "hasChain": bool(chain), "hasCRL": bool(crls), "streamGet": stream_get,
+            "openssl": openssl_verdict(directory, host, settings or {}, bool(chain), bool(crls)),
         })
 
     def leaf(self, host="www.example.com", issuer=None, **options):
@@ -228,7 +255,9 @@ def build(directory):
     add("nc-malformed-leading-period", "malformed name constraints", host, "reject", leaf(issuer=dotted), [dotted])
 
     # A server's leaf is not a CA and carries no name constraints.
-    add("leaf-is-ca", "CA as leaf", host, "reject", leaf(ca=True, ku=key_usage(), eku=[ExtendedKeyUsageOID.SERVER_AUTH]))
+    ca_leaf = leaf(ca=True, ku=key_usage(), eku=[ExtendedKeyUsageOID.SERVER_AUTH])
+    add("leaf-is-ca", "CA as leaf", host, "reject", ca_leaf)
+    add("compatible-leaf-is-ca", "CA as leaf", host, "accept", ca_leaf, settings={"profile": "compatible"}, stream_get=False)
     add("leaf-ca-false", "CA as leaf", host, "accept", leaf())
     add("leaf-without-basic-constraints", "CA as leaf", host, "accept", leaf(bc=None))
     add("leaf-with-name-constraints", "leaf with name constraints", host, "reject",
@@ -292,6 +321,8 @@ def build(directory):
     add("crl-not-revoked", "CRL", host, "accept", kept_leaf, settings={"crl": True}, crls=[root_crl])
     add("crl-revoked", "CRL", host, "reject", revoked_leaf, settings={"crl": True}, crls=[root_crl])
     add("crl-revoked-no-crl-given", "CRL", host, "accept", revoked_leaf)
+    add("crl-without-number", "CRL", host, "reject", kept_leaf, settings={"crl": True}, crls=[crl(root, numbered=False)],
+        stream_get=False)
     add("crl-expired", "CRL", host, "reject", kept_leaf, settings={"crl": True}, crls=[crl(root, dates=EXPIRED)])
     add("crl-missing-for-issuer", "CRL", host, "reject", kept_leaf, settings={"crl": True},
         crls=[crl(make("Unrelated CA", ca=True))])
@@ -311,6 +342,11 @@ def build(directory):
     add("depth-within-limit", "maximum depth", host, "accept", deep, [second, inter], settings={"maximumDepth": 2}, stream_get=False)
     add("depth-over-limit", "maximum depth", host, "reject", deep, [second, inter], settings={"maximumDepth": 1}, stream_get=False)
     add("depth-unlimited", "maximum depth", host, "accept", deep, [second, inter])
+    # A self-issued certificate (the same CA's new key, signed by its old one) is not one more
+    # intermediate (RFC 5280 §6.1.4 (l)); OpenSSL's depth counts it.
+    rollover = make("Corpus Intermediate", issuer=inter, ca=True)
+    add("depth-self-issued-within-limit", "maximum depth", host, "accept", leaf(issuer=rollover), [rollover, inter],
+        settings={"maximumDepth": 1}, stream_get=False)
 
     # Validity, and kCFStreamSSLAllowsExpiredCertificates over the whole chain.
     expired = leaf(dates=EXPIRED)
@@ -348,6 +384,91 @@ def build(directory):
     add("idna-a-label-by-wildcard", "IDNA", a_label, "accept", leaf(san=["*.example.com"], subject="idna"))
     add("idna-partial-wildcard", "IDNA", a_label, "reject", leaf(san=["xn--*.example.com"], subject="idna"))
     add("idna-a-label-mismatch", "IDNA", a_label, "reject", leaf(san=["xn--bcher-kvb.example.com"], subject="idna"))
+
+    # Path building: the served order is a hint. Each valid chain here needs a path other than the one
+    # served (or OpenSSL's single try), and is served in the awkward order.
+    second_inter = make("Corpus Second Intermediate", issuer=inter, ca=True)
+    add("path-intermediates-reversed", "path building", host, "accept", leaf(issuer=second_inter), [root, inter, second_inter])
+    add("path-trusted-intermediate-root-served", "path building", host, "accept", leaf(issuer=inter), [root], root=inter)
+    # One logical intermediate under two roots: the copy served first chains to a root nobody trusts.
+    untrusted_root = make("Unknown Root", ca=True)
+    shared_key = key()
+    via_unknown = make("Cross-signed Intermediate", issuer=untrusted_root, ca=True, private_key=shared_key)
+    via_root = make("Cross-signed Intermediate", issuer=root, ca=True, private_key=shared_key)
+    cross_leaf = leaf(issuer=via_root)
+    add("path-cross-signed-dead-end-first", "path building", host, "accept", cross_leaf, [via_unknown, untrusted_root, via_root])
+    add("path-cross-signed-dead-end-only", "path building", host, "reject", cross_leaf, [via_unknown, untrusted_root])
+    # The copy served first is under a CA whose name constraints exclude the host; the other is not.
+    excluding = make("NC excludes www", issuer=root, ca=True, constraints=dns_constraints(excluded=[host]))
+    other_root = make("Second Root", ca=True)
+    via_excluding = make("Cross-signed Intermediate", issuer=excluding, ca=True, private_key=shared_key)
+    via_other = make("Cross-signed Intermediate", issuer=other_root, ca=True, private_key=shared_key)
+    add("path-cross-signed-excluded-first", "path building", host, "accept", cross_leaf, [via_excluding, excluding, via_other],
+        root=[root, other_root])
+    add("path-cross-signed-excluded-only", "path building", host, "reject", cross_leaf, [via_excluding, excluding],
+        root=[root, other_root])
+    # Both paths fail (one copy has expired, the other is under an excluding CA): the reason given is the
+    # first path's, the one through the copy a trusted root issued.
+    via_other_expired = make("Cross-signed Intermediate", issuer=other_root, ca=True, private_key=shared_key, dates=EXPIRED)
+    add("path-cross-signed-excluded-or-expired", "path building", host, "reject", cross_leaf,
+        [via_excluding, excluding, via_other_expired], root=[root, other_root])
+    # CVE-2024-0567's shape: A, B and C cross-sign one another, A is also a trusted self-signed root.
+    keys = {label: key() for label in "ABC"}
+    ca_a = make("CA A", ca=True, private_key=keys["A"])
+    cross = {}
+    for subject, issuer in [("A", "B"), ("B", "C"), ("C", "A"), ("B", "A"), ("C", "B"), ("A", "C")]:
+        signer = Cert(make(f"CA {issuer}", ca=True, private_key=keys[issuer]).certificate, keys[issuer])
+        cross[subject + issuer] = make(f"CA {subject}", issuer=signer, ca=True, private_key=keys[subject])
+    a1 = make("CA A1", issuer=Cert(ca_a.certificate, keys["A"]), ca=True)
+    ring = [cross["AB"], cross["BC"], cross["CA"], cross["BA"], cross["CB"], cross["AC"]]
+    add("path-cross-signed-cycle", "path building", host, "accept", leaf(issuer=a1), [a1] + ring, root=ca_a)
+    add("path-cross-signed-cycle-untrusted", "path building", host, "reject", leaf(issuer=a1), [a1] + ring, root=root)
+
+    # The CA/Browser Forum's certificate profile (verificationProfile .baselineRequirements, opt-in):
+    # each chain breaks one rule that some of the four verifiers (Apple, Chromium, Go, rustls) skip, so
+    # the default accepts it and the opt-in profile refuses it.
+    baseline = {"profile": "baselineRequirements"}
+    add("baseline-conforming", "Baseline Requirements", host, "accept", leaf(issuer=inter), [inter], settings=baseline, stream_get=False)
+    rsa_2047 = make("RSA 2047 Root", ca=True, private_key=rsa.generate_private_key(65537, 2047))
+    breaking = [
+        ("leaf-without-eku", leaf(eku=None), [], None),
+        ("leaf-any-eku", leaf(eku=[ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE]), [], None),
+        ("leaf-critical-eku", leaf(eku_critical=True), [], None),
+        ("leaf-underscore-dns", leaf(san=[host, "under_score.example.com"]), [], None),
+        ("leaf-cn-not-in-san", leaf(subject="Some Server"), [], None),
+        ("leaf-cn-case-differs", leaf(subject="WWW.example.com"), [], None),
+        ("root-with-eku", None, [], make("Root with EKU", ca=True, eku=[ExtendedKeyUsageOID.SERVER_AUTH])),
+        ("root-without-ski", None, [], make("Root without SKI", ca=True, ski=False)),
+        ("root-bc-not-critical", None, [], make("Root with non-critical BC", ca=True, bc_critical=False)),
+        ("rsa-modulus-not-whole-bytes", None, [], rsa_2047),
+    ]
+    soft_policy = make("Intermediate with non-critical policyConstraints", issuer=root, ca=True,
+                       extra=x509.PolicyConstraints(require_explicit_policy=None, inhibit_policy_mapping=0))
+    breaking.append(("policy-constraints-not-critical", leaf(issuer=soft_policy), [soft_policy], None))
+    for label, certificate, chain, anchor in breaking:
+        certificate = certificate or leaf(issuer=anchor)
+        add(f"default-{label}", "Baseline Requirements (not by default)", host, "accept", certificate, chain, root=anchor, stream_get=False)
+        add(f"baseline-{label}", "Baseline Requirements", host, "reject", certificate, chain, root=anchor, settings=baseline,
+            stream_get=False)
+
+    # A hostile mesh: eight CAs, each cross-signed by every other (56 certificates served), none under a
+    # trusted root; then the same with the leaf's issuer also signed by the root, served last. Path
+    # building must give its verdict within its budget of signature checks, not walk the mesh's paths.
+    mesh_keys = [key() for _ in range(8)]
+    mesh_names = [make(f"Mesh CA {index}", ca=True, private_key=mesh_keys[index]) for index in range(8)]
+    mesh = [make(f"Mesh CA {i}", issuer=Cert(mesh_names[j].certificate, mesh_keys[j]), ca=True, private_key=mesh_keys[i])
+            for i in range(8) for j in range(8) if i != j]
+    mesh_leaf = leaf(issuer=Cert(mesh_names[0].certificate, mesh_keys[0]))
+    add("path-hostile-mesh", "path building (bounded)", host, "reject", mesh_leaf, mesh, stream_get=False)
+    rescue = make("Mesh CA 0", issuer=root, ca=True, private_key=mesh_keys[0])
+    add("path-hostile-mesh-with-root", "path building (bounded)", host, "accept", mesh_leaf, mesh + [rescue], stream_get=False)
+
+    # Validity: notAfter is inclusive (RFC 5280 §4.1.2.5), at a fixed verification time.
+    at = int(NOW.replace(tzinfo=datetime.timezone.utc).timestamp())
+    until_now = leaf(dates=(NOW - DAY, NOW))
+    add("validity-not-after-exact", "validity", host, "accept", until_now, settings={"time": at}, stream_get=False)
+    add("validity-one-second-after-not-after", "validity", host, "reject", until_now, settings={"time": at + 1}, stream_get=False)
+    add("validity-not-before-exact", "validity", host, "accept", leaf(dates=(NOW, NOW + DAY)), settings={"time": at}, stream_get=False)
 
     with open(os.path.join(directory, "cases.json"), "w") as handle:
         json.dump(corpus.cases, handle, indent=1)

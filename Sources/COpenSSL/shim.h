@@ -2,6 +2,7 @@
 #ifndef C_OPENSSL_SHIM_H
 #define C_OPENSSL_SHIM_H
 
+#include <stdio.h>
 #include <string.h>
 #include <openssl/ssl.h>
 #include <openssl/err.h>
@@ -36,6 +37,14 @@ static inline int cssl_sk_X509_num(const STACK_OF(X509) *stack) { return sk_X509
 static inline X509 *cssl_sk_X509_value(const STACK_OF(X509) *stack, int index) { return sk_X509_value(stack, index); }
 static inline void cssl_sk_X509_pop_free(STACK_OF(X509) *stack) { sk_X509_pop_free(stack, X509_free); }
 static inline void cssl_free(void *pointer) { OPENSSL_free(pointer); }
+static inline STACK_OF(X509) *cssl_sk_X509_new_null(void) { return sk_X509_new_null(); }
+/// Appends `cert` with a reference of its own (freed with the stack by cssl_sk_X509_pop_free).
+static inline int cssl_sk_X509_push_up_ref(STACK_OF(X509) *stack, X509 *cert) {
+    if (!X509_up_ref(cert)) return 0;
+    if (sk_X509_push(stack, cert) > 0) return 1;
+    X509_free(cert);
+    return 0;
+}
 
 static inline uint64_t cssl_op_no_renegotiation(void) { return SSL_OP_NO_RENEGOTIATION; }
 
@@ -151,6 +160,124 @@ static inline int cssl_x509_san_critical_with_subject(X509 *x) {
     int index = X509_get_ext_by_NID(x, NID_subject_alt_name, -1);
     if (index < 0 || !X509_EXTENSION_get_critical(X509_get_ext(x, index))) return 0;
     return X509_NAME_entry_count(X509_get_subject_name(x)) > 0;
+}
+
+
+// The CA/Browser Forum Baseline Requirements' certificate profile (VerificationProfile.baselineRequirements):
+// the first rule `x` breaks, as a phrase copied NUL-terminated into `buffer`; 0 when it breaks none.
+// `role`: 0 for the leaf, 1 for an intermediate, 2 for the trust anchor.
+static inline int cssl_baseline_copy(char *buffer, int size, const char *text) {
+    snprintf(buffer, (size_t)size, "%s", text);
+    return 1;
+}
+/// An IPv6 address in RFC 5952's text: lower-case hex, no leading zeros, the longest run of two or
+/// more zero groups (the first of equal runs) as "::".
+static inline void cssl_ipv6_rfc5952(const unsigned char *address, char *text, size_t size) {
+    unsigned int groups[8];
+    for (int g = 0; g < 8; g++) groups[g] = (unsigned int)(address[2 * g] << 8 | address[2 * g + 1]);
+    int best = -1, best_length = 1;
+    for (int g = 0; g < 8;) {
+        if (groups[g] != 0) { g++; continue; }
+        int run = g;
+        while (g < 8 && groups[g] == 0) g++;
+        if (g - run > best_length) { best = run; best_length = g - run; }
+    }
+    size_t used = 0;
+    text[0] = 0;
+    for (int g = 0; g < 8 && used < size; g++) {
+        if (g == best) {
+            used += (size_t)snprintf(text + used, size - used, "::");
+            g += best_length - 1;
+            continue;
+        }
+        int separator = g > 0 && g != best + best_length;
+        used += (size_t)snprintf(text + used, size - used, "%s%x", separator ? ":" : "", groups[g]);
+    }
+}
+static inline int cssl_x509_baseline_violation(X509 *x, int role, char *buffer, int size) {
+    EVP_PKEY *key = X509_get0_pubkey(x);
+    if (key != NULL && EVP_PKEY_get_base_id(key) == EVP_PKEY_RSA && EVP_PKEY_get_bits(key) % 8 != 0)
+        return cssl_baseline_copy(buffer, size, "an RSA modulus whose length is not a multiple of 8 bits (BR 6.1.5)");
+    int eku_index = X509_get_ext_by_NID(x, NID_ext_key_usage, -1);
+    if (role == 0) {
+        if (eku_index < 0) return cssl_baseline_copy(buffer, size, "a server certificate without an extendedKeyUsage (BR 7.1.2.7.10)");
+        if (X509_EXTENSION_get_critical(X509_get_ext(x, eku_index)))
+            return cssl_baseline_copy(buffer, size, "a critical extendedKeyUsage (BR 7.1.2.7.10)");
+        EXTENDED_KEY_USAGE *usages = X509_get_ext_d2i(x, NID_ext_key_usage, NULL, NULL);
+        int any = 0;
+        for (int i = 0; usages != NULL && i < sk_ASN1_OBJECT_num(usages); i++) {
+            if (OBJ_obj2nid(sk_ASN1_OBJECT_value(usages, i)) == NID_anyExtendedKeyUsage) any = 1;
+        }
+        EXTENDED_KEY_USAGE_free(usages);
+        if (any) return cssl_baseline_copy(buffer, size, "anyExtendedKeyUsage in a server certificate (BR 7.1.2.7.10)");
+        const ASN1_INTEGER *serial = X509_get0_serialNumber(x);
+        int length = ASN1_STRING_length(serial);
+        const unsigned char *bytes = ASN1_STRING_get0_data(serial);
+        int zero = 1;
+        for (int i = 0; i < length; i++) zero &= bytes[i] == 0;
+        if (zero) return cssl_baseline_copy(buffer, size, "a serial number of zero (BR 7.1: positive, at most 20 octets)");
+        if (length + (bytes[0] & 0x80 ? 1 : 0) > 20)
+            return cssl_baseline_copy(buffer, size, "a serial number longer than 20 octets (BR 7.1)");
+        GENERAL_NAMES *names = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+        int underscore = 0;
+        for (int i = 0; names != NULL && i < sk_GENERAL_NAME_num(names); i++) {
+            GENERAL_NAME *name = sk_GENERAL_NAME_value(names, i);
+            if (name->type == GEN_DNS && memchr(ASN1_STRING_get0_data(name->d.dNSName), '_', (size_t)ASN1_STRING_length(name->d.dNSName)))
+                underscore = 1;
+        }
+        // Every subject CN must be one of the subjectAltName's entries, byte for byte (an address in
+        // its canonical text: dotted decimal, RFC 5952).
+        int unmatched = 0;
+        X509_NAME *subject = X509_get_subject_name(x);
+        for (int at = X509_NAME_get_index_by_NID(subject, NID_commonName, -1); at >= 0 && !unmatched;
+             at = X509_NAME_get_index_by_NID(subject, NID_commonName, at)) {
+            unsigned char *cn = NULL;
+            int cn_length = ASN1_STRING_to_UTF8(&cn, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, at)));
+            int found = 0;
+            for (int i = 0; cn_length >= 0 && names != NULL && i < sk_GENERAL_NAME_num(names) && !found; i++) {
+                GENERAL_NAME *name = sk_GENERAL_NAME_value(names, i);
+                if (name->type == GEN_DNS) {
+                    found = ASN1_STRING_length(name->d.dNSName) == cn_length
+                        && memcmp(ASN1_STRING_get0_data(name->d.dNSName), cn, (size_t)cn_length) == 0;
+                } else if (name->type == GEN_IPADD) {
+                    char text[64] = {0};
+                    int address_length = ASN1_STRING_length(name->d.iPAddress);
+                    const unsigned char *address = ASN1_STRING_get0_data(name->d.iPAddress);
+                    if (address_length == 4) snprintf(text, sizeof text, "%u.%u.%u.%u", address[0], address[1], address[2], address[3]);
+                    if (address_length == 16) cssl_ipv6_rfc5952(address, text, sizeof text);
+                    found = (int)strlen(text) == cn_length && memcmp(text, cn, (size_t)cn_length) == 0;
+                }
+            }
+            OPENSSL_free(cn);
+            unmatched = !found;
+        }
+        GENERAL_NAMES_free(names);
+        if (underscore) return cssl_baseline_copy(buffer, size, "an underscore in a DNS name of the subjectAltName (BR 7.1.2.7.12)");
+        if (unmatched) return cssl_baseline_copy(buffer, size, "a subject CN that is not one of the subjectAltName's entries (BR 7.1.2.7.2)");
+        return 0;
+    }
+    if (role == 2) {
+        if (eku_index >= 0) return cssl_baseline_copy(buffer, size, "a root with an extendedKeyUsage (BR 7.1.2.1.2)");
+        int bc_index = X509_get_ext_by_NID(x, NID_basic_constraints, -1);
+        if (bc_index >= 0 && !X509_EXTENSION_get_critical(X509_get_ext(x, bc_index)))
+            return cssl_baseline_copy(buffer, size, "a root whose basicConstraints is not critical (BR 7.1.2.1.2)");
+        const ASN1_OCTET_STRING *ski = X509_get0_subject_key_id(x);
+        if (ski == NULL) return cssl_baseline_copy(buffer, size, "a root without a subjectKeyIdentifier (BR 7.1.2.1.2)");
+        if (X509_get_ext_by_NID(x, NID_authority_key_identifier, -1) >= 0) {
+            AUTHORITY_KEYID *aki = X509_get_ext_d2i(x, NID_authority_key_identifier, NULL, NULL);
+            int bad = aki == NULL || aki->keyid == NULL || aki->issuer != NULL || aki->serial != NULL
+                || ASN1_OCTET_STRING_cmp(aki->keyid, ski) != 0;
+            AUTHORITY_KEYID_free(aki);
+            if (bad)
+                return cssl_baseline_copy(
+                    buffer, size, "a root whose authorityKeyIdentifier is not just its own key identifier (BR 7.1.2.1.3)");
+        }
+        return 0;
+    }
+    int pc_index = X509_get_ext_by_NID(x, NID_policy_constraints, -1);
+    if (pc_index >= 0 && !X509_EXTENSION_get_critical(X509_get_ext(x, pc_index)))
+        return cssl_baseline_copy(buffer, size, "policyConstraints that are not critical (RFC 5280 4.2.1.11, BR 7.1.2.10)");
+    return 0;
 }
 
 #endif

@@ -1,4 +1,5 @@
 import HTTPParsing
+import SocketStreams
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -19,6 +20,8 @@ public enum HTTPURLError: Error, Sendable, Equatable, CustomStringConvertible {
     case userInfoNotSupported
     /// A space or control character anywhere in the URL.
     case invalidCharacter
+    /// A host with non-ASCII labels that has no A-label form (IDNA 2008), and why.
+    case invalidInternationalisedHost(String, reason: String)
 
     /// A one-line explanation suitable for an error message.
     public var description: String {
@@ -35,6 +38,8 @@ public enum HTTPURLError: Error, Sendable, Equatable, CustomStringConvertible {
             return "user names and passwords in URLs are not supported"
         case .invalidCharacter:
             return "the URL contains a space or a control character (percent-encode it, e.g. %20)"
+        case .invalidInternationalisedHost(let host, let reason):
+            return "invalid internationalised host \"\(host)\": \(reason)"
         }
     }
 }
@@ -127,8 +132,16 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
                 portPart = nil
             }
             guard !hostPart.isEmpty else { throw .missingHost }
-            guard HTTPSyntax.isHostName(hostPart) else { throw .invalidHost(String(hostPart)) }
-            host = String(hostPart)
+            var name = String(hostPart)
+            if !name.utf8.allSatisfy({ $0 < 0x80 }) {
+                // A U-label host: its A-labels are what is resolved, sent as SNI and Host, and verified.
+                switch IDNA.toASCII(name) {
+                case .success(let ascii): name = ascii
+                case .failure(let failure): throw .invalidInternationalisedHost(name, reason: failure.reason)
+                }
+            }
+            guard HTTPSyntax.isHostName(name) else { throw .invalidHost(name) }
+            host = name
         }
         if let portPart, !portPart.isEmpty {
             port = try Self.parsePort(portPart)

@@ -6,7 +6,7 @@ import TestPeers
 
 /// Certificates and keys made at test time with the `openssl` command (no key material is
 /// committed): a CA, and certificates it signs for the server (localhost, 127.0.0.1, ::1), a client,
-/// a wrong name, an expired and a not-yet-valid server, plus a self-signed server certificate and a
+/// a wrong name, an internationalised name, an expired and a not-yet-valid server, plus a self-signed server certificate and a
 /// PKCS#12 copy of the server identity. Made once per test process, in a temporary directory.
 package final class TestPKI: @unchecked Sendable {
     // @unchecked: every stored property is a `let` set in `init`; the files it names are written
@@ -34,6 +34,10 @@ package final class TestPKI: @unchecked Sendable {
     package var expired: (String, String) { (path("expired.pem"), path("expired.key")) }
     package var notYetValid: (String, String) { (path("not-yet-valid.pem"), path("not-yet-valid.key")) }
     package var selfSigned: (String, String) { (path("self-signed.pem"), path("self-signed.key")) }
+    /// A server certificate for an internationalised name, in A-labels only: `bücher.example` is
+    /// `xn--bcher-kva.example` (certificate, key).
+    package var internationalised: (String, String) { (path("idn.pem"), path("idn.key")) }
+    package static let internationalisedALabel = "xn--bcher-kva.example"
 
     package static let shared: Result<TestPKI, Failure> = Result { () throws(Failure) -> TestPKI in try TestPKI() }
 
@@ -133,6 +137,8 @@ package final class TestPKI: @unchecked Sendable {
         try sign("client", extensions: "extendedKeyUsage=clientAuth\n")
         try request("wrong-name", subject: "/CN=wrong.example")
         try sign("wrong-name", extensions: "subjectAltName=DNS:wrong.example\nextendedKeyUsage=serverAuth\n")
+        try request("idn", subject: "/CN=\(Self.internationalisedALabel)")
+        try sign("idn", extensions: "subjectAltName=DNS:\(Self.internationalisedALabel)\nextendedKeyUsage=serverAuth\n")
         try request("expired", subject: "/CN=localhost")
         try sign("expired", extensions: serverExtensions, start: "20200101000000Z", end: "20200102000000Z")
         try request("not-yet-valid", subject: "/CN=localhost")

@@ -94,7 +94,11 @@ final class StreamGetCoreTests: XCTestCase {
             ("http://ho st/", .invalidCharacter),
             ("http://host/a b", .invalidCharacter),
             ("http://host/\r\nX: y", .invalidCharacter),
-            ("http://h\u{e9}st/", .invalidHost("h\u{e9}st")),
+            (
+                "http://\u{2603}.example/",
+                .invalidInternationalisedHost(
+                    "\u{2603}.example", reason: "label \"\u{2603}\" holds U+2603, which a host name may not contain (IDNA 2008)")
+            ),
             ("http://host!/", .invalidHost("host!")),
         ]
         for (text, expected) in cases {
@@ -102,6 +106,8 @@ final class StreamGetCoreTests: XCTestCase {
                 XCTAssertEqual(error as? HTTPURLError, expected, text)
             }
         }
+        // A host in U-labels is its A-labels, as curl built with libidn2 reads it.
+        XCTAssertEqual(try HTTPURL(parsing: "http://h\u{e9}st/").host, "xn--hst-bma")
         XCTAssertTrue(HTTPURLError.unsupportedScheme("ftp").description.contains("only http:// and https://"))
     }
 

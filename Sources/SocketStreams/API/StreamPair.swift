@@ -7,11 +7,16 @@ import Foundation
 /// arrives on both opened streams once TCP is up. The socket is closed when both streams are closed
 /// or released.
 ///
+/// A host with non-ASCII labels ("bücher.example") is converted to its A-labels ("xn--bcher-kva.example",
+/// UTS 46 / IDNA 2008) here, once: that is the name resolved, sent as SNI, matched against the
+/// certificate and sent to a proxy. A name that has no A-label form fails at `open()` as an unresolvable
+/// name does, with the reason, and nothing is dialled.
+///
 /// `port` must be in 0...65535. CFNetwork masks it to 16 bits (74636 dials 9100); this package never
 /// does: such a pair connects nowhere, and its first `open()` fails with `errorOccurred` and an
 /// `NSPOSIXErrorDomain` `EINVAL` error whose message names the port.
 public func createStreamPair(host: String, port: Int) -> (input: SocketInputStream, output: SocketOutputStream) {
-    makePair(Connection(endpoint: .host(host, port: port)))
+    makePair(Connection(endpoint: .host(IDNA.asciiOrSame(host), port: port)))
 }
 
 /// Creates a stream pair around an already-connected socket (`CFStreamCreatePairWithSocket`).

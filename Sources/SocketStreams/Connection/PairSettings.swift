@@ -29,7 +29,7 @@ struct PairSettings {
 
     /// What is dialled when it is not the target: the proxy.
     var firstHop: Endpoint? {
-        proxy.map { .host($0.host, port: $0.port) }
+        proxy.map { .host(IDNA.asciiOrSame($0.host), port: $0.port) }
     }
 
     /// The stages the settings ask for at open: the proxy's, then TLS. `resume` gives, for the TLS

@@ -254,16 +254,24 @@ enum Resolver {
     ///
     /// A name with a control byte (NUL, CR, LF, DEL, …) fails with `EAI_NONAME` without a lookup:
     /// `getaddrinfo` would stop at a NUL and resolve a different name than the caller gave, and no
-    /// host name (RFC 1123) or address literal contains one.
-    static func resolve(host: String, port: Int, family: Int32, passive: Bool = false) -> Result<[SocketAddress], ResolutionError> {
+    /// host name (RFC 1123) or address literal contains one. A name with non-ASCII labels is looked up
+    /// by its A-labels (IDNA), and one that has none fails with `EAI_NONAME` and the reason.
+    static func resolve(host name: String, port: Int, family: Int32, passive: Bool = false) -> Result<[SocketAddress], ResolutionError> {
         guard PortNumber.isValid(port) else {
             return .failure(ResolutionError(code: EAI_SERVICE, systemErrno: 0, refusal: "the port is not in 0...65535"))
         }
-        if hasControlCharacter(host) {
+        if hasControlCharacter(name) {
             return .failure(
                 ResolutionError(
                     code: EAI_NONAME, systemErrno: 0,
                     refusal: "the name contains a control character"))
+        }
+        let host: String
+        switch IDNA.toASCII(name) {
+        case .success(let ascii): host = ascii
+        case .failure(let failure):
+            return .failure(
+                ResolutionError(code: EAI_NONAME, systemErrno: 0, refusal: "not a valid internationalised host name: \(failure.reason)"))
         }
         var hints = addrinfo()
         hints.ai_family = family

@@ -105,6 +105,7 @@ final class TLSContext: @unchecked Sendable {
 
         for root in settings.trustRoots { try addTrust(root, to: context) }
         try configureVerification(context, settings)
+        SSL_CTX_set_cert_verify_callback(context, TLSPathBuilder.callback, nil)
         switch settings.role {
         case .client:
             SSL_CTX_set_verify(
@@ -160,7 +161,7 @@ final class TLSContext: @unchecked Sendable {
         let flags = VerifyFlags(settings)
         SSL_CTX_set_ex_data(context, TLSVerification.flagsIndex, UnsafeMutableRawPointer(bitPattern: flags.rawValue))
         var verifyFlags: UInt = 0
-        if settings.verificationProfile == .strict { verifyFlags |= UInt(X509_V_FLAG_X509_STRICT) }
+        if settings.verificationProfile != .compatible { verifyFlags |= UInt(X509_V_FLAG_X509_STRICT) }
         if !settings.revocationLists.isEmpty {
             verifyFlags |= UInt(X509_V_FLAG_CRL_CHECK)
             if settings.revocationCheck == .wholeChain { verifyFlags |= UInt(X509_V_FLAG_CRL_CHECK_ALL) }
@@ -173,6 +174,9 @@ final class TLSContext: @unchecked Sendable {
             }
         }
         if verifyFlags != 0 { X509_VERIFY_PARAM_set_flags(SSL_CTX_get0_param(context), verifyFlags) }
+        if let time = settings.verificationTime {
+            X509_VERIFY_PARAM_set_time(SSL_CTX_get0_param(context), time_t(time.timeIntervalSince1970.rounded(.down)))
+        }
         if let depth = settings.maximumChainDepth {
             guard depth >= 0, depth <= 100 else {
                 throw TLSSetupError("the maximum chain depth must be 0 to 100 intermediate certificates, not \(depth)")
@@ -351,6 +355,13 @@ enum PEM {
         }
         ERR_clear_error()  // the loop ends on "no start line"
         guard !lists.isEmpty else { throw TLSSetupError("no PEM certificate revocation list (X509 CRL) found in \(what)") }
+        // RFC 5280 §5.2.3: conforming CRL issuers must include the CRL number (rustls refuses a CRL
+        // without one; Chromium, Go's crypto/x509 and Apple's trust evaluation take no CRLs to compare).
+        if let unnumbered = lists.first(where: { X509_CRL_get_ext_by_NID($0, NID_crl_number, -1) < 0 }) {
+            let issuer = TLSVerification.nameText(X509_CRL_get_issuer(unnumbered))
+            for crl in lists { X509_CRL_free(crl) }
+            throw TLSSetupError("the CRL of \"\(issuer)\" in \(what) has no CRL number (RFC 5280 §5.2.3 requires one)")
+        }
         return lists
     }
 

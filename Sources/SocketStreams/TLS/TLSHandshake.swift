@@ -42,7 +42,7 @@ final class TLSHandshake: HandshakeStage, @unchecked Sendable {
         }
         switch settings.peerName {
         case .pairHost: hostName = settings.role == .client ? pairHost : nil
-        case .name(let name): hostName = name
+        case .name(let name): hostName = IDNA.asciiOrSame(name)  // a U-label name is checked and sent as its A-labels
         case .none: hostName = nil
         }
         lacksPeerName =

@@ -58,9 +58,11 @@ public struct TLSSettings: Sendable, Hashable {
     public var allowsExpiredCertificates = false
     /// Accept an expired root (`kCFStreamSSLAllowsExpiredRoots`).
     public var allowsExpiredRoots = false
-    /// How strictly certificates are held to RFC 5280's profile: ``VerificationProfile/strict`` unless set.
-    /// The WebPKI rules (no partial wildcards, no subject CN fallback, name constraints checked against
-    /// the peer name, no CA certificate or name constraints on a server's leaf) apply in both profiles.
+    /// How strictly certificates are held to RFC 5280's profile: ``VerificationProfile/strict`` unless set
+    /// (``VerificationProfile/baselineRequirements`` adds the CA/Browser Forum's). The WebPKI rules (no
+    /// partial wildcards, no subject CN fallback, name constraints checked against the peer name, no name
+    /// constraints on a server's leaf) apply in every profile, and so does path building: the first path
+    /// from the leaf to a trusted certificate that passes them all is the verified chain.
     public var verificationProfile: VerificationProfile = .strict
     /// Certificate revocation lists the chain is checked against (`X509_STORE_add_crl`; curl's
     /// `--crlfile`). When not empty, a certificate ``revocationCheck`` covers must have a current CRL
@@ -102,6 +104,10 @@ public struct TLSSettings: Sendable, Hashable {
     /// A legacy security level that cannot be honoured (SSLv2, SSLv3): the handshake then fails with
     /// errSSLPeerProtocolVersion instead of silently offering something else.
     var refusedLevel: String?
+    /// The time certificates are verified at (`X509_VERIFY_PARAM_set_time`, as `SecTrustSetVerifyDate`
+    /// sets it on Apple platforms); nil is the current time. For tests that replay a path-validation
+    /// suite's fixed dates.
+    var verificationTime: Date?
 
     /// Client settings with the safe defaults.
     public init() {}
@@ -123,8 +129,17 @@ public enum VerificationProfile: Sendable, Hashable {
     /// not carry keyCertSign; an empty subject needs a critical subjectAltName. The default.
     case strict
     /// OpenSSL's default checks only (no `X509_V_FLAG_X509_STRICT`): for private CAs made by old
-    /// tools that leave out key identifiers or mark basicConstraints non-critical.
+    /// tools that leave out key identifiers or mark basicConstraints non-critical. It also lets a CA
+    /// certificate (`cA=TRUE`) be a server's leaf, as RFC 5280 does; the other WebPKI rules still apply.
     case compatible
+    /// ``strict`` plus the CA/Browser Forum Baseline Requirements' certificate profile, which some of
+    /// the verifiers users meet skip (Guides/SecuringStreamsWithTLS.md has the table): a server
+    /// certificate needs a non-critical extendedKeyUsage without anyExtendedKeyUsage, a serial of 1 to 20
+    /// octets, DNS names without underscores and every subject CN among its subjectAltName entries; a
+    /// root (the trust anchor too) has no extendedKeyUsage, a critical basicConstraints, a
+    /// subjectKeyIdentifier and at most an authorityKeyIdentifier naming its own key; policyConstraints
+    /// are critical; RSA moduli are whole bytes. Opt in for a client that must hold public CAs to it.
+    case baselineRequirements
 }
 
 /// Which certificates a chain's CRLs are checked for (``TLSSettings/revocationCheck``).

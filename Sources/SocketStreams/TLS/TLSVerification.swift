@@ -16,6 +16,9 @@
 // - The strict profile: X509_V_FLAG_X509_STRICT, whose rules are overlooked on the trust anchor,
 //   plus a leaf's subjectAltName marked critical beside a non-empty subject.
 // - `kCFStreamSSLAllowsExpiredCertificates` covers the whole chain, root and self-signed leaf included.
+// - notAfter is inclusive (RFC 5280 §4.1.2.5): a certificate is still valid at its notAfter second.
+// - Which chain is verified is TLSPathBuilder's choice: it runs OpenSSL's verification, and with it this
+//   callback, on each candidate path until one passes.
 //
 // OpenSSL calls the callback with ok=0 for each failure (a 1 back overlooks it) and, once the chain is
 // built and its signatures checked, with ok=1 for each certificate from the root down to the leaf: the
@@ -34,11 +37,18 @@ struct VerifyRejection: Sendable, Equatable {
     var subject: String
     /// 0 for the leaf, 1 for its issuer, and so on.
     var depth: Int
+    /// How many complete paths path building verified, when more than one (this is the first's reason).
+    var pathsTried: Int?
+    /// That first path's subjects, leaf first, when path building tried several.
+    var path: [String] = []
 
-    /// `rule (certificate "CN=…", the leaf)`, or `…, depth 2)` for a certificate above it.
+    /// `rule (certificate "CN=…", the leaf)`, or `…, depth 2)` for a certificate above it, and
+    /// `; path CN=a → CN=b → CN=c, the first of 3 tried` when path building tried several.
     var description: String {
         let which = depth == 0 ? "the leaf" : "depth \(depth)"
-        return "\(rule) (certificate \"\(subject.isEmpty ? "<empty subject>" : subject)\", \(which))"
+        let names = path.map { $0.isEmpty ? "<empty subject>" : $0 }.joined(separator: " → ")
+        let paths = pathsTried.map { "; path \(names), the first of \($0) tried" } ?? ""
+        return "\(rule) (certificate \"\(subject.isEmpty ? "<empty subject>" : subject)\", \(which)\(paths))"
     }
 }
 
@@ -54,6 +64,8 @@ struct VerifyFlags: OptionSet {
     static let present = VerifyFlags(rawValue: 1 << 8)
     /// ``VerificationProfile/strict``: the profile rules OpenSSL's flag lacks apply too.
     static let strict = VerifyFlags(rawValue: 1 << 9)
+    /// ``VerificationProfile/baselineRequirements``: the CA/Browser Forum's certificate profile too.
+    static let baseline = VerifyFlags(rawValue: 1 << 10)
 
     init(rawValue: Int) { self.rawValue = rawValue }
 
@@ -63,7 +75,8 @@ struct VerifyFlags: OptionSet {
         if settings.allowsExpiredRoots { flags.insert(.expiredRoots) }
         if settings.allowsAnyRoot { flags.insert(.anyRoot) }
         if settings.role == .client && settings.validatesCertificateChain { flags.insert(.verifiesServer) }
-        if settings.verificationProfile == .strict { flags.insert(.strict) }
+        if settings.verificationProfile != .compatible { flags.insert(.strict) }
+        if settings.verificationProfile == .baselineRequirements { flags.insert(.baseline) }
         self = flags
     }
 }
@@ -89,6 +102,7 @@ enum TLSVerification {
         if ok != 1 {
             let error = X509_STORE_CTX_get_error(store)
             if overlooks(error, flags: flags, atRoot: depth >= chainLength - 1) { return 1 }
+            if error == X509_V_ERR_CERT_HAS_EXPIRED, let certificate, expiresAtCheckTime(certificate, store) { return 1 }
             var rule = String(cString: X509_verify_cert_error_string(Int(error)))
             if error == X509_V_ERR_HOSTNAME_MISMATCH, let leaf = X509_STORE_CTX_get0_cert(store) {
                 var wildcard = [CChar](repeating: 0, count: 256)
@@ -104,7 +118,8 @@ enum TLSVerification {
         }
         guard flags.contains(.verifiesServer), let certificate else { return 1 }
         if let rule = check(
-            certificate, depth: depth, chainLength: chainLength, hostName: transport?.verifiedDNSName, strict: flags.contains(.strict))
+            certificate, depth: depth, chainLength: chainLength, hostName: transport?.verifiedDNSName, strict: flags.contains(.strict),
+            baseline: flags.contains(.baseline))
         {
             X509_STORE_CTX_set_error(store, rule.code)
             transport?.rejection = VerifyRejection(code: rule.code, rule: rule.text, subject: subjectText(certificate), depth: depth)
@@ -139,14 +154,34 @@ enum TLSVerification {
         }
     }
 
+    /// RFC 5280 §4.1.2.5: the validity period runs from notBefore *through* notAfter, so a certificate
+    /// is still valid at its notAfter second; OpenSSL's `X509_cmp_time` counts that second as expired.
+    /// The check time is whole seconds (the current time's fraction is dropped, as the encoding's is).
+    private static func expiresAtCheckTime(_ certificate: OpaquePointer, _ store: OpaquePointer) -> Bool {
+        guard let notAfter = X509_get0_notAfter(certificate) else { return false }
+        let param = X509_STORE_CTX_get0_param(store)
+        let now =
+            (X509_VERIFY_PARAM_get_flags(param) & UInt(X509_V_FLAG_USE_CHECK_TIME)) != 0 ? X509_VERIFY_PARAM_get_time(param) : time(nil)
+        return ASN1_TIME_cmp_time_t(notAfter, now) == 0
+    }
+
     /// Our own rules for the certificate at `depth` of a chain OpenSSL accepted: nil when it passes.
     static func check(
-        _ certificate: OpaquePointer, depth: Int, chainLength: Int, hostName: String?, strict: Bool
+        _ certificate: OpaquePointer, depth: Int, chainLength: Int, hostName: String?, strict: Bool, baseline: Bool = false
     ) -> (code: Int32, text: String)? {
         // The trust anchor's own encoding and signature are exempt (it is configured, not verified),
         // and so is a certificate that is its own chain (trusted directly, or with allowsAnyRoot);
-        // an anchor's name constraints still hold.
+        // an anchor's name constraints still hold, and so do the Baseline Requirements' root rules.
         let isAnchor = depth >= chainLength - 1
+        if baseline && !(depth == 0 && isAnchor) {
+            var text = [CChar](repeating: 0, count: 160)
+            // The root rules are for a self-issued anchor; a trusted intermediate is held to an intermediate's.
+            let isRoot = isAnchor && X509_NAME_cmp(X509_get_subject_name(certificate), X509_get_issuer_name(certificate)) == 0
+            if cssl_x509_baseline_violation(certificate, depth == 0 ? 0 : isRoot ? 2 : 1, &text, Int32(text.count)) != 0 {
+                let phrase = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                return (X509_V_ERR_APPLICATION_VERIFICATION, "\(phrase) (verificationProfile .baselineRequirements)")
+            }
+        }
         if !isAnchor {
             let undecodable = cssl_x509_undecodable_extension(certificate)
             if undecodable != NID_undef {
@@ -164,8 +199,11 @@ enum TLSVerification {
         defer { NAME_CONSTRAINTS_free(constraints) }
         if depth == 0 {
             guard !isAnchor else { return nil }
-            if cssl_x509_is_ca(certificate) != 0 {
-                return (X509_V_ERR_INVALID_PURPOSE, "a CA certificate (basicConstraints cA=TRUE) is not a server certificate")
+            if strict && cssl_x509_is_ca(certificate) != 0 {
+                return (
+                    X509_V_ERR_INVALID_PURPOSE,
+                    "a CA certificate (basicConstraints cA=TRUE) is not a server certificate (verificationProfile .compatible allows it)"
+                )
             }
             if present != 0 {
                 return (X509_V_ERR_INVALID_PURPOSE, "a server certificate may not carry name constraints")
@@ -231,9 +269,15 @@ enum TLSVerification {
 
     /// The subject in RFC 2253 form.
     static func subjectText(_ certificate: OpaquePointer?) -> String {
-        guard let certificate, let bio = BIO_new(BIO_s_mem()) else { return "" }
+        guard let certificate else { return "" }
+        return nameText(X509_get_subject_name(certificate))
+    }
+
+    /// A name (`X509_NAME`) in RFC 2253 form.
+    static func nameText(_ name: OpaquePointer?) -> String {
+        guard let name, let bio = BIO_new(BIO_s_mem()) else { return "" }
         defer { BIO_free(bio) }
-        X509_NAME_print_ex(bio, X509_get_subject_name(certificate), 0, cssl_xn_flag_rfc2253())
+        X509_NAME_print_ex(bio, name, 0, cssl_xn_flag_rfc2253())
         var pointer: UnsafeMutablePointer<CChar>?
         let length = cssl_bio_get_mem_data(bio, &pointer)
         guard length > 0, let pointer else { return "" }

@@ -21,6 +21,8 @@ final class TLSCorpusTests: SocketStreamsTestCase {
         var hasChain: Bool
         var hasCRL: Bool
         var streamGet: Bool
+        /// OpenSSL's defaults' verdict (`openssl verify`), for the table.
+        var openssl: String
     }
 
     enum JSONValue: Decodable {
@@ -94,11 +96,13 @@ final class TLSCorpusTests: SocketStreamsTestCase {
         for (key, value) in test.settings {
             switch (key, value) {
             case ("profile", .string("compatible")): settings.verificationProfile = .compatible
+            case ("profile", .string("baselineRequirements")): settings.verificationProfile = .baselineRequirements
             case ("crl", .bool(true)): settings.revocationLists = [.pemFile(corpus.path(test, "crl.pem"))]
             case ("crlWholeChain", .bool(true)): settings.revocationCheck = .wholeChain
             case ("maximumDepth", .int(let depth)): settings.maximumChainDepth = depth
             case ("allowsExpired", .bool(true)): settings.allowsExpiredCertificates = true
             case ("allowsExpiredRoots", .bool(true)): settings.allowsExpiredRoots = true
+            case ("time", .int(let time)): settings.verificationTime = Date(timeIntervalSince1970: TimeInterval(time))
             case ("anyRoot", .bool(true)):
                 settings.allowsAnyRoot = true
                 settings.trustRoots = []
@@ -131,8 +135,11 @@ final class TLSCorpusTests: SocketStreamsTestCase {
     }
 
     private func table(_ rows: [(Case, String)]) -> String {
-        var lines = ["| rule | case | expected | ours |", "|---|---|---|---|"]
-        for (test, ours) in rows { lines.append("| \(test.rule) | \(test.name) | \(test.expected) | \(ours) |") }
+        var lines = ["| rule | case | expected | ours | OpenSSL's defaults |", "|---|---|---|---|---|"]
+        for (test, ours) in rows { lines.append("| \(test.rule) | \(test.name) | \(test.expected) | \(ours) | \(test.openssl) |") }
+        let right = rows.filter { $0.1 == $0.0.expected }.count
+        let openssl = rows.filter { $0.0.openssl == $0.0.expected }.count
+        lines.append("\(rows.count) cases: ours as expected on \(right), OpenSSL's defaults on \(openssl)")
         return lines.joined(separator: "\n")
     }
 
@@ -183,14 +190,51 @@ final class TLSCorpusTests: SocketStreamsTestCase {
         assertRefusal("strict-leaf-without-aki", code: -9807, ["Missing Authority Key Identifier", "the leaf"])
         assertRefusal("crl-revoked", code: -9807, ["certificate revoked", "the leaf"])
         assertRefusal("crl-expired", code: -9807, ["CRL has expired"])
+        assertRefusal("crl-without-number", code: -9848, ["has no CRL number", "CN=Corpus Root"])
         assertRefusal("crl-whole-chain-revoked-intermediate", code: -9807, ["certificate revoked", "Revoked Intermediate", "depth 1"])
         assertRefusal("depth-over-limit", code: -9807, ["certificate chain too long"])
         assertRefusal("expired-leaf", code: -9814, ["certificate has expired", "the leaf"])
         assertRefusal("expired-intermediate", code: -9814, ["certificate has expired", "depth 1"])
         assertRefusal("expired-self-signed-any-root", code: -9814, ["certificate has expired"])
         assertRefusal("untrusted-root", code: -9813, ["unable to get local issuer certificate"])
+        assertRefusal(
+            "path-cross-signed-excluded-only", code: -9807,
+            ["the name constraints exclude www.example.com", "\"CN=NC excludes www\", depth 2"])
+        // The copy a trusted root issued is tried first, so its reason is the one given.
+        assertRefusal(
+            "path-cross-signed-excluded-or-expired", code: -9814,
+            [
+                "certificate has expired",
+                "\"CN=Cross-signed Intermediate\", depth 1; path CN=www.example.com → CN=Cross-signed Intermediate → CN=Second Root, the first of 2 tried",
+            ])
+        assertRefusal("validity-one-second-after-not-after", code: -9814, ["certificate has expired", "the leaf"])
         XCTAssertEqual(intValue(errors["expired-intermediate"]?.userInfo["OpenSSLVerifyDepth"]), 1)
         XCTAssertEqual(errors["expired-intermediate"]?.userInfo["OpenSSLVerifySubject"] as? String, "CN=Expired Intermediate")
+    }
+
+    /// A mesh of eight CAs cross-signing one another (56 certificates, thousands of paths): the verdict
+    /// comes within the path builder's budget of signature checks, refused without a trusted root and
+    /// accepted when the leaf's issuer is also served signed by the root, after the whole mesh.
+    func testPathBuildingIsBounded() throws {
+        let corpus = try self.corpus
+        for name in ["path-hostile-mesh", "path-hostile-mesh-with-root"] {
+            let test = try XCTUnwrap(corpus.cases.first { $0.name == name })
+            let server = try serve(test, corpus)
+            let started = Date()
+            let error = handshake(port: server.port, settings(for: test, corpus))
+            server.peer.stop()
+            let work = TLSPathBuilder.lastWork
+            XCTAssertLessThanOrEqual(work.signatureChecks, TLSPathBuilder.signatureCheckBudget, "\(name): \(work)")
+            XCTAssertLessThan(Date().timeIntervalSince(started), 10, name)
+            if test.expected == "accept" {
+                XCTAssertNil(error, "\(name): \(error.map { "\($0)" } ?? "")")
+            } else {
+                XCTAssertTrue(work.exhausted, "\(name): \(work)")
+                XCTAssertTrue(
+                    error?.localizedDescription.contains("path building gave up") == true, "\(name): \(error.map { "\($0)" } ?? "accepted")"
+                )
+            }
+        }
     }
 
     func testCorpusThroughStreamGet() throws {
