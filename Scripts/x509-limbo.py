@@ -5,7 +5,7 @@ serve with `openssl s_server`, and gives OpenSSL's own verdict on each beside th
     git clone https://github.com/C2SP/x509-limbo /tmp/x509-limbo          # not part of the repository
     Scripts/x509-limbo.py compile /tmp/x509-limbo /tmp/limbo.json          # the suite's own generator
     Scripts/x509-limbo.py cases /tmp/limbo.json /tmp/limbo-cases
-    SOCKETSTREAMS_X509_LIMBO=/tmp/limbo-cases swift test --filter X509LimboTests
+    SOCKETSTREAMS_X509_LIMBO=/tmp/limbo-cases swift test -Xswiftc -DSOCKETSTREAMS_X509_LIMBO --filter X509LimboTests
 
 `compile` runs the suite's generator from a checkout (its `limbo.json` is kept out of Git; the generator
 needs pydantic and cryptography, and a case it cannot build with the installed cryptography is left out
