@@ -21,10 +21,17 @@ final class DelegateQueueTests: XCTestCase {
         return (socket, recorder)
     }
 
-    /// A plain UDP socket of the test's, bound to 127.0.0.1, that has sent `text` to `port`.
-    private func rawSocket(sending text: String, to port: UInt16) throws -> Int32 {
+    /// A plain UDP socket of the test's.
+    private func rawSocket() -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         XCTAssertGreaterThanOrEqual(fd, 0)
+        return fd
+    }
+
+    /// A plain UDP socket of the test's that has sent `text` to `port` (set the delegate's reactions
+    /// first).
+    private func rawSocket(sending text: String, to port: UInt16) throws -> Int32 {
+        let fd = rawSocket()
         send(text, from: fd, to: port)
         return fd
     }
@@ -49,7 +56,7 @@ final class DelegateQueueTests: XCTestCase {
     /// returns: the socket's work ran right there, on the delegate queue, not on another thread.
     func testASendMadeInADelegateCallLeavesBeforeTheCallReturns() throws {
         let (socket, recorder) = try receivingSocket()
-        let peer = try rawSocket(sending: "ping", to: socket.localPort())
+        let peer = rawSocket()
         defer { close(peer) }
         recorder.onReceive = { socket, _, address in
             socket.send(Data("pong".utf8), toAddress: address, withTimeout: 5, tag: 1)
@@ -58,6 +65,7 @@ final class DelegateQueueTests: XCTestCase {
             recorder.note(
                 count < 0 ? "peer has nothing (errno \(errno))" : "peer has \(String(decoding: buffer[0..<count], as: UTF8.self))")
         }
+        send("ping", from: peer, to: socket.localPort())  // once the delegate is ready for it
         guard recorder.wait(for: "sent 1") else { return }
         XCTAssertEqual(recorder.events.filter { $0.hasPrefix("peer") }, ["peer has pong"])
         closeAndWait(socket, recorder)
