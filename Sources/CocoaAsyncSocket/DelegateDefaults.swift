@@ -52,8 +52,8 @@ enum DelegateDefaults {
     /// when the type or the table has changed since, where a datagram's calls would otherwise take its
     /// lock and hash the type each time.
     struct Cache {
-        fileprivate var type: ObjectIdentifier?
         fileprivate var version: UInt = 0
+        fileprivate var type: ObjectIdentifier?
         fileprivate var methods: Methods = []
     }
 
@@ -62,7 +62,7 @@ enum DelegateDefaults {
         let type = ObjectIdentifier(Swift.type(of: delegate))
         let current = version.load(ordering: .acquiring)
         if cache.type != type || cache.version != current {
-            cache = Cache(type: type, version: current, methods: known.withLock { $0[type] ?? [] })
+            cache = Cache(version: current, type: type, methods: known.withLock { $0[type] ?? [] })
         }
         return cache.methods.isSuperset(of: methods)
     }

@@ -389,8 +389,6 @@ struct UdpState {
 
     /// The delegate queue's turns, when the sockets work on it (`GCDAsyncUdpSocket.owner`).
     var turns: DelegateTurns?
-    /// The owner has been chosen (kept across closes).
-    var ownerChosen = false
 
     /// The datagram sockets, made on first use (a bind, a connect, an option, the first send).
     var socket4: DatagramSocket?
@@ -403,8 +401,15 @@ struct UdpState {
     var didBind = false
     var connecting = false
     var connected = false
+    var closeAfterSending = false
+    /// The owner has been chosen (kept across closes).
+    var ownerChosen = false
+    // (The one-byte fields stay together: Swift lays a struct out in the order written.)
     /// The peer of the last successful connect (kept after a close, as GCDAsyncUdpSocket keeps it).
-    var connectedAddress: SocketAddress?
+    var connectedAddress: SocketAddress? {
+        get { rare?.connectedAddress }
+        set { updateRare { $0.connectedAddress = newValue } }
+    }
 
     var receiving = DatagramReceiveMode.paused
     /// The last sender's address as `Data`.
@@ -447,11 +452,10 @@ struct UdpState {
     var inFlightSocket: DatagramSocket?
     /// One thread at a time hands packets to the datagram sockets (`advance`).
     var dispatcher = SerialRunner()
-    var closeAfterSending = false
     /// Counts closes: a filter's answer from before the last one is dropped.
     var generation: UInt64 = 0
 
-    /// What few sockets use (filters, `userData`, look-ups waiting for their packet), boxed: a socket
+    /// What few sockets use (filters, `userData`, look-ups waiting for their packet, a connected peer), boxed: a socket
     /// that uses none of it holds 8 bytes for it. Reached only through `UdpState`, under its lock.
     final class Rare {
         var userData: Any?
@@ -460,9 +464,12 @@ struct UdpState {
         /// Delegate calls for datagrams whose async receive filter has not answered.
         var filtersPending = 0
         var lookups: [UInt64: Result<[SocketAddress], NSError>] = [:]
+        /// The peer of the last successful connect (kept after a close, as GCDAsyncUdpSocket keeps it).
+        var connectedAddress: SocketAddress?
 
         var isUnused: Bool {
             userData == nil && receiveFilter == nil && sendFilter == nil && filtersPending == 0 && lookups.isEmpty
+                && connectedAddress == nil
         }
     }
     private var rare: Rare?

@@ -45,20 +45,21 @@ struct DatagramState {
     var delegate: (any DatagramSocketDelegate)?
     var maximumDatagramSize: Int
     var sends = FIFO<OutgoingDatagram>()
-    var receiving = DatagramReceiveMode.paused
-    /// The connected peer: datagrams from any other sender are dropped.
-    var peer: SocketAddress?
-    /// A `sendmmsg` would have blocked: EPOLLOUT is watched.
-    var waitingForSpace = false
     /// The head datagram's timeout timer, and the sequence number it was armed with.
     var timer: UInt64?
     var timerSequence: UInt64 = 0
-    /// The events the fd is watched for.
-    var interest: UInt32 = 0
     /// How many datagrams the next continuous receive asks for: a call prepares a message header per
     /// slot, so a socket that gets one datagram at a time (a ping-pong) asks for few, and one that fills
     /// its batches doubles up to `DatagramSocket.batch`.
     var receiveBatch = 8
+    /// The events the fd is watched for.
+    var interest: UInt32 = 0
+    /// The connected peer: datagrams from any other sender are dropped.
+    var peer: SocketAddress?
+    // The one-byte fields together: Swift lays a struct out in the order written.
+    var receiving = DatagramReceiveMode.paused
+    /// A `sendmmsg` would have blocked: EPOLLOUT is watched.
+    var waitingForSpace = false
     /// A pump is posted to the owner and has not run yet.
     var pumpRequested = false
     /// The owner is in `flush` (which a report may reach again).
