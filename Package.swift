@@ -7,6 +7,8 @@ let package = Package(
         .library(name: "SocketStreams", targets: ["SocketStreams"]),
         // GCDAsyncSocket's API over the same engine, for code written against CocoaAsyncSocket.
         .library(name: "CocoaAsyncSocket", targets: ["CocoaAsyncSocket"]),
+        // Network.framework's API (NWEndpoint, NWParameters, the protocol options, NWError...) over the same engine.
+        .library(name: "SocketStreamsNetwork", targets: ["SocketStreamsNetwork"]),
         .executable(name: "stream-get", targets: ["stream-get"]),
         .executable(name: "stream-bench", targets: ["stream-bench"]),
         .executable(name: "socketstreams-stress", targets: ["socketstreams-stress"]),
@@ -30,6 +32,12 @@ let package = Package(
         // queued-operations engine; re-exports SocketStreams.
         .target(
             name: "CocoaAsyncSocket",
+            dependencies: ["SocketStreams"]
+        ),
+        // Network.framework's Swift interface (`NWEndpoint`, `NWParameters`, `NWProtocolTCP.Options`, `NWError`...),
+        // over SocketStreams; re-exports it. Never named `Network` (see Guides/Architecture.md).
+        .target(
+            name: "SocketStreamsNetwork",
             dependencies: ["SocketStreams"]
         ),
         // URL parsing, the built-in page server and the fetch logic of `stream-get`.
@@ -200,6 +208,11 @@ let package = Package(
         .testTarget(
             name: "GCDAsyncUdpSocketTests",
             dependencies: ["CocoaAsyncSocket", "TestPeers"]
+        ),
+        // Network.framework code as Apple-platform code writes it: the `canImport(Network)` import switch only.
+        .testTarget(
+            name: "SocketStreamsNetworkTests",
+            dependencies: ["SocketStreamsNetwork"]
         ),
     ],
     swiftLanguageModes: [.v6]
