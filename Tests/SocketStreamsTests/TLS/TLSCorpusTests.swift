@@ -112,28 +112,6 @@ final class TLSCorpusTests: SocketStreamsTestCase {
         return settings
     }
 
-    /// A GET over a stream pair: nil when the response arrived, else the pair's error.
-    private func handshake(port: Int, _ settings: TLSSettings) -> NSError? {
-        let pair = makePair(host: "127.0.0.1", port: port)
-        defer {
-            pair.input.close()
-            pair.output.close()
-        }
-        XCTAssertTrue(pair.input.setProperty(settings, forKey: .tlsSettingsKey))
-        let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "GET / HTTP/1.0\r\n\r\n"))
-        let finished = runUntil(timeout: 20) {
-            recorder.has(.endEncountered, on: .input) || recorder.has(.errorOccurred, on: .input)
-        }
-        if !finished {
-            return NSError(domain: "TLSCorpusTests", code: 1, userInfo: [NSLocalizedDescriptionKey: "no verdict: \(recorder.trace)"])
-        }
-        if recorder.has(.errorOccurred, on: .input) { return pair.input.streamError as NSError? }
-        guard recorder.snapshot.receivedString.hasPrefix("HTTP/1.0 200 ok") else {
-            return NSError(domain: "TLSCorpusTests", code: 2, userInfo: [NSLocalizedDescriptionKey: "no response: \(recorder.trace)"])
-        }
-        return nil
-    }
-
     private func table(_ rows: [(Case, String)]) -> String {
         var lines = ["| rule | case | expected | ours | OpenSSL's defaults |", "|---|---|---|---|---|"]
         for (test, ours) in rows { lines.append("| \(test.rule) | \(test.name) | \(test.expected) | \(ours) | \(test.openssl) |") }
@@ -150,7 +128,7 @@ final class TLSCorpusTests: SocketStreamsTestCase {
         var errors: [String: NSError] = [:]
         for test in corpus.cases {
             let server = try serve(test, corpus)
-            let error = handshake(port: server.port, settings(for: test, corpus))
+            let error = verdict(port: server.port, settings(for: test, corpus))
             server.peer.stop()
             rows.append((test, error == nil ? "accept" : "reject"))
             if let error {
@@ -221,7 +199,7 @@ final class TLSCorpusTests: SocketStreamsTestCase {
             let test = try XCTUnwrap(corpus.cases.first { $0.name == name })
             let server = try serve(test, corpus)
             let started = Date()
-            let error = handshake(port: server.port, settings(for: test, corpus))
+            let error = verdict(port: server.port, settings(for: test, corpus))
             server.peer.stop()
             let work = TLSPathBuilder.lastWork
             XCTAssertLessThanOrEqual(work.signatureChecks, TLSPathBuilder.signatureCheckBudget, "\(name): \(work)")
@@ -266,5 +244,30 @@ final class TLSCorpusTests: SocketStreamsTestCase {
             }
         }
         print("TLS corpus through stream-get:\n\(table(rows))")
+    }
+}
+
+extension SocketStreamsTestCase {
+    /// A GET over a stream pair to a TLS server on `port` (the corpus's and the x509-limbo suite's cases):
+    /// nil when the response arrived, else the pair's error.
+    func verdict(port: Int, _ settings: TLSSettings) -> NSError? {
+        let pair = makePair(host: "127.0.0.1", port: port)
+        defer {
+            pair.input.close()
+            pair.output.close()
+        }
+        XCTAssertTrue(pair.input.setProperty(settings, forKey: .tlsSettingsKey))
+        let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "GET / HTTP/1.0\r\n\r\n"))
+        let finished = runUntil(timeout: 20) {
+            recorder.has(.endEncountered, on: .input) || recorder.has(.errorOccurred, on: .input)
+        }
+        if !finished {
+            return NSError(domain: "TLSVerdict", code: 1, userInfo: [NSLocalizedDescriptionKey: "no verdict: \(recorder.trace)"])
+        }
+        if recorder.has(.errorOccurred, on: .input) { return pair.input.streamError as NSError? }
+        guard recorder.snapshot.receivedString.hasPrefix("HTTP/1.0 200 ok") else {
+            return NSError(domain: "TLSVerdict", code: 2, userInfo: [NSLocalizedDescriptionKey: "no response: \(recorder.trace)"])
+        }
+        return nil
     }
 }

@@ -68,7 +68,7 @@
                 let error: NSError?
                 do {
                     let (peer, port) = try Peer.opensslServer(arguments)
-                    error = handshake(port: port, settings)
+                    error = verdict(port: port, settings)
                     peer.stop()
                 } catch {
                     // s_server refuses some leaves (a key it cannot use): the chain is not accepted.
@@ -91,28 +91,6 @@
                 report.append("  wrong: \(verdict.name): expected \(verdict.expected), \(verdict.ours) \(verdict.reason)")
             }
             print(report.joined(separator: "\n"))
-        }
-
-        /// A GET over a stream pair: nil when the response arrived, else the pair's error.
-        private func handshake(port: Int, _ settings: TLSSettings) -> NSError? {
-            let pair = makePair(host: "127.0.0.1", port: port)
-            defer {
-                pair.input.close()
-                pair.output.close()
-            }
-            XCTAssertTrue(pair.input.setProperty(settings, forKey: .tlsSettingsKey))
-            let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "GET / HTTP/1.0\r\n\r\n"))
-            let finished = runUntil(timeout: 20) {
-                recorder.has(.endEncountered, on: .input) || recorder.has(.errorOccurred, on: .input)
-            }
-            if !finished {
-                return NSError(domain: "X509LimboTests", code: 1, userInfo: [NSLocalizedDescriptionKey: "no verdict: \(recorder.trace)"])
-            }
-            if recorder.has(.errorOccurred, on: .input) { return pair.input.streamError as NSError? }
-            guard recorder.snapshot.receivedString.hasPrefix("HTTP/1.0 200 ok") else {
-                return NSError(domain: "X509LimboTests", code: 2, userInfo: [NSLocalizedDescriptionKey: "no response: \(recorder.trace)"])
-            }
-            return nil
         }
     }
 #endif
