@@ -275,12 +275,15 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
     /// at once, the rest are dropped. On the owner the fd is closed before this returns; from another
     /// thread, as soon as the owner runs.
     package func close() {
-        let post = state.withLock { state -> Bool in
-            guard state.fdOpen, !state.closing else { return false }
+        // The delegate is let go of after the lock: it may be the face's last reference, and a face's
+        // deinit takes the face's lock, which the face holds around calls into this socket.
+        let (post, delegate) = state.withLock { state -> (Bool, (any DatagramSocketDelegate)?) in
+            guard state.fdOpen, !state.closing else { return (false, nil) }
             state.closing = true
-            state.delegate = nil
-            return true
+            defer { state.delegate = nil }
+            return (true, state.delegate)
         }
+        withExtendedLifetime(delegate) {}
         if post { onOwner { self.tearDown() } }
     }
 

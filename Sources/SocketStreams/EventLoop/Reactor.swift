@@ -84,8 +84,11 @@ struct ReactorShared {
     /// timer's arming is left in place, so a connection that arms and cancels a timeout per operation
     /// costs no timerfd_settime, or dispatch timer, per operation.)
     var armedDeadline = UInt64.max
-    /// Delegate calls waiting for their turns (`enqueueTurn`), the next at `turnNext`.
-    var turnCalls: [any TurnCall] = []
+    /// Delegate calls waiting for their turns (`enqueueTurn`), the next at `turnNext`; a call's slot is
+    /// emptied as it is taken, so that the call is let go of after its turn, outside the lock (its
+    /// release may free a face, whose deinit takes the face's own lock, which is held around
+    /// `enqueueTurn`: dropped under this lock, that would be a lock-order inversion).
+    var turnCalls: [(any TurnCall)?] = []
     var turnNext = 0
     /// A turn is asked for, and will run the call at `turnNext`.
     var turnScheduled = false
@@ -385,7 +388,8 @@ final class Reactor: @unchecked Sendable {
     /// A turn: the first waiting call, then another turn if more wait.
     private func runTurnCall() {
         let call = shared.withLock { state -> any TurnCall in
-            let call = state.turnCalls[state.turnNext]
+            let call = state.turnCalls[state.turnNext]!
+            state.turnCalls[state.turnNext] = nil
             state.turnNext += 1
             if state.turnNext >= 1024, state.turnNext * 2 >= state.turnCalls.count {  // a list never empty keeps no read part
                 state.turnCalls.removeFirst(state.turnNext)
