@@ -236,10 +236,15 @@ final class DatagramSocketTests: SocketStreamsTestCase {
         let peer = try Peer()
         let local = try XCTUnwrap(socket.localAddress)
         socket.setReceiveMode(.continuous)
-        let handles = SocketHandle.openCount
+        // The fd itself, not the process-wide count of handles, which an earlier test's close may still
+        // be lowering on its own owner.
+        let fd = socket.fd
+        var before = stat()
+        XCTAssertEqual(fstat(fd, &before), 0)
         queue.sync { socket.close() }
         XCTAssertEqual(socket.fd, -1)
-        XCTAssertEqual(SocketHandle.openCount, handles - 1)
+        var after = stat()
+        XCTAssertTrue(fstat(fd, &after) == -1 || after.st_ino != before.st_ino, "fd \(fd) is still the socket")
         peer.send([1], to: local)
         socket.send(Data([1]), to: peer.address, timeout: nil, tag: 1)
         XCTAssertThrowsError(try socket.bind(to: SocketAddress(numericHost: "127.0.0.1", port: 0)!))
