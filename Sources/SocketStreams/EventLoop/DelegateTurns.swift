@@ -43,10 +43,6 @@ package final class DelegateTurns: Sendable {
     /// wrapper of it, such as a second `DispatchQueue.main`, is not known to be).
     package func serves(_ other: DispatchQueue) -> Bool { other === queue }
 
-    /// Whether the caller is inside a turn of this queue (a synchronous call to the queue from here
-    /// would wait for itself).
-    package var isInTurn: Bool { reactor.isPerformingHere }
-
     /// Delivers `call` in a turn of its own, after every call enqueued on this queue before it. Any
     /// thread.
     package func enqueue(_ call: any TurnCall) { reactor.enqueueTurn(call) }
