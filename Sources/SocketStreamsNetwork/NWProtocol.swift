@@ -51,3 +51,10 @@ extension Guarded {
         nonmutating set { withLock { $0[keyPath: field] = newValue } }
     }
 }
+
+/// The superclass of every protocol's per-connection or per-message metadata (`NWProtocolTLS.Metadata`,
+/// `NWProtocolTCP.Metadata`...): Network.framework's `NWProtocolMetadata`.
+// @unchecked Sendable: subclasses hold only `let`s or `Guarded` state.
+public class NWProtocolMetadata: @unchecked Sendable {
+    init() {}
+}
