@@ -212,7 +212,7 @@ let package = Package(
         // Network.framework code as Apple-platform code writes it: the `canImport(Network)` import switch only.
         .testTarget(
             name: "SocketStreamsNetworkTests",
-            dependencies: ["SocketStreamsNetwork"]
+            dependencies: ["SocketStreamsNetwork", "TestPeers", "SocketStreamsTestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

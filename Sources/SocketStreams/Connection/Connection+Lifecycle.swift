@@ -373,6 +373,9 @@ extension Connection {
     /// Both halves are gone: stop opening, leave every epoll set, give the fd back. Lock held.
     private func tearDown() {
         lock.assertHeld()
+        // A native socket never opened was never adopted (no `SocketHandle` holds it): an accepted pair
+        // refused by closing or releasing it unopened still hands its socket back, when it owns it.
+        if case .idle = lifecycle.state, case .native(let fd, _) = target, closesNativeSocket { Posix.close(fd) }
         if case .tearDown(let connector) = lifecycle.handle(.bothHalvesGone) { connector?.cancel() }
         opening.end(dropStages: true)
         registrations.leaveAll()

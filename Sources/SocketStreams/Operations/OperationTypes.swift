@@ -19,6 +19,10 @@ package enum ReadRequest: Sendable, Equatable {
     case delimiter([UInt8], maxLength: Int)
     /// Whatever has arrived, at least one byte and at most `maxLength` (0: no limit).
     case available(maxLength: Int)
+    /// At least `minimum` bytes (1 if less) and at most `maximum` (Network.framework's
+    /// `receive(minimumIncompleteLength:maximumLength:)`): completes once `minimum` have arrived, with as
+    /// many as have, up to `maximum`; at the stream's end, `readEnded` with what there is.
+    case range(minimum: Int, maximum: Int)
 }
 
 /// What a queued write sends, held as the caller gave it and never copied: an array, or a `Data` (in a
@@ -31,7 +35,7 @@ package enum WriteBytes: Sendable {
     /// `data`, boxed.
     package init(_ data: Data) { self = .data(DataBox(data)) }
 
-    var count: Int {
+    package var count: Int {
         switch self {
         case .array(let bytes): return bytes.count
         case .data(let box): return box.data.count

@@ -17,6 +17,12 @@ extension StreamOperations {
     /// Without a reactor (out of file descriptors) the engine is closed at once with the
     /// `NSPOSIXErrorDomain` error.
     package convenience init(queue: DispatchQueue?, client: any StreamOperationsClient) {
+        self.init(queue: queue) { _ in client }
+    }
+
+    /// The same, for a client made for the engine (one that holds it): `makeClient` is called once,
+    /// before anything is reported.
+    package convenience init(queue: DispatchQueue?, makeClient: (StreamOperations) -> any StreamOperationsClient) {
         var failure: NSError?
         var reactor: Reactor?
         do {
@@ -32,7 +38,7 @@ extension StreamOperations {
         }
         self.init(reactor: reactor)
         if reactor != nil { state.withLock { $0.holdsReactor = true } }
-        setClient(client)
+        setClient(makeClient(self))
         if let failure { close(error: failure) }
     }
 

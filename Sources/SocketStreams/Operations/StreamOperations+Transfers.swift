@@ -150,6 +150,9 @@ extension StreamOperations {
         case .available(let maxLength):
             guard bufferCount > 0 else { return (nil, operation.searched) }
             return (maxLength > 0 ? min(maxLength, bufferCount) : bufferCount, operation.searched)
+        case .range(let minimum, let maximum):
+            guard bufferCount >= max(1, min(minimum, maximum)) else { return (nil, operation.searched) }
+            return (min(maximum, bufferCount), operation.searched)
         case .delimiter(let delimiter, let maxLength):
             guard !delimiter.isEmpty else { return (0, operation.searched) }
             let limit = maxLength > 0 ? min(maxLength, bufferCount) : bufferCount

@@ -376,7 +376,7 @@ package final class StreamOperations: PairReceiver, StreamDelegate, TimerTarget,
     /// output stream's `shutdownOutputKey` sends TLS's close_notify (over TLS) and the FIN. Reads go
     /// on; writes queued after it fail with EPIPE. Completes with `outputShutDown(tag:)`.
     @discardableResult
-    func enqueueShutdownOutput(tag: Int) -> Error? {
+    package func enqueueShutdownOutput(tag: Int) -> Error? {
         enqueue { state in
             if state.outputShut { return Self.outputShutError }
             state.outputShut = true
@@ -454,7 +454,7 @@ package final class StreamOperations: PairReceiver, StreamDelegate, TimerTarget,
     }
 
     /// Takes the buffered bytes (for a client that closes at the end of the stream).
-    func takeBuffered() -> [UInt8] {
+    package func takeBuffered() -> [UInt8] {
         state.withLock { state in Self.take(&state, count: state.bufferCount) }
     }
 

@@ -22,6 +22,30 @@ final class ListenerTests: SocketStreamsTestCase {
         pair.output.close()
     }
 
+    /// A pair refused unopened (closed, or only released, in the accept handler) hands its socket
+    /// back: the client sees the end of the stream, and the fd is gone. It used to stay open: the
+    /// socket was adopted only by `open()`.
+    func testAnAcceptedPairRefusedUnopenedClosesItsSocket() throws {
+        for closesStreams in [true, false] {
+            let listener = try StreamListener(host: "127.0.0.1", port: 0)
+            addCleanup { listener.close() }
+            let descriptor = Locked<Int32>(-1)
+            listener.start(in: try RunLoop.startSocketStreams()) { input, output in
+                descriptor.value = input.socketDescriptor ?? -1
+                if closesStreams {
+                    input.close()
+                    output.close()
+                }
+            }
+            let client = try RawSocket.connectTo(family: .v4, port: listener.port)
+            defer { close(client) }
+            let (data, sawEOF) = try RawSocket.readToEOF(client, timeout: shortTimeout)
+            XCTAssertTrue(data.isEmpty)
+            XCTAssertTrue(sawEOF, "closes the streams: \(closesStreams)")
+            XCTAssertEqual(fcntl(descriptor.value, F_GETFD), -1, "the accepted fd is closed (closes the streams: \(closesStreams))")
+        }
+    }
+
     func testListenerOnIPv4Loopback() throws {
         let server = try startStreamEchoServer(host: "127.0.0.1")
         XCTAssertGreaterThan(server.port, 0)

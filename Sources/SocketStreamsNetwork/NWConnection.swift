@@ -1,0 +1,391 @@
+// `NWConnection` over the one engine: each attempt is a SocketStreams stream pair (name lookup, Happy
+// Eyeballs, the connect timeout, TLS through OpenSSL) driven by the operations engine on the reactor of
+// the connection's queue, the same engine `QueuedSocket` and GCDAsyncSocket use. The connection keeps
+// what Network.framework adds: the state machine (`ConnectionLifecycle`), sends and receives held
+// until ready and carried over a `.waiting` retry, and the completions by tag.
+//
+// Ownership: the queue's reactor owns the connection. Everything it reports runs there, in a turn of
+// that reactor or in the engine's events (both on the queue, one at a time, even on a concurrent
+// queue); other threads record under the state's lock and either hand a ready connection's send or
+// receive to the engine (which posts it to the owner) or ask for a turn. Nothing is called under the
+// lock, and the engine is never called under it either (on the owner, an engine call may pump and
+// report at once).
+
+import Foundation
+import SocketStreams
+
+/// A connection to an endpoint, TCP with or without TLS: Network.framework's `NWConnection`.
+///
+/// ```swift
+/// let connection = NWConnection(host: "example.com", port: 443, using: .tls)
+/// connection.stateUpdateHandler = { state in if case .ready = state { … } }
+/// connection.start(queue: .main)
+/// connection.send(content: request, completion: .contentProcessed { error in … })
+/// connection.receive(minimumIncompleteLength: 1, maximumLength: 65_536) { data, context, isComplete, error in … }
+/// ```
+///
+/// Every handler and completion runs on the queue given to `start(queue:)`, in order, one at a time.
+/// A started connection keeps itself alive until it is cancelled, as Network.framework's does; call
+/// `cancel()` when done, also after `.failed`.
+public final class NWConnection: CustomDebugStringConvertible, Sendable {
+    /// What a receive completion is given: the content, its context, whether the context is complete
+    /// (for TCP: the peer closed its side), and an error.
+    typealias ReceiveCompletion = @Sendable (Data?, ContentContext?, Bool, NWError?) -> Void
+
+    /// The endpoint the connection was made for (`NWConnection.endpoint`).
+    public let endpoint: NWEndpoint
+    /// The parameters it was made with, a copy of those given (`NWConnection.parameters`).
+    public let parameters: NWParameters
+    /// For `debugDescription`: "C1", "C2"… as Network.framework numbers them.
+    private let number: Int
+    /// A connection a listener accepted: its pair, used by the one attempt it makes.
+    let acceptedPair: AcceptedPair?
+    let shared: Guarded<Shared>
+
+    struct Handlers {
+        var stateUpdate: (@Sendable (State) -> Void)?
+        var viabilityUpdate: (@Sendable (Bool) -> Void)?
+        var betterPathUpdate: (@Sendable (Bool) -> Void)?
+    }
+
+    /// A send or a receive made before the connection was ready, held for it.
+    enum Pending {
+        case receive(ReadRequest, ReceiveCompletion)
+        case send(WriteBytes?, final: Bool, SendCompletion)
+    }
+
+    struct Shared {
+        var lifecycle: ConnectionLifecycle
+        var handlers = Handlers()
+        var queue: DispatchQueue?
+        var turns: DelegateTurns?
+        var attempt: Attempt?
+        /// Sends and receives made before ready (or while the hand-over runs), in order.
+        var pending: [Pending] = []
+        /// The pending operations went to the live attempt's engine: new ones go straight to it.
+        var handedOver = false
+        /// Receive completions by the engine's tag.
+        var receives: [Int: ReceiveCompletion] = [:]
+        /// Send completions by the engine's tag (nil: idempotent, or a write a shutdown completes).
+        var sends: [Int: (@Sendable (NWError?) -> Void)?] = [:]
+        var nextTag = 1
+        /// A complete final message was sent: the sending side is closed, later sends fail.
+        var outputClosed = false
+        /// From `start` to `.cancelled`: a started connection lives until cancelled.
+        var keptAlive: NWConnection?
+        /// What the TLS handshake negotiated, once ready.
+        var tlsInfo: TLSConnectionInfo?
+
+        mutating func takeTag() -> Int {
+            defer { nextTag &+= 1 }
+            return nextTag
+        }
+    }
+
+    /// A connection to `endpoint` with `parameters` (`NWConnection.init(to:using:)`); nothing happens
+    /// until `start(queue:)`.
+    public init(to endpoint: NWEndpoint, using parameters: NWParameters) {
+        self.endpoint = endpoint
+        self.parameters = parameters.copy()
+        number = Self.numbers.withLock { counter in
+            counter += 1
+            return counter
+        }
+        acceptedPair = nil
+        shared = Guarded(Shared(lifecycle: ConnectionLifecycle()))
+    }
+
+    /// A connection to `host` and `port` (`NWConnection.init(host:port:using:)`).
+    public convenience init(host: NWEndpoint.Host, port: NWEndpoint.Port, using parameters: NWParameters) {
+        self.init(to: .hostPort(host: host, port: port), using: parameters)
+    }
+
+    /// A connection a listener accepted, over its pair.
+    init(accepted pair: AcceptedPair, from endpoint: NWEndpoint, using parameters: NWParameters) {
+        self.endpoint = endpoint
+        self.parameters = parameters
+        number = Self.numbers.withLock { counter in
+            counter += 1
+            return counter
+        }
+        acceptedPair = pair
+        shared = Guarded(Shared(lifecycle: ConnectionLifecycle(retries: false)))
+    }
+
+    private static let numbers = Guarded(0)
+
+    // MARK: handlers and state
+
+    /// Called on the queue with each new state (`NWConnection.stateUpdateHandler`). Set it before
+    /// `start(queue:)`.
+    public var stateUpdateHandler: (@Sendable (_ state: State) -> Void)? {
+        get { shared.withLock { $0.handlers.stateUpdate } }
+        set { shared.withLock { $0.handlers.stateUpdate = newValue } }
+    }
+
+    /// Called on the queue when the connection's viability changes (`NWConnection.viabilityUpdateHandler`).
+    /// Linux has no per-connection viability signal: a ready connection stays viable until it fails, so
+    /// this is kept and not called.
+    public var viabilityUpdateHandler: (@Sendable (_ isViable: Bool) -> Void)? {
+        get { shared.withLock { $0.handlers.viabilityUpdate } }
+        set { shared.withLock { $0.handlers.viabilityUpdate = newValue } }
+    }
+
+    /// Called on the queue when a better path appears (`NWConnection.betterPathUpdateHandler`). Linux
+    /// routes one path per destination, so no better path is ever announced: kept and not called.
+    public var betterPathUpdateHandler: (@Sendable (_ value: Bool) -> Void)? {
+        get { shared.withLock { $0.handlers.betterPathUpdate } }
+        set { shared.withLock { $0.handlers.betterPathUpdate = newValue } }
+    }
+
+    /// The current state (`NWConnection.state`): `.setup` until started.
+    public var state: State { shared.withLock { $0.lifecycle.state } }
+
+    /// The queue given to `start(queue:)`, nil before it (`NWConnection.queue`).
+    public var queue: DispatchQueue? { shared.withLock { $0.queue } }
+
+    /// "[C1 127.0.0.1:8080 tcp, ready]" (`NWConnection.debugDescription`).
+    public var debugDescription: String {
+        let state = self.state
+        let stack = parameters.defaultProtocolStack.applicationProtocols.contains { $0 is NWProtocolTLS.Options } ? "tls" : "tcp"
+        return "[C\(number) \(endpoint.debugDescription) \(stack), \(state)]"
+    }
+
+    // MARK: starting, restarting, cancelling
+
+    /// Starts connecting, and makes `queue` the one every handler and completion runs on
+    /// (`NWConnection.start(queue:)`). A second call is ignored.
+    public func start(queue: DispatchQueue) {
+        let turns = DelegateTurns(queue: queue)
+        let actions = shared.withLock { shared -> [ConnectionAction] in
+            guard shared.queue == nil else { return [] }
+            shared.queue = queue
+            shared.turns = turns
+            let actions = shared.lifecycle.handle(.start)
+            if !actions.isEmpty { shared.keptAlive = self }
+            return actions
+        }
+        guard !actions.isEmpty else { return }
+        guard turns != nil else {
+            // No reactor for the queue (out of file descriptors): the connection fails there.
+            let failure = NWError.posix(POSIXErrorCode(rawValue: errno) ?? .EMFILE)
+            queue.async { self.perform([.report(.preparing)] + self.attemptEnded(with: failure)) }
+            return
+        }
+        onOwner { self.perform(actions) }
+    }
+
+    /// Tries again now if the connection is `.waiting` (`NWConnection.restart()`); ignored otherwise.
+    public func restart() {
+        let actions = shared.withLock { $0.lifecycle.handle(.restart) }
+        if !actions.isEmpty { onOwner { self.perform(actions) } }
+    }
+
+    /// Closes the connection gracefully: TLS's close_notify, then TCP's FIN (`NWConnection.cancel()`).
+    /// Outstanding sends and receives complete with `.posix(.ECANCELED)`, then `.cancelled` is
+    /// reported, last: no handler is called after it.
+    public func cancel() {
+        let (actions, attempt) = shared.withLock { shared in (shared.lifecycle.handle(.cancel), shared.attempt) }
+        if actions == [.closeAttempt] {
+            attempt?.engine.close()
+        } else if !actions.isEmpty {
+            onOwner { self.perform(actions) }
+        } else {
+            dropUnstarted()
+        }
+    }
+
+    /// Closes at once, with a TCP reset rather than a FIN (`NWConnection.forceCancel()`); otherwise as
+    /// `cancel()`.
+    public func forceCancel() {
+        if let fd = shared.withLock({ $0.attempt?.engine.streams?.input.socketDescriptor }) {
+            TCPSocketOptions.resetOnClose(fd)
+        }
+        cancel()
+    }
+
+    /// A connection cancelled before it started: what was queued on it is let go of, uncalled (there is
+    /// no queue to call it on), and an accepted connection's socket is closed (refused).
+    private func dropUnstarted() {
+        let dropped = shared.withLock { shared -> [Pending] in
+            guard shared.lifecycle.state == .cancelled, shared.queue == nil else { return [] }
+            defer { shared.pending = [] }
+            return shared.pending
+        }
+        _ = dropped
+        if let (input, output) = acceptedPair?.take() {
+            input.close()
+            output.close()
+        }
+    }
+
+    /// Runs `body` on the owner, in a turn of the queue's reactor.
+    func onOwner(_ body: @escaping @Sendable () -> Void) {
+        guard let turns = shared.withLock({ $0.turns }) else { return }
+        turns.enqueue(OwnerTurn(body))
+    }
+
+    // MARK: sending
+
+    /// Sends `content` (`NWConnection.send(content:contentContext:isComplete:completion:)`). With the
+    /// default context and `isComplete` true it is one message on the stream; a complete
+    /// `.finalMessage` (or `.defaultStream`) then closes the sending side (TLS's close_notify, TCP's
+    /// FIN) while receives go on; `content` may be nil only then. A send made before `.ready` is held
+    /// and sent once ready (also for `.idempotent`). `.contentProcessed` is called once the kernel took
+    /// every byte, or with the error that stopped it.
+    public func send(
+        content: Data?, contentContext: ContentContext = .defaultMessage, isComplete: Bool = true, completion: SendCompletion
+    ) {
+        send(content.map { WriteBytes($0) }, final: isComplete && contentContext.isFinal, completion)
+    }
+
+    /// Sends the bytes of `content`, any `DataProtocol` value (`NWConnection.send(content:contentContext:isComplete:completion:)`).
+    public func send<Content: DataProtocol>(
+        content: Content?, contentContext: ContentContext = .defaultMessage, isComplete: Bool = true, completion: SendCompletion
+    ) {
+        let bytes = content.map { content -> WriteBytes in
+            if let data = content as? Data { return WriteBytes(data) }
+            return .array(Array(content))
+        }
+        send(bytes, final: isComplete && contentContext.isFinal, completion)
+    }
+
+    /// Runs `block` now (`NWConnection.batch(_:)`): the sends and receives it makes are coalesced by
+    /// the engine's rounds, as Network.framework coalesces them.
+    public func batch(_ block: () -> Void) { block() }
+
+    private func send(_ bytes: WriteBytes?, final: Bool, _ completion: SendCompletion) {
+        enum Route {
+            case engine(StreamOperations, [EngineOperation])
+            case fail(NWError)
+            case held
+            case dropped
+        }
+        let route = shared.withLock { shared -> Route in
+            if shared.lifecycle.state == .cancelled || shared.lifecycle.cancelRequested { return .fail(.posix(.ECANCELED)) }
+            if case .failed(let error) = shared.lifecycle.state { return .fail(error) }
+            if shared.outputClosed { return .fail(.posix(.EPIPE)) }
+            if final { shared.outputClosed = true }
+            guard shared.lifecycle.isReady, shared.handedOver, let engine = shared.attempt?.engine else {
+                shared.pending.append(.send(bytes, final: final, completion))
+                return .held
+            }
+            return .engine(engine, Self.register(.send(bytes, final: final, completion), in: &shared))
+        }
+        switch route {
+        case .engine(let engine, let operations): Self.enqueue(operations, on: engine)
+        case .fail(let error):
+            guard case .contentProcessed(let done) = completion else { return }
+            onOwnerUnlessCancelled { done(error) }
+        case .held, .dropped: break
+        }
+    }
+
+    // MARK: receiving
+
+    /// Receives at least `minimumIncompleteLength` bytes and at most `maximumLength`
+    /// (`NWConnection.receive(minimumIncompleteLength:maximumLength:completion:)`): the completion runs
+    /// once, with the bytes as soon as the minimum has arrived, or, when the peer closes its side, with
+    /// what there is (possibly nothing: nil) and `isComplete` true; later receives complete at once the
+    /// same way. Received content comes in a final context, so `context.isFinal && isComplete` is the
+    /// peer's end. While no receive is outstanding the socket is not read: the peer is flow-controlled.
+    /// A `maximumLength` below 1 completes with `.posix(.EINVAL)`.
+    public func receive(
+        minimumIncompleteLength: Int, maximumLength: Int,
+        completion: @escaping @Sendable (_ content: Data?, _ contentContext: ContentContext?, _ isComplete: Bool, _ error: NWError?) -> Void
+    ) {
+        guard maximumLength >= 1 else {
+            return onOwnerUnlessCancelled { completion(nil, nil, false, .posix(.EINVAL)) }
+        }
+        receive(.range(minimum: max(0, minimumIncompleteLength), maximum: maximumLength), completion)
+    }
+
+    /// Receives one complete message (`NWConnection.receiveMessage(completion:)`): on a byte stream,
+    /// the whole stream once the peer has closed its side, as Network.framework delivers it.
+    public func receiveMessage(
+        completion:
+            @escaping @Sendable (_ completeContent: Data?, _ contentContext: ContentContext?, _ isComplete: Bool, _ error: NWError?) ->
+            Void
+    ) {
+        receive(.range(minimum: .max, maximum: .max), completion)
+    }
+
+    /// `receive(minimumIncompleteLength:maximumLength:completion:)` with the content as `DispatchData`
+    /// (`NWConnection.receiveDiscontiguous(minimumIncompleteLength:maximumLength:completion:)`).
+    public func receiveDiscontiguous(
+        minimumIncompleteLength: Int, maximumLength: Int,
+        completion:
+            @escaping @Sendable (
+                _ content: DispatchData?, _ contentContext: ContentContext?, _ isComplete: Bool, _ error: NWError?
+            ) -> Void
+    ) {
+        receive(minimumIncompleteLength: minimumIncompleteLength, maximumLength: maximumLength) { data, context, isComplete, error in
+            completion(data.map(Self.dispatchData), context, isComplete, error)
+        }
+    }
+
+    /// `receiveMessage(completion:)` with the content as `DispatchData` (`NWConnection.receiveDiscontiguousMessage(completion:)`).
+    public func receiveDiscontiguousMessage(
+        completion:
+            @escaping @Sendable (
+                _ completeContent: DispatchData?, _ contentContext: ContentContext?, _ isComplete: Bool, _ error: NWError?
+            ) -> Void
+    ) {
+        receiveMessage { data, context, isComplete, error in completion(data.map(Self.dispatchData), context, isComplete, error) }
+    }
+
+    private static func dispatchData(_ data: Data) -> DispatchData {
+        data.withUnsafeBytes { DispatchData(bytes: $0) }
+    }
+
+    private func receive(_ request: ReadRequest, _ completion: @escaping ReceiveCompletion) {
+        enum Route {
+            case engine(StreamOperations, [EngineOperation])
+            case fail(NWError)
+            case held
+        }
+        let route = shared.withLock { shared -> Route in
+            if shared.lifecycle.state == .cancelled || shared.lifecycle.cancelRequested { return .fail(.posix(.ECANCELED)) }
+            if case .failed(let error) = shared.lifecycle.state { return .fail(error) }
+            guard shared.lifecycle.isReady, shared.handedOver, let engine = shared.attempt?.engine else {
+                shared.pending.append(.receive(request, completion))
+                return .held
+            }
+            return .engine(engine, Self.register(.receive(request, completion), in: &shared))
+        }
+        switch route {
+        case .engine(let engine, let operations): Self.enqueue(operations, on: engine)
+        case .fail(let error): onOwnerUnlessCancelled { completion(nil, nil, false, error) }
+        case .held: break
+        }
+    }
+
+    /// Runs `body` on the owner, unless the connection has reported `.cancelled` by then (nothing is
+    /// called after it).
+    private func onOwnerUnlessCancelled(_ body: @escaping @Sendable () -> Void) {
+        onOwner { [self] in
+            if shared.withLock({ $0.lifecycle.state }) != .cancelled { body() }
+        }
+    }
+
+    // MARK: metadata
+
+    /// The metadata of the protocol `definition` names on this connection, once ready
+    /// (`NWConnection.metadata(definition:)`): TLS's (what was negotiated) and TCP's (the buffers).
+    public func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata? {
+        let (ready, info, fd) = shared.withLock { shared in
+            (shared.lifecycle.isReady, shared.tlsInfo, shared.attempt?.engine.streams?.input.socketDescriptor)
+        }
+        guard ready else { return nil }
+        if definition == NWProtocolTLS.definition { return info.map { NWProtocolTLS.Metadata(info: $0) } }
+        if definition == NWProtocolTCP.definition, let fd { return NWProtocolTCP.Metadata(socket: fd) }
+        return nil
+    }
+}
+
+/// A body run in a turn of the connection's reactor.
+final class OwnerTurn: TurnCall {
+    private let body: @Sendable () -> Void
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    func run() { body() }
+}
