@@ -138,7 +138,7 @@ let package = Package(
         // disconnects and releases) and their peers: run by `socketstreams-stress` (Scripts/stress, release build) and by StressTests.
         .target(
             name: "StressScenarios",
-            dependencies: ["SocketStreams", "CocoaAsyncSocket", "CSocketStreamsShims", "COpenSSL"],
+            dependencies: ["SocketStreams", "CocoaAsyncSocket", "SocketStreamsNetwork", "CSocketStreamsShims", "COpenSSL"],
             path: "Tests/Stress/Scenarios"
         ),
         .executableTarget(

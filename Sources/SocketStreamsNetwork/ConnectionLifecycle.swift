@@ -74,7 +74,7 @@ struct ConnectionLifecycle: Equatable {
             return [.report(.preparing), .beginAttempt]
         case .connected:
             guard attempting, state == .preparing else { return [] }
-            if cancelRequested { return [] }  // the close asked for is on its way
+            if cancelRequested { return [.closeAttempt] }  // again: the cancel may have come before the attempt was made
             state = .ready
             return [.report(.ready)]
         case .attemptClosed(let error):

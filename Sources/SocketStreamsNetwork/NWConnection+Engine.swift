@@ -159,12 +159,19 @@ extension NWConnection {
         }
         // The attempt is the live one before the engine can report anything (out of file
         // descriptors, it reports its close at once).
+        // A cancel that came before the attempt existed found nothing to close: the attempt closes
+        // itself (the cancel and this both look under the lock, so one of them sees the other).
+        var cancelled = false
         let engine = StreamOperations(queue: queue) { engine in
             let attempt = Attempt(connection: self, engine: engine)
-            shared.withLock { $0.attempt = attempt }
+            cancelled = shared.withLock { shared in
+                shared.attempt = attempt
+                return shared.lifecycle.cancelRequested
+            }
             return attempt
         }
         engine.attach(input: streams.0, output: streams.1, queue: queue)
+        if cancelled { engine.close() }
     }
 
     /// The attempt's stream pair, configured from the parameters (see `ConnectionConfiguration`).

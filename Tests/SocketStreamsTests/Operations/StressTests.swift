@@ -73,6 +73,10 @@ final class StressTests: XCTestCase {
     /// `GCDAsyncUdpSocket.close()` from another thread or `perform` while datagrams flow both ways.
     func testGCDAsyncUdpSocketClose() async throws { try await run("udp-close") }
 
+    /// `NWConnection.cancel()` or `forceCancel()` with sends and receives outstanding: each completes
+    /// once, before `.cancelled`, which comes once, last; the connection is freed.
+    func testNWConnectionCancel() async throws { try await run("nw-cancel") }
+
     /// The peer server itself: echo returns what was sent, a record connection reports its bytes, and
     /// every connection's end is seen (so the scenarios' checks rest on a peer that works).
     func testPeerServerEchoesAndRecords() async throws {

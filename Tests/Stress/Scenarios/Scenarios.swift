@@ -70,6 +70,7 @@ public struct StressScenario: Sendable {
     public static let all: [StressScenario] = [
         closeWhileReading, closeWhileWriting, cancelDuringRead, cancelDuringWrite, releaseWhileFlowing, groupTimeout,
         queuedDisconnect, disconnectAfterWriting, disconnectAfterReading, gcdDisconnect, gcdRelease, udpClose,
+        nwCancel,
     ]
 
     public static func named(_ name: String) -> StressScenario? { all.first { $0.name == name } }
