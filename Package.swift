@@ -51,7 +51,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "stream-bench",
-            dependencies: ["SocketStreams", "CocoaAsyncSocket", "CSocketStreamsShims", "COpenSSL"],
+            dependencies: ["SocketStreams", "CocoaAsyncSocket", "SocketStreamsNetwork", "CSocketStreamsShims", "COpenSSL"],
             path: "Benchmarks/Sources/stream-bench"
         ),
         // The guides' example programs (Guides/Examples): compiled with the package, run by the tests.

@@ -12,8 +12,8 @@ import XCTest
 
 final class BenchmarkHarnessTests: XCTestCase {
     private static let allClients = [
-        "baseline", "streams-delegate", "streams-thread", "streams-queue", "streams-polling", "filehandle", "baseline-udp",
-        "baseline-udp-batch", "gcdasyncudpsocket",
+        "baseline", "streams-delegate", "streams-thread", "streams-queue", "streams-polling", "filehandle", "nwconnection",
+        "baseline-udp", "baseline-udp-batch", "gcdasyncudpsocket",
     ]
     private static let allWorkloads = [
         "download", "upload", "pingpong", "connect", "many1k", "many5k", "idle", "udp-receive", "udp-send", "udp-send-quiet",
@@ -200,10 +200,11 @@ final class BenchmarkHarnessTests: XCTestCase {
     }
 
     /// Whether the harness runs `client` on `workload`: the UDP clients run the UDP workloads only,
-    /// filehandle download and ping-pong only.
+    /// filehandle download and ping-pong only, nwconnection one connection at a time.
     private static func supports(_ client: String, _ workload: String) -> Bool {
         let udpClient = ["baseline-udp", "baseline-udp-batch", "gcdasyncudpsocket"].contains(client)
         if udpClient || workload.hasPrefix("udp-") { return udpClient && workload.hasPrefix("udp-") }
+        if client == "nwconnection" { return ["download", "upload", "pingpong", "connect"].contains(workload) }
         return client != "filehandle" || workload == "download" || workload == "pingpong"
     }
 

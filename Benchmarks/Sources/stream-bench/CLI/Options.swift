@@ -73,8 +73,8 @@ struct Options {
                                   many1k,many5k,idle; "plain", "tls", "socks", "udp"; "all" (default).
           --clients LIST          Comma-separated: baseline, streams-delegate, streams-thread,
                                   streams-queue, streams-polling, streams-async, streams-queued,
-                                  gcdasyncsocket, filehandle, baseline-udp, baseline-udp-batch,
-                                  gcdasyncudpsocket; "all" (default). The UDP clients run the UDP
+                                  gcdasyncsocket, nwconnection, filehandle, baseline-udp,
+                                  baseline-udp-batch, gcdasyncudpsocket; "all" (default). The UDP clients run the UDP
                                   workloads only, the others the stream workloads only.
           --datagram-sizes LIST   Comma-separated datagram sizes in bytes (8-65507) for every UDP
                                   workload, each size a row of its own (default: 64,1200 for

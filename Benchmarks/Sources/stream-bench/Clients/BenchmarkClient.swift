@@ -16,6 +16,7 @@ enum ClientKind: String, CaseIterable, Codable {
     case streamsQueued = "streams-queued"
     /// GCDAsyncSocket's own API (the CocoaAsyncSocket product), given no socket queue.
     case gcdAsyncSocket = "gcdasyncsocket"
+    case nwConnection = "nwconnection"
     case filehandle
     /// UDP, raw sockets: `recvfrom`/`sendto`, one datagram a call.
     case baselineUdp = "baseline-udp"
@@ -28,7 +29,7 @@ enum ClientKind: String, CaseIterable, Codable {
     var isSocketStreams: Bool {
         switch self {
         case .streamsDelegate, .streamsThread, .streamsQueue, .streamsPolling, .streamsAsync, .streamsQueued, .gcdAsyncSocket,
-            .gcdAsyncUdpSocket:
+            .nwConnection, .gcdAsyncUdpSocket:
             return true
         case .baseline, .filehandle, .baselineUdp, .baselineUdpBatch: return false
         }
@@ -46,7 +47,7 @@ enum ClientKind: String, CaseIterable, Codable {
         case .streamsAsync, .streamsQueued:
             // One connection at a time: download, upload, ping-pong and connect, plain, TLS and SOCKS.
             return [.download, .upload, .pingpong, .connect].contains(workload.plainCounterpart)
-        case .gcdAsyncSocket:
+        case .gcdAsyncSocket, .nwConnection:
             // One connection at a time, plain only.
             return [.download, .upload, .pingpong, .connect].contains(workload)
         default: return true
@@ -65,6 +66,7 @@ enum ClientKind: String, CaseIterable, Codable {
         case .streamsAsync: return StreamsAsyncClient()
         case .streamsQueued: return StreamsQueuedClient()
         case .gcdAsyncSocket: return GCDAsyncSocketClient()
+        case .nwConnection: return NWConnectionClient()
         case .filehandle: return FileHandleClient()
         case .baselineUdp, .baselineUdpBatch, .gcdAsyncUdpSocket: return NoStreamClient(kind: self)
         }
