@@ -127,6 +127,11 @@ let package = Package(
             dependencies: ["CocoaAsyncSocket"],
             path: "Guides/Examples/Datagrams"
         ),
+        .executableTarget(
+            name: "network-framework",
+            dependencies: ["SocketStreamsNetwork"],
+            path: "Guides/Examples/NetworkFramework"
+        ),
         // A libFuzzer target for the proxy reply codecs, the HTTP head parser and stream-get's URL and
         // proxy parsing (built with -sanitize=fuzzer -DFUZZING by Scripts/test; without them it replays inputs).
         .executableTarget(
@@ -183,6 +188,7 @@ let package = Package(
                 "SocketStreams", "getting-started-delegate", "getting-started-polling", "reading-and-writing",
                 "handling-errors", "accepting-connections", "polling-or-run-loop", "setting-up-streams", "secure-streams",
                 "going-through-proxies", "LongLivedChannel", "long-lived-channel", "queued-operations", "async-await", "datagrams",
+                "network-framework",
                 "TestPeers", "SocketStreamsTestSupport",
             ]
         ),

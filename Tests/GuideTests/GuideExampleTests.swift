@@ -303,3 +303,25 @@ extension GuideExampleTests {
         XCTAssertTrue(guide.contains("```text\n" + output + "```"), "the guide's sample output drifted")
     }
 }
+
+extension GuideExampleTests {
+    /// Guides/NetworkFramework.md: the network-framework program prints what the guide shows (an
+    /// NWListener echo, a final message's half-close, a refused connect that waits until cancelled).
+    func testNetworkFrameworkExamplePrintsWhatTheGuideShows() throws {
+        let guide = try String(contentsOf: packageRoot.appendingPathComponent("Guides/NetworkFramework.md"), encoding: .utf8)
+        let output = """
+            listener: ready
+            client: ready
+            client: sent, sending side closed, error: nil
+            client: reply ["HELLO", "NETWORK FRAMEWORK"]
+            client: cancelled
+            refused: waiting, POSIXErrorCode(rawValue: 111): Connection refused
+            refused: cancelled
+
+            """
+        let result = try runCommand(try builtExecutable("network-framework"), [], timeout: 60)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(result.stdoutText, output)
+        XCTAssertTrue(guide.contains("```text\n" + output + "```"), "the guide's sample output drifted")
+    }
+}
