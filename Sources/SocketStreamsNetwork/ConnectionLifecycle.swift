@@ -42,7 +42,15 @@ struct ConnectionLifecycle: Equatable {
         case cancel
     }
 
-    private(set) var state = NWConnection.State.setup
+    /// `NWConnection.State` without its error: compared on every send and receive, where comparing the
+    /// enum with its payload went through the runtime.
+    enum Phase: UInt8 {
+        case setup, preparing, waiting, ready, failed, cancelled
+    }
+
+    private(set) var phase = Phase.setup
+    /// The error of `.waiting` and `.failed`.
+    private(set) var error = NWError.posix(.ECANCELED)
     /// An attempt is live: begun and not yet closed.
     private(set) var attempting = false
     private(set) var cancelRequested = false
@@ -54,50 +62,56 @@ struct ConnectionLifecycle: Equatable {
         self.retries = retries
     }
 
-    /// Whether sends and receives go straight to the live attempt's engine.
-    var isReady: Bool { state == .ready && !cancelRequested }
-    /// Whether the connection is over: nothing more is sent, received or reported.
-    var isOver: Bool {
-        switch state {
-        case .cancelled, .failed: true
-        default: cancelRequested
+    /// The state as Network.framework reports it.
+    var state: NWConnection.State {
+        switch phase {
+        case .setup: .setup
+        case .preparing: .preparing
+        case .waiting: .waiting(error)
+        case .ready: .ready
+        case .failed: .failed(error)
+        case .cancelled: .cancelled
         }
     }
 
+    /// Whether sends and receives go straight to the live attempt's engine.
+    var isReady: Bool { phase == .ready && !cancelRequested }
+
     mutating func handle(_ event: Event) -> [ConnectionAction] {
-        if state == .cancelled { return [] }
+        if phase == .cancelled { return [] }
         switch event {
         case .start:
-            guard state == .setup, !cancelRequested else { return [] }
-            state = .preparing
+            guard phase == .setup, !cancelRequested else { return [] }
+            phase = .preparing
             attempting = true
             return [.report(.preparing), .beginAttempt]
         case .connected:
-            guard attempting, state == .preparing else { return [] }
+            guard attempting, phase == .preparing else { return [] }
             if cancelRequested { return [.closeAttempt] }  // again: the cancel may have come before the attempt was made
-            state = .ready
+            phase = .ready
             return [.report(.ready)]
         case .attemptClosed(let error):
             guard attempting else { return [] }
             attempting = false
             if cancelRequested { return cancelled() }
             let error = error ?? .posix(.ECANCELED)
-            if state == .preparing, retries, error.isWaitable {
-                state = .waiting(error)
+            self.error = error
+            if phase == .preparing, retries, error.isWaitable {
+                phase = .waiting
                 return [.report(state)]
             }
-            state = .failed(error)
+            phase = .failed
             return [.failOutstanding(error), .report(state)]
         case .restart:
-            guard case .waiting = state, !cancelRequested, !attempting else { return [] }
-            state = .preparing
+            guard phase == .waiting, !cancelRequested, !attempting else { return [] }
+            phase = .preparing
             attempting = true
             return [.report(.preparing), .beginAttempt]
         case .cancel:
             guard !cancelRequested else { return [] }
             cancelRequested = true
-            if state == .setup {
-                state = .cancelled  // never started: no queue to report on, nothing to complete
+            if phase == .setup {
+                phase = .cancelled  // never started: no queue to report on, nothing to complete
                 return []
             }
             return attempting ? [.closeAttempt] : cancelled()
@@ -105,7 +119,7 @@ struct ConnectionLifecycle: Equatable {
     }
 
     private mutating func cancelled() -> [ConnectionAction] {
-        state = .cancelled
+        phase = .cancelled
         return [.failOutstanding(.posix(.ECANCELED)), .report(.cancelled)]
     }
 }

@@ -49,45 +49,51 @@ extension NWConnection {
         ) -> Double { 0 }
     }
 
+    /// What one send or receive becomes in the engine: one or two operations (a final message's write
+    /// and shutdown), held inline (an array was an allocation per call).
+    struct EngineOperations {
+        var first: EngineOperation
+        var second: EngineOperation?
+    }
+
     /// Gives `pending` tags and records its completion, under the lock; returns what to enqueue.
-    static func register(_ pending: Pending, in shared: inout Shared) -> [EngineOperation] {
+    static func register(_ pending: Pending, in shared: inout Shared) -> EngineOperations {
         switch pending {
         case .receive(let request, let completion):
             let tag = shared.takeTag()
-            shared.receives[tag] = completion
-            return [.read(request, tag: tag)]
+            shared.receives.append(tag, completion)
+            return EngineOperations(first: .read(request, tag: tag))
         case .send(let bytes, let final, let completion):
             var done: (@Sendable (NWError?) -> Void)?
             if case .contentProcessed(let body) = completion { done = body }
-            var operations: [EngineOperation] = []
-            if let bytes, bytes.count > 0 || !final {
-                let tag = shared.takeTag()
-                shared.sends[tag] = final ? .some(nil) : .some(done)
-                operations.append(.write(bytes, tag: tag))
-            } else if !final {
-                let tag = shared.takeTag()
-                shared.sends[tag] = .some(done)
-                operations.append(.write(.array([]), tag: tag))
-            }
             if final {
                 let tag = shared.takeTag()
-                shared.sends[tag] = .some(done)
-                operations.append(.shutdown(tag: tag))
+                shared.sends.append(tag, done)
+                let shutdown = EngineOperation.shutdown(tag: tag)
+                guard let bytes, bytes.count > 0 else { return EngineOperations(first: shutdown) }
+                let write = shared.takeTag()
+                shared.sends.append(write, nil)
+                return EngineOperations(first: .write(bytes, tag: write), second: shutdown)
             }
-            return operations
+            let tag = shared.takeTag()
+            shared.sends.append(tag, done)
+            return EngineOperations(first: .write(bytes ?? .array([]), tag: tag))
         }
     }
 
     /// Hands `operations` to `engine`, in order (outside the lock: on the owner the engine may pump
     /// and report at once). A refusal needs nothing here: the engine is closed, and its `closed` event
     /// completes what is registered.
-    static func enqueue(_ operations: [EngineOperation], on engine: StreamOperations) {
-        for operation in operations {
-            switch operation {
-            case .read(let request, let tag): _ = engine.enqueueRead(request, timeout: -1, tag: tag)
-            case .write(let bytes, let tag): _ = engine.enqueueWrite(bytes, timeout: -1, tag: tag)
-            case .shutdown(let tag): _ = engine.enqueueShutdownOutput(tag: tag)
-            }
+    static func enqueue(_ operations: EngineOperations, on engine: StreamOperations) {
+        enqueue(operations.first, on: engine)
+        if let second = operations.second { enqueue(second, on: engine) }
+    }
+
+    private static func enqueue(_ operation: EngineOperation, on engine: StreamOperations) {
+        switch operation {
+        case .read(let request, let tag): _ = engine.enqueueRead(request, timeout: -1, tag: tag)
+        case .write(let bytes, let tag): _ = engine.enqueueWrite(bytes, timeout: -1, tag: tag)
+        case .shutdown(let tag): _ = engine.enqueueShutdownOutput(tag: tag)
         }
     }
 
@@ -107,7 +113,7 @@ extension NWConnection {
     private func report(_ state: State) {
         let handler = shared.withLock { $0.handlers.stateUpdate }
         handler?(state)
-        guard state == .cancelled else { return }
+        guard case .cancelled = state else { return }
         // Last: the handlers go (breaking the cycles they usually make with their owner), and so does
         // the connection's hold on itself.
         let released = shared.withLock { shared -> (Handlers, NWConnection?, DelegateTurns?) in
@@ -126,13 +132,13 @@ extension NWConnection {
         let (pending, receives, sends) = shared.withLock { shared in
             defer {
                 shared.pending = []
-                shared.receives = [:]
-                shared.sends = [:]
+                shared.receives = TaggedCompletions()
+                shared.sends = TaggedCompletions()
             }
             return (shared.pending, shared.receives, shared.sends)
         }
-        for (_, completion) in receives.sorted(by: { $0.key < $1.key }) { completion(nil, nil, false, error) }
-        for (_, completion) in sends.sorted(by: { $0.key < $1.key }) { completion?(error) }
+        for completion in receives.inTagOrder { completion(nil, nil, false, error) }
+        for completion in sends.inTagOrder { completion?(error) }
         for operation in pending {
             switch operation {
             case .receive(_, let completion): completion(nil, nil, false, error)
@@ -192,18 +198,18 @@ extension NWConnection {
     /// straight to it. Operations made meanwhile are held and taken by the next pass.
     private func handOver() {
         while true {
-            let batch = shared.withLock { shared -> (StreamOperations, [EngineOperation])? in
+            let batch = shared.withLock { shared -> (StreamOperations, [EngineOperations])? in
                 guard shared.lifecycle.isReady, let engine = shared.attempt?.engine else { return nil }
                 guard !shared.pending.isEmpty else {
-                    shared.handedOver = true
+                    shared.direct = engine
                     return nil
                 }
                 let pending = shared.pending
                 shared.pending = []
-                return (engine, pending.flatMap { Self.register($0, in: &shared) })
+                return (engine, pending.map { Self.register($0, in: &shared) })
             }
             guard let (engine, operations) = batch else { return }
-            Self.enqueue(operations, on: engine)
+            for each in operations { Self.enqueue(each, on: engine) }
         }
     }
 
@@ -224,19 +230,19 @@ extension NWConnection {
             perform(actions)
             handOver()
         case .read(let bytes, let tag):
-            let completion = shared.withLock { $0.receives.removeValue(forKey: tag) }
+            let completion = shared.withLock { $0.receives.remove(tag) }
             completion?(Data(bytes), .defaultStream, false, nil)
         case .readEnded(let unread, let tag):
-            let completion = shared.withLock { $0.receives.removeValue(forKey: tag) }
+            let completion = shared.withLock { $0.receives.remove(tag) }
             completion?(unread.isEmpty ? nil : Data(unread), .defaultStream, true, nil)
         case .wrote(let tag), .outputShutDown(let tag):
-            let completion = shared.withLock { $0.sends.removeValue(forKey: tag) }
+            let completion = shared.withLock { $0.sends.remove(tag) }
             completion??(nil)
         case .closed(let error):
             let actions = shared.withLock { shared -> [ConnectionAction] in
                 guard shared.attempt === attempt else { return [] }
                 shared.attempt = nil
-                shared.handedOver = false
+                shared.direct = nil
                 return shared.lifecycle.handle(.attemptClosed(error.map(NWError.init(engineError:))))
             }
             attempt.engine.dropClient(attempt)
@@ -245,4 +251,21 @@ extension NWConnection {
             break  // the peer's end shows in the receives; the connection stays ready for sends
         }
     }
+}
+
+/// Completions waiting for the engine, with their tags, in the order they were handed over. The engine
+/// completes in that order, so the one wanted is nearly always the first.
+struct TaggedCompletions<Completion> {
+    private var entries: [(tag: Int, completion: Completion)] = []
+
+    mutating func append(_ tag: Int, _ completion: Completion) { entries.append((tag, completion)) }
+
+    /// The completion for `tag`, taken out; nil if it is not here (already completed).
+    mutating func remove(_ tag: Int) -> Completion? {
+        guard let index = entries.firstIndex(where: { $0.tag == tag }) else { return nil }
+        return entries.remove(at: index).completion
+    }
+
+    /// Every completion, oldest first.
+    var inTagOrder: [Completion] { entries.sorted { $0.tag < $1.tag }.map(\.completion) }
 }

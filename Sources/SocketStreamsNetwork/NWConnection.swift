@@ -62,12 +62,15 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         var attempt: Attempt?
         /// Sends and receives made before ready (or while the hand-over runs), in order.
         var pending: [Pending] = []
-        /// The pending operations went to the live attempt's engine: new ones go straight to it.
-        var handedOver = false
-        /// Receive completions by the engine's tag.
-        var receives: [Int: ReceiveCompletion] = [:]
-        /// Send completions by the engine's tag (nil: idempotent, or a write a shutdown completes).
-        var sends: [Int: (@Sendable (NWError?) -> Void)?] = [:]
+        /// The live attempt's engine once the operations held for readiness went to it: new ones go
+        /// straight to it. Nil before, and from a cancel or the engine's close on (the one check a
+        /// send or receive makes on its way).
+        var direct: StreamOperations?
+        /// Receive completions with the engine's tags, in the order they were handed over (which is the
+        /// engine's order but for sends or receives made on two threads at once: found by tag).
+        var receives = TaggedCompletions<ReceiveCompletion>()
+        /// Send completions with the engine's tags (nil: idempotent, or a write a shutdown completes).
+        var sends = TaggedCompletions<(@Sendable (NWError?) -> Void)?>()
         var nextTag = 1
         /// A complete final message was sent: the sending side is closed, later sends fail.
         var outputClosed = false
@@ -185,7 +188,10 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     /// Outstanding sends and receives complete with `.posix(.ECANCELED)`, then `.cancelled` is
     /// reported, last: no handler is called after it.
     public func cancel() {
-        let (actions, attempt) = shared.withLock { shared in (shared.lifecycle.handle(.cancel), shared.attempt) }
+        let (actions, attempt) = shared.withLock { shared in
+            shared.direct = nil
+            return (shared.lifecycle.handle(.cancel), shared.attempt)
+        }
         if actions == [.closeAttempt] {
             attempt?.engine.close()
         } else if !actions.isEmpty {
@@ -208,7 +214,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     /// no queue to call it on), and an accepted connection's socket is closed (refused).
     private func dropUnstarted() {
         let dropped = shared.withLock { shared -> [Pending] in
-            guard shared.lifecycle.state == .cancelled, shared.queue == nil else { return [] }
+            guard shared.lifecycle.phase == .cancelled, shared.queue == nil else { return [] }
             defer { shared.pending = [] }
             return shared.pending
         }
@@ -255,30 +261,28 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     public func batch(_ block: () -> Void) { block() }
 
     private func send(_ bytes: WriteBytes?, final: Bool, _ completion: SendCompletion) {
-        enum Route {
-            case engine(StreamOperations, [EngineOperation])
-            case fail(NWError)
-            case held
-            case dropped
-        }
-        let route = shared.withLock { shared -> Route in
-            if shared.lifecycle.state == .cancelled || shared.lifecycle.cancelRequested { return .fail(.posix(.ECANCELED)) }
-            if case .failed(let error) = shared.lifecycle.state { return .fail(error) }
-            if shared.outputClosed { return .fail(.posix(.EPIPE)) }
-            if final { shared.outputClosed = true }
-            guard shared.lifecycle.isReady, shared.handedOver, let engine = shared.attempt?.engine else {
-                shared.pending.append(.send(bytes, final: final, completion))
-                return .held
+        var operations: EngineOperations?
+        var failure: NWError?
+        let engine = shared.withLock { shared -> StreamOperations? in
+            if let engine = shared.direct, !shared.outputClosed {
+                if final { shared.outputClosed = true }
+                operations = Self.register(.send(bytes, final: final, completion), in: &shared)
+                return engine
             }
-            return .engine(engine, Self.register(.send(bytes, final: final, completion), in: &shared))
+            if shared.lifecycle.phase == .cancelled || shared.lifecycle.cancelRequested {
+                failure = .posix(.ECANCELED)
+            } else if shared.lifecycle.phase == .failed {
+                failure = shared.lifecycle.error
+            } else if shared.outputClosed {
+                failure = .posix(.EPIPE)
+            } else {
+                if final { shared.outputClosed = true }
+                shared.pending.append(.send(bytes, final: final, completion))
+            }
+            return nil
         }
-        switch route {
-        case .engine(let engine, let operations): Self.enqueue(operations, on: engine)
-        case .fail(let error):
-            guard case .contentProcessed(let done) = completion else { return }
-            onOwnerUnlessCancelled { done(error) }
-        case .held, .dropped: break
-        }
+        if let engine, let operations { return Self.enqueue(operations, on: engine) }
+        if let failure, case .contentProcessed(let done) = completion { onOwnerUnlessCancelled { done(failure) } }
     }
 
     // MARK: receiving
@@ -339,32 +343,31 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     }
 
     private func receive(_ request: ReadRequest, _ completion: @escaping ReceiveCompletion) {
-        enum Route {
-            case engine(StreamOperations, [EngineOperation])
-            case fail(NWError)
-            case held
-        }
-        let route = shared.withLock { shared -> Route in
-            if shared.lifecycle.state == .cancelled || shared.lifecycle.cancelRequested { return .fail(.posix(.ECANCELED)) }
-            if case .failed(let error) = shared.lifecycle.state { return .fail(error) }
-            guard shared.lifecycle.isReady, shared.handedOver, let engine = shared.attempt?.engine else {
-                shared.pending.append(.receive(request, completion))
-                return .held
+        var operations: EngineOperations?
+        var failure: NWError?
+        let engine = shared.withLock { shared -> StreamOperations? in
+            if let engine = shared.direct {
+                operations = Self.register(.receive(request, completion), in: &shared)
+                return engine
             }
-            return .engine(engine, Self.register(.receive(request, completion), in: &shared))
+            if shared.lifecycle.phase == .cancelled || shared.lifecycle.cancelRequested {
+                failure = .posix(.ECANCELED)
+            } else if shared.lifecycle.phase == .failed {
+                failure = shared.lifecycle.error
+            } else {
+                shared.pending.append(.receive(request, completion))
+            }
+            return nil
         }
-        switch route {
-        case .engine(let engine, let operations): Self.enqueue(operations, on: engine)
-        case .fail(let error): onOwnerUnlessCancelled { completion(nil, nil, false, error) }
-        case .held: break
-        }
+        if let engine, let operations { return Self.enqueue(operations, on: engine) }
+        if let failure { onOwnerUnlessCancelled { completion(nil, nil, false, failure) } }
     }
 
     /// Runs `body` on the owner, unless the connection has reported `.cancelled` by then (nothing is
     /// called after it).
     private func onOwnerUnlessCancelled(_ body: @escaping @Sendable () -> Void) {
         onOwner { [self] in
-            if shared.withLock({ $0.lifecycle.state }) != .cancelled { body() }
+            if shared.withLock({ $0.lifecycle.phase }) != .cancelled { body() }
         }
     }
 

@@ -105,6 +105,8 @@ struct NWConnectionClient: BenchmarkClient {
 
     final class PingPong: Driver, @unchecked Sendable {
         var messages: [Data] = []
+        /// The same messages as arrays, which the echo is compared with (as the other clients do).
+        var bytes: [[UInt8]] = []
         var remaining = 0
 
         func round(_ connection: NWConnection, _ index: Int) {
@@ -113,7 +115,7 @@ struct NWConnectionClient: BenchmarkClient {
             connection.receive(minimumIncompleteLength: message.count, maximumLength: message.count) { [self] data, _, _, error in
                 events += 1
                 guard check(error, "ping-pong") else { return }
-                guard let data, data == message else {
+                guard let data, Payload.same(data, bytes[index & 1]) else {
                     failure = "ping-pong: echo \(index) differs from the message sent"
                     return
                 }
@@ -129,7 +131,8 @@ struct NWConnectionClient: BenchmarkClient {
 
     func pingPong(port: UInt16, roundTrips: Int, messageSize: Int) throws -> Double {
         let driver = PingPong()
-        driver.messages = (0..<2).map { Data(Payload.message(roundTrip: $0, size: messageSize)) }
+        driver.bytes = (0..<2).map { Payload.message(roundTrip: $0, size: messageSize) }
+        driver.messages = driver.bytes.map { Data($0) }
         driver.remaining = roundTrips
         let stopwatch = Stopwatch()
         let connection = driver.connect(port: port) { _ in }

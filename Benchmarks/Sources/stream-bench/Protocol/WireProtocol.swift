@@ -36,6 +36,7 @@
 //                        until the client's 'F'; answers u64 k·n, u64 the nanoseconds the k·n took to
 //                        send, u64 the end markers sent, then FIN
 
+import Foundation
 import Glibc
 
 /// One request header.
@@ -200,6 +201,14 @@ enum Payload {
     /// Whether an echo is the message sent, compared with `memcmp`, as the C client would: `Array`'s `==`
     /// compares element by element (about 460 instructions for 64 bytes), which every client paid once a
     /// round trip, raw client included, and callgrind then counted as the round trip's cost.
+    /// Whether an echo received as `Data` (Network.framework's clients) is the message sent.
+    static func same(_ echo: Data, _ message: [UInt8]) -> Bool {
+        guard echo.count == message.count else { return false }
+        return echo.withUnsafeBytes { a in
+            message.withUnsafeBytes { b in a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 }
+        }
+    }
+
     static func same(_ echo: [UInt8], _ message: [UInt8]) -> Bool {
         guard echo.count == message.count else { return false }
         return echo.withUnsafeBytes { a in
