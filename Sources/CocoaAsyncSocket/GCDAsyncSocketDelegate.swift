@@ -146,10 +146,9 @@ extension GCDAsyncSocketDelegate {
     { 0 }
 }
 
-/// The Linux form of the `SecTrust` GCDAsyncSocket hands its delegate: the peer's certificate chain
-/// (DER, leaf first) and what OpenSSL's verification made of it, for a delegate that pins or accepts
-/// its own server's certificate.
-public typealias SecTrust = GCDAsyncSocketTrust
+// `SecTrust`, the type GCDAsyncSocket hands its delegate, is declared in SocketStreams (which this
+// module re-exports) as `TLSPeerTrust`, so that code importing this module and SocketStreamsNetwork
+// sees one `SecTrust`.
 
 /// The peer's certificates and OpenSSL's verdict on them, given to
 /// ``GCDAsyncSocketDelegate/socket(_:didReceive:completionHandler:)``: the library's ``TLSPeerTrust``,
