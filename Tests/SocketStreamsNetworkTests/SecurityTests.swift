@@ -53,7 +53,8 @@ final class SecurityTests: SocketStreamsTestCase {
         XCTAssertFalse(trusted)
         XCTAssertEqual(error?.domain, NSOSStatusErrorDomain)
         XCTAssertEqual(error.map { CFErrorGetCode($0) }, CFIndex(errSecNotTrusted))
-        XCTAssertTrue(error?.localizedDescription.contains("“localhost” certificate is not trusted") == true, "\(String(describing: error))")
+        let description = error?.localizedDescription ?? ""
+        XCTAssertTrue(description.contains("“localhost” certificate is not trusted"), description)
 
         XCTAssertEqual(SecTrustSetAnchorCertificates(trust, [try certificate(pki.caCertificate)] as CFArray), errSecSuccess)
         (trusted, error) = evaluate(trust)
@@ -140,7 +141,8 @@ final class SecurityTests: SocketStreamsTestCase {
         let pki = try self.pki
         let archive = try Data(contentsOf: URL(fileURLWithPath: pki.clientPKCS12))
         var items: CFArray?
-        XCTAssertEqual(SecPKCS12Import(archive as CFData, [kSecImportExportPassphrase as String: "wrong"] as CFDictionary, &items), errSecAuthFailed)
+        let wrong = [kSecImportExportPassphrase as String: "wrong"] as CFDictionary
+        XCTAssertEqual(SecPKCS12Import(archive as CFData, wrong, &items), errSecAuthFailed)
         XCTAssertEqual(SecPKCS12Import(Data("junk".utf8) as CFData, [:] as CFDictionary, &items), errSecDecode)
         XCTAssertNil(items)
         let options = [kSecImportExportPassphrase as String: TestPKI.pkcs12Password] as CFDictionary

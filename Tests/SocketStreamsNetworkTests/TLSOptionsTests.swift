@@ -101,12 +101,15 @@ final class TLSOptionsTests: SocketStreamsTestCase {
         // A maximum below 1.2 cannot be honoured: the connection fails, it does not quietly use 1.2.
         for maximum in [tls_protocol_version_t.TLSv11, .TLSv10, .DTLSv10] {
             let error = tlsError {
-                _ = try options { sec_protocol_options_set_max_tls_protocol_version($0, maximum) }.settings(role: .client, endpointHost: "h")
+                _ = try options { sec_protocol_options_set_max_tls_protocol_version($0, maximum) }
+                    .settings(role: .client, endpointHost: "h")
             }
             XCTAssertEqual(error, .tls(errSSLPeerProtocolVersion), "\(maximum)")
         }
         XCTAssertEqual(
-            tlsError { _ = try options { sec_protocol_options_set_tls_max_version($0, .tlsProtocol1) }.settings(role: .client, endpointHost: "h") },
+            tlsError {
+                _ = try options { sec_protocol_options_set_tls_max_version($0, .tlsProtocol1) }.settings(role: .client, endpointHost: "h")
+            },
             .tls(-9836))
         // A maximum older than the minimum.
         let crossed = tlsError {
