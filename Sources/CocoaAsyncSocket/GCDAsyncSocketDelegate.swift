@@ -55,8 +55,9 @@ public protocol GCDAsyncSocketDelegate: AnyObject, SendableMetatype {
     func socketDidSecure(_ sock: GCDAsyncSocket)
     /// With ``GCDAsyncSocketManuallyEvaluateTrust`` set, the peer's certificate chain and OpenSSL's own
     /// verdict, to accept (`true`) or reject (`false`) with `completionHandler`, from any thread, once
-    /// (`socket:didReceiveTrust:completionHandler:`). Linux has no `SecTrust`: ``SecTrust`` here is
-    /// ``GCDAsyncSocketTrust``.
+    /// (`socket:didReceiveTrust:completionHandler:`). `SecTrust` here is SocketStreams' `TLSPeerTrust`
+    /// (``GCDAsyncSocketTrust``), the type SocketStreamsNetwork's `SecTrustEvaluateWithError` and the other
+    /// Security calls take.
     func socket(_ sock: GCDAsyncSocket, didReceive trust: SecTrust, completionHandler: @escaping (Bool) -> Void)
 
     // The QueuedSocketDelegate spellings, called too (see above).

@@ -111,6 +111,7 @@ public func SecKeyGetBlockSize(_ key: SecKey) -> Int {
 /// ``errSecSuccess``; a wrong passphrase gives ``errSecAuthFailed``, data that is not PKCS#12
 /// ``errSecDecode``, an archive without a key and its certificate ``errSecItemNotFound``. Nothing goes to
 /// a keychain (Linux has none).
+@discardableResult
 public func SecPKCS12Import(_ pkcs12_data: CFData, _ options: CFDictionary, _ items: UnsafeMutablePointer<CFArray?>) -> OSStatus {
     let passphrase = (options[kSecImportExportPassphrase as String] as? String) ?? ""
     switch TLSCertificateTools.pkcs12(pkcs12_data as Data, password: passphrase) {
@@ -133,6 +134,7 @@ public func SecPKCS12Import(_ pkcs12_data: CFData, _ options: CFDictionary, _ it
 }
 
 /// The identity's certificate (`SecIdentityCopyCertificate`): ``errSecSuccess``.
+@discardableResult
 public func SecIdentityCopyCertificate(_ identityRef: SecIdentity, _ certificateRef: UnsafeMutablePointer<SecCertificate?>) -> OSStatus {
     certificateRef.pointee = identityRef.chain[0]
     return errSecSuccess

@@ -17,6 +17,7 @@ public typealias SecTrustWithErrorCallback = @Sendable (_ trustRef: SecTrust, _ 
 
 /// A trust for `certificates` (a ``SecCertificate`` or an array of them, the leaf first) under `policies`
 /// (a ``SecPolicy``, an array of them, or nil for the basic X.509 policy) (`SecTrustCreateWithCertificates`).
+@discardableResult
 public func SecTrustCreateWithCertificates(
     _ certificates: CFTypeRef, _ policies: CFTypeRef?, _ trust: UnsafeMutablePointer<SecTrust?>
 ) -> OSStatus {
@@ -45,6 +46,7 @@ public func SecTrustEvaluateWithError(_ trust: SecTrust, _ error: UnsafeMutableP
 
 /// Evaluates the trust on a global queue and calls `result` on `queue` with it, the outcome and the
 /// error (`SecTrustEvaluateAsyncWithError`); ``errSecSuccess``.
+@discardableResult
 public func SecTrustEvaluateAsyncWithError(_ trust: SecTrust, _ queue: DispatchQueue, _ result: @escaping SecTrustWithErrorCallback)
     -> OSStatus
 {
@@ -58,12 +60,14 @@ public func SecTrustEvaluateAsyncWithError(_ trust: SecTrust, _ queue: DispatchQ
 
 /// Evaluates the trust (`SecTrustEvaluate`, deprecated): `result` is ``SecTrustResultType/unspecified``
 /// for a chain that verifies, ``SecTrustResultType/recoverableTrustFailure`` for one that does not.
+@discardableResult
 public func SecTrustEvaluate(_ trust: SecTrust, _ result: UnsafeMutablePointer<SecTrustResultType>) -> OSStatus {
     _ = SecTrustEvaluateWithError(trust, nil)
     return SecTrustGetTrustResult(trust, result)
 }
 
 /// The last evaluation's result (`SecTrustGetTrustResult`): ``SecTrustResultType/invalid`` before one.
+@discardableResult
 public func SecTrustGetTrustResult(_ trust: SecTrust, _ result: UnsafeMutablePointer<SecTrustResultType>) -> OSStatus {
     let verdict = trust.evaluation.withLock { $0.verdict }
     switch verdict {
@@ -79,6 +83,7 @@ public func SecTrustGetTrustResult(_ trust: SecTrust, _ result: UnsafeMutablePoi
 /// Apple's call does: the system store no longer counts until ``SecTrustSetAnchorCertificatesOnly(_:_:)``
 /// says false. Nil or an empty array goes back to the system store. ``errSecParam`` if the array holds
 /// something else.
+@discardableResult
 public func SecTrustSetAnchorCertificates(_ trust: SecTrust, _ anchorCertificates: CFArray?) -> OSStatus {
     let anchors: [SecCertificate]
     if let anchorCertificates {
@@ -96,6 +101,7 @@ public func SecTrustSetAnchorCertificates(_ trust: SecTrust, _ anchorCertificate
 
 /// Whether only the anchors set count (true, the default once some are set) or the system store too
 /// (false) (`SecTrustSetAnchorCertificatesOnly`).
+@discardableResult
 public func SecTrustSetAnchorCertificatesOnly(_ trust: SecTrust, _ anchorCertificatesOnly: Bool) -> OSStatus {
     change(trust) { $0.anchorsOnly = anchorCertificatesOnly }
     return errSecSuccess
@@ -103,6 +109,7 @@ public func SecTrustSetAnchorCertificatesOnly(_ trust: SecTrust, _ anchorCertifi
 
 /// Sets what the evaluation checks (`SecTrustSetPolicies`): a ``SecPolicy`` or an array of them (the
 /// last one decides here; Apple requires all). ``errSecParam`` for anything else.
+@discardableResult
 public func SecTrustSetPolicies(_ trust: SecTrust, _ policies: CFTypeRef) -> OSStatus {
     guard let chosen = policyList(policies), let last = chosen.last else { return errSecParam }
     change(trust) { policy in
@@ -115,6 +122,7 @@ public func SecTrustSetPolicies(_ trust: SecTrust, _ policies: CFTypeRef) -> OSS
 /// Sets the evaluation's options (`SecTrustSetOptions`): ``SecTrustOptionFlags/allowExpired``,
 /// ``SecTrustOptionFlags/allowExpiredRoot``, ``SecTrustOptionFlags/leafIsCA``,
 /// ``SecTrustOptionFlags/implicitAnchors``; the others are accepted with no effect. ``errSecSuccess``.
+@discardableResult
 public func SecTrustSetOptions(_ trustRef: SecTrust, _ options: SecTrustOptionFlags) -> OSStatus {
     change(trustRef) { policy in
         policy.allowsExpiredCertificates = options.contains(.allowExpired)

@@ -13,6 +13,17 @@ import Foundation
 // swift-format-ignore: TypeNamesShouldBeCapitalized
 public typealias dispatch_queue_t = DispatchQueue
 
+// MARK: CFData's accessors, for certificate and key bytes
+
+/// The number of bytes (`CFDataGetLength`), for the `CFData` this package's Security calls return (an
+/// `NSData`; CoreFoundation's own function takes CoreFoundation's type).
+public func CFDataGetLength(_ theData: CFData!) -> CFIndex { theData.length }
+
+/// The bytes (`CFDataGetBytePtr`), valid while `theData` lives, as CoreFoundation's are.
+public func CFDataGetBytePtr(_ theData: CFData!) -> UnsafePointer<UInt8>! {
+    theData.length == 0 ? nil : theData.bytes.assumingMemoryBound(to: UInt8.self)
+}
+
 // MARK: result codes (SecBase.h)
 
 /// No error (`errSecSuccess`).

@@ -14,9 +14,7 @@ final class SecurityTests: SocketStreamsTestCase {
         return result.stdout
     }
 
-    private func certificate(_ path: String) throws -> SecCertificate {
-        try XCTUnwrap(SecCertificateCreateWithData(nil, try der(path) as CFData))
-    }
+    private func certificate(_ path: String) throws -> SecCertificate { try secCertificate(path) }
 
     /// A trust over the server's chain (leaf, CA) with the SSL policy for `host`.
     private func serverTrust(host: String = "localhost", leaf: String? = nil) throws -> SecTrust {

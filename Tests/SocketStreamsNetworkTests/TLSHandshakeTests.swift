@@ -10,38 +10,6 @@ import XCTest
 final class TLSHandshakeTests: SocketStreamsTestCase {
     private let verifyQueue = DispatchQueue(label: "verify")
 
-    private struct Outcome {
-        var error: NSError?
-        var info: TLSConnectionInfo?
-        var received: String
-    }
-
-    /// GET / against `s_server -www` with `arguments`, a client set up by `configure`.
-    private func exchange(_ arguments: [String], _ configure: (sec_protocol_options_t) throws -> Void) throws -> Outcome {
-        let port = try startOpenSSLServer(["-www"] + arguments).port
-        let options = NWProtocolTLS.Options()
-        try configure(options.securityProtocolOptions)
-        let settings = try options.settings(role: .client, endpointHost: "localhost")
-        let pair = makePair(host: "localhost", port: port)
-        XCTAssertTrue(pair.output.setProperty(settings, forKey: .tlsSettingsKey))
-        let recorder = DelegateRecorder(sending: "GET / HTTP/1.0\r\n\r\n")
-        var info: TLSConnectionInfo?
-        recorder.onEvent = { stream, event in
-            guard event == .hasSpaceAvailable, info == nil else { return }
-            info = stream.property(forKey: .tlsConnectionInfoKey) as? TLSConnectionInfo
-        }
-        _ = startRecorder(pair, recorder: recorder)
-        XCTAssertTrue(
-            runUntil(timeout: shortTimeout) { recorder.has(.endEncountered, on: .input) || recorder.has(.errorOccurred, on: .input) },
-            recorder.trace)
-        return Outcome(error: pair.input.streamError as NSError?, info: info, received: recorder.snapshot.receivedString)
-    }
-
-    private func certificate(_ path: String) throws -> SecCertificate {
-        let der = try runCommand("openssl", ["x509", "-in", path, "-outform", "DER"]).stdout
-        return try XCTUnwrap(SecCertificateCreateWithData(nil, der as CFData))
-    }
-
     /// A verify block that trusts `anchor` only, as pinning code does on Apple platforms; it records what
     /// it saw.
     private func pinning(_ anchor: SecCertificate, seen: Guarded<[String]>) -> sec_protocol_verify_t {
@@ -61,8 +29,8 @@ final class TLSHandshakeTests: SocketStreamsTestCase {
     func testVerifyBlockPinningTheServerCertificateAccepts() throws {
         let pki = try self.pki
         let seen = Guarded<[String]>([])
-        let pinned = try certificate(pki.selfSigned.0)
-        let outcome = try exchange(["-cert", pki.selfSigned.0, "-key", pki.selfSigned.1]) { options in
+        let pinned = try secCertificate(pki.selfSigned.0)
+        let outcome = try tlsExchange(["-cert", pki.selfSigned.0, "-key", pki.selfSigned.1]) { options in
             sec_protocol_options_set_verify_block(options, pinning(pinned, seen: seen), verifyQueue)
         }
         XCTAssertNil(outcome.error)
@@ -73,8 +41,9 @@ final class TLSHandshakeTests: SocketStreamsTestCase {
     func testVerifyBlockTrustingTheCAAcceptsItsServer() throws {
         let pki = try self.pki
         let seen = Guarded<[String]>([])
-        let anchor = try certificate(pki.caCertificate)
-        let outcome = try exchange(["-cert", pki.serverCertificate, "-key", pki.serverKey, "-cert_chain", pki.caCertificate]) { options in
+        let anchor = try secCertificate(pki.caCertificate)
+        let server = ["-cert", pki.serverCertificate, "-key", pki.serverKey, "-cert_chain", pki.caCertificate]
+        let outcome = try tlsExchange(server) { options in
             sec_protocol_options_set_verify_block(options, pinning(anchor, seen: seen), verifyQueue)
         }
         XCTAssertNil(outcome.error)
@@ -85,15 +54,15 @@ final class TLSHandshakeTests: SocketStreamsTestCase {
         let pki = try self.pki
         let seen = Guarded<[String]>([])
         // The CA does not vouch for the self-signed server: the evaluation fails and the block says false.
-        let outcome = try exchange(["-cert", pki.selfSigned.0, "-key", pki.selfSigned.1]) { options in
-            sec_protocol_options_set_verify_block(options, pinning(try certificate(pki.caCertificate), seen: seen), verifyQueue)
+        let outcome = try tlsExchange(["-cert", pki.selfSigned.0, "-key", pki.selfSigned.1]) { options in
+            sec_protocol_options_set_verify_block(options, pinning(try secCertificate(pki.caCertificate), seen: seen), verifyQueue)
         }
         XCTAssertEqual(outcome.error?.domain, NSOSStatusErrorDomain)
         XCTAssertEqual(outcome.error?.code, Int(errSSLBadCert), "\(String(describing: outcome.error))")
         XCTAssertEqual(seen.withLock { $0 }, ["false TLSv13 localhost 1 \(errSecNotTrusted)"])
         XCTAssertFalse(outcome.received.contains("HTTP/1.0"))
 
-        let refused = try exchange(["-cert", pki.serverCertificate, "-key", pki.serverKey]) { options in
+        let refused = try tlsExchange(["-cert", pki.serverCertificate, "-key", pki.serverKey]) { options in
             sec_protocol_options_set_verify_block(options, { _, _, complete in complete(false) }, verifyQueue)
         }
         XCTAssertEqual(refused.error?.code, -9808)
@@ -104,7 +73,7 @@ final class TLSHandshakeTests: SocketStreamsTestCase {
     func testVerifyBlockReplacesDefaultEvaluation() throws {
         let pki = try self.pki
         let called = Guarded(0)
-        let outcome = try exchange(["-cert", pki.selfSigned.0, "-key", pki.selfSigned.1]) { options in
+        let outcome = try tlsExchange(["-cert", pki.selfSigned.0, "-key", pki.selfSigned.1]) { options in
             sec_protocol_options_set_verify_block(
                 options,
                 { _, _, complete in
@@ -119,28 +88,22 @@ final class TLSHandshakeTests: SocketStreamsTestCase {
     func testPeerAuthenticationFalseAcceptsASelfSignedServer() throws {
         let pki = try self.pki
         let server = ["-cert", pki.selfSigned.0, "-key", pki.selfSigned.1]
-        let refused = try exchange(server) { _ in }
+        let refused = try tlsExchange(server) { _ in }
         XCTAssertNotNil(refused.error, "the default verifies the chain")
-        let accepted = try exchange(server) { sec_protocol_options_set_peer_authentication_required($0, false) }
+        let accepted = try tlsExchange(server) { sec_protocol_options_set_peer_authentication_required($0, false) }
         XCTAssertNil(accepted.error)
         XCTAssertTrue(accepted.received.hasPrefix("HTTP/1.0 200 ok"), accepted.received)
     }
 
     func testClientIdentityFromPKCS12ReachesAnMTLSServer() throws {
         let pki = try self.pki
-        var items: CFArray?
-        let archive = try Data(contentsOf: URL(fileURLWithPath: pki.clientPKCS12))
-        XCTAssertEqual(
-            SecPKCS12Import(archive as CFData, [kSecImportExportPassphrase as String: TestPKI.pkcs12Password] as CFDictionary, &items),
-            errSecSuccess)
-        let item = try XCTUnwrap((items as? [[String: Any]])?.first)
-        let identity = try XCTUnwrap(sec_identity_create(try XCTUnwrap(item[kSecImportItemIdentity as String] as? SecIdentity)))
-        let anchor = try certificate(pki.caCertificate)
+        let identity = try XCTUnwrap(sec_identity_create(try clientSecIdentity()))
+        let anchor = try secCertificate(pki.caCertificate)
         let server = [
             "-cert", pki.serverCertificate, "-key", pki.serverKey, "-Verify", "1", "-CAfile", pki.caCertificate, "-verify_return_error",
         ]
         let seen = Guarded<[String]>([])
-        let accepted = try exchange(server) { options in
+        let accepted = try tlsExchange(server) { options in
             sec_protocol_options_set_verify_block(options, pinning(anchor, seen: seen), verifyQueue)
             sec_protocol_options_set_local_identity(options, identity)
         }
@@ -148,7 +111,7 @@ final class TLSHandshakeTests: SocketStreamsTestCase {
         XCTAssertTrue(accepted.received.hasPrefix("HTTP/1.0 200 ok"), accepted.received)
 
         // Without one, the server refuses (TLS 1.3: after the client's handshake, as certificate_required).
-        let refused = try exchange(server) { options in
+        let refused = try tlsExchange(server) { options in
             sec_protocol_options_set_verify_block(options, pinning(anchor, seen: seen), verifyQueue)
         }
         XCTAssertNotNil(refused.error)
@@ -156,7 +119,7 @@ final class TLSHandshakeTests: SocketStreamsTestCase {
 
     func testALPNAndCipherSuiteShowInTheMetadata() throws {
         let pki = try self.pki
-        let outcome = try exchange(["-cert", pki.serverCertificate, "-key", pki.serverKey, "-alpn", "h2"]) { options in
+        let outcome = try tlsExchange(["-cert", pki.serverCertificate, "-key", pki.serverKey, "-alpn", "h2"]) { options in
             sec_protocol_options_set_peer_authentication_required(options, false)
             sec_protocol_options_add_tls_application_protocol(options, "h2")
             sec_protocol_options_add_tls_application_protocol(options, "http/1.1")

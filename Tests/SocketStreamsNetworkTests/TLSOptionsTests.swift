@@ -12,16 +12,7 @@ final class TLSOptionsTests: SocketStreamsTestCase {
         return options
     }
 
-    private func identity() throws -> sec_identity_t {
-        let pki = try self.pki
-        var items: CFArray?
-        let status = SecPKCS12Import(
-            try Data(contentsOf: URL(fileURLWithPath: pki.clientPKCS12)) as CFData,
-            [kSecImportExportPassphrase as String: TestPKI.pkcs12Password] as CFDictionary, &items)
-        XCTAssertEqual(status, errSecSuccess)
-        let item = try XCTUnwrap((items as? [[String: Any]])?.first)
-        return try XCTUnwrap(sec_identity_create(try XCTUnwrap(item[kSecImportItemIdentity as String] as? SecIdentity)))
-    }
+    private func identity() throws -> sec_identity_t { try XCTUnwrap(sec_identity_create(try clientSecIdentity())) }
 
     private func tlsError(_ body: () throws -> Void) -> NWError? {
         do {
