@@ -124,16 +124,29 @@ final class TLSHandshakeTests: SocketStreamsTestCase {
             sec_protocol_options_add_tls_application_protocol(options, "h2")
             sec_protocol_options_add_tls_application_protocol(options, "http/1.1")
             sec_protocol_options_set_max_tls_protocol_version(options, .TLSv12)
-            sec_protocol_options_append_tls_ciphersuite(options, .ECDHE_ECDSA_WITH_AES_256_GCM_SHA384)
+            // Not OpenSSL's first choice, so its being negotiated shows the list was applied.
+            sec_protocol_options_append_tls_ciphersuite(options, .ECDHE_ECDSA_WITH_AES_128_GCM_SHA256)
         }
         XCTAssertNil(outcome.error)
         let metadata = NWProtocolTLS.Metadata(info: try XCTUnwrap(outcome.info)).securityProtocolMetadata
         XCTAssertEqual(sec_protocol_metadata_get_negotiated_protocol(metadata).map { String(cString: $0) }, "h2")
         XCTAssertEqual(sec_protocol_metadata_get_negotiated_tls_protocol_version(metadata), .TLSv12)
-        XCTAssertEqual(sec_protocol_metadata_get_negotiated_tls_ciphersuite(metadata), .ECDHE_ECDSA_WITH_AES_256_GCM_SHA384)
+        XCTAssertEqual(sec_protocol_metadata_get_negotiated_tls_ciphersuite(metadata), .ECDHE_ECDSA_WITH_AES_128_GCM_SHA256)
         XCTAssertEqual(sec_protocol_metadata_get_server_name(metadata).map { String(cString: $0) }, "localhost")
         var count = 0
         XCTAssertTrue(sec_protocol_metadata_access_peer_certificate_chain(metadata) { _ in count += 1 })
         XCTAssertEqual(count, 1)
+    }
+
+    func testTLS13CipherSuiteIsTheOneAppended() throws {
+        let pki = try self.pki
+        let outcome = try tlsExchange(["-cert", pki.serverCertificate, "-key", pki.serverKey]) { options in
+            sec_protocol_options_set_peer_authentication_required(options, false)
+            sec_protocol_options_append_tls_ciphersuite(options, .CHACHA20_POLY1305_SHA256)
+        }
+        XCTAssertNil(outcome.error)
+        let metadata = NWProtocolTLS.Metadata(info: try XCTUnwrap(outcome.info)).securityProtocolMetadata
+        XCTAssertEqual(sec_protocol_metadata_get_negotiated_tls_protocol_version(metadata), .TLSv13)
+        XCTAssertEqual(sec_protocol_metadata_get_negotiated_tls_ciphersuite(metadata), .CHACHA20_POLY1305_SHA256)
     }
 }
