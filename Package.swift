@@ -218,7 +218,8 @@ let package = Package(
         // Network.framework code as Apple-platform code writes it: the `canImport(Network)` import switch only.
         .testTarget(
             name: "SocketStreamsNetworkTests",
-            dependencies: ["SocketStreamsNetwork", "TestPeers", "SocketStreamsTestSupport"]
+            // CocoaAsyncSocket: a test imports both modules (one `SecTrust`); the support target: the test PKI and peers.
+            dependencies: ["SocketStreamsNetwork", "CocoaAsyncSocket", "SocketStreamsTestSupport", "TestPeers"]
         ),
     ],
     swiftLanguageModes: [.v6]

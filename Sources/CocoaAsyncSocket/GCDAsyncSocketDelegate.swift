@@ -55,8 +55,9 @@ public protocol GCDAsyncSocketDelegate: AnyObject, SendableMetatype {
     func socketDidSecure(_ sock: GCDAsyncSocket)
     /// With ``GCDAsyncSocketManuallyEvaluateTrust`` set, the peer's certificate chain and OpenSSL's own
     /// verdict, to accept (`true`) or reject (`false`) with `completionHandler`, from any thread, once
-    /// (`socket:didReceiveTrust:completionHandler:`). Linux has no `SecTrust`: ``SecTrust`` here is
-    /// ``GCDAsyncSocketTrust``.
+    /// (`socket:didReceiveTrust:completionHandler:`). `SecTrust` here is SocketStreams' `TLSPeerTrust`
+    /// (``GCDAsyncSocketTrust``), the type SocketStreamsNetwork's `SecTrustEvaluateWithError` and the other
+    /// Security calls take.
     func socket(_ sock: GCDAsyncSocket, didReceive trust: SecTrust, completionHandler: @escaping (Bool) -> Void)
 
     // The QueuedSocketDelegate spellings, called too (see above).
@@ -146,10 +147,9 @@ extension GCDAsyncSocketDelegate {
     { 0 }
 }
 
-/// The Linux form of the `SecTrust` GCDAsyncSocket hands its delegate: the peer's certificate chain
-/// (DER, leaf first) and what OpenSSL's verification made of it, for a delegate that pins or accepts
-/// its own server's certificate.
-public typealias SecTrust = GCDAsyncSocketTrust
+// `SecTrust`, the type GCDAsyncSocket hands its delegate, is declared in SocketStreams (which this
+// module re-exports) as `TLSPeerTrust`, so that code importing this module and SocketStreamsNetwork
+// sees one `SecTrust`.
 
 /// The peer's certificates and OpenSSL's verdict on them, given to
 /// ``GCDAsyncSocketDelegate/socket(_:didReceive:completionHandler:)``: the library's ``TLSPeerTrust``,

@@ -109,13 +109,14 @@ public enum NWError: Error, Equatable, CustomDebugStringConvertible, CustomNSErr
         -9808: "bad certificate format", -9809: "underlying cryptographic error", -9810: "Internal error",
         -9812: "valid cert chain, untrusted root", -9813: "cert chain not verified by root",
         -9814: "chain had an expired cert", -9815: "chain had a cert not yet valid",
-        -9816: "server closed session with no notification", -9819: "unexpected message received", -9820: "bad MAC",
+        -9816: "server closed session with no notification", -9818: "bad SSLCipherSuite",
+        -9819: "unexpected message received", -9820: "bad MAC",
         -9821: "decryption failed", -9822: "record overflow", -9823: "decompression failure", -9824: "handshake failure",
         -9825: "misc. bad certificate", -9826: "bad unsupported cert format", -9827: "certificate revoked",
         -9828: "certificate expired", -9829: "unknown certificate", -9830: "illegal parameter",
         -9831: "unknown Cert Authority", -9832: "access denied", -9833: "decoding error", -9834: "decryption error",
         -9835: "export restriction", -9836: "bad protocol version", -9837: "insufficient security",
         -9838: "internal error", -9839: "user canceled", -9840: "no renegotiation allowed",
-        -9843: "peer host name mismatch", -9844: "peer dropped connection before responding",
+        -9843: "peer host name mismatch", -9844: "peer dropped connection before responding", -9848: "configuration error",
     ]
 }

@@ -28,6 +28,8 @@ package final class TestPKI: @unchecked Sendable {
     /// PKCS#12 of the server key, certificate and CA, password `p12secret`.
     package var serverPKCS12: String { path("server.p12") }
     package static let pkcs12Password = "p12secret"
+    /// PKCS#12 of the client key, certificate and CA, password `p12secret`.
+    package var clientPKCS12: String { path("client.p12") }
 
     /// Certificates for the server's key pair with other problems: (certificate, key) paths.
     package var wrongName: (String, String) { (path("wrong-name.pem"), path("wrong-name.key")) }
@@ -157,6 +159,10 @@ package final class TestPKI: @unchecked Sendable {
         try openssl([
             "pkcs12", "-export", "-inkey", "server.key", "-in", "server.pem", "-certfile", "ca.pem",
             "-passout", "pass:\(Self.pkcs12Password)", "-out", "server.p12",
+        ])
+        try openssl([
+            "pkcs12", "-export", "-inkey", "client.key", "-in", "client.pem", "-certfile", "ca.pem",
+            "-passout", "pass:\(Self.pkcs12Password)", "-out", "client.p12",
         ])
     }
 }

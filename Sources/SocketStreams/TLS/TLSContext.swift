@@ -103,6 +103,7 @@ final class TLSContext: @unchecked Sendable {
         _ = cssl_ctx_set_mode(context, Int(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER))
         SSL_CTX_set_options(context, cssl_op_no_renegotiation())
 
+        if !settings.cipherSuites.isEmpty { try useCipherSuites(settings.cipherSuites, in: context) }
         for root in settings.trustRoots { try addTrust(root, to: context) }
         try configureVerification(context, settings)
         SSL_CTX_set_cert_verify_callback(context, TLSPathBuilder.callback, nil)
@@ -183,6 +184,31 @@ final class TLSContext: @unchecked Sendable {
             }
             SSL_CTX_set_verify_depth(context, Int32(depth))
         }
+    }
+
+    /// ``TLSSettings/cipherSuites``: the TLS 1.3 suites by their own names, the others by OpenSSL's
+    /// (`OPENSSL_cipher_name`). A version left with no suite keeps none (OpenSSL then offers only the other).
+    private static func useCipherSuites(_ names: [String], in context: OpaquePointer) throws(TLSSetupError) {
+        var tls13: [String] = []
+        var older: [String] = []
+        for name in names {
+            if !name.contains("_WITH_") {
+                tls13.append(name)
+                continue
+            }
+            let openSSLName = String(cString: OPENSSL_cipher_name(name))
+            guard openSSLName != "(NONE)" else { throw TLSSetupError("OpenSSL has no cipher suite \(name)") }
+            older.append(openSSLName)
+        }
+        guard SSL_CTX_set_ciphersuites(context, tls13.joined(separator: ":")) == 1 else {
+            throw TLSSetupError("OpenSSL cannot offer the TLS 1.3 cipher suites \(tls13.joined(separator: ", "))")
+        }
+        // An empty TLS 1.2 list is refused by OpenSSL; "-ALL" leaves none with the call succeeding.
+        let list = older.isEmpty ? "-ALL" : older.joined(separator: ":")
+        guard SSL_CTX_set_cipher_list(context, list) == 1 || older.isEmpty else {
+            throw TLSSetupError("OpenSSL cannot offer the cipher suites \(older.joined(separator: ", "))")
+        }
+        ERR_clear_error()
     }
 
     private static func addTrust(_ root: TLSTrustRoot, to context: OpaquePointer) throws(TLSSetupError) {

@@ -116,15 +116,15 @@ final class TLSHandshake: HandshakeStage, @unchecked Sendable {
         case false?:
             return .failed(
                 TLSErrors.failure(
-                    TLSStatus.peerBadCert,
+                    evaluation.rejectionStatus,
                     "the trust evaluation rejected the certificate of \(peerLabel) (OpenSSL: \(info?.verifyResultDescription ?? "no certificate"))",
                     .handshake(name), extra: [TLSErrors.verifyResultKey: info?.verifyResult ?? -1]))
         case nil:
             if !asked {
                 asked = true
                 let trust = TLSPeerTrust(
-                    certificateChain: info?.peerCertificates ?? [], verifyResult: info?.verifyResult ?? -1,
-                    verifyResultDescription: info?.verifyResultDescription ?? "no peer certificate")
+                    certificateChain: info?.peerCertificates ?? [], policy: TLSChainPolicy(purpose: .server, hostName: hostName),
+                    connectionInfo: info)
                 evaluation.ask(trust) { [decision, resume] accepted in
                     let first = decision.withLock { decision -> Bool in
                         guard decision == nil else { return false }

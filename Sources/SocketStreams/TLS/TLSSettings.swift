@@ -93,6 +93,12 @@ public struct TLSSettings: Sendable, Hashable {
     /// OpenSSL's verdict (GCDAsyncSocket's `GCDAsyncSocketManuallyEvaluateTrust`); nil (the default)
     /// lets the settings above decide. See ``TLSTrustEvaluation``.
     public var trustEvaluation: TLSTrustEvaluation?
+    /// The cipher suites offered (client) or accepted (server), by their IANA names
+    /// ("TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256"), most preferred first; empty
+    /// is OpenSSL's defaults. TLS 1.3 suites go to `SSL_CTX_set_ciphersuites`, the others, under OpenSSL's
+    /// names, to `SSL_CTX_set_cipher_list`; a name OpenSSL does not know fails the handshake with
+    /// errSSLBadConfiguration. Network.framework's `sec_protocol_options_append_tls_ciphersuite` sets it.
+    package var cipherSuites: [String] = []
     /// Clients: offer a session from an earlier connection to the same host and port, so repeated
     /// connections can skip the full handshake.
     public var resumesSessions = false
@@ -237,4 +243,21 @@ public struct TLSConnectionInfo: Sendable, Hashable {
     public let verifyResult: Int
     /// OpenSSL's text for ``verifyResult`` (`X509_verify_cert_error_string`), e.g. "ok".
     public let verifyResultDescription: String
+    /// The server name (SNI) of the handshake: the one a client sent, or the one a server received
+    /// (`SSL_get_servername`); nil when there was none (an IP address, or `.none`).
+    public let serverName: String?
+
+    package init(
+        protocolVersion: String, cipherSuite: String, alpnProtocol: String?, peerCertificates: [Data], resumedSession: Bool,
+        verifyResult: Int, verifyResultDescription: String, serverName: String? = nil
+    ) {
+        self.protocolVersion = protocolVersion
+        self.cipherSuite = cipherSuite
+        self.alpnProtocol = alpnProtocol
+        self.peerCertificates = peerCertificates
+        self.resumedSession = resumedSession
+        self.verifyResult = verifyResult
+        self.verifyResultDescription = verifyResultDescription
+        self.serverName = serverName
+    }
 }

@@ -224,7 +224,8 @@ final class TLSTransport: Transport, @unchecked Sendable {
             peerCertificates: certificates,
             resumedSession: SSL_session_reused(ssl) == 1,
             verifyResult: Int(verifyResult),
-            verifyResultDescription: String(cString: X509_verify_cert_error_string(verifyResult)))
+            verifyResultDescription: String(cString: X509_verify_cert_error_string(verifyResult)),
+            serverName: SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name).map { String(cString: $0) })
     }
 
     // MARK: Transport

@@ -1,9 +1,15 @@
 import Dispatch
 import Foundation
 
+/// Security's trust object (`SecTrust`): on Linux the library's ``TLSPeerTrust``, declared once here so
+/// that CocoaAsyncSocket (`GCDAsyncSocketTrust`) and SocketStreamsNetwork (`sec_trust_copy_ref`,
+/// `SecTrustEvaluateWithError`...), which both re-export this module, name the same type.
+public typealias SecTrust = TLSPeerTrust
+
 /// The peer's certificate chain and OpenSSL's verdict on it, handed to a ``TLSTrustEvaluation``
 /// after the handshake: the Linux form of the `SecTrust` Darwin code evaluates itself (GCDAsyncSocket
-/// hands it over as `GCDAsyncSocketTrust`, the same type).
+/// hands it over as `GCDAsyncSocketTrust`, the same type; SocketStreamsNetwork's Security calls
+/// evaluate it again with the policy, anchors and options they set).
 public final class TLSPeerTrust: Sendable {
     /// The peer's certificates, DER, leaf first (`SecTrustCopyCertificateChain`).
     public let certificateChain: [Data]
@@ -14,15 +20,52 @@ public final class TLSPeerTrust: Sendable {
     /// OpenSSL's text for ``verifyResult`` (`X509_verify_cert_error_string`).
     public let verifyResultDescription: String
 
+    /// What the handshake negotiated, for a trust a handshake made (nil otherwise).
+    package let connectionInfo: TLSConnectionInfo?
+    /// How the Security calls verify the chain again (`SecTrustEvaluateWithError`): the policy, anchors and
+    /// options set on it, and the last verdict, which a change of those forgets.
+    package let evaluation: Guarded<TLSTrustState>
+
     /// A trust object holding `certificateChain` and the verification result.
     public init(certificateChain: [Data], verifyResult: Int, verifyResultDescription: String) {
         self.certificateChain = certificateChain
         self.verifyResult = verifyResult
         self.verifyResultDescription = verifyResultDescription
+        connectionInfo = nil
+        evaluation = Guarded(TLSTrustState(policy: TLSChainPolicy()))
+    }
+
+    /// A trust for `certificateChain` whose evaluation starts with `policy`, made by a handshake that
+    /// negotiated `connectionInfo` (whose verify result it reports).
+    package init(certificateChain: [Data], policy: TLSChainPolicy, connectionInfo: TLSConnectionInfo? = nil) {
+        self.certificateChain = certificateChain
+        self.verifyResult = connectionInfo?.verifyResult ?? -1
+        self.verifyResultDescription = connectionInfo?.verifyResultDescription ?? "no peer certificate"
+        self.connectionInfo = connectionInfo
+        evaluation = Guarded(TLSTrustState(policy: policy))
     }
 
     /// Whether OpenSSL's verification passed (`SecTrustEvaluateWithError` returning true).
     public var isVerified: Bool { verifyResult == 0 }
+}
+
+/// A trust object's evaluation state: what `SecTrustSet…` set, and the verdict of the last evaluation.
+package struct TLSTrustState: Sendable {
+    package var policy: TLSChainPolicy
+    /// The last evaluation's verdict, nil until one ran or since the policy changed.
+    package var verdict: TLSChainVerdict?
+
+    package init(policy: TLSChainPolicy) {
+        self.policy = policy
+    }
+
+    /// The verdict for `chain`, evaluated now unless the last one still holds.
+    package mutating func evaluate(_ chain: [Data]) -> TLSChainVerdict {
+        if let verdict { return verdict }
+        let fresh = TLSChainVerifier.verify(chain, policy: policy)
+        verdict = fresh
+        return fresh
+    }
 }
 
 /// Trust decided by the application (``TLSSettings/trustEvaluation``), as GCDAsyncSocket's
@@ -40,6 +83,9 @@ public final class TLSPeerTrust: Sendable {
 public final class TLSTrustEvaluation: Sendable, Hashable {
     let queue: DispatchQueue
     let evaluate: @Sendable (TLSPeerTrust, @escaping @Sendable (Bool) -> Void) -> Void
+    /// The status a rejection fails the handshake with: errSSLPeerBadCert (−9825, GCDAsyncSocket's)
+    /// unless an API that reports another (Network.framework's verify block: errSSLBadCert) says so.
+    package let rejectionStatus: Int
 
     /// Calls `evaluate` on `queue` with the peer's trust and a completion to call once, from any
     /// thread, with the decision (GCDAsyncSocket's `socket:didReceiveTrust:completionHandler:`).
@@ -49,6 +95,17 @@ public final class TLSTrustEvaluation: Sendable, Hashable {
     ) {
         self.queue = queue
         self.evaluate = evaluate
+        rejectionStatus = TLSStatus.peerBadCert
+    }
+
+    /// An evaluation whose rejection fails the handshake with `rejectionStatus`.
+    package init(
+        queue: DispatchQueue, rejectionStatus: Int,
+        _ evaluate: @escaping @Sendable (_ trust: TLSPeerTrust, _ completion: @escaping @Sendable (Bool) -> Void) -> Void
+    ) {
+        self.queue = queue
+        self.evaluate = evaluate
+        self.rejectionStatus = rejectionStatus
     }
 
     /// Decides with an async function (for `AsyncConnection` code): its result is the answer.

@@ -118,7 +118,7 @@ enum TLSVerification {
         }
         guard flags.contains(.verifiesServer), let certificate else { return 1 }
         if let rule = check(
-            certificate, depth: depth, chainLength: chainLength, hostName: transport?.verifiedDNSName, strict: flags.contains(.strict),
+            certificate, depth: depth, chainLength: chainLength, hostName: hostName(transport, store), strict: flags.contains(.strict),
             baseline: flags.contains(.baseline))
         {
             X509_STORE_CTX_set_error(store, rule.code)
@@ -126,6 +126,13 @@ enum TLSVerification {
             return 0
         }
         return 1
+    }
+
+    /// The DNS name the chain is verified for: the connection's, or, for a chain verified outside a
+    /// handshake (TLSChainVerifier, no transport), the one set on the store context's parameters.
+    private static func hostName(_ transport: TLSTransport?, _ store: OpaquePointer) -> String? {
+        if let transport { return transport.verifiedDNSName }
+        return X509_VERIFY_PARAM_get0_host(X509_STORE_CTX_get0_param(store), 0).map { String(cString: $0) }
     }
 
     /// The failures the settings allow (`kCFStreamSSLAllowsExpiredCertificates`, `…AllowsExpiredRoots`, `…AllowsAnyRoot`).
