@@ -218,6 +218,11 @@ package struct ParsedDatagram: Equatable, Sendable {
     package var messages: [RoutingMessage] = []
     /// Messages skipped as malformed (a datagram's unreadable tail counts once).
     package var malformed = 0
+
+    package init(messages: [RoutingMessage] = [], malformed: Int = 0) {
+        self.messages = messages
+        self.malformed = malformed
+    }
 }
 
 /// The parser (see the file's header). Stateless: a datagram in, its messages out.
