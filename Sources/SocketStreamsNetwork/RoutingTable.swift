@@ -168,6 +168,12 @@ package enum DumpKind: Equatable, Sendable, CaseIterable {
 package struct DumpRequest: Equatable, Sendable {
     package var kind: DumpKind
     package var sequence: UInt32
+
+    package init(kind: DumpKind, sequence: UInt32) {
+        self.kind = kind
+        self.sequence = sequence
+    }
+
     package var bytes: [UInt8] { RoutingMessageParser.dumpRequest(type: kind.requestType, sequence: sequence) }
 }
 
