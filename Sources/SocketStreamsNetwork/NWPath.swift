@@ -187,8 +187,10 @@ extension NWPath {
         let interfaces = candidates.map { NWInterface(name: $0.link.record.name, index: Int($0.link.record.index), type: $0.link.type) }
         var gateways: [(metric: UInt32, index: Int32, endpoint: NWEndpoint)] = []
         for candidate in candidates {
-            let interface = NWInterface(name: candidate.link.record.name, index: Int(candidate.link.record.index), type: candidate.link.type)
-            for route in table.defaultRoutes where route.interface == candidate.link.record.index && candidate.families.contains(route.family) {
+            let interface = NWInterface(
+                name: candidate.link.record.name, index: Int(candidate.link.record.index), type: candidate.link.type)
+            for route in table.defaultRoutes
+            where route.interface == candidate.link.record.index && candidate.families.contains(route.family) {
                 guard let bytes = route.gateway, let host = Self.host(bytes, interface: interface) else { continue }
                 gateways.append((route.priority, route.interface, .hostPort(host: host, port: .any)))
             }

@@ -82,7 +82,9 @@ package struct RoutingTable: Equatable, Sendable {
     /// main table.
     static func defaultRoutes(of route: RouteRecord) -> [DefaultRoute] {
         guard route.destinationLength == 0, route.table == Netlink.tableMain, route.type == Netlink.routeUnicast else { return [] }
-        return route.nextHops.map { DefaultRoute(family: route.family, priority: route.priority, interface: $0.interface, gateway: $0.gateway) }
+        return route.nextHops.map {
+            DefaultRoute(family: route.family, priority: route.priority, interface: $0.interface, gateway: $0.gateway)
+        }
     }
 
     /// Applies one record. `classify` names a new or changed link's kind (sysfs in production). Returns

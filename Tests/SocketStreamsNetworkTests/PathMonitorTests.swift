@@ -170,7 +170,8 @@ final class PathMonitorTests: XCTestCase {
             let wifi = PathRecorder()
             let monitors = [
                 (NWPathMonitor(requiredInterfaceType: .wiredEthernet), wired),
-                (NWPathMonitor(prohibitedInterfaceTypes: [.wiredEthernet]), prohibited), (NWPathMonitor(requiredInterfaceType: .wifi), wifi),
+                (NWPathMonitor(prohibitedInterfaceTypes: [.wiredEthernet]), prohibited),
+                (NWPathMonitor(requiredInterfaceType: .wifi), wifi),
             ]
             for (monitor, recorder) in monitors {
                 monitor.pathUpdateHandler = { recorder.record($0) }
@@ -370,6 +371,7 @@ final class PathMonitorTests: XCTestCase {
         environment[Self.namespaceVariable] = method
         let run = try Self.run(unshare, namespace + ["--", executable, testName], environment: environment, timeout: 300)
         XCTAssertEqual(run.status, 0, "\(testName) in its namespace:\n\(run.output)", file: file, line: line)
-        XCTAssertTrue(run.output.contains("Executed 1 test, with 0 failures"), "\(testName) in its namespace:\n\(run.output)", file: file, line: line)
+        XCTAssertTrue(
+            run.output.contains("Executed 1 test, with 0 failures"), "\(testName) in its namespace:\n\(run.output)", file: file, line: line)
     }
 }

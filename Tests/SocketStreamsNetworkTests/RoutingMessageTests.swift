@@ -83,15 +83,21 @@ final class RoutingMessageTests: XCTestCase {
     func testRemovalsDoneAndErrors() {
         let datagram =
             Wire.link(index: 3, name: "dummy0", flags: 0, removed: true)
-            + Wire.address(family: 10, index: 3, prefix: 64, scope: 253, flags: 0x40, bytes: [0xFE, 0x80] + [UInt8](repeating: 0, count: 14), removed: true)
+            + Wire.address(
+                family: 10, index: 3, prefix: 64, scope: 253, flags: 0x40, bytes: [0xFE, 0x80] + [UInt8](repeating: 0, count: 14),
+                removed: true)
             + Wire.route(family: 10, interface: 3, removed: true) + Wire.done(sequence: 7, port: 99)
             + Wire.message(type: 2, sequence: 8, port: 99, Wire.i32(-16) + [UInt8](repeating: 0, count: 16)) + Wire.message(type: 1, [])
         let parsed = RoutingMessageParser.parse(datagram)
         XCTAssertEqual(parsed.malformed, 0)
         XCTAssertEqual(parsed.messages.count, 6)
-        XCTAssertEqual(parsed.messages[1].body, .address(AddressRecord(
-            family: 10, index: 3, prefixLength: 64, scope: 253, flags: 0x40, address: [0xFE, 0x80] + [UInt8](repeating: 0, count: 14)),
-            removed: true))
+        XCTAssertEqual(
+            parsed.messages[1].body,
+            .address(
+                AddressRecord(
+                    family: 10, index: 3, prefixLength: 64, scope: 253, flags: 0x40,
+                    address: [0xFE, 0x80] + [UInt8](repeating: 0, count: 14)),
+                removed: true))
         XCTAssertEqual(parsed.messages[3], RoutingMessage(header: NetlinkHeader(type: 3, flags: 2, sequence: 7, port: 99), body: .done))
         XCTAssertEqual(parsed.messages[4].body, .error(code: -16))
         XCTAssertEqual(parsed.messages[5].body, .other)
@@ -102,11 +108,17 @@ final class RoutingMessageTests: XCTestCase {
             let attributes = Wire.attribute(5, gateway)
             return Wire.le16(UInt16(8 + attributes.count)) + [0, 0] + Wire.i32(index) + attributes
         }
-        let payload: [UInt8] = [2, 0, 0, 0, 254, 4, 0, 1] + Wire.le32(0) + Wire.attribute(9, hop(3, [10, 0, 0, 1]) + hop(4, [10, 1, 0, 1]))
+        let payload: [UInt8] =
+            [2, 0, 0, 0, 254, 4, 0, 1] + Wire.le32(0) + Wire.attribute(9, hop(3, [10, 0, 0, 1]) + hop(4, [10, 1, 0, 1]))
         let parsed = RoutingMessageParser.parse(Wire.message(type: 24, payload))
         XCTAssertEqual(
             parsed.messages.map(\.body),
-            [.route(RouteRecord(family: 2, nextHops: [.init(interface: 3, gateway: [10, 0, 0, 1]), .init(interface: 4, gateway: [10, 1, 0, 1])]), removed: false)])
+            [
+                .route(
+                    RouteRecord(
+                        family: 2, nextHops: [.init(interface: 3, gateway: [10, 0, 0, 1]), .init(interface: 4, gateway: [10, 1, 0, 1])]),
+                    removed: false)
+            ])
     }
 
     /// A datagram cut at every byte: the whole messages before the cut are kept, a cut inside one counts
@@ -181,7 +193,8 @@ final class RoutingMessageTests: XCTestCase {
 
     func testDumpRequests() {
         let request = RoutingMessageParser.dumpRequest(type: Netlink.getRoute, sequence: 42)
-        XCTAssertEqual(request, Wire.le32(28) + Wire.le16(26) + Wire.le16(0x301) + Wire.le32(42) + Wire.le32(0) + [UInt8](repeating: 0, count: 12))
+        XCTAssertEqual(
+            request, Wire.le32(28) + Wire.le16(26) + Wire.le16(0x301) + Wire.le32(42) + Wire.le32(0) + [UInt8](repeating: 0, count: 12))
         XCTAssertEqual(RoutingMessageParser.dumpRequest(type: Netlink.getLink, sequence: 1).count, 32)
         XCTAssertEqual(RoutingMessageParser.dumpRequest(type: Netlink.getAddress, sequence: 1).count, 24)
     }

@@ -19,10 +19,17 @@ final class RoutingTableTests: XCTestCase {
         var table = RoutingTable()
         table.apply(.link(link(1, "lo", flags: up | 0x8, hardware: 772), removed: false), classify: classify)
         table.apply(.link(link(2, "eth0", kind: "veth"), removed: false), classify: classify)
-        table.apply(.address(AddressRecord(family: 2, index: 1, prefixLength: 8, scope: 254, address: [127, 0, 0, 1]), removed: false), classify: classify)
-        table.apply(.address(AddressRecord(family: 10, index: 1, prefixLength: 128, scope: 254, address: v6(1)), removed: false), classify: classify)
-        table.apply(.address(AddressRecord(family: 2, index: 2, prefixLength: 24, address: [192, 0, 2, 10]), removed: false), classify: classify)
-        table.apply(.route(RouteRecord(family: 2, priority: 100, nextHops: [.init(interface: 2, gateway: [192, 0, 2, 1])]), removed: false), classify: classify)
+        table.apply(
+            .address(AddressRecord(family: 2, index: 1, prefixLength: 8, scope: 254, address: [127, 0, 0, 1]), removed: false),
+            classify: classify)
+        table.apply(
+            .address(AddressRecord(family: 10, index: 1, prefixLength: 128, scope: 254, address: v6(1)), removed: false), classify: classify
+        )
+        table.apply(
+            .address(AddressRecord(family: 2, index: 2, prefixLength: 24, address: [192, 0, 2, 10]), removed: false), classify: classify)
+        table.apply(
+            .route(RouteRecord(family: 2, priority: 100, nextHops: [.init(interface: 2, gateway: [192, 0, 2, 1])]), removed: false),
+            classify: classify)
         return table
     }
 
@@ -75,14 +82,16 @@ final class RoutingTableTests: XCTestCase {
         XCTAssertEqual(path(linkLocal).status, .unsatisfied)
 
         var tentative = Self.table()
-        tentative.insert(AddressRecord(family: 10, index: 2, prefixLength: 64, flags: 0x40, address: Self.v6(2, prefix: [0x20, 0x01, 0x0d, 0xb8])))
+        tentative.insert(
+            AddressRecord(family: 10, index: 2, prefixLength: 64, flags: 0x40, address: Self.v6(2, prefix: [0x20, 0x01, 0x0d, 0xb8])))
         tentative.defaultRoutes.insert(DefaultRoute(family: 10, priority: 1024, interface: 2, gateway: Self.v6(1, prefix: [0xfe, 0x80])))
         XCTAssertFalse(path(tentative).supportsIPv6, "a tentative address is not usable yet")
 
         var blackhole = Self.table()
         blackhole.defaultRoutes = []
         blackhole.apply(.route(RouteRecord(family: 2, type: 6, nextHops: [.init(interface: 2)]), removed: false), classify: Self.classify)
-        blackhole.apply(.route(RouteRecord(family: 2, table: 100, nextHops: [.init(interface: 2)]), removed: false), classify: Self.classify)
+        blackhole.apply(
+            .route(RouteRecord(family: 2, table: 100, nextHops: [.init(interface: 2)]), removed: false), classify: Self.classify)
         blackhole.apply(
             .route(RouteRecord(family: 2, destinationLength: 24, nextHops: [.init(interface: 2)]), removed: false), classify: Self.classify)
         XCTAssertEqual(path(blackhole).status, .unsatisfied, "blackhole, another table's and a non-default route are not kept")
@@ -131,21 +140,35 @@ final class RoutingTableTests: XCTestCase {
     func testTableUpdates() {
         var table = Self.table()
         // A protocol's view of a link updates its flags only, and a bridge's removal is not the link's.
-        XCTAssertTrue(table.apply(.link(LinkRecord(index: 2, name: "", hardwareType: 1, flags: 0x1, family: 10), removed: false), classify: Self.classify))
+        XCTAssertTrue(
+            table.apply(
+                .link(LinkRecord(index: 2, name: "", hardwareType: 1, flags: 0x1, family: 10), removed: false), classify: Self.classify))
         XCTAssertEqual(table.links[2]?.record.name, "eth0")
         XCTAssertEqual(table.links[2]?.record.kind, "veth")
-        XCTAssertFalse(table.apply(.link(LinkRecord(index: 2, name: "eth0", hardwareType: 1, flags: 0, family: 7), removed: true), classify: Self.classify))
+        XCTAssertFalse(
+            table.apply(
+                .link(LinkRecord(index: 2, name: "eth0", hardwareType: 1, flags: 0, family: 7), removed: true), classify: Self.classify))
         XCTAssertNotNil(table.links[2])
         // A message without IFLA_LINKINFO keeps the kind known.
         table.apply(.link(Self.link(2, "eth0"), removed: false), classify: Self.classify)
         XCTAssertEqual(table.links[2]?.type, .wiredEthernet)
         // An IPv4 address removed asks for the routes again; an IPv6 one does not.
-        XCTAssertTrue(table.apply(.address(AddressRecord(family: 2, index: 2, prefixLength: 24, address: [192, 0, 2, 10]), removed: true), classify: Self.classify))
-        XCTAssertFalse(table.apply(.address(AddressRecord(family: 10, index: 1, prefixLength: 128, address: Self.v6(1)), removed: true), classify: Self.classify))
+        XCTAssertTrue(
+            table.apply(
+                .address(AddressRecord(family: 2, index: 2, prefixLength: 24, address: [192, 0, 2, 10]), removed: true),
+                classify: Self.classify))
+        XCTAssertFalse(
+            table.apply(
+                .address(AddressRecord(family: 10, index: 1, prefixLength: 128, address: Self.v6(1)), removed: true),
+                classify: Self.classify))
         // NLM_F_REPLACE takes the place of the route of that family and metric.
-        table.apply(.route(RouteRecord(family: 2, priority: 100, nextHops: [.init(interface: 2, gateway: [192, 0, 2, 254])]), removed: false), flags: 0x100, classify: Self.classify)
+        table.apply(
+            .route(RouteRecord(family: 2, priority: 100, nextHops: [.init(interface: 2, gateway: [192, 0, 2, 254])]), removed: false),
+            flags: 0x100, classify: Self.classify)
         XCTAssertEqual(table.defaultRoutes, [DefaultRoute(family: 2, priority: 100, interface: 2, gateway: [192, 0, 2, 254])])
-        table.apply(.route(RouteRecord(family: 2, priority: 100, nextHops: [.init(interface: 2, gateway: [192, 0, 2, 254])]), removed: true), classify: Self.classify)
+        table.apply(
+            .route(RouteRecord(family: 2, priority: 100, nextHops: [.init(interface: 2, gateway: [192, 0, 2, 254])]), removed: true),
+            classify: Self.classify)
         XCTAssertEqual(table.defaultRoutes, [])
         // A link's removal takes its addresses and routes.
         table = Self.table()
@@ -208,7 +231,8 @@ final class RoutingTableTests: XCTestCase {
     func testInterruptedLostAndFailedDumps() {
         var state = synchronized()
         XCTAssertEqual(state.lostMessages(), DumpRequest(kind: .links, sequence: 4))
-        XCTAssertNil(feed(&state, Wire.link(index: 2, name: "eth0", flags: Self.up, kind: "veth", sequence: 4, port: Self.port, headerFlags: 0x12)))
+        XCTAssertNil(
+            feed(&state, Wire.link(index: 2, name: "eth0", flags: Self.up, kind: "veth", sequence: 4, port: Self.port, headerFlags: 0x12)))
         XCTAssertEqual(feed(&state, Wire.done(sequence: 4, port: Self.port)), DumpRequest(kind: .links, sequence: 5), "interrupted: again")
         XCTAssertEqual(feed(&state, Wire.done(sequence: 5, port: Self.port)), DumpRequest(kind: .addresses, sequence: 6))
         XCTAssertEqual(state.table.links, [:])

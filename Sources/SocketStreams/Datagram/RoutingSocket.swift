@@ -132,7 +132,8 @@ package final class RoutingSocket: ReactorHandler {
 
     func reactor(_ reactor: Reactor, fired events: UInt32) {
         for _ in 0..<Self.readBudget {
-            let (outcome, delegate, buffer) = state.withLock { state -> (Read, (any RoutingSocketDelegate)?, UnsafeMutableRawBufferPointer) in
+            let (outcome, delegate, buffer) = state.withLock {
+                state -> (Read, (any RoutingSocketDelegate)?, UnsafeMutableRawBufferPointer) in
                 let buffer = state.buffer
                 guard state.fdOpen, let delegate = state.delegate else { return (.closed, nil, buffer) }
                 do throws(SystemError) {
