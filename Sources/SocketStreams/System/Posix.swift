@@ -116,6 +116,37 @@ package enum Posix {
         }
     }
 
+    /// A netlink socket (`socket(AF_NETLINK, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, protocol)`, then
+    /// `bind(2)` to a `sockaddr_nl` with the kernel choosing the port id and `groups` the multicast groups
+    /// to join), its receive buffer asked to be `receiveBuffer` bytes (`SO_RCVBUF`, capped by the kernel at
+    /// `net.core.rmem_max`). Returns the fd and the port id the kernel gave it (`getsockname(2)`), which
+    /// the kernel's answers to this socket's requests carry. Glibc's module has no `sockaddr_nl`, so the
+    /// address is laid out here: `nl_family` (16 bits), `nl_pad`, `nl_pid` and `nl_groups` (32 bits each).
+    static func netlinkSocket(protocol: Int32, groups: UInt32, receiveBuffer: Int32) throws(SystemError) -> (fd: Int32, port: UInt32) {
+        let fd = try call("socket") {
+            Glibc.socket(AF_NETLINK, Int32(SOCK_RAW.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), `protocol`)
+        }
+        do {
+            try? setOption(fd, level: SOL_SOCKET, name: SO_RCVBUF, value: receiveBuffer)
+            var address = sockaddr_storage()
+            withUnsafeMutableBytes(of: &address) { bytes in
+                bytes.storeBytes(of: UInt16(AF_NETLINK), toByteOffset: 0, as: UInt16.self)
+                bytes.storeBytes(of: groups, toByteOffset: 8, as: UInt32.self)
+            }
+            _ = try call("bind", fd: fd) {
+                withUnsafePointer(to: &address) { pointer in
+                    pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, 12) }
+                }
+            }
+            let local = try localAddress(fd)
+            let port = local.withSockAddr { pointer, _ in UnsafeRawPointer(pointer).loadUnaligned(fromByteOffset: 4, as: UInt32.self) }
+            return (fd, port)
+        } catch {
+            close(fd)
+            throw error
+        }
+    }
+
     /// `recvmmsg(2)` into `count` slots (`cssh_recv_batch`): how many datagrams arrived, `.wouldBlock`
     /// when none was waiting. A pending error (an ICMP error on a connected socket: ECONNREFUSED) is the
     /// error.
