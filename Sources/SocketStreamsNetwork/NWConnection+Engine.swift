@@ -111,19 +111,38 @@ extension NWConnection {
     }
 
     private func report(_ state: State) {
-        let handler = shared.withLock { $0.handlers.stateUpdate }
+        // A waiting connection tries again when the network changes; in any other state it does not
+        // listen (the observation is let go of outside the lock: its cancel waits for a retry in flight,
+        // which takes the lock).
+        var observation: NetworkChanges.Observation?
+        if case .waiting = state {
+            observation = NetworkChanges.shared.observe { [weak self] in self?.networkChanged() }
+        }
+        let (handler, old) = shared.withLock { shared in
+            defer { shared.changes = observation }
+            return (shared.handlers.stateUpdate, shared.changes)
+        }
+        old?.cancel()
         handler?(state)
         guard case .cancelled = state else { return }
         // Last: the handlers go (breaking the cycles they usually make with their owner), and so does
         // the connection's hold on itself.
-        let released = shared.withLock { shared -> (Handlers, NWConnection?, DelegateTurns?) in
+        let released = shared.withLock { shared -> (Handlers, NWConnection?, NetworkChanges.Observation?) in
             defer {
                 shared.handlers = Handlers()
                 shared.keptAlive = nil
+                shared.path = nil
+                shared.changes = nil
             }
-            return (shared.handlers, shared.keptAlive, nil)
+            return (shared.handlers, shared.keptAlive, shared.changes)
         }
-        _ = released
+        released.2?.cancel()
+    }
+
+    /// The network changed (on the routing socket's thread): a waiting connection tries again.
+    private func networkChanged() {
+        let actions = shared.withLock { $0.lifecycle.handle(.restart) }
+        if !actions.isEmpty { onOwner { self.perform(actions) } }
     }
 
     /// Completes every outstanding send and receive, held or handed to an engine, in the order they
@@ -226,6 +245,14 @@ extension NWConnection {
             }
             if let fd, let tcp = parameters.defaultProtocolStack.transportProtocol as? NWProtocolTCP.Options {
                 TCPSocketOptions(tcp).applyOnceConnected(to: fd)
+            }
+            if !actions.isEmpty, let fd {
+                let path = NWPath.connection(socket: fd)
+                let handler = shared.withLock { shared in
+                    shared.path = path
+                    return shared.handlers.pathUpdate
+                }
+                handler?(path)
             }
             perform(actions)
             handOver()

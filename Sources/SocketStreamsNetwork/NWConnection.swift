@@ -46,6 +46,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         var stateUpdate: (@Sendable (State) -> Void)?
         var viabilityUpdate: (@Sendable (Bool) -> Void)?
         var betterPathUpdate: (@Sendable (Bool) -> Void)?
+        var pathUpdate: (@Sendable (NWPath) -> Void)?
     }
 
     /// A send or a receive made before the connection was ready, held for it.
@@ -78,6 +79,11 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         var keptAlive: NWConnection?
         /// What the TLS handshake negotiated, once ready.
         var tlsInfo: TLSConnectionInfo?
+        /// The path: known once ready; nil before start and after cancel.
+        var path: NWPath?
+        /// While `.waiting`: the network's changes, each a retry, as Network.framework retries on a path
+        /// change.
+        var changes: NetworkChanges.Observation?
 
         mutating func takeTag() -> Int {
             defer { nextTag &+= 1 }
@@ -140,6 +146,31 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         get { shared.withLock { $0.handlers.betterPathUpdate } }
         set { shared.withLock { $0.handlers.betterPathUpdate = newValue } }
     }
+
+    /// Called on the queue with the connection's path when it is known, once ready
+    /// (`NWConnection.pathUpdateHandler`). Linux routes one path per destination: it does not change
+    /// while the connection lasts.
+    public var pathUpdateHandler: (@Sendable (_ newPath: NWPath) -> Void)? {
+        get { shared.withLock { $0.handlers.pathUpdate } }
+        set { shared.withLock { $0.handlers.pathUpdate = newValue } }
+    }
+
+    /// The connection's path (`NWConnection.currentPath`): nil before start and after cancel; once ready,
+    /// satisfied, over the interface its local address belongs to, with its local and remote endpoints;
+    /// before that, satisfied with no interface or endpoint yet (a refused connect waits on a path that
+    /// works).
+    public var currentPath: NWPath? {
+        shared.withLock { shared in
+            switch shared.lifecycle.phase {
+            case .setup, .cancelled: nil
+            default: shared.path ?? NWPath(status: .satisfied)
+            }
+        }
+    }
+
+    /// The largest message a send can carry as one datagram (`NWConnection.maximumDatagramSize`): on a
+    /// byte stream there is no datagram, and any size goes (`Int.max`).
+    public var maximumDatagramSize: Int { .max }
 
     /// The current state (`NWConnection.state`): `.setup` until started.
     public var state: State { shared.withLock { $0.lifecycle.state } }

@@ -382,6 +382,12 @@ package enum Posix {
         return address
     }
 
+    /// `getsockname(2)` for the package's other modules: nil when it fails.
+    package static func boundAddress(of fd: Int32) -> SocketAddress? { try? localAddress(fd) }
+
+    /// `getpeername(2)` for the package's other modules: nil when it fails (not connected).
+    package static func connectedAddress(of fd: Int32) -> SocketAddress? { try? peerAddress(fd) }
+
     // MARK: files
 
     /// Which file a path names (`st_dev`, `st_ino`), and whether it is a socket.
