@@ -20,6 +20,9 @@ struct ConnectionConfiguration {
     let tls: TLSSettings?
     let tcp: NWProtocolTCP.Options?
     let local: LocalBinding?
+    /// `NWParameters.serviceClass` as CFNetwork's network service type (the DSCP and queueing priority
+    /// SocketStreams marks a pair's socket with); nil for best effort.
+    let serviceType: CFString?
 
     init(endpoint: NWEndpoint, parameters: NWParameters, accepted: Bool) throws(NWError) {
         switch endpoint {
@@ -52,6 +55,19 @@ struct ConnectionConfiguration {
             tls = nil
         }
         local = accepted ? nil : try Self.localBinding(parameters)
+        serviceType = Self.serviceType(parameters.values.withLock { $0.serviceClass })
+    }
+
+    /// The network service type a service class marks traffic with.
+    static func serviceType(_ serviceClass: NWParameters.ServiceClass) -> CFString? {
+        switch serviceClass {
+        case .bestEffort: nil
+        case .background: kCFStreamNetworkServiceTypeBackground
+        case .interactiveVideo: kCFStreamNetworkServiceTypeVideo
+        case .interactiveVoice: kCFStreamNetworkServiceTypeVoIP
+        case .responsiveData: kCFStreamNetworkServiceTypeResponsiveData
+        case .signaling: kCFStreamNetworkServiceTypeCallSignaling
+        }
     }
 
     /// The text a stream pair is given for `host`: the name, or the numeric address (with its scope).
@@ -103,6 +119,7 @@ struct ConnectionConfiguration {
             if noDelay { _ = input.setProperty(true as NSNumber, forKey: .tcpNoDelayKey) }
         }
         if let local, !input.setProperty(local, forKey: .localBindingKey) { throw NWError.posix(.EINVAL) }
+        if let serviceType { _ = input.setProperty(serviceType, forKey: Stream.PropertyKey(kCFStreamNetworkServiceType as String)) }
     }
 }
 
