@@ -61,10 +61,11 @@ extension NWError {
 
     /// Whether a connect that failed with this error leaves the connection `.waiting` (to be retried on
     /// `restart()` or a change in the host's network) rather than `.failed`, as on Apple platforms:
-    /// refusals, unreachable hosts and networks, timeouts and DNS failures wait; TLS and the rest fail.
+    /// refusals, unreachable hosts and networks, timeouts and failed lookups wait; TLS, what Linux cannot do
+    /// (a Bonjour service) and the rest fail.
     var isWaitable: Bool {
         switch self {
-        case .dns: true
+        case .dns(let code): code != -65544 && code != -65540  // Unsupported (Bonjour) and BadParam cannot improve
         case .tls: false
         case .posix(let code):
             switch code {

@@ -34,7 +34,7 @@ final class ConnectionLifecycleTests: XCTestCase {
             var lifecycle = started()
             XCTAssertEqual(lifecycle.handle(.attemptClosed(error)), [.report(.waiting(error))], "\(error)")
         }
-        for error: NWError in [.tls(-9808), .tls(-9836), .posix(.EPROTONOSUPPORT), .posix(.EINVAL)] {
+        for error: NWError in [.tls(-9808), .tls(-9836), .posix(.EPROTONOSUPPORT), .posix(.EINVAL), .dns(-65544)] {
             var lifecycle = started()
             XCTAssertEqual(lifecycle.handle(.attemptClosed(error)), [.failOutstanding(error), .report(.failed(error))], "\(error)")
             XCTAssertEqual(lifecycle.handle(.restart), [], "a failed connection does not restart")
