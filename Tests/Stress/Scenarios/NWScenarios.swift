@@ -57,6 +57,9 @@ final class NWProbe: StressProbe {
         return log.withLock { log in
             var problems: [String] = []
             if log.cancelled != 1 { problems.append("\(label): .cancelled came \(log.cancelled) times, not once") }
+            // The echo peer never fails a connection (nor does the pinned TLS): a failure is a bug.
+            let failures = log.events.filter { $0.hasPrefix("state failed") || $0.hasPrefix("state waiting") }
+            if !failures.isEmpty { problems.append("\(label): \(failures)") }
             if !log.afterCancelled.isEmpty { problems.append("\(label): calls after .cancelled: \(log.afterCancelled)") }
             let twice = log.completions.filter { $0.value > 1 }.keys.sorted()
             if !twice.isEmpty { problems.append("\(label): operations completed more than once: \(twice)") }
@@ -78,17 +81,18 @@ extension StressScenario {
     static let nwCancel = StressScenario(
         name: "nw-cancel",
         summary: "NWConnection.cancel() or forceCancel() from another thread or its queue with sends and receives outstanding",
-        transports: [.plain], copies: 4
+        transports: [.plain, .tls], copies: 4
     ) { iteration in
         let environment = iteration.environment
-        let (host, port) = environment.target(.echo, .plain)
+        let (host, port) = environment.target(.echo, iteration.transport)
         let ownQueue = Bool.random(using: &iteration.random)
         let queue = ownQueue ? DispatchQueue(label: "socketstreams-stress.nw") : environment.delegateQueue
         let probe = NWProbe(label: "iteration \(iteration.index) copy \(iteration.copy) (\(ownQueue ? "own queue" : "shared queue"))")
         iteration.run.keep(probe)
         let freed: FreedNWConnection
         do {
-            let connection = NWConnection(host: NWEndpoint.Host(host), port: NWEndpoint.Port(rawValue: UInt16(port))!, using: .tcp)
+            let parameters = iteration.transport == .tls ? pinnedTLS(environment.certificateDER) : .tcp
+            let connection = NWConnection(host: NWEndpoint.Host(host), port: NWEndpoint.Port(rawValue: UInt16(port))!, using: parameters)
             freed = FreedNWConnection(connection)
             connection.stateUpdateHandler = { probe.state($0) }
             let beforeStart = Int.random(in: 0...2, using: &iteration.random)
@@ -128,6 +132,19 @@ extension StressScenario {
             try? await Task.sleep(nanoseconds: 1_000_000)
         }
         if !freed.isFreed { iteration.fail("\(probe.label): a cancelled NWConnection was not freed within 10 s; calls: \(probe.events)") }
+    }
+
+    /// TLS whose verify block pins the peer server's self-signed certificate (its DER, compared with the
+    /// leaf the server sent), as pinning code does on Apple platforms.
+    private static func pinnedTLS(_ certificate: Data) -> NWParameters {
+        let options = NWProtocolTLS.Options()
+        sec_protocol_options_set_verify_block(
+            options.securityProtocolOptions,
+            { _, trust, complete in
+                let chain = SecTrustCopyCertificateChain(sec_trust_copy_ref(trust).takeRetainedValue()) as? [SecCertificate]
+                complete(chain?.first.map { SecCertificateCopyData($0) as Data } == certificate)
+            }, DispatchQueue.global())
+        return NWParameters(tls: options)
     }
 
     /// A weak reference to a connection, readable from any task.
