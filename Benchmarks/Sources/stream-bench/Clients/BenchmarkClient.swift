@@ -47,7 +47,10 @@ enum ClientKind: String, CaseIterable, Codable {
         case .streamsAsync, .streamsQueued:
             // One connection at a time: download, upload, ping-pong and connect, plain, TLS and SOCKS.
             return [.download, .upload, .pingpong, .connect].contains(workload.plainCounterpart)
-        case .gcdAsyncSocket, .nwConnection:
+        case .nwConnection:
+            // One connection at a time, plain and TLS (no proxies in Network.framework's API here).
+            return [.download, .upload, .pingpong, .connect].contains(workload.plainCounterpart) && !workload.isSOCKS
+        case .gcdAsyncSocket:
             // One connection at a time, plain only.
             return [.download, .upload, .pingpong, .connect].contains(workload)
         default: return true

@@ -21,7 +21,7 @@ struct NWConnectionClient: BenchmarkClient {
             let tcp = NWProtocolTCP.Options()
             tcp.noDelay = true
             let connection = NWConnection(
-                host: "127.0.0.1", port: NWEndpoint.Port(rawValue: port)!, using: NWParameters(tls: nil, tcp: tcp))
+                host: "127.0.0.1", port: NWEndpoint.Port(rawValue: port)!, using: NWParameters(tls: NWConnectionClient.tls, tcp: tcp))
             connection.stateUpdateHandler = { [self] state in
                 switch state {
                 case .ready: ready(connection)
@@ -40,6 +40,31 @@ struct NWConnectionClient: BenchmarkClient {
             if !done, failure == nil { failure = "\(what): \(error)" }
             return false
         }
+    }
+
+    /// For the TLS workloads, TLS 1.3 whose verify block trusts exactly the server's certificate (as
+    /// Apple-platform code pins a private CA: `SecTrustSetAnchorCertificates`, then the evaluation);
+    /// nil for the plain ones. Set once, before the first connection.
+    nonisolated(unsafe) static var tls: NWProtocolTLS.Options?
+
+    /// Sets `tls` up from the CA file the TLS workloads give.
+    static func useTLS(caFile: String) throws {
+        let pem = try String(contentsOfFile: caFile, encoding: .utf8)
+        let base64 = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+        guard let der = Data(base64Encoded: base64), let anchor = SecCertificateCreateWithData(nil, der as CFData) else {
+            throw BenchError("nwconnection: no certificate in \(caFile)")
+        }
+        let options = NWProtocolTLS.Options()
+        sec_protocol_options_set_min_tls_protocol_version(options.securityProtocolOptions, .TLSv13)
+        sec_protocol_options_set_verify_block(
+            options.securityProtocolOptions,
+            { _, trust, complete in
+                let secTrust = sec_trust_copy_ref(trust).takeRetainedValue()
+                SecTrustSetAnchorCertificates(secTrust, [anchor] as CFArray)
+                SecTrustSetAnchorCertificatesOnly(secTrust, true)
+                complete(SecTrustEvaluateWithError(secTrust, nil))
+            }, queue)
+        tls = options
     }
 
     func warmUp(port: UInt16) throws {

@@ -80,6 +80,7 @@ enum MeasureCommand {
                 client = BaselineTLSClient(context: try BenchTLS.clientContext(caFile: caFile))
             } else {
                 BenchTLS.clientSettings = BenchTLS.settings(caFile: caFile)
+                if kind == .nwConnection { try NWConnectionClient.useTLS(caFile: caFile) }
                 client = kind.makeClient()
             }
         } else if workload.isSOCKS {
