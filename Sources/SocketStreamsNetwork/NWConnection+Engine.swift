@@ -29,26 +29,6 @@ extension NWConnection {
         }
     }
 
-    /// The engine's client for one attempt. It keeps the connection alive while the engine lives (the
-    /// connection keeps it, as its live attempt, until the engine closes).
-    final class Attempt: StreamOperationsClient {
-        let connection: NWConnection
-        let engine: StreamOperations
-
-        init(connection: NWConnection, engine: StreamOperations) {
-            self.connection = connection
-            self.engine = engine
-        }
-
-        func operations(_ operations: StreamOperations, handle event: OperationEvent) {
-            connection.handle(event, from: self)
-        }
-
-        func operations(
-            _ operations: StreamOperations, shouldTimeOut direction: OperationDirection, tag: Int, elapsed: Double, bytesDone: Int
-        ) -> Double { 0 }
-    }
-
     /// What one send or receive becomes in the engine: one or two operations (a final message's write
     /// and shutdown), held inline (an array was an allocation per call).
     struct EngineOperations {
@@ -104,7 +84,7 @@ extension NWConnection {
             switch action {
             case .report(let state): report(state)
             case .beginAttempt: beginAttempt()
-            case .closeAttempt: shared.withLock { $0.attempt }?.engine.close()
+            case .closeAttempt: shared.withLock { $0.engine }?.close()
             case .failOutstanding(let error): failOutstanding(error)
             }
         }
@@ -131,7 +111,6 @@ extension NWConnection {
             defer {
                 shared.handlers = Handlers()
                 shared.keptAlive = nil
-                shared.path = nil
                 shared.changes = nil
             }
             return (shared.handlers, shared.keptAlive, shared.changes)
@@ -188,12 +167,11 @@ extension NWConnection {
         // itself (the cancel and this both look under the lock, so one of them sees the other).
         var cancelled = false
         let engine = StreamOperations(queue: queue) { engine in
-            let attempt = Attempt(connection: self, engine: engine)
             cancelled = shared.withLock { shared in
-                shared.attempt = attempt
+                shared.engine = engine
                 return shared.lifecycle.cancelRequested
             }
-            return attempt
+            return self
         }
         engine.attach(input: streams.0, output: streams.1, queue: queue)
         if cancelled { engine.close() }
@@ -216,11 +194,15 @@ extension NWConnection {
     /// Hands the operations held for readiness to the live engine, in order, then lets new ones go
     /// straight to it. Operations made meanwhile are held and taken by the next pass.
     private func handOver() {
+        var released: DelegateTurns?
+        defer { _ = released }  // let go of after the lock
         while true {
             let batch = shared.withLock { shared -> (StreamOperations, [EngineOperations])? in
-                guard shared.lifecycle.isReady, let engine = shared.attempt?.engine else { return nil }
+                guard shared.lifecycle.isReady, let engine = shared.engine else { return nil }
                 guard !shared.pending.isEmpty else {
                     shared.direct = engine
+                    released = shared.turns
+                    shared.turns = nil
                     return nil
                 }
                 let pending = shared.pending
@@ -234,25 +216,18 @@ extension NWConnection {
 
     // MARK: the engine's events (on the owner)
 
-    func handle(_ event: OperationEvent, from attempt: Attempt) {
+    func handle(_ event: OperationEvent, from engine: StreamOperations) {
         switch event {
         case .ready:
             let (actions, fd) = shared.withLock { shared -> ([ConnectionAction], Int32?) in
-                guard shared.attempt === attempt else { return ([], nil) }
-                let input = attempt.engine.streams?.input
-                shared.tlsInfo = input?.property(forKey: .tlsConnectionInfoKey) as? TLSConnectionInfo
-                return (shared.lifecycle.handle(.connected), input?.socketDescriptor)
+                guard shared.engine === engine else { return ([], nil) }
+                return (shared.lifecycle.handle(.connected), engine.streams?.input.socketDescriptor)
             }
             if let fd, let tcp = parameters.defaultProtocolStack.transportProtocol as? NWProtocolTCP.Options {
                 TCPSocketOptions(tcp).applyOnceConnected(to: fd)
             }
-            if !actions.isEmpty, let fd {
-                let path = NWPath.connection(socket: fd)
-                let handler = shared.withLock { shared in
-                    shared.path = path
-                    return shared.handlers.pathUpdate
-                }
-                handler?(path)
+            if !actions.isEmpty, let fd, let handler = shared.withLock({ $0.handlers.pathUpdate }) {
+                handler(NWPath.connection(socket: fd))
             }
             perform(actions)
             handOver()
@@ -267,12 +242,12 @@ extension NWConnection {
             completion??(nil)
         case .closed(let error):
             let actions = shared.withLock { shared -> [ConnectionAction] in
-                guard shared.attempt === attempt else { return [] }
-                shared.attempt = nil
+                guard shared.engine === engine else { return [] }
+                shared.engine = nil
                 shared.direct = nil
                 return shared.lifecycle.handle(.attemptClosed(error.map(NWError.init(engineError:))))
             }
-            attempt.engine.dropClient(attempt)
+            engine.dropClient(self)
             perform(actions)
         case .readPartial, .wrotePartial, .ended, .secured:
             break  // the peer's end shows in the receives; the connection stays ready for sends
@@ -295,4 +270,15 @@ struct TaggedCompletions<Completion> {
 
     /// Every completion, oldest first.
     var inTagOrder: [Completion] { entries.sorted { $0.tag < $1.tag }.map(\.completion) }
+}
+
+/// The connection is its live engine's client: one object fewer per connection than a client of its own.
+extension NWConnection: StreamOperationsClient {
+    package func operations(_ operations: StreamOperations, handle event: OperationEvent) {
+        handle(event, from: operations)
+    }
+
+    package func operations(
+        _ operations: StreamOperations, shouldTimeOut direction: OperationDirection, tag: Int, elapsed: Double, bytesDone: Int
+    ) -> Double { 0 }
 }

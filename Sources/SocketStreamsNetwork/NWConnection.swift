@@ -12,6 +12,7 @@
 // report at once).
 
 import Foundation
+import Synchronization
 import SocketStreams
 
 /// A connection to an endpoint, TCP with or without TLS: Network.framework's `NWConnection`.
@@ -40,13 +41,43 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     private let number: Int
     /// A connection a listener accepted: its pair, used by the one attempt it makes.
     let acceptedPair: AcceptedPair?
-    let shared: Guarded<Shared>
+    let shared: Mutex<Shared>
 
     struct Handlers {
         var stateUpdate: (@Sendable (State) -> Void)?
-        var viabilityUpdate: (@Sendable (Bool) -> Void)?
-        var betterPathUpdate: (@Sendable (Bool) -> Void)?
-        var pathUpdate: (@Sendable (NWPath) -> Void)?
+        /// The handlers few connections set, in a box made when one is set (an idle connection holds
+        /// the one pointer).
+        var rare: RareHandlers?
+
+        var viabilityUpdate: (@Sendable (Bool) -> Void)? { rare?.viabilityUpdate }
+        var betterPathUpdate: (@Sendable (Bool) -> Void)? { rare?.betterPathUpdate }
+        var pathUpdate: (@Sendable (NWPath) -> Void)? { rare?.pathUpdate }
+
+        mutating func set(
+            viability: (@Sendable (Bool) -> Void)??, betterPath: (@Sendable (Bool) -> Void)?? = nil,
+            path: (@Sendable (NWPath) -> Void)?? = nil
+        ) {
+            rare = RareHandlers(
+                viabilityUpdate: viability ?? viabilityUpdate, betterPathUpdate: betterPath ?? betterPathUpdate,
+                pathUpdate: path ?? pathUpdate)
+        }
+    }
+
+    /// `viabilityUpdateHandler`, `betterPathUpdateHandler` and `pathUpdateHandler`, immutable: setting
+    /// one makes a new box.
+    final class RareHandlers: Sendable {
+        let viabilityUpdate: (@Sendable (Bool) -> Void)?
+        let betterPathUpdate: (@Sendable (Bool) -> Void)?
+        let pathUpdate: (@Sendable (NWPath) -> Void)?
+
+        init(
+            viabilityUpdate: (@Sendable (Bool) -> Void)?, betterPathUpdate: (@Sendable (Bool) -> Void)?,
+            pathUpdate: (@Sendable (NWPath) -> Void)?
+        ) {
+            self.viabilityUpdate = viabilityUpdate
+            self.betterPathUpdate = betterPathUpdate
+            self.pathUpdate = pathUpdate
+        }
     }
 
     /// A send or a receive made before the connection was ready, held for it.
@@ -59,8 +90,12 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         var lifecycle: ConnectionLifecycle
         var handlers = Handlers()
         var queue: DispatchQueue?
+        /// The queue's turns, for what the connection reports with no engine's event to report it in:
+        /// made when needed, let go of once the connection is ready (its engine holds the reactor then).
         var turns: DelegateTurns?
-        var attempt: Attempt?
+        /// The live attempt's engine (its client is the connection, held unretained by it: the
+        /// connection lives until `.cancelled`, after the engine has closed and let it go).
+        var engine: StreamOperations?
         /// Sends and receives made before ready (or while the hand-over runs), in order.
         var pending: [Pending] = []
         /// The live attempt's engine once the operations held for readiness went to it: new ones go
@@ -77,10 +112,6 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         var outputClosed = false
         /// From `start` to `.cancelled`: a started connection lives until cancelled.
         var keptAlive: NWConnection?
-        /// What the TLS handshake negotiated, once ready.
-        var tlsInfo: TLSConnectionInfo?
-        /// The path: known once ready; nil before start and after cancel.
-        var path: NWPath?
         /// While `.waiting`: the network's changes, each a retry, as Network.framework retries on a path
         /// change.
         var changes: NetworkChanges.Observation?
@@ -101,7 +132,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
             return counter
         }
         acceptedPair = nil
-        shared = Guarded(Shared(lifecycle: ConnectionLifecycle()))
+        shared = Mutex(Shared(lifecycle: ConnectionLifecycle()))
     }
 
     /// A connection to `host` and `port` (`NWConnection.init(host:port:using:)`).
@@ -118,10 +149,16 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
             return counter
         }
         acceptedPair = pair
-        shared = Guarded(Shared(lifecycle: ConnectionLifecycle(retries: false)))
+        shared = Mutex(Shared(lifecycle: ConnectionLifecycle(retries: false)))
     }
 
-    private static let numbers = Guarded(0)
+    private static let numbers = Mutex(0)
+
+    deinit {
+        // First: an engine holds its client unretained (none should be left by now: the connection
+        // lives until its engine has closed).
+        shared.withLock { $0.engine }?.dropClient(self)
+    }
 
     // MARK: handlers and state
 
@@ -137,14 +174,14 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     /// this is kept and not called.
     public var viabilityUpdateHandler: (@Sendable (_ isViable: Bool) -> Void)? {
         get { shared.withLock { $0.handlers.viabilityUpdate } }
-        set { shared.withLock { $0.handlers.viabilityUpdate = newValue } }
+        set { shared.withLock { $0.handlers.set(viability: .some(newValue)) } }
     }
 
     /// Called on the queue when a better path appears (`NWConnection.betterPathUpdateHandler`). Linux
     /// routes one path per destination, so no better path is ever announced: kept and not called.
     public var betterPathUpdateHandler: (@Sendable (_ value: Bool) -> Void)? {
         get { shared.withLock { $0.handlers.betterPathUpdate } }
-        set { shared.withLock { $0.handlers.betterPathUpdate = newValue } }
+        set { shared.withLock { $0.handlers.set(viability: nil, betterPath: .some(newValue)) } }
     }
 
     /// Called on the queue with the connection's path when it is known, once ready
@@ -152,7 +189,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     /// while the connection lasts.
     public var pathUpdateHandler: (@Sendable (_ newPath: NWPath) -> Void)? {
         get { shared.withLock { $0.handlers.pathUpdate } }
-        set { shared.withLock { $0.handlers.pathUpdate = newValue } }
+        set { shared.withLock { $0.handlers.set(viability: nil, path: .some(newValue)) } }
     }
 
     /// The connection's path (`NWConnection.currentPath`): nil before start and after cancel; once ready,
@@ -160,11 +197,13 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     /// before that, satisfied with no interface or endpoint yet (a refused connect waits on a path that
     /// works).
     public var currentPath: NWPath? {
-        shared.withLock { shared in
-            switch shared.lifecycle.phase {
-            case .setup, .cancelled: nil
-            default: shared.path ?? NWPath(status: .satisfied)
-            }
+        // Read from the socket when asked for (it does not change while the connection lasts), so that an
+        // idle connection keeps no copy of it.
+        let (phase, fd) = shared.withLock { ($0.lifecycle.phase, $0.engine?.streams?.input.socketDescriptor) }
+        switch phase {
+        case .setup, .cancelled: return nil
+        case .ready: return fd.map { NWPath.connection(socket: $0) } ?? NWPath(status: .satisfied)
+        default: return NWPath(status: .satisfied)
         }
     }
 
@@ -219,12 +258,12 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     /// Outstanding sends and receives complete with `.posix(.ECANCELED)`, then `.cancelled` is
     /// reported, last: no handler is called after it.
     public func cancel() {
-        let (actions, attempt) = shared.withLock { shared in
+        let (actions, engine) = shared.withLock { shared in
             shared.direct = nil
-            return (shared.lifecycle.handle(.cancel), shared.attempt)
+            return (shared.lifecycle.handle(.cancel), shared.engine)
         }
         if actions == [.closeAttempt] {
-            attempt?.engine.close()
+            engine?.close()
         } else if !actions.isEmpty {
             onOwner { self.perform(actions) }
         } else {
@@ -235,7 +274,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     /// Closes at once, with a TCP reset rather than a FIN (`NWConnection.forceCancel()`); otherwise as
     /// `cancel()`.
     public func forceCancel() {
-        if let fd = shared.withLock({ $0.attempt?.engine.streams?.input.socketDescriptor }) {
+        if let fd = shared.withLock({ $0.engine?.streams?.input.socketDescriptor }) {
             TCPSocketOptions.resetOnClose(fd)
         }
         cancel()
@@ -258,7 +297,15 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
 
     /// Runs `body` on the owner, in a turn of the queue's reactor.
     func onOwner(_ body: @escaping @Sendable () -> Void) {
-        guard let turns = shared.withLock({ $0.turns }) else { return }
+        let (queue, known) = shared.withLock { ($0.queue, $0.turns) }
+        guard let queue else { return }
+        if let known { return known.enqueue(OwnerTurn(body)) }
+        guard let made = DelegateTurns(queue: queue) else { return queue.async(execute: body) }  // out of fds
+        let turns = shared.withLock { shared -> DelegateTurns in
+            if let turns = shared.turns { return turns }
+            shared.turns = made
+            return made
+        }
         turns.enqueue(OwnerTurn(body))
     }
 
@@ -407,10 +454,10 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     /// The metadata of the protocol `definition` names on this connection, once ready
     /// (`NWConnection.metadata(definition:)`): TLS's (what was negotiated) and TCP's (the buffers).
     public func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata? {
-        let (ready, info, fd) = shared.withLock { shared in
-            (shared.lifecycle.isReady, shared.tlsInfo, shared.attempt?.engine.streams?.input.socketDescriptor)
-        }
-        guard ready else { return nil }
+        let (ready, input) = shared.withLock { shared in (shared.lifecycle.isReady, shared.engine?.streams?.input) }
+        guard ready, let input else { return nil }
+        let info = input.property(forKey: .tlsConnectionInfoKey) as? TLSConnectionInfo
+        let fd = input.socketDescriptor
         if definition == NWProtocolTLS.definition { return info.map { NWProtocolTLS.Metadata(info: $0) } }
         if definition == NWProtocolTCP.definition, let fd { return NWProtocolTCP.Metadata(socket: fd) }
         return nil

@@ -4,32 +4,35 @@
 // back) and change nothing; the later connection slice documents which it acts on.
 
 import Foundation
+import Synchronization
 
 /// The protocols, options and path constraints of connections and listeners: Network.framework's
 /// `NWParameters` (a final class, `CustomDebugStringConvertible`, `Sendable`).
-// @unchecked Sendable: the values are in a `Guarded` state, the stack is a `let`.
+// @unchecked Sendable: the values are in a `Mutex`, the stack is a `let`.
 public final class NWParameters: CustomDebugStringConvertible, @unchecked Sendable {
     /// An ordered set of protocol options, top (application) first: Network.framework's
     /// `NWParameters.ProtocolStack` (a class, so `parameters.defaultProtocolStack.applicationProtocols
     /// .insert(…, at: 0)` changes the parameters' own stack).
-    // @unchecked Sendable: the values are in a `Guarded` state.
+    // @unchecked Sendable: the values are in a `Mutex`.
     public final class ProtocolStack: @unchecked Sendable {
         struct Values {
             var applicationProtocols: [NWProtocolOptions]
             var transportProtocol: NWProtocolOptions?
+            /// Made when first asked for: most stacks never are, and every connection's parameters hold
+            /// one.
             var internetProtocol: NWProtocolOptions?
         }
 
-        let values: Guarded<Values>
+        let values: Mutex<Values>
 
         init(application: [NWProtocolOptions], transport: NWProtocolOptions?) {
-            let values = Values(applicationProtocols: application, transportProtocol: transport, internetProtocol: NWProtocolIP.Options())
-            self.values = Guarded(values)
+            let values = Values(applicationProtocols: application, transportProtocol: transport, internetProtocol: nil)
+            self.values = Mutex(values)
         }
 
         init(copying other: ProtocolStack) {
             let old = other.values.withLock { $0 }
-            values = Guarded(
+            values = Mutex(
                 Values(
                     applicationProtocols: old.applicationProtocols.map { $0.copied() },
                     transportProtocol: old.transportProtocol?.copied(),
@@ -49,7 +52,12 @@ public final class NWParameters: CustomDebugStringConvertible, @unchecked Sendab
             set { values[\.transportProtocol] = newValue }
         }
         /// IP's options, an `NWProtocolIP.Options`, in every stack (`NWParameters.ProtocolStack.internetProtocol`).
-        public var internetProtocol: NWProtocolOptions? { values[\.internetProtocol] }
+        public var internetProtocol: NWProtocolOptions? {
+            values.withLock { values in
+                if values.internetProtocol == nil { values.internetProtocol = NWProtocolIP.Options() }
+                return values.internetProtocol
+            }
+        }
     }
 
     /// Whether connections may use multipath TCP: Network.framework's `NWParameters.MultipathServiceType`.
@@ -114,7 +122,7 @@ public final class NWParameters: CustomDebugStringConvertible, @unchecked Sendab
         var expiredDNSBehavior = ExpiredDNSBehavior.systemDefault
     }
 
-    let values: Guarded<Values>
+    let values: Mutex<Values>
 
     /// The protocol stack connections and listeners with these parameters use
     /// (`NWParameters.defaultProtocolStack`).
@@ -122,7 +130,7 @@ public final class NWParameters: CustomDebugStringConvertible, @unchecked Sendab
 
     private init(stack: ProtocolStack, values: Values = Values()) {
         defaultProtocolStack = stack
-        self.values = Guarded(values)
+        self.values = Mutex(values)
     }
 
     /// Parameters with no protocols: an empty stack above IP (`NWParameters.init()`).

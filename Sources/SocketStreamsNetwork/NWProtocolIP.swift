@@ -2,6 +2,7 @@
 // as on Apple platforms, code does not make one itself.
 
 import Foundation
+import Synchronization
 
 /// The Internet Protocol: Network.framework's `NWProtocolIP`.
 public class NWProtocolIP: NWProtocol, @unchecked Sendable {
@@ -10,7 +11,7 @@ public class NWProtocolIP: NWProtocol, @unchecked Sendable {
 
     /// How IP is used on a connection: Network.framework's `NWProtocolIP.Options`, reached through
     /// `parameters.defaultProtocolStack.internetProtocol as? NWProtocolIP.Options`.
-    // @unchecked Sendable: the values are in a `Guarded` state.
+    // @unchecked Sendable: the values are in a `Mutex`.
     public class Options: NWProtocolOptions, @unchecked Sendable {
         /// The IP version a connection must use: Network.framework's `NWProtocolIP.Options.Version`.
         public enum Version: Hashable, Sendable {
@@ -43,14 +44,14 @@ public class NWProtocolIP: NWProtocol, @unchecked Sendable {
             var localAddressPreference = AddressPreference.default
         }
 
-        let values: Guarded<Values>
+        let values: Mutex<Values>
 
         override init() {
-            values = Guarded(Values())
+            values = Mutex(Values())
         }
 
         private init(values: Values) {
-            self.values = Guarded(values)
+            self.values = Mutex(values)
         }
 
         override func copied() -> NWProtocolOptions { Options(values: values.withLock { $0 }) }

@@ -3,6 +3,7 @@
 // `TCP_KEEPIDLE`, `TCP_USER_TIMEOUT`, `TCP_FASTOPEN_CONNECT`, `TCP_MAXSEG`...) when it opens the socket.
 
 import Foundation
+import Synchronization
 
 /// The Transmission Control Protocol: Network.framework's `NWProtocolTCP`.
 public class NWProtocolTCP: NWProtocol, @unchecked Sendable {
@@ -11,7 +12,7 @@ public class NWProtocolTCP: NWProtocol, @unchecked Sendable {
 
     /// How TCP is used on a connection: Network.framework's `NWProtocolTCP.Options`. Every value
     /// starts at 0 or false, meaning the system's default, as on Apple platforms.
-    // @unchecked Sendable: the values are in a `Guarded` state.
+    // @unchecked Sendable: the values are in a `Mutex`.
     public class Options: NWProtocolOptions, @unchecked Sendable {
         struct Values {
             var noDelay = false
@@ -31,15 +32,15 @@ public class NWProtocolTCP: NWProtocol, @unchecked Sendable {
             var disableECN = false
         }
 
-        let values: Guarded<Values>
+        let values: Mutex<Values>
 
         /// TCP with the system's defaults (`NWProtocolTCP.Options.init()`).
         override public init() {
-            values = Guarded(Values())
+            values = Mutex(Values())
         }
 
         private init(values: Values) {
-            self.values = Guarded(values)
+            self.values = Mutex(values)
         }
 
         override func copied() -> NWProtocolOptions { Options(values: values.withLock { $0 }) }

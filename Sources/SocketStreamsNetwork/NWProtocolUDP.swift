@@ -1,6 +1,7 @@
 // UDP's options as Network.framework declares them.
 
 import Foundation
+import Synchronization
 
 /// The User Datagram Protocol: Network.framework's `NWProtocolUDP`.
 public class NWProtocolUDP: NWProtocol, @unchecked Sendable {
@@ -8,21 +9,21 @@ public class NWProtocolUDP: NWProtocol, @unchecked Sendable {
     public static let definition = NWProtocolDefinition(name: "udp")
 
     /// How UDP is used on a connection: Network.framework's `NWProtocolUDP.Options`.
-    // @unchecked Sendable: the values are in a `Guarded` state.
+    // @unchecked Sendable: the values are in a `Mutex`.
     public class Options: NWProtocolOptions, @unchecked Sendable {
         struct Values {
             var preferNoChecksum = false
         }
 
-        let values: Guarded<Values>
+        let values: Mutex<Values>
 
         /// UDP with the system's defaults (`NWProtocolUDP.Options.init()`).
         override public init() {
-            values = Guarded(Values())
+            values = Mutex(Values())
         }
 
         private init(values: Values) {
-            self.values = Guarded(values)
+            self.values = Mutex(values)
         }
 
         override func copied() -> NWProtocolOptions { Options(values: values.withLock { $0 }) }

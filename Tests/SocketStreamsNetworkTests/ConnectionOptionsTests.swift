@@ -18,7 +18,7 @@ final class ConnectionOptionsTests: SocketStreamsTestCase {
         connection.start(queue: queue)
         addCleanup { connection.cancel() }
         wait(for: [ready], timeout: shortTimeout)
-        let fd = try XCTUnwrap(connection.shared.withLock { $0.attempt?.engine.streams?.input.socketDescriptor })
+        let fd = try XCTUnwrap(connection.shared.withLock { $0.engine?.streams?.input.socketDescriptor })
         return (connection, fd)
     }
 
