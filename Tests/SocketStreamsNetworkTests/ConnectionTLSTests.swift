@@ -58,15 +58,7 @@ final class ConnectionTLSTests: SocketStreamsTestCase {
         let listener = try NWListener(using: NWParameters(tls: options), on: .any)
         let serverQueue = DispatchQueue(label: "tls-server")
         listener.newConnectionHandler = { incoming in
-            incoming.start(queue: serverQueue)
-            @Sendable func echo() {
-                incoming.receive(minimumIncompleteLength: 1, maximumLength: 65_536) { data, _, isComplete, error in
-                    if let data { incoming.send(content: data, completion: .idempotent) }
-                    if isComplete || error != nil { return incoming.cancel() }
-                    echo()
-                }
-            }
-            echo()
+            incoming.startEchoing(on: serverQueue)
         }
         let ready = expectation(description: "listener ready")
         listener.stateUpdateHandler = { if $0 == .ready { ready.fulfill() } }

@@ -352,15 +352,7 @@ final class ConnectionTests: SocketStreamsTestCase {
         let serverQueue = DispatchQueue(label: "server")
         listener.newConnectionHandler = { incoming in
             XCTAssertEqual(incoming.state, .setup)
-            incoming.start(queue: serverQueue)
-            @Sendable func echo() {
-                incoming.receive(minimumIncompleteLength: 1, maximumLength: 65_536) { data, _, isComplete, error in
-                    if let data { incoming.send(content: data, completion: .idempotent) }
-                    if isComplete || error != nil { return incoming.cancel() }
-                    echo()
-                }
-            }
-            echo()
+            incoming.startEchoing(on: serverQueue)
         }
         XCTAssertNil(listener.port)
         listener.start(queue: queue)
