@@ -1,0 +1,106 @@
+// NWProtocolWebSocket and NWProtocolQUIC as code that offers them among other endpoints uses them (an
+// MQTT client with tcp, tls, ws, wss and quic endpoints): they build, keep what is set, and a
+// connection asking for them fails with EPROTONOSUPPORT against a real loopback peer instead of
+// quietly running plain TCP.
+
+#if canImport(Network)
+    import Network
+#else
+    import SocketStreamsNetwork
+#endif
+import Foundation
+import SocketStreamsTestSupport
+import XCTest
+
+final class ProtocolDeclarationsTests: SocketStreamsTestCase {
+    private let queue = DispatchQueue(label: "ProtocolDeclarationsTests")
+
+    func testWebSocketOptionsKeepWhatIsSet() throws {
+        let options = NWProtocolWebSocket.Options()
+        XCTAssertFalse(options.autoReplyPing)
+        XCTAssertFalse(options.skipHandshake)
+        options.autoReplyPing = true
+        options.skipHandshake = true
+        options.maximumMessageSize = 1 << 20
+        options.setSubprotocols(["mqtt"])
+        options.setAdditionalHeaders([(name: "Origin", value: "https://example.com")])
+        XCTAssertTrue(options.autoReplyPing)
+        XCTAssertTrue(options.skipHandshake)
+        XCTAssertEqual(options.maximumMessageSize, 1 << 20)
+
+        let parameters = NWParameters.tls
+        parameters.defaultProtocolStack.applicationProtocols.insert(options, at: 0)
+        XCTAssertEqual(parameters.debugDescription, "websocket, tls, tcp, ip")
+        let copy = try XCTUnwrap(parameters.copy().defaultProtocolStack.applicationProtocols.first as? NWProtocolWebSocket.Options)
+        copy.autoReplyPing = false
+        XCTAssertTrue(options.autoReplyPing, "a copy of the parameters has options of its own")
+
+        let metadata = NWProtocolWebSocket.Metadata(opcode: .binary)
+        XCTAssertEqual(metadata.opcode, .binary)
+        let context = NWConnection.ContentContext(identifier: "message", metadata: [metadata])
+        XCTAssertTrue(context.protocolMetadata.first === metadata)
+        XCTAssertEqual(NWProtocolWebSocket.definition.name, "websocket")
+    }
+
+    func testQUICParameters() throws {
+        let options = NWProtocolQUIC.Options(alpn: ["mqtt"])
+        XCTAssertEqual(options.alpn, ["mqtt"])
+        XCTAssertEqual(NWProtocolQUIC.Options().alpn, [])
+        options.idleTimeout = 90_000
+        XCTAssertEqual(options.idleTimeout, 90_000)
+        sec_protocol_options_set_min_tls_protocol_version(options.securityProtocolOptions, .TLSv13)
+        sec_protocol_options_set_peer_authentication_required(options.securityProtocolOptions, false)
+
+        let parameters = NWParameters(quic: options)
+        XCTAssertTrue(parameters.defaultProtocolStack.transportProtocol === options)
+        XCTAssertTrue(parameters.defaultProtocolStack.applicationProtocols.isEmpty)
+        XCTAssertEqual(parameters.debugDescription, "quic, ip")
+        let byALPN = try XCTUnwrap(NWParameters.quic(alpn: ["h3"]).defaultProtocolStack.transportProtocol as? NWProtocolQUIC.Options)
+        XCTAssertEqual(byALPN.alpn, ["h3"])
+        let copied = try XCTUnwrap(parameters.copy().defaultProtocolStack.transportProtocol as? NWProtocolQUIC.Options)
+        copied.alpn = ["other"]
+        XCTAssertEqual(options.alpn, ["mqtt"])
+        XCTAssertEqual(NWProtocolQUIC.definition.name, "quic")
+    }
+
+    /// A WebSocket stack over TCP to a listening peer fails at once; nothing connects.
+    func testAWebSocketStackFailsInsteadOfRunningTCP() throws {
+        let parameters = NWParameters.tcp
+        parameters.defaultProtocolStack.applicationProtocols.insert(NWProtocolWebSocket.Options(), at: 0)
+        try assertRefusedWithoutConnecting(parameters)
+    }
+
+    /// QUIC fails at once; it does not fall back to a TCP connection to the same port.
+    func testAQUICConnectionFailsInsteadOfRunningTCP() throws {
+        try assertRefusedWithoutConnecting(NWParameters(quic: NWProtocolQUIC.Options(alpn: ["mqtt"])))
+    }
+
+    func testListenersRefuseWebSocketAndQUIC() {
+        let webSocket = NWParameters.tcp
+        webSocket.defaultProtocolStack.applicationProtocols.insert(NWProtocolWebSocket.Options(), at: 0)
+        XCTAssertThrowsError(try NWListener(using: webSocket, on: .any))
+        XCTAssertThrowsError(try NWListener(using: NWParameters(quic: NWProtocolQUIC.Options()), on: .any))
+    }
+
+    private func assertRefusedWithoutConnecting(_ parameters: NWParameters, file: StaticString = #filePath, line: UInt = #line) throws {
+        let server = try RawTCPServer { connection in _ = try? connection.readToEOF() }
+        defer { server.stop() }
+        let connection = NWConnection(host: "127.0.0.1", port: NWEndpoint.Port(rawValue: UInt16(server.port))!, using: parameters)
+        let states = Locked<[NWConnection.State]>([])
+        let failed = expectation(description: "failed")
+        let cancelled = expectation(description: "cancelled")
+        connection.stateUpdateHandler = { state in
+            states.mutate { $0.append(state) }
+            if case .failed = state { failed.fulfill() }
+            if state == .cancelled { cancelled.fulfill() }
+        }
+        connection.start(queue: queue)
+        wait(for: [failed], timeout: shortTimeout)
+        connection.cancel()
+        wait(for: [cancelled], timeout: shortTimeout)
+        XCTAssertEqual(states.value.last, .cancelled, file: file, line: line)
+        XCTAssertTrue(states.value.contains(.failed(.posix(.EPROTONOSUPPORT))), "\(states.value)", file: file, line: line)
+        XCTAssertFalse(states.value.contains(.ready), file: file, line: line)
+        XCTAssertEqual(server.acceptedCount, 0, file: file, line: line)
+    }
+}
