@@ -104,3 +104,83 @@ final class ProtocolDeclarationsTests: SocketStreamsTestCase {
         XCTAssertEqual(server.acceptedCount, 0, file: file, line: line)
     }
 }
+
+/// What a connection refused at start does with what was asked of it before: the held send and receive
+/// complete with the error, once each, whether the client cancels from its own queue as soon as the
+/// receive reports (as an MQTT client does) or not at all; `.cancelled` comes last.
+final class RefusedStackCompletionTests: SocketStreamsTestCase {
+    func testHeldSendAndReceiveCompleteWhenTheStackIsRefused() throws {
+        let server = try RawTCPServer { connection in _ = try? connection.readToEOF() }
+        defer { server.stop() }
+        for round in 0..<40 {
+            let queue = DispatchQueue(label: "connection \(round)")
+            let clientQueue = DispatchQueue(label: "client \(round)")
+            let parameters = NWParameters.tcp
+            parameters.defaultProtocolStack.applicationProtocols.insert(NWProtocolWebSocket.Options(), at: 0)
+            let connection = NWConnection(host: "127.0.0.1", port: NWEndpoint.Port(rawValue: UInt16(server.port))!, using: parameters)
+            let events = Locked<[String]>([])
+            let sent = expectation(description: "send \(round)")
+            let received = expectation(description: "receive \(round)")
+            let cancelled = expectation(description: "cancelled \(round)")
+            connection.stateUpdateHandler = { state in
+                events.mutate { $0.append("state \(state)") }
+                if state == .cancelled { cancelled.fulfill() }
+            }
+            connection.start(queue: queue)
+            connection.send(
+                content: Data("CONNECT".utf8),
+                completion: .contentProcessed { error in
+                    events.mutate { $0.append("send \(String(describing: error))") }
+                    sent.fulfill()
+                })
+            connection.receiveMessage { _, _, _, error in
+                events.mutate { $0.append("receive \(String(describing: error))") }
+                received.fulfill()
+                if round % 2 == 0 { clientQueue.async { connection.cancel() } }
+            }
+            wait(for: [sent, received], timeout: shortTimeout)
+            if round % 2 == 1 { connection.cancel() }
+            wait(for: [cancelled], timeout: shortTimeout)
+            let log = events.value
+            XCTAssertEqual(log.last, "state cancelled", "round \(round): \(log)")
+            XCTAssertEqual(log.filter { $0.hasPrefix("send") }.count, 1, "round \(round): \(log)")
+            XCTAssertEqual(log.filter { $0.hasPrefix("receive") }.count, 1, "round \(round): \(log)")
+        }
+        XCTAssertEqual(server.acceptedCount, 0)
+    }
+    /// A send and a receive asked of a connection that has already failed complete at once with its
+    /// error (before `cancel()`).
+    func testSendAndReceiveAfterTheFailureComplete() throws {
+        let queue = DispatchQueue(label: "after failure")
+        let parameters = NWParameters.tcp
+        parameters.defaultProtocolStack.applicationProtocols.insert(NWProtocolWebSocket.Options(), at: 0)
+        let connection = NWConnection(host: "127.0.0.1", port: 9, using: parameters)
+        let failed = expectation(description: "failed")
+        let cancelled = expectation(description: "cancelled")
+        connection.stateUpdateHandler = { state in
+            if case .failed = state { failed.fulfill() }
+            if state == .cancelled { cancelled.fulfill() }
+        }
+        connection.start(queue: queue)
+        wait(for: [failed], timeout: shortTimeout)
+        let errors = Locked<[String]>([])
+        let sent = expectation(description: "sent")
+        let received = expectation(description: "received")
+        connection.send(
+            content: Data("x".utf8),
+            completion: .contentProcessed { error in
+                errors.mutate { $0.append("send \(String(describing: error))") }
+                sent.fulfill()
+            })
+        connection.receive(minimumIncompleteLength: 1, maximumLength: 10) { _, _, _, error in
+            errors.mutate { $0.append("receive \(String(describing: error))") }
+            received.fulfill()
+        }
+        wait(for: [sent, received], timeout: shortTimeout)
+        connection.cancel()
+        wait(for: [cancelled], timeout: shortTimeout)
+        XCTAssertEqual(
+            errors.value,
+            ["send Optional(\(NWError.posix(.EPROTONOSUPPORT)))", "receive Optional(\(NWError.posix(.EPROTONOSUPPORT)))"])
+    }
+}
