@@ -111,7 +111,10 @@ extension NWConnection {
     }
 
     private func report(_ state: State) {
-        let handler = shared.withLock { $0.handlers.stateUpdate }
+        let handler = shared.withLock { shared in
+            if case .cancelled = state { shared.cancelledReported = true }
+            return shared.handlers.stateUpdate
+        }
         handler?(state)
         guard case .cancelled = state else { return }
         // Last: the handlers go (breaking the cycles they usually make with their owner), and so does

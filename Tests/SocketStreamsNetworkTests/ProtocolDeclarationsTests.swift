@@ -183,4 +183,38 @@ final class RefusedStackCompletionTests: SocketStreamsTestCase {
             errors.value,
             ["send Optional(\(NWError.posix(.EPROTONOSUPPORT)))", "receive Optional(\(NWError.posix(.EPROTONOSUPPORT)))"])
     }
+    /// A send and a receive asked of a failed connection complete, with its error, before `.cancelled`
+    /// even when `cancel()` follows at once from the same thread (swift-mqtt's ws endpoint: its CONNECT
+    /// went out as the failure came, and its close cancelled right after).
+    func testSendAndReceiveOnAFailedConnectionCompleteBeforeAnImmediateCancel() throws {
+        for round in 0..<20 {
+            let queue = DispatchQueue(label: "failed then cancelled \(round)")
+            let parameters = NWParameters.tcp
+            parameters.defaultProtocolStack.applicationProtocols.insert(NWProtocolWebSocket.Options(), at: 0)
+            let connection = NWConnection(host: "127.0.0.1", port: 9, using: parameters)
+            let events = Locked<[String]>([])
+            let failed = expectation(description: "failed \(round)")
+            let cancelled = expectation(description: "cancelled \(round)")
+            connection.stateUpdateHandler = { state in
+                events.mutate { $0.append("state \(state)") }
+                if case .failed = state { failed.fulfill() }
+                if state == .cancelled { cancelled.fulfill() }
+            }
+            connection.start(queue: queue)
+            wait(for: [failed], timeout: shortTimeout)
+            connection.send(
+                content: Data("x".utf8),
+                completion: .contentProcessed { error in events.mutate { $0.append("send \(String(describing: error))") } })
+            connection.receive(minimumIncompleteLength: 1, maximumLength: 10) { _, _, _, error in
+                events.mutate { $0.append("receive \(String(describing: error))") }
+            }
+            connection.cancel()
+            wait(for: [cancelled], timeout: shortTimeout)
+            let error = String(describing: NWError.posix(.EPROTONOSUPPORT))
+            XCTAssertEqual(
+                events.value,
+                ["state preparing", "state failed(\(error))", "send Optional(\(error))", "receive Optional(\(error))", "state cancelled"],
+                "round \(round)")
+        }
+    }
 }
