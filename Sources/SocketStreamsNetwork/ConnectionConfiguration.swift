@@ -39,8 +39,10 @@ struct ConnectionConfiguration {
             throw NWError.dns(-65544)  // kDNSServiceErr_Unsupported
         }
         let stack = parameters.defaultProtocolStack
-        if stack.transportProtocol is NWProtocolUDP.Options {
-            throw NWError.posix(.EPROTONOSUPPORT)  // UDP connections come with the protocol-stack slice
+        if let transport = stack.transportProtocol, !(transport is NWProtocolTCP.Options) {
+            // UDP connections come with the protocol-stack slice; QUIC is not there at all. Never
+            // fall back to plain TCP for a transport asked for.
+            throw NWError.posix(.EPROTONOSUPPORT)
         }
         tcp = stack.transportProtocol as? NWProtocolTCP.Options
         let tlsOptions = stack.applicationProtocols.compactMap { $0 as? NWProtocolTLS.Options }

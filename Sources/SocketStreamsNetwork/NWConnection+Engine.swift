@@ -100,6 +100,7 @@ extension NWConnection {
         }
         let (handler, old) = shared.withLock { shared in
             defer { shared.changes = observation }
+            if case .cancelled = state { shared.cancelledReported = true }
             return (shared.handlers.stateUpdate, shared.changes)
         }
         old?.cancel()

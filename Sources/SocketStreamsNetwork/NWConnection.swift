@@ -115,6 +115,10 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         /// While `.waiting`: the network's changes, each a retry, as Network.framework retries on a path
         /// change.
         var changes: NetworkChanges.Observation?
+        /// `.cancelled` was reported (on the owner): nothing is called from then on. The lifecycle's
+        /// phase turns `.cancelled` earlier, in `cancel()` itself, while completions already on their
+        /// way to the owner must still run before the report.
+        var cancelledReported = false
 
         mutating func takeTag() -> Int {
             defer { nextTag &+= 1 }
@@ -442,10 +446,11 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     }
 
     /// Runs `body` on the owner, unless the connection has reported `.cancelled` by then (nothing is
-    /// called after it).
+    /// called after it). A completion on its way when `cancel()` is called still runs: the report
+    /// comes in a later turn.
     private func onOwnerUnlessCancelled(_ body: @escaping @Sendable () -> Void) {
         onOwner { [self] in
-            if shared.withLock({ $0.lifecycle.phase }) != .cancelled { body() }
+            if !shared.withLock({ $0.cancelledReported }) { body() }
         }
     }
 

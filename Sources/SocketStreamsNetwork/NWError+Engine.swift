@@ -33,7 +33,7 @@ extension NWError {
         case NSPOSIXErrorDomain:
             self = .posix(POSIXErrorCode(rawValue: Int32(truncatingIfNeeded: error.code)) ?? .EIO)
         case "NSOSStatusErrorDomain":
-            self = .tls(OSStatus(truncatingIfNeeded: error.code))
+            self = .tls(Self.networkFrameworkStatus(OSStatus(truncatingIfNeeded: error.code)))
         case cfNetwork where error.code == 2:
             let code = (error.userInfo[String(describing: kCFGetAddrInfoFailureKey)] as? NSNumber)?.int32Value ?? 0
             self = .dns(Self.dnsCode(addrInfoFailure: code))
@@ -44,6 +44,14 @@ extension NWError {
         default:
             self = .posix(.EIO)
         }
+    }
+
+    /// The status Network.framework reports for the engine's SecureTransport `status`: a chain the default
+    /// evaluation does not trust for want of a root (the engine's errSSLUnknownRootCert −9812 and
+    /// errSSLNoRootCert −9813) is errSSLXCertChainInvalid (−9807), as Apple's "default TLS Trust
+    /// evaluation failed(-9807)" reports it; every other status is the engine's.
+    static func networkFrameworkStatus(_ status: OSStatus) -> OSStatus {
+        status == errSSLUnknownRootCert || status == errSSLNoRootCert ? errSSLXCertChainInvalid : status
     }
 
     /// DNS-SD's code for a `getaddrinfo` failure: no such name (or no address of the family asked for)

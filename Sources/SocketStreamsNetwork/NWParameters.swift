@@ -267,6 +267,8 @@ public final class NWParameters: CustomDebugStringConvertible, @unchecked Sendab
         case is NWProtocolUDP.Options: NWProtocolUDP.definition.name
         case is NWProtocolIP.Options: NWProtocolIP.definition.name
         case is NWProtocolTLS.Options: NWProtocolTLS.definition.name
+        case is NWProtocolWebSocket.Options: NWProtocolWebSocket.definition.name
+        case is NWProtocolQUIC.Options: NWProtocolQUIC.definition.name
         default: "\(type(of: options))"
         }
     }
