@@ -28,7 +28,8 @@ enum End: Equatable, Sendable, CustomStringConvertible {
 }
 
 enum Transport: String, CaseIterable, Sendable {
-    case plain, tls
+    /// Plain TCP, or TCP through a SOCKS5 proxy (``FaceSettings/socksTarget``), and TLS.
+    case plain, socks5, tls
 }
 
 /// What a test sets on every connection of a face.
@@ -44,6 +45,8 @@ struct FaceSettings {
     /// the faces that offer the choice; the others keep their default (an end at a record boundary is
     /// the end of the stream).
     var requiresCloseNotify = true
+    /// SOCKS5: the target's port (on 127.0.0.1); the port a driver connects to is then the proxy's.
+    var socksTarget: Int?
 }
 
 /// The queues the drivers deliver on, one per face for the whole run: the library keeps a reactor

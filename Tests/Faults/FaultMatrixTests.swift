@@ -14,6 +14,7 @@
 import Foundation
 import SocketStreams
 import SocketStreamsTestSupport
+import TestPeers
 import XCTest
 
 final class FaultMatrixTests: SocketStreamsTestCase {
@@ -49,6 +50,12 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         case handshakeStalls
         /// The TLS handshake is cut by a FIN.
         case handshakeCut
+        /// The proxy closes (FIN) before its replies are complete.
+        case proxyHungUp
+        /// The proxy resets before its replies are complete.
+        case proxyReset
+        /// The proxy never answers: the open's timeout ends it.
+        case proxyStalls
     }
 
     struct Cell: Sendable {
@@ -72,6 +79,24 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         Cell(fault: .acceptAndNeverAnswer, delivered: .exactly(0), outcome: .deadPeer),
         Cell(fault: .deadPeer(after: 5000), delivered: .exactly(5000), outcome: .deadPeer),
         Cell(fault: .stopReading, delivered: .exactly(0), outcome: .deadPeer),
+    ]
+
+    /// SOCKS5 through danted, the relay between the client and the proxy: the faults count the bytes
+    /// of the SOCKS exchange (the method reply is 2 bytes, the connect reply 10), then the echo's.
+    static let socksReplies = 12
+    static let socksCells: [Cell] = [
+        Cell(fault: .none, delivered: .all, outcome: .delivered),
+        Cell(fault: .segment(maxSegment: 1), delivered: .all, outcome: .delivered),
+        Cell(fault: .segment(maxSegment: 3), delivered: .all, outcome: .delivered),
+        Cell(fault: .stall(after: 1, direction: .downstream, duration: 0.3), delivered: .all, outcome: .delivered),
+        Cell(fault: .stall(after: 3, direction: .upstream, duration: 0.3), delivered: .all, outcome: .delivered),
+        Cell(fault: .close(after: 1, direction: .downstream), delivered: .exactly(0), outcome: .proxyHungUp),
+        Cell(fault: .close(after: 5, direction: .downstream), delivered: .exactly(0), outcome: .proxyHungUp),
+        Cell(fault: .reset(after: 5, direction: .downstream), delivered: .exactly(0), outcome: .proxyReset),
+        Cell(fault: .acceptAndNeverAnswer, delivered: .exactly(0), outcome: .proxyStalls),
+        Cell(fault: .close(after: socksReplies + 5000, direction: .downstream), delivered: .exactly(5000), outcome: .peerClosed),
+        Cell(fault: .reset(after: socksReplies + 5000, direction: .downstream), delivered: .exactly(5000), outcome: .reset),
+        Cell(fault: .deadPeer(after: socksReplies + 5000), delivered: .exactly(5000), outcome: .deadPeer),
     ]
 
     /// TLS: the faults count the bytes of records (the handshake's, then the echo's, in records of up
@@ -116,6 +141,8 @@ final class FaultMatrixTests: SocketStreamsTestCase {
     static let posixTimedOut = End.error(domain: NSPOSIXErrorDomain, code: Int(ETIMEDOUT))
     static let closedNoNotify = End.error(domain: NSOSStatusErrorDomain, code: -9816)
     static let closedAbort = End.error(domain: NSOSStatusErrorDomain, code: -9806)
+    /// A proxy that hangs up before its replies are complete: ENOTCONN, as CFNetwork reports it.
+    static let proxyHungUp = End.error(domain: NSPOSIXErrorDomain, code: Int(ENOTCONN))
     static let gcdClosed = End.error(domain: "GCDAsyncSocketErrorDomain", code: 7)
 
     static let pollingPair = Profile(
@@ -149,6 +176,9 @@ final class FaultMatrixTests: SocketStreamsTestCase {
     // MARK: the cells
 
     func testPollingPairPlain() throws { try run(Self.pollingPair, .plain) }
+    func testPollingPairSOCKS5() throws { try run(Self.pollingPair, .socks5) }
+    func testAsyncConnectionSOCKS5() throws { try run(Self.asyncConnection, .socks5) }
+    func testQueuedSocketSOCKS5() throws { try run(Self.queuedSocket, .socks5) }
     func testPollingPairTLS() throws { try run(Self.pollingPair, .tls) }
     func testPollingPairTLSDefault() throws { try run(Self.pollingPair, .tls, requiresCloseNotify: false) }
     func testAsyncConnectionPlain() throws { try run(Self.asyncConnection, .plain) }
@@ -164,9 +194,15 @@ final class FaultMatrixTests: SocketStreamsTestCase {
 
     // MARK: running a cell
 
-    private func upstream(_ transport: Transport) throws -> Int {
+    /// The port the relay forwards to: the echo, or (SOCKS5) the proxy, with the echo as its target.
+    private func upstream(_ transport: Transport, _ settings: inout FaceSettings) throws -> Int {
         switch transport {
         case .plain: return try startSocatEcho()
+        case .socks5:
+            settings.socksTarget = try startSocatEcho()
+            let (peer, port) = try Peer.dante(directory: try makeTemporaryDirectory())
+            addCleanup { peer.stop() }
+            return port
         case .tls:
             let pki = try self.pki
             let identity = TLSIdentity(certificateChainFile: pki.serverChain, privateKeyFile: pki.serverKey)
@@ -177,15 +213,15 @@ final class FaultMatrixTests: SocketStreamsTestCase {
     private func run(_ profile: Profile, _ transport: Transport, requiresCloseNotify: Bool = true) throws {
         var settings = FaceSettings(transport: transport, caCertificate: try pki.caCertificate)
         settings.requiresCloseNotify = requiresCloseNotify && profile.offersRequiresCloseNotify
-        let port = try upstream(transport)
+        let port = try upstream(transport, &settings)
         // Warm-up: the library's shared per-process descriptors (the stream thread's reactor, a
         // queue's, and the network-change observer's, which NWConnection's first `.waiting` starts)
         // are open before the first count.
         try runCell(Cell(fault: .none, delivered: .all, outcome: .delivered), profile, settings, port: port, report: false)
-        let stalls = transport == .plain ? Outcome.deadPeer : .handshakeStalls
+        let stalls: Outcome = transport == .plain ? .deadPeer : transport == .tls ? .handshakeStalls : .proxyStalls
         try runCell(
             Cell(fault: .acceptAndNeverAnswer, delivered: .exactly(0), outcome: stalls), profile, settings, port: port, report: false)
-        let cells = transport == .plain ? Self.plainCells : Self.tlsCells
+        let cells = transport == .plain ? Self.plainCells : transport == .tls ? Self.tlsCells : Self.socksCells
         for cell in cells {
             try runCell(cell, profile, settings, port: port, report: true)
         }
@@ -202,11 +238,15 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         case .truncatedMidRecord: return [profile.closedNoNotify]
         case .handshakeStalls: return [profile.handshakeStalls ?? .waiting]
         case .handshakeCut: return [profile.handshakeCut]
+        case .proxyHungUp: return [Self.proxyHungUp]
+        case .proxyReset: return profile.reset
+        case .proxyStalls: return [Self.posixTimedOut]
         }
     }
 
     private func runCell(_ cell: Cell, _ profile: Profile, _ settings: FaceSettings, port: Int, report: Bool) throws {
-        let transport = settings.transport == .plain ? "plain" : settings.requiresCloseNotify ? "tls" : "tls (default)"
+        let transport =
+            settings.transport != .tls ? settings.transport.rawValue : settings.requiresCloseNotify ? "tls" : "tls (default)"
         let name = "\(profile.name) \(transport) \(cell.fault)"
         let descriptorsBefore = RawSocket.openDescriptorCount()
         let relay = try FaultRelay(upstreamPort: port, fault: cell.fault)

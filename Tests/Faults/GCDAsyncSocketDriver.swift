@@ -40,7 +40,7 @@ final class GCDAsyncSocketDriver: NSObject, FaceDriver, GCDAsyncSocketDelegate, 
     }
 
     func socket(_ sock: GCDAsyncSocket, didConnectToHost host: String, port: UInt16) {
-        if settings.transport == .plain { settled.raise() }
+        if settings.transport != .tls { settled.raise() }
     }
 
     func socketDidSecure(_ sock: GCDAsyncSocket) { settled.raise() }

@@ -11,12 +11,22 @@ private func tlsSettings(_ settings: FaceSettings) -> TLSSettings {
     return tls
 }
 
-private func makePair(_ settings: FaceSettings, port: Int) -> (input: InputStream, output: OutputStream) {
-    let pair = createStreamPair(host: "127.0.0.1", port: port)
-    pair.input.setProperty(settings.connectTimeout, forKey: .connectTimeoutKey)
+/// Sets the test's settings on an unopened pair: the connect timeout, TLS, the SOCKS5 proxy at
+/// 127.0.0.1:`proxyPort` when the transport goes through one.
+private func configure(_ input: InputStream, _ settings: FaceSettings, proxyPort: Int) {
+    input.setProperty(settings.connectTimeout, forKey: .connectTimeoutKey)
     if settings.transport == .tls {
-        pair.input.setProperty(tlsSettings(settings), forKey: .tlsSettingsKey)
+        input.setProperty(tlsSettings(settings), forKey: .tlsSettingsKey)
     }
+    if settings.socksTarget != nil {
+        input.setProperty(ProxyConfiguration.socks5(host: "127.0.0.1", port: proxyPort), forKey: .proxyConfigurationKey)
+    }
+}
+
+/// A pair to 127.0.0.1:`port`, or to the SOCKS target through the proxy at `port`.
+private func makePair(_ settings: FaceSettings, port: Int) -> (input: InputStream, output: OutputStream) {
+    let pair = createStreamPair(host: "127.0.0.1", port: settings.socksTarget ?? port)
+    configure(pair.input, settings, proxyPort: port)
     return (pair.input, pair.output)
 }
 
@@ -191,7 +201,9 @@ final class QueuedSocketDriver: FaceDriver, QueuedSocketDelegate, @unchecked Sen
         let socket = QueuedSocket(delegate: self, delegateQueue: queue)
         self.socket = socket
         do {
-            try socket.connect(toHost: "127.0.0.1", onPort: port, withTimeout: settings.connectTimeout)
+            try socket.connect(toHost: "127.0.0.1", onPort: settings.socksTarget ?? port, withTimeout: settings.connectTimeout) {
+                [settings] input, _ in configure(input, settings, proxyPort: port)
+            }
         } catch {
             return End(error)
         }
@@ -203,7 +215,7 @@ final class QueuedSocketDriver: FaceDriver, QueuedSocketDelegate, @unchecked Sen
     }
 
     func socket(_ socket: QueuedSocket, didConnectToHost host: String, port: Int) {
-        if settings.transport == .plain { settled.raise() }
+        if settings.transport != .tls { settled.raise() }
     }
 
     func socketDidSecure(_ socket: QueuedSocket) { settled.raise() }
