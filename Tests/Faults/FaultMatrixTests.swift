@@ -133,6 +133,9 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         let handshakeCut: End
         /// Whether the face lets the user require close_notify (TLSSettings.requiresCloseNotify).
         let offersRequiresCloseNotify: Bool
+        /// Whether the warm-up also runs a stalled open (NWConnection's first `.waiting` starts the
+        /// process's network-change observer, whose descriptors then stay).
+        var warmsUpAStall = false
     }
 
     static let posixReset = [
@@ -148,6 +151,14 @@ final class FaultMatrixTests: SocketStreamsTestCase {
     static let pollingPair = Profile(
         name: "polling pair", make: { PollingPairDriver($0) }, endOfStream: .endOfStream, reset: posixReset, deadPeer: nil,
         closedNoNotify: closedNoNotify, handshakeStalls: posixTimedOut, handshakeCut: closedAbort, offersRequiresCloseNotify: true)
+    static let runLoopPair = Profile(
+        name: "run-loop pair", make: { DelegatePairDriver($0, owner: .runLoop(DelegatePairDriver.sharedThread)) },
+        endOfStream: .endOfStream, reset: posixReset, deadPeer: nil, closedNoNotify: closedNoNotify,
+        handshakeStalls: posixTimedOut, handshakeCut: closedAbort, offersRequiresCloseNotify: true)
+    static let queuePair = Profile(
+        name: "queue pair", make: { DelegatePairDriver($0, owner: .queue(DelegatePairDriver.sharedQueue)) },
+        endOfStream: .endOfStream, reset: posixReset, deadPeer: nil, closedNoNotify: closedNoNotify,
+        handshakeStalls: posixTimedOut, handshakeCut: closedAbort, offersRequiresCloseNotify: true)
     static let asyncConnection = Profile(
         name: "AsyncConnection", make: { AsyncConnectionDriver($0) }, endOfStream: .endOfStream, reset: posixReset,
         deadPeer: nil, closedNoNotify: closedNoNotify, handshakeStalls: posixTimedOut, handshakeCut: closedAbort,
@@ -171,7 +182,7 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         name: "NWConnection", make: { NWConnectionDriver($0) }, endOfStream: .endOfStream,
         reset: [.error(domain: "NWError.posix", code: Int(ECONNRESET)), .error(domain: "NWError.posix", code: Int(EPIPE))], deadPeer: nil,
         closedNoNotify: .error(domain: "NWError.tls", code: -9816), handshakeStalls: .error(domain: "NWError.posix", code: Int(ETIMEDOUT)),
-        handshakeCut: .error(domain: "NWError.tls", code: -9806), offersRequiresCloseNotify: false)
+        handshakeCut: .error(domain: "NWError.tls", code: -9806), offersRequiresCloseNotify: false, warmsUpAStall: true)
 
     // MARK: the cells
 
@@ -181,6 +192,14 @@ final class FaultMatrixTests: SocketStreamsTestCase {
     func testQueuedSocketSOCKS5() throws { try run(Self.queuedSocket, .socks5) }
     func testPollingPairTLS() throws { try run(Self.pollingPair, .tls) }
     func testPollingPairTLSDefault() throws { try run(Self.pollingPair, .tls, requiresCloseNotify: false) }
+    func testRunLoopPairPlain() throws { try run(Self.runLoopPair, .plain) }
+    func testRunLoopPairSOCKS5() throws { try run(Self.runLoopPair, .socks5) }
+    func testRunLoopPairTLS() throws { try run(Self.runLoopPair, .tls) }
+    func testRunLoopPairTLSDefault() throws { try run(Self.runLoopPair, .tls, requiresCloseNotify: false) }
+    func testQueuePairPlain() throws { try run(Self.queuePair, .plain) }
+    func testQueuePairSOCKS5() throws { try run(Self.queuePair, .socks5) }
+    func testQueuePairTLS() throws { try run(Self.queuePair, .tls) }
+    func testQueuePairTLSDefault() throws { try run(Self.queuePair, .tls, requiresCloseNotify: false) }
     func testAsyncConnectionPlain() throws { try run(Self.asyncConnection, .plain) }
     func testAsyncConnectionTLS() throws { try run(Self.asyncConnection, .tls) }
     func testAsyncConnectionTLSDefault() throws { try run(Self.asyncConnection, .tls, requiresCloseNotify: false) }
@@ -218,9 +237,11 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         // queue's, and the network-change observer's, which NWConnection's first `.waiting` starts)
         // are open before the first count.
         try runCell(Cell(fault: .none, delivered: .all, outcome: .delivered), profile, settings, port: port, report: false)
-        let stalls: Outcome = transport == .plain ? .deadPeer : transport == .tls ? .handshakeStalls : .proxyStalls
-        try runCell(
-            Cell(fault: .acceptAndNeverAnswer, delivered: .exactly(0), outcome: stalls), profile, settings, port: port, report: false)
+        if profile.warmsUpAStall {
+            let stalls: Outcome = transport == .plain ? .deadPeer : transport == .tls ? .handshakeStalls : .proxyStalls
+            try runCell(
+                Cell(fault: .acceptAndNeverAnswer, delivered: .exactly(0), outcome: stalls), profile, settings, port: port, report: false)
+        }
         let cells = transport == .plain ? Self.plainCells : transport == .tls ? Self.tlsCells : Self.socksCells
         for cell in cells {
             try runCell(cell, profile, settings, port: port, report: true)
@@ -258,9 +279,9 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         var end = driver.connect(port: relay.port)
         if end == nil {
             driver.send(payload)
-            // A cell that waits is given a window well past the face's read timeout; the others until
-            // their bytes or their end, never more than a few seconds (a hang fails the cell).
-            let window: TimeInterval = expected == [.waiting] ? 1 : 8
+            // A cell that waits (a face without read timeouts) is watched for 0.6 s; the others get
+            // until their bytes or their end, never more than a few seconds (a hang fails the cell).
+            let window: TimeInterval = expected == [.waiting] ? 0.6 : 8
             (received, end) = driver.receive(count: payload.count, within: window)
             if end == nil, expected != nil {
                 // Everything arrived; the end must follow.

@@ -11,11 +11,11 @@ private func tlsSettings(_ settings: FaceSettings) -> TLSSettings {
     return tls
 }
 
-/// Sets the test's settings on an unopened pair: the connect timeout, TLS, the SOCKS5 proxy at
-/// 127.0.0.1:`proxyPort` when the transport goes through one.
-private func configure(_ input: InputStream, _ settings: FaceSettings, proxyPort: Int) {
+/// Sets the test's settings on an unopened pair: the connect timeout, TLS (unless the face starts it
+/// its own way), the SOCKS5 proxy at 127.0.0.1:`proxyPort` when the transport goes through one.
+private func configure(_ input: InputStream, _ settings: FaceSettings, proxyPort: Int, tls: Bool = true) {
     input.setProperty(settings.connectTimeout, forKey: .connectTimeoutKey)
-    if settings.transport == .tls {
+    if tls, settings.transport == .tls {
         input.setProperty(tlsSettings(settings), forKey: .tlsSettingsKey)
     }
     if settings.socksTarget != nil {
@@ -202,7 +202,8 @@ final class QueuedSocketDriver: FaceDriver, QueuedSocketDelegate, @unchecked Sen
         self.socket = socket
         do {
             try socket.connect(toHost: "127.0.0.1", onPort: settings.socksTarget ?? port, withTimeout: settings.connectTimeout) {
-                [settings] input, _ in configure(input, settings, proxyPort: port)
+                // TLS comes from startTLS below, as QueuedSocket code starts it.
+                [settings] input, _ in configure(input, settings, proxyPort: port, tls: false)
             }
         } catch {
             return End(error)
@@ -240,5 +241,122 @@ final class QueuedSocketDriver: FaceDriver, QueuedSocketDelegate, @unchecked Sen
         inbox.markClosing()
         socket?.disconnect()
         socket = nil
+    }
+}
+
+/// A pair with a `StreamDelegate`, Apple-guide style, on a run loop (a thread of the test's running
+/// one) or on a dispatch queue (`CFReadStreamSetDispatchQueue`): it writes on `hasSpaceAvailable`,
+/// reads once per `hasBytesAvailable`, and ends on the input's `endEncountered` or `errorOccurred`.
+/// The face has no read timeout.
+final class DelegatePairDriver: NSObject, FaceDriver, StreamDelegate, @unchecked Sendable {
+    // @unchecked: the streams and `pending` are touched only on the owner (the run-loop thread or
+    // the queue, one at a time); the rest is the Inbox's and the Signal's.
+    enum Owner {
+        case runLoop(RunLoopThread)
+        case queue(DispatchQueue)
+    }
+
+    /// One run-loop thread and one queue for every delegate pair of the run (see ``DriverQueues``).
+    static let sharedThread = RunLoopThread(name: "FaultMatrix.runLoop")
+    static let sharedQueue = DispatchQueue(label: "FaultMatrix.pairQueue")
+
+    private let settings: FaceSettings
+    private let owner: Owner
+    private var pair: (input: InputStream, output: OutputStream)?
+    private var pending = Data()
+    private let inbox = Inbox()
+    private let settled = Signal()
+
+    init(_ settings: FaceSettings, owner: Owner) {
+        self.settings = settings
+        self.owner = owner
+    }
+
+    var endsReported: Int { inbox.endsReported }
+
+    /// Runs `body` on the owner and waits for it.
+    private func onOwner(_ body: @escaping @Sendable () -> Void) {
+        switch owner {
+        case .runLoop(let thread): thread.sync(body)
+        case .queue(let queue): queue.sync(execute: body)
+        }
+    }
+
+    func connect(port: Int) -> End? {
+        let pair = makePair(settings, port: port)
+        self.pair = pair
+        pair.input.delegate = self
+        pair.output.delegate = self
+        switch owner {
+        case .runLoop(let thread):
+            thread.sync { [self] in
+                guard let pair = self.pair else { return }
+                pair.input.schedule(in: .current, forMode: .default)
+                pair.output.schedule(in: .current, forMode: .default)
+                pair.input.open()
+                pair.output.open()
+            }
+        case .queue(let queue):
+            CFReadStreamSetDispatchQueue(pair.input, queue)
+            CFWriteStreamSetDispatchQueue(pair.output, queue)
+            pair.input.open()
+            pair.output.open()
+        }
+        guard settled.wait(timeout: settings.connectTimeout + 2) else { return .waiting }
+        if let end = inbox.wait(count: Int.max, within: 0).end, end != .waiting { return end }
+        return nil
+    }
+
+    func stream(_ stream: Stream, handle event: Stream.Event) {
+        guard let pair else { return }
+        switch event {
+        case .hasSpaceAvailable:
+            settled.raise()
+            flush()
+        case .hasBytesAvailable:
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            let count = pair.input.read(&buffer, maxLength: buffer.count)
+            if count > 0 { inbox.append(Data(buffer[0..<count])) }
+        case .endEncountered:
+            if stream === pair.input { inbox.end(.endOfStream) }
+            settled.raise()
+        case .errorOccurred:
+            if stream === pair.input { inbox.end(stream.streamError.map(End.init) ?? .error(domain: "none", code: 0)) }
+            settled.raise()
+        default:
+            break
+        }
+    }
+
+    /// Writes what is pending while the output has space (on the owner).
+    private func flush() {
+        guard let output = pair?.output else { return }
+        while !pending.isEmpty && output.hasSpaceAvailable {
+            let written = pending.withUnsafeBytes { raw in
+                output.write(raw.bindMemory(to: UInt8.self).baseAddress!, maxLength: raw.count)
+            }
+            if written <= 0 { return }
+            pending.removeFirst(written)
+        }
+    }
+
+    func send(_ data: Data) {
+        onOwner { [self] in
+            pending.append(data)
+            flush()
+        }
+    }
+
+    func receive(count: Int, within: TimeInterval) -> (data: Data, end: End?) {
+        inbox.wait(count: count, within: within)
+    }
+
+    func close() {
+        inbox.markClosing()
+        onOwner { [self] in
+            pair?.input.close()
+            pair?.output.close()
+            pair = nil
+        }
     }
 }
