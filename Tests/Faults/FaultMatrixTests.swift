@@ -1,8 +1,9 @@
-// The fault matrix: every face × every fault × plain and TLS, through FaultRelay to a real peer
-// (socat echo for plain TCP, the package's own StreamListener echoing over TLS), each cell one row of
-// `plainCells` / `tlsCells` with the outcome it must have, resolved for each face by its profile (how
-// the face reports an end of stream, a reset, a dead peer, a truncation). Tests/Faults/README.md
-// prints the matrix with counts.
+// The fault matrix: every face (pairs polled, on a run loop, on a queue; AsyncConnection;
+// QueuedSocket; GCDAsyncSocket; NWConnection) × every fault × plain, SOCKS5 and TLS, through
+// FaultRelay to a real peer (socat echo, danted in front of it, the package's own StreamListener
+// echoing over TLS), each cell one row of `plainCells` / `socksCells` / `tlsCells` with the outcome it
+// must have, resolved for each face by its profile (how the face reports an end of stream, a reset,
+// a dead peer, a truncation). Tests/Faults/README.md prints the matrix with counts.
 //
 // Every cell checks: the bytes the peer sent before the fault all delivered, byte for byte; then
 // exactly one end, the right one, within the timeouts the test set (connect 1 s, read 0.5 s where the
