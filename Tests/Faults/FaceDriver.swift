@@ -37,8 +37,9 @@ struct FaceSettings {
     var transport: Transport
     /// The open's limit (name lookup, TCP and the TLS handshake where the face's timeout covers it).
     var connectTimeout: TimeInterval = 1
-    /// For the faces that offer read timeouts (GCDAsyncSocket, QueuedSocket).
-    var readTimeout: TimeInterval = 0.5
+    /// For the faces that offer read timeouts (GCDAsyncSocket, QueuedSocket): each read's, so a
+    /// trickle under load must not leave a gap this long.
+    var readTimeout: TimeInterval = 1
     /// The test CA's certificate (PEM), which the TLS clients trust.
     var caCertificate: String
     /// TLS: whether a TCP end without close_notify is an error (TLSSettings.requiresCloseNotify), for
@@ -47,6 +48,8 @@ struct FaceSettings {
     var requiresCloseNotify = true
     /// SOCKS5: the target's port (on 127.0.0.1); the port a driver connects to is then the proxy's.
     var socksTarget: Int?
+    /// The host a driver connects to (a name for the resolver tests).
+    var host = "127.0.0.1"
 }
 
 /// The queues the drivers deliver on, one per face for the whole run: the library keeps a reactor

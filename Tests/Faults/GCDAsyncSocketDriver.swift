@@ -25,7 +25,7 @@ final class GCDAsyncSocketDriver: NSObject, FaceDriver, GCDAsyncSocketDelegate, 
         let socket = GCDAsyncSocket(delegate: self, delegateQueue: queue, socketQueue: nil)
         self.socket = socket
         do {
-            try socket.connect(toHost: "127.0.0.1", onPort: UInt16(port), withTimeout: settings.connectTimeout)
+            try socket.connect(toHost: settings.host, onPort: UInt16(port), withTimeout: settings.connectTimeout)
         } catch {
             return End(error)
         }

@@ -49,7 +49,7 @@ final class NWConnectionDriver: FaceDriver, @unchecked Sendable {
             tls = options
         }
         let connection = NWConnection(
-            host: "127.0.0.1", port: NWEndpoint.Port(rawValue: UInt16(port))!, using: NWParameters(tls: tls, tcp: tcp))
+            host: NWEndpoint.Host(settings.host), port: NWEndpoint.Port(rawValue: UInt16(port))!, using: NWParameters(tls: tls, tcp: tcp))
         self.connection = connection
         let inbox = self.inbox
         connection.stateUpdateHandler = { [states, ready, finished, receiving] state in

@@ -1,5 +1,8 @@
 // The SocketStreams faces' drivers: a polling pair (no run loop: statuses and reads from the test's
 // thread), a pair scheduled on the stream thread's run loop through AsyncConnection, and QueuedSocket.
+#if canImport(Glibc)
+    import Glibc
+#endif
 import Foundation
 import SocketStreams
 import SocketStreamsTestSupport
@@ -23,9 +26,9 @@ private func configure(_ input: InputStream, _ settings: FaceSettings, proxyPort
     }
 }
 
-/// A pair to 127.0.0.1:`port`, or to the SOCKS target through the proxy at `port`.
+/// A pair to the settings' host and `port`, or to the SOCKS target through the proxy at `port`.
 private func makePair(_ settings: FaceSettings, port: Int) -> (input: InputStream, output: OutputStream) {
-    let pair = createStreamPair(host: "127.0.0.1", port: settings.socksTarget ?? port)
+    let pair = createStreamPair(host: settings.host, port: settings.socksTarget ?? port)
     configure(pair.input, settings, proxyPort: port)
     return (pair.input, pair.output)
 }
@@ -110,7 +113,13 @@ final class PollingPairDriver: FaceDriver {
                 break
             }
             if Date() > deadline { return (received, .waiting) }
-            sched_yield()
+            // Until the socket has something (or a millisecond, for what the library holds already).
+            if let fd = nativeHandle(of: input) {
+                var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                _ = poll(&descriptor, 1, 1)
+            } else {
+                sched_yield()
+            }
         }
         return (received, ending)
     }
@@ -201,7 +210,7 @@ final class QueuedSocketDriver: FaceDriver, QueuedSocketDelegate, @unchecked Sen
         let socket = QueuedSocket(delegate: self, delegateQueue: queue)
         self.socket = socket
         do {
-            try socket.connect(toHost: "127.0.0.1", onPort: settings.socksTarget ?? port, withTimeout: settings.connectTimeout) {
+            try socket.connect(toHost: settings.host, onPort: settings.socksTarget ?? port, withTimeout: settings.connectTimeout) {
                 // TLS comes from startTLS below, as QueuedSocket code starts it.
                 [settings] input, _ in configure(input, settings, proxyPort: port, tls: false)
             }
