@@ -7,8 +7,10 @@
 //
 // Every cell checks: the bytes the peer sent before the fault all delivered, byte for byte; then
 // exactly one end, the right one, within the timeouts the test set (connect 1 s where the open
-// stalls, 10 s elsewhere; read 1 s where the face has read timeouts) and never a hang; the library's descriptors back to their count before the
-// cell once closed (after a warm-up cell, so that shared per-process descriptors are already open).
+// stalls, 10 s elsewhere; read 1 s where the face has read timeouts) and never a hang; the
+// process's sockets back to their count before the cell once closed (after a warm-up cell; the
+// library's shared reactors, epoll and eventfd descriptors made when a queue or thread is first
+// used, are not counted).
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -212,6 +214,59 @@ final class FaultMatrixTests: SocketStreamsTestCase {
     func testNWConnectionPlain() throws { try run(Self.nwConnection, .plain) }
     func testNWConnectionTLS() throws { try run(Self.nwConnection, .tls, requiresCloseNotify: false) }
 
+    // MARK: a peer that stops reading
+
+    /// `.stopReading` with 16 MiB to send, more than the buffers on the way hold: only a write timeout
+    /// ends the write (GCDAsyncSocket's WriteTimeoutError, QueuedSocket's `writeTimedOut`, at the 1 s
+    /// the test set); the faces without one wait, as on Apple platforms, and close ends them cleanly.
+    /// (The polling pair is left out: its driver writes synchronously.)
+    func testAPeerThatStopsReadingIsEndedOnlyByAWriteTimeout() throws {
+        let echo = try startSocatEcho()
+        let writeTimedOut: [String: End] = [
+            Self.gcdAsyncSocket.name: .error(domain: "GCDAsyncSocketErrorDomain", code: 5),
+            Self.queuedSocket.name: .error(
+                domain: StreamOperationError.errorDomain, code: StreamOperationError.Code.writeTimedOut.rawValue),
+        ]
+        let payload = Data(repeating: 0x5a, count: 16 << 20)
+        for profile in [Self.runLoopPair, Self.queuePair, Self.asyncConnection, Self.queuedSocket, Self.gcdAsyncSocket, Self.nwConnection] {
+            var settings = FaceSettings(transport: .plain, caCertificate: "")
+            settings.connectTimeout = 10
+            settings.readTimeout = -1
+            settings.writeTimeout = 1
+            // Warm-up, then the cell.
+            for report in [false, true] {
+                let descriptorsBefore = openSocketCount()
+                let relay = try FaultRelay(upstreamPort: echo, fault: .stopReading)
+                let driver = profile.make(settings)
+                XCTAssertNil(driver.connect(port: relay.port), profile.name)
+                guard report else {
+                    // The warm-up only opens what the face shares between connections.
+                    driver.close()
+                    relay.stop()
+                    continue
+                }
+                let started = FaultRelay.now
+                driver.send(payload)
+                let expected = writeTimedOut[profile.name] ?? .waiting
+                let (received, end) = driver.receive(count: Int.max, within: expected == .waiting ? 1.5 : 20)
+                let elapsed = FaultRelay.now - started
+                XCTAssertEqual(received, Data(), profile.name)
+                XCTAssertEqual(end, expected, "\(profile.name): the end")
+                XCTAssertEqual(driver.endsReported, expected == .waiting ? 0 : 1, "\(profile.name): ends reported")
+                XCTAssertNil(relay.snapshot.forwarded[.upstream], "\(profile.name): the relay read the client's bytes")
+                if expected != .waiting { XCTAssertGreaterThanOrEqual(elapsed, 1, "\(profile.name): before the write timeout") }
+                driver.close()
+                relay.stop()
+                let deadline = Date(timeIntervalSinceNow: 5)
+                while openSocketCount() > descriptorsBefore && Date() < deadline { sched_yield() }
+                XCTAssertLessThanOrEqual(openSocketCount(), descriptorsBefore, "\(profile.name): sockets left open")
+                print(
+                    "fault-matrix | \(profile.name) | plain | stopReading, 16 MiB, write timeout 1 s | \(end.map { "\($0)" } ?? "none") | \(String(format: "%.2f", elapsed)) s"
+                )
+            }
+        }
+    }
+
     // MARK: running a cell
 
     /// The port the relay forwards to: the echo, or (SOCKS5) the proxy, with the echo as its target.
@@ -274,7 +329,7 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         let transport =
             settings.transport != .tls ? settings.transport.rawValue : settings.requiresCloseNotify ? "tls" : "tls (default)"
         let name = "\(profile.name) \(transport) \(cell.fault)"
-        let descriptorsBefore = RawSocket.openDescriptorCount()
+        let descriptorsBefore = openSocketCount()
         let relay = try FaultRelay(upstreamPort: port, fault: cell.fault)
         let driver = profile.make(settings)
         let payload = testPayload(Self.payloadSize)
@@ -325,9 +380,9 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         guard report else { return }  // a warm-up opens the shared descriptors: nothing to count
         // The faces close on their own threads: the count comes back within a deadline.
         let deadline = Date(timeIntervalSinceNow: 5)
-        while RawSocket.openDescriptorCount() > descriptorsBefore && Date() < deadline { sched_yield() }
+        while openSocketCount() > descriptorsBefore && Date() < deadline { sched_yield() }
         do {
-            XCTAssertLessThanOrEqual(RawSocket.openDescriptorCount(), descriptorsBefore, "\(name): descriptors left open")
+            XCTAssertLessThanOrEqual(openSocketCount(), descriptorsBefore, "\(name): sockets left open")
             print(
                 "fault-matrix | \(profile.name) | \(transport) | \(cell.fault) | \(received.count) B | \(end.map { "\($0)" } ?? "none")"
                     + " | \(String(format: "%.2f", elapsed)) s")

@@ -61,7 +61,7 @@ final class GCDAsyncSocketDriver: NSObject, FaceDriver, GCDAsyncSocketDelegate, 
         disconnected.raise()
     }
 
-    func send(_ data: Data) { socket?.write(data, withTimeout: -1, tag: 2) }
+    func send(_ data: Data) { socket?.write(data, withTimeout: settings.writeTimeout, tag: 2) }
 
     func receive(count: Int, within: TimeInterval) -> (data: Data, end: End?) {
         inbox.wait(count: count, within: within)

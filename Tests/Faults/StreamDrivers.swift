@@ -240,7 +240,7 @@ final class QueuedSocketDriver: FaceDriver, QueuedSocketDelegate, @unchecked Sen
         settled.raise()
     }
 
-    func send(_ data: Data) { socket?.write(data, tag: 2) }
+    func send(_ data: Data) { socket?.write(data, timeout: settings.writeTimeout, tag: 2) }
 
     func receive(count: Int, within: TimeInterval) -> (data: Data, end: End?) {
         inbox.wait(count: count, within: within)
