@@ -221,6 +221,14 @@ let package = Package(
             // CocoaAsyncSocket: a test imports both modules (one `SecTrust`); the support target: the test PKI and peers.
             dependencies: ["SocketStreamsNetwork", "CocoaAsyncSocket", "SocketStreamsTestSupport", "TestPeers"]
         ),
+        // Faults survived, counted (Tests/Faults/README.md): the fault-injecting relay's own tests, and every
+        // face (pairs, AsyncConnection, QueuedSocket, GCDAsyncSocket, NWConnection) against every fault.
+        .testTarget(
+            name: "FaultTests",
+            dependencies: ["SocketStreams", "SocketStreamsNetwork", "CocoaAsyncSocket", "SocketStreamsTestSupport", "TestPeers"],
+            path: "Tests/Faults",
+            exclude: ["README.md"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

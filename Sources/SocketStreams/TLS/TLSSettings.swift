@@ -105,7 +105,8 @@ public struct TLSSettings: Sendable, Hashable {
     /// Treat the peer closing the TCP connection without a TLS `close_notify` as an error
     /// (errSSLClosedNoNotify, -9816) rather than as end of stream. Off by default: many servers
     /// close without one, and HTTP frames its bodies anyway; turn it on for protocols that rely on
-    /// the connection end to mark the end of the data.
+    /// the connection end to mark the end of the data. Either way, a TCP end in the middle of a
+    /// record is errSSLClosedNoNotify: part of the data was lost.
     public var requiresCloseNotify = false
     /// A legacy security level that cannot be honoured (SSLv2, SSLv3): the handshake then fails with
     /// errSSLPeerProtocolVersion instead of silently offering something else.

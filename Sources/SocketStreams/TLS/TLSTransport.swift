@@ -28,8 +28,9 @@
 //   ahead behind it: that is the end of what the peer wrote, and asking for the next record would
 //   cost a recv that finds nothing (epoll is level-triggered: bytes that did come meanwhile are
 //   reported again).
-// - End: a peer's close_notify is end of stream. A TCP end without it is end of stream too unless
-//   the settings say `requiresCloseNotify` (see TLSSettings). Closing sends close_notify (best
+// - End: a peer's close_notify is end of stream. A TCP end without it, between records, is end of
+//   stream too unless the settings say `requiresCloseNotify` (see TLSSettings); inside a record it is
+//   always errSSLClosedNoNotify (the wire follows the record framing to tell). Closing sends close_notify (best
 //   effort, without waiting) before freeing the SSL.
 
 import COpenSSL
@@ -330,10 +331,12 @@ final class TLSTransport: Transport, @unchecked Sendable {
             let failure = TLSErrors.sslFailure(
                 ssl, code: code, operation: reading ? .read : .write, peer: peerLabel,
                 duringHandshake: false)
+            // A TCP end without close_notify between records is accepted as the end
+            // (TLSSettings.requiresCloseNotify); inside a record it is a truncation, always an error.
             if reading, !requiresCloseNotify, case .protocolError(let detail) = failure.reason,
-                detail.code == TLSStatus.closedNoNotify
+                detail.code == TLSStatus.closedNoNotify, wire.atRecordBoundary
             {
-                return .end  // a TCP end without close_notify, accepted as the end (TLSSettings.requiresCloseNotify)
+                return .end
             }
             return .failed(failure)
         }
@@ -487,6 +490,14 @@ final class TLSWire: @unchecked Sendable {
     /// The transport below reported its end (for `BIO_CTRL_EOF`, which tells OpenSSL the end was
     /// unexpected rather than a would-block).
     @exclusivity(unchecked) var sawEnd = false
+    /// Where the bytes read so far stand in TLS's record framing: how many bytes of the current
+    /// record's 5-byte header have arrived (0 between records), the high byte of its length, and how
+    /// many bytes of its body are still to come. A TCP end between records may be taken as the end of
+    /// the stream (without `requiresCloseNotify`); one inside a record never is: bytes were lost.
+    @exclusivity(unchecked) private var headerSeen = 0
+    @exclusivity(unchecked) private var lengthHigh: UInt8 = 0
+    @exclusivity(unchecked) private var bodyLeft = 0
+    var atRecordBoundary: Bool { headerSeen == 0 && bodyLeft == 0 }
     /// Ciphertext of the last record the socket did not take (see TLSTransport: at most one record).
     @exclusivity(unchecked) var tail: [UInt8] = []
     /// Whether sends are counted in `sendCharge` (the transport below writes straight to the socket).
@@ -497,6 +508,28 @@ final class TLSWire: @unchecked Sendable {
     init(_ inner: any Transport, countsSends: Bool) {
         self.inner = inner
         self.countsSends = countsSends
+    }
+
+    /// Follows the record framing over `count` bytes just read (headers byte by byte, bodies skipped).
+    @inline(__always)
+    func track(_ bytes: UnsafeRawPointer, _ count: Int) {
+        var index = 0
+        while index < count {
+            if bodyLeft > 0 {
+                let skipped = min(bodyLeft, count - index)
+                bodyLeft -= skipped
+                index += skipped
+                continue
+            }
+            let byte = bytes.load(fromByteOffset: index, as: UInt8.self)
+            index += 1
+            switch headerSeen {
+            case 3: lengthHigh = byte
+            case 4: bodyLeft = Int(lengthHigh) << 8 | Int(byte)
+            default: break
+            }
+            headerSeen = headerSeen == 4 ? 0 : headerSeen + 1
+        }
     }
 
     /// Writes to the transport below, counting what the socket took.
@@ -516,6 +549,7 @@ final class TLSWire: @unchecked Sendable {
                 cssl_bio_clear_retry_flags(bio)
                 switch wire.inner.read(data, length) {
                 case .processed(let count):
+                    wire.track(data, count)
                     done.pointee = count
                     return 1
                 case .wouldBlock:
