@@ -12,7 +12,6 @@
 // report at once).
 
 import Foundation
-import Synchronization
 import SocketStreams
 
 /// A connection to an endpoint, TCP with or without TLS: Network.framework's `NWConnection`.
@@ -41,7 +40,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     private let number: Int
     /// A connection a listener accepted: its pair, used by the one attempt it makes.
     let acceptedPair: AcceptedPair?
-    let shared: Mutex<Shared>
+    let shared: Guarded<Shared>
 
     struct Handlers {
         var stateUpdate: (@Sendable (State) -> Void)?
@@ -136,7 +135,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
             return counter
         }
         acceptedPair = nil
-        shared = Mutex(Shared(lifecycle: ConnectionLifecycle()))
+        shared = Guarded(Shared(lifecycle: ConnectionLifecycle()))
     }
 
     /// A connection to `host` and `port` (`NWConnection.init(host:port:using:)`).
@@ -153,10 +152,10 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
             return counter
         }
         acceptedPair = pair
-        shared = Mutex(Shared(lifecycle: ConnectionLifecycle(retries: false)))
+        shared = Guarded(Shared(lifecycle: ConnectionLifecycle(retries: false)))
     }
 
-    private static let numbers = Mutex(0)
+    private static let numbers = Guarded(0)
 
     deinit {
         // First: an engine holds its client unretained (none should be left by now: the connection

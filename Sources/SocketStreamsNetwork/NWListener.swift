@@ -4,7 +4,6 @@
 // servers with the identity the TLS options name (`sec_protocol_options_set_local_identity`).
 
 import Foundation
-import Synchronization
 import SocketStreams
 
 /// A listener for incoming connections: Network.framework's `NWListener`.
@@ -81,7 +80,7 @@ public final class NWListener: CustomDebugStringConvertible, Sendable {
     /// The parameters connections are accepted with (`NWListener.parameters`).
     public let parameters: NWParameters
     private let requestedPort: NWEndpoint.Port
-    private let shared: Mutex<Shared>
+    private let shared: Guarded<Shared>
 
     /// A listener on `port` (`.any` for one the system picks) of every local address, or of
     /// `parameters.requiredLocalEndpoint`'s address (`NWListener.init(using:on:)`).
@@ -100,7 +99,7 @@ public final class NWListener: CustomDebugStringConvertible, Sendable {
             if port == .any { requested = localPort }
         }
         requestedPort = requested
-        shared = Mutex(Shared())
+        shared = Guarded(Shared())
     }
 
     /// A listener on `parameters.requiredLocalEndpoint`, or on a port the system picks

@@ -4,16 +4,15 @@
 // back) and change nothing; the later connection slice documents which it acts on.
 
 import Foundation
-import Synchronization
 
 /// The protocols, options and path constraints of connections and listeners: Network.framework's
 /// `NWParameters` (a final class, `CustomDebugStringConvertible`, `Sendable`).
-// @unchecked Sendable: the values are in a `Mutex`, the stack is a `let`.
+// @unchecked Sendable: the values are in a `Guarded` state, the stack is a `let`.
 public final class NWParameters: CustomDebugStringConvertible, @unchecked Sendable {
     /// An ordered set of protocol options, top (application) first: Network.framework's
     /// `NWParameters.ProtocolStack` (a class, so `parameters.defaultProtocolStack.applicationProtocols
     /// .insert(…, at: 0)` changes the parameters' own stack).
-    // @unchecked Sendable: the values are in a `Mutex`.
+    // @unchecked Sendable: the values are in a `Guarded` state.
     public final class ProtocolStack: @unchecked Sendable {
         struct Values {
             var applicationProtocols: [NWProtocolOptions]
@@ -23,16 +22,16 @@ public final class NWParameters: CustomDebugStringConvertible, @unchecked Sendab
             var internetProtocol: NWProtocolOptions?
         }
 
-        let values: Mutex<Values>
+        let values: Guarded<Values>
 
         init(application: [NWProtocolOptions], transport: NWProtocolOptions?) {
             let values = Values(applicationProtocols: application, transportProtocol: transport, internetProtocol: nil)
-            self.values = Mutex(values)
+            self.values = Guarded(values)
         }
 
         init(copying other: ProtocolStack) {
             let old = other.values.withLock { $0 }
-            values = Mutex(
+            values = Guarded(
                 Values(
                     applicationProtocols: old.applicationProtocols.map { $0.copied() },
                     transportProtocol: old.transportProtocol?.copied(),
@@ -122,7 +121,7 @@ public final class NWParameters: CustomDebugStringConvertible, @unchecked Sendab
         var expiredDNSBehavior = ExpiredDNSBehavior.systemDefault
     }
 
-    let values: Mutex<Values>
+    let values: Guarded<Values>
 
     /// The protocol stack connections and listeners with these parameters use
     /// (`NWParameters.defaultProtocolStack`).
@@ -130,7 +129,7 @@ public final class NWParameters: CustomDebugStringConvertible, @unchecked Sendab
 
     private init(stack: ProtocolStack, values: Values = Values()) {
         defaultProtocolStack = stack
-        self.values = Mutex(values)
+        self.values = Guarded(values)
     }
 
     /// Parameters with no protocols: an empty stack above IP (`NWParameters.init()`).

@@ -1,10 +1,9 @@
 // Network.framework's protocol classes: a protocol (`NWProtocolTCP`...), its definition (an identity with
 // a name) and its options (a mutable object a parameters' stack holds). Clients depend on the hierarchy
 // (`stack.transportProtocol as? NWProtocolTCP.Options`), so it is Apple's. Every options object keeps
-// its values in one `Mutex`, which is what makes them `Sendable` as Apple declares them.
+// its values in one `Guarded` state, which is what makes them `Sendable` as Apple declares them.
 
 import Foundation
-import Synchronization
 
 /// The superclass of Network.framework's protocols (`NWProtocolTCP`, `NWProtocolUDP`, `NWProtocolIP`,
 /// `NWProtocolTLS`): Network.framework's `NWProtocol`.
@@ -35,7 +34,7 @@ public class NWProtocolDefinition: Equatable, CustomDebugStringConvertible, @unc
 
 /// The superclass of every protocol's options (`NWProtocolTCP.Options`, `NWProtocolTLS.Options`...):
 /// Network.framework's `NWProtocolOptions`.
-// @unchecked Sendable: subclasses keep their values in a `Mutex`.
+// @unchecked Sendable: subclasses keep their values in a `Guarded` state.
 public class NWProtocolOptions: @unchecked Sendable {
     init() {}
 
@@ -45,11 +44,10 @@ public class NWProtocolOptions: @unchecked Sendable {
     }
 }
 
-extension Mutex where Value: Sendable {
-    /// One field of the state, read or written under the lock (the options' and parameters' values:
-    /// a `Mutex` is held inline, where a `Guarded` was an allocation of its own with a pthread mutex, for
-    /// each of the several objects every connection's parameters make).
-    subscript<Field: Sendable>(_ field: WritableKeyPath<Value, Field> & Sendable) -> Field {
+extension Guarded {
+    /// One field of the state, read or written under the lock. (`Guarded`, not the standard library's
+    /// `Mutex`, although that would be held inline: Thread Sanitizer cannot see `Mutex`'s lock.)
+    subscript<Field>(_ field: WritableKeyPath<State, Field>) -> Field {
         get { withLock { $0[keyPath: field] } }
         nonmutating set { withLock { $0[keyPath: field] = newValue } }
     }
@@ -57,7 +55,7 @@ extension Mutex where Value: Sendable {
 
 /// The superclass of every protocol's per-connection or per-message metadata (`NWProtocolTLS.Metadata`,
 /// `NWProtocolTCP.Metadata`...): Network.framework's `NWProtocolMetadata`.
-// @unchecked Sendable: subclasses hold only `let`s or `Mutex`.
+// @unchecked Sendable: subclasses hold only `let`s or `Guarded` state.
 public class NWProtocolMetadata: @unchecked Sendable {
     init() {}
 }

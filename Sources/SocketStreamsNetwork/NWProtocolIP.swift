@@ -2,7 +2,6 @@
 // as on Apple platforms, code does not make one itself.
 
 import Foundation
-import Synchronization
 
 /// The Internet Protocol: Network.framework's `NWProtocolIP`.
 public class NWProtocolIP: NWProtocol, @unchecked Sendable {
@@ -11,7 +10,7 @@ public class NWProtocolIP: NWProtocol, @unchecked Sendable {
 
     /// How IP is used on a connection: Network.framework's `NWProtocolIP.Options`, reached through
     /// `parameters.defaultProtocolStack.internetProtocol as? NWProtocolIP.Options`.
-    // @unchecked Sendable: the values are in a `Mutex`.
+    // @unchecked Sendable: the values are in a `Guarded` state.
     public class Options: NWProtocolOptions, @unchecked Sendable {
         /// The IP version a connection must use: Network.framework's `NWProtocolIP.Options.Version`.
         public enum Version: Hashable, Sendable {
@@ -44,14 +43,14 @@ public class NWProtocolIP: NWProtocol, @unchecked Sendable {
             var localAddressPreference = AddressPreference.default
         }
 
-        let values: Mutex<Values>
+        let values: Guarded<Values>
 
         override init() {
-            values = Mutex(Values())
+            values = Guarded(Values())
         }
 
         private init(values: Values) {
-            self.values = Mutex(values)
+            self.values = Guarded(values)
         }
 
         override func copied() -> NWProtocolOptions { Options(values: values.withLock { $0 }) }

@@ -4,7 +4,6 @@
 // falling back to anything, and a listener refuses it at init.
 
 import Foundation
-import Synchronization
 
 /// The QUIC protocol: Network.framework's `NWProtocolQUIC`.
 public class NWProtocolQUIC: NWProtocol, @unchecked Sendable {
@@ -12,7 +11,7 @@ public class NWProtocolQUIC: NWProtocol, @unchecked Sendable {
     public static let definition = NWProtocolDefinition(name: "quic")
 
     /// How QUIC is used on a connection: Network.framework's `NWProtocolQUIC.Options`.
-    // @unchecked Sendable: the values are in a `Mutex`, the Security options are a `let` of a
+    // @unchecked Sendable: the values are in a `Guarded` state, the Security options are a `let` of a
     // Sendable class.
     public class Options: NWProtocolOptions, @unchecked Sendable {
         struct Values {
@@ -20,7 +19,7 @@ public class NWProtocolQUIC: NWProtocol, @unchecked Sendable {
             var idleTimeout = 0
         }
 
-        let values: Mutex<Values>
+        let values: Guarded<Values>
 
         /// The handshake's TLS options, which the `sec_protocol_options_*` functions configure
         /// (`NWProtocolQUIC.Options.securityProtocolOptions`).
@@ -28,7 +27,7 @@ public class NWProtocolQUIC: NWProtocol, @unchecked Sendable {
 
         /// QUIC with the system's defaults and no ALPN value (`NWProtocolQUIC.Options.init()`).
         override public init() {
-            values = Mutex(Values(alpn: []))
+            values = Guarded(Values(alpn: []))
             securityProtocolOptions = sec_protocol_options_t()
         }
 
@@ -39,7 +38,7 @@ public class NWProtocolQUIC: NWProtocol, @unchecked Sendable {
         }
 
         private init(values: Values, securityProtocolOptions: sec_protocol_options_t) {
-            self.values = Mutex(values)
+            self.values = Guarded(values)
             self.securityProtocolOptions = securityProtocolOptions
         }
 

@@ -3,7 +3,6 @@
 // `TCP_KEEPIDLE`, `TCP_USER_TIMEOUT`, `TCP_FASTOPEN_CONNECT`, `TCP_MAXSEG`...) when it opens the socket.
 
 import Foundation
-import Synchronization
 
 /// The Transmission Control Protocol: Network.framework's `NWProtocolTCP`.
 public class NWProtocolTCP: NWProtocol, @unchecked Sendable {
@@ -12,7 +11,7 @@ public class NWProtocolTCP: NWProtocol, @unchecked Sendable {
 
     /// How TCP is used on a connection: Network.framework's `NWProtocolTCP.Options`. Every value
     /// starts at 0 or false, meaning the system's default, as on Apple platforms.
-    // @unchecked Sendable: the values are in a `Mutex`.
+    // @unchecked Sendable: the values are in a `Guarded` state.
     public class Options: NWProtocolOptions, @unchecked Sendable {
         struct Values {
             var noDelay = false
@@ -32,15 +31,15 @@ public class NWProtocolTCP: NWProtocol, @unchecked Sendable {
             var disableECN = false
         }
 
-        let values: Mutex<Values>
+        let values: Guarded<Values>
 
         /// TCP with the system's defaults (`NWProtocolTCP.Options.init()`).
         override public init() {
-            values = Mutex(Values())
+            values = Guarded(Values())
         }
 
         private init(values: Values) {
-            self.values = Mutex(values)
+            self.values = Guarded(values)
         }
 
         override func copied() -> NWProtocolOptions { Options(values: values.withLock { $0 }) }

@@ -1,7 +1,6 @@
 // UDP's options as Network.framework declares them.
 
 import Foundation
-import Synchronization
 
 /// The User Datagram Protocol: Network.framework's `NWProtocolUDP`.
 public class NWProtocolUDP: NWProtocol, @unchecked Sendable {
@@ -9,21 +8,21 @@ public class NWProtocolUDP: NWProtocol, @unchecked Sendable {
     public static let definition = NWProtocolDefinition(name: "udp")
 
     /// How UDP is used on a connection: Network.framework's `NWProtocolUDP.Options`.
-    // @unchecked Sendable: the values are in a `Mutex`.
+    // @unchecked Sendable: the values are in a `Guarded` state.
     public class Options: NWProtocolOptions, @unchecked Sendable {
         struct Values {
             var preferNoChecksum = false
         }
 
-        let values: Mutex<Values>
+        let values: Guarded<Values>
 
         /// UDP with the system's defaults (`NWProtocolUDP.Options.init()`).
         override public init() {
-            values = Mutex(Values())
+            values = Guarded(Values())
         }
 
         private init(values: Values) {
-            self.values = Mutex(values)
+            self.values = Guarded(values)
         }
 
         override func copied() -> NWProtocolOptions { Options(values: values.withLock { $0 }) }

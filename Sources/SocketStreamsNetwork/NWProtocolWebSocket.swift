@@ -4,7 +4,6 @@
 // fails with `.posix(.EPROTONOSUPPORT)` (ConnectionConfiguration), and a listener refuses them at init.
 
 import Foundation
-import Synchronization
 
 /// The WebSocket protocol: Network.framework's `NWProtocolWebSocket`.
 public class NWProtocolWebSocket: NWProtocol, @unchecked Sendable {
@@ -34,7 +33,7 @@ public class NWProtocolWebSocket: NWProtocol, @unchecked Sendable {
     }
 
     /// How WebSocket is used on a connection: Network.framework's `NWProtocolWebSocket.Options`.
-    // @unchecked Sendable: the values are in a `Mutex`.
+    // @unchecked Sendable: the values are in a `Guarded` state.
     public class Options: NWProtocolOptions, @unchecked Sendable {
         struct Values {
             var version: Version
@@ -45,15 +44,15 @@ public class NWProtocolWebSocket: NWProtocol, @unchecked Sendable {
             var additionalHeaders: [(name: String, value: String)] = []
         }
 
-        let values: Mutex<Values>
+        let values: Guarded<Values>
 
         /// WebSocket with the system's defaults (`NWProtocolWebSocket.Options.init(_:)`).
         public init(_ version: Version = .version13) {
-            values = Mutex(Values(version: version))
+            values = Guarded(Values(version: version))
         }
 
         private init(values: Values) {
-            self.values = Mutex(values)
+            self.values = Guarded(values)
         }
 
         override func copied() -> NWProtocolOptions { Options(values: values.withLock { $0 }) }

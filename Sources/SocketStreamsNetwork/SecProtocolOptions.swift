@@ -1,12 +1,11 @@
 // Network.framework's TLS configuration as Security declares it (SecProtocolOptions.h): the
 // `sec_protocol_options_t` an `NWProtocolTLS.Options` holds, and the `sec_protocol_options_*` calls that
-// fill it. Each call only records its value in the options' `Mutex`; NWProtocolTLS+Settings.swift
+// fill it. Each call only records its value in the options' `Guarded` state; NWProtocolTLS+Settings.swift
 // turns the values into SocketStreams' `TLSSettings` when a connection starts, and says there what each
 // becomes and what cannot be honoured.
 
 import Dispatch
 import Foundation
-import Synchronization
 
 /// The completion a verify block calls once with its decision (`sec_protocol_verify_complete_t`).
 // swift-format-ignore: TypeNamesShouldBeCapitalized
@@ -55,10 +54,10 @@ public final class sec_protocol_options_t: Sendable {
         var ocspEnabled: Bool?
     }
 
-    let values: Mutex<Values>
+    let values: Guarded<Values>
 
     init() {
-        values = Mutex(Values())
+        values = Guarded(Values())
     }
 
     /// A copy with the same values (`NWProtocolTLS.Options.copied()`, for `NWParameters.copy()`).

@@ -3,7 +3,6 @@
 #else
     import SocketStreamsNetwork
 #endif
-import Synchronization
 import XCTest
 
 #if canImport(Glibc)
@@ -18,7 +17,7 @@ import XCTest
 
 /// What a handler saw, in order, and a wait for the next that matches.
 final class PathRecorder: Sendable {
-    private let paths = Mutex<[NWPath]>([])
+    private let paths = Guarded<[NWPath]>([])
     private let arrived = DispatchSemaphore(value: 0)
 
     var all: [NWPath] { paths.withLock { $0 } }
@@ -250,7 +249,7 @@ final class PathMonitorTests: XCTestCase {
         try inNamespace {
             let recorder = PathRecorder()
             let monitor = NWPathMonitor(requiredInterfaceType: .loopback)
-            let calls = Mutex(0)
+            let calls = Guarded(0)
             monitor.pathUpdateHandler = { [unowned monitor] path in
                 calls.withLock { $0 += 1 }
                 monitor.cancel()
@@ -329,7 +328,7 @@ final class PathMonitorTests: XCTestCase {
             throw POSIXError(POSIXErrorCode(rawValue: spawned) ?? .ENOENT)
         }
         // Kill it at the deadline; the read below then ends.
-        let finished = Mutex(false)
+        let finished = Guarded(false)
         let child = pid
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
             if !finished.withLock({ $0 }) { kill(child, SIGKILL) }
