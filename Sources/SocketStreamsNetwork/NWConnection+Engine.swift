@@ -18,6 +18,8 @@ extension NWConnection {
     final class AcceptedPair: Sendable {
         let streams: Guarded<(InputStream, OutputStream)?>
         init(_ input: InputStream, _ output: OutputStream) {
+            // The listener hands the pair over `sending`: nothing else holds it; from here it is reached
+            // only under the lock, and taken once by the connection's one attempt.
             nonisolated(unsafe) let pair = (input, output)
             streams = Guarded(pair)
         }

@@ -6,6 +6,7 @@
 import Foundation
 
 /// The QUIC protocol: Network.framework's `NWProtocolQUIC`.
+// @unchecked Sendable: no stored state (as `NWProtocol`).
 public class NWProtocolQUIC: NWProtocol, @unchecked Sendable {
     /// QUIC's definition, named "quic" (`NWProtocolQUIC.definition`).
     public static let definition = NWProtocolDefinition(name: "quic")

@@ -6,6 +6,7 @@
 import Foundation
 
 /// The WebSocket protocol: Network.framework's `NWProtocolWebSocket`.
+// @unchecked Sendable: no stored state (as `NWProtocol`).
 public class NWProtocolWebSocket: NWProtocol, @unchecked Sendable {
     /// WebSocket's definition, named "websocket" (`NWProtocolWebSocket.definition`).
     public static let definition = NWProtocolDefinition(name: "websocket")
