@@ -52,10 +52,18 @@ extension GCDAsyncSocket {
         return NSError(domain: NSPOSIXErrorDomain, code: failure.code, userInfo: info)
     }
 
-    /// Maps the engine's own failures to GCDAsyncSocket's; the streams' errors pass through.
+    /// Maps the engine's own failures to GCDAsyncSocket's; a TLS failure (the streams' SecureTransport
+    /// status in `NSOSStatusErrorDomain`) to the domain GCDAsyncSocket's `sslError:` gives it,
+    /// "kCFStreamErrorDomainSSL", with the same code; the streams' other errors pass through.
     static func map(_ error: Error?) -> Error? {
         guard let error else { return nil }
-        guard let failure = error as? StreamOperationError else { return error }
+        guard let failure = error as? StreamOperationError else {
+            let stream = error as NSError
+            guard stream.domain == NSOSStatusErrorDomain else { return error }
+            var info = stream.userInfo
+            info[NSLocalizedRecoverySuggestionErrorKey] = "Error code definition can be found in Apple's SecureTransport.h"
+            return NSError(domain: GCDAsyncSocketSSLErrorDomain, code: stream.code, userInfo: info)
+        }
         switch failure.code {
         case .readTimedOut: return GCDAsyncSocketError(.readTimeoutError)
         case .writeTimedOut: return GCDAsyncSocketError(.writeTimeoutError)

@@ -10,6 +10,11 @@ public let GCDAsyncSocketQueueName = "GCDAsyncSocket"
 /// "GCDAsyncSocketException" (`GCDAsyncSocketException`): declared by GCDAsyncSocket and never raised, here too.
 public let GCDAsyncSocketException = "GCDAsyncSocketException"
 
+/// The domain of GCDAsyncSocket's TLS failures (its `sslError:`), "kCFStreamErrorDomainSSL": the code is
+/// the SecureTransport status (−9807 an invalid chain, −9825 a trust the delegate refused, −9806 a
+/// connection cut during the handshake). GCDAsyncSocket names the domain by this string, not by
+/// CFNetwork's integer `kCFStreamErrorDomainSSL`; the stream pairs report `NSOSStatusErrorDomain`.
+public let GCDAsyncSocketSSLErrorDomain = "kCFStreamErrorDomainSSL"
 /// "GCDAsyncSocket-CFStream" (`GCDAsyncSocketThreadName`): the CFStream thread's name on iOS; no such thread here.
 public let GCDAsyncSocketThreadName = "GCDAsyncSocket-CFStream"
 

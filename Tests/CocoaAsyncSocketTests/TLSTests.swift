@@ -42,8 +42,29 @@ final class GCDAsyncSocketTLSTests: XCTestCase {
         client.startTLS([GCDAsyncSocketManuallyEvaluateTrust: kCFBooleanTrue, kCFStreamSSLPeerName as String: kCFNull])
         client.write("secret\n".data(using: .utf8)!, withTimeout: 5, tag: 1)
         recorder.wait(for: "disconnect")
-        XCTAssertEqual(recorder.events, ["connect 127.0.0.1 \(port)", "trust 18 1", "disconnect \(NSOSStatusErrorDomain) -9825"])
+        XCTAssertEqual(recorder.events, ["connect 127.0.0.1 \(port)", "trust 18 1", "disconnect kCFStreamErrorDomainSSL -9825"])
         XCTAssertFalse(peer.printed.contains("terces"), "a held write went out before the delegate decided")
+    }
+
+    /// GCDAsyncSocket's `sslError:` shape: "kCFStreamErrorDomainSSL" and the SecureTransport status, so
+    /// ported code that checks the domain (an MQTT client does) reads an untrusted certificate right.
+    func testAnUntrustedServerDisconnectsInTheSSLDomain() throws {
+        let certificate = try TestCertificate()
+        defer { certificate.remove() }
+        let (peer, port) = try Peer.opensslReverse(certificate: certificate.certificate, key: certificate.key)
+        defer { peer.stop() }
+        let recorder = Recorder()
+        let client = GCDAsyncSocket(delegate: recorder, delegateQueue: queue)
+        try client.connect(toHost: "127.0.0.1", onPort: port)
+        client.startTLS([kCFStreamSSLPeerName as String: NSString(string: "localhost")])
+        recorder.wait(for: "disconnect")
+        // errSSLUnknownRootCert: the server's certificate is self-signed.
+        XCTAssertEqual(recorder.events, ["connect 127.0.0.1 \(port)", "disconnect kCFStreamErrorDomainSSL -9812"])
+        let error = try XCTUnwrap(recorder.errors.last.flatMap { $0 } as NSError?)
+        XCTAssertEqual(error.domain, GCDAsyncSocketSSLErrorDomain)
+        XCTAssertEqual(
+            error.userInfo[NSLocalizedRecoverySuggestionErrorKey] as? String,
+            "Error code definition can be found in Apple's SecureTransport.h")
     }
 
     func testServerWithPKCS12IdentityAndClientPinning() throws {

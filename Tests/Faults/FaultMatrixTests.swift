@@ -173,11 +173,12 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         deadPeer: .error(domain: StreamOperationError.errorDomain, code: StreamOperationError.Code.readTimedOut.rawValue),
         closedNoNotify: closedNoNotify, handshakeStalls: posixTimedOut, handshakeCut: closedAbort, offersRequiresCloseNotify: true)
     /// GCDAsyncSocket reports the peer's end as GCDAsyncSocketClosedError (7), a read timeout as
-    /// GCDAsyncSocketReadTimeoutError (4), and has no handshake timeout.
+    /// GCDAsyncSocketReadTimeoutError (4), TLS failures in its `sslError:` domain, and has no handshake timeout.
     static let gcdAsyncSocket = Profile(
         name: "GCDAsyncSocket", make: { GCDAsyncSocketDriver($0) }, endOfStream: gcdClosed, reset: posixReset,
-        deadPeer: .error(domain: "GCDAsyncSocketErrorDomain", code: 4), closedNoNotify: closedNoNotify, handshakeStalls: nil,
-        handshakeCut: closedAbort, offersRequiresCloseNotify: false)
+        deadPeer: .error(domain: "GCDAsyncSocketErrorDomain", code: 4),
+        closedNoNotify: .error(domain: "kCFStreamErrorDomainSSL", code: -9816), handshakeStalls: nil,
+        handshakeCut: .error(domain: "kCFStreamErrorDomainSSL", code: -9806), offersRequiresCloseNotify: false)
     /// NWConnection: the peer's end is `isComplete`; errors are NWErrors; connectionTimeout covers the
     /// TLS handshake; no read timeout (connectionDropTime is TCP_USER_TIMEOUT, which a live kernel's
     /// acknowledgements keep from firing).
