@@ -4,8 +4,9 @@ import SocketStreams
 /// Bool: the delegate decides whether to trust the server, in
 /// ``GCDAsyncSocketDelegate/socket(_:didReceive:completionHandler:)`` (`GCDAsyncSocketManuallyEvaluateTrust`).
 public let GCDAsyncSocketManuallyEvaluateTrust = "GCDAsyncSocketManuallyEvaluateTrust"
-/// Data: a key for resuming an earlier session with the same peer (`GCDAsyncSocketSSLPeerID`); turns
-/// on session resumption.
+/// Data: a key for resuming an earlier session with the same peer (`GCDAsyncSocketSSLPeerID`): sessions are
+/// then shared only by sockets given the same peer ID. Without one, a client still resumes sessions by host
+/// and port (SecureTransport resumes only with a peer ID; the porting guide says why this differs).
 public let GCDAsyncSocketSSLPeerID = "GCDAsyncSocketSSLPeerID"
 /// NSNumber holding an `SSLProtocol` value: the oldest version (`GCDAsyncSocketSSLProtocolVersionMin`).
 /// 4 (TLS 1.0), 7 (TLS 1.1) and 8 (TLS 1.2) mean TLS 1.2 here, the oldest this library offers; 10 TLS 1.3.
@@ -97,8 +98,8 @@ enum GCDAsyncSocketTLS {
                     throw invalid(key)
                 }
             case GCDAsyncSocketSSLPeerID:
-                guard value is Data || value is NSData else { throw invalid(key) }
-                settings.resumesSessions = true
+                guard let peerID = value as? Data else { throw invalid(key) }
+                settings.sessionPeerID = peerID
             case GCDAsyncSocketSSLProtocolVersionMin:
                 guard let number = value as? NSNumber else { throw invalid(key) }
                 if number.intValue >= 10 { settings.minimumVersion = .v1_3 } else if number.intValue > 0 { settings.minimumVersion = .v1_2 }

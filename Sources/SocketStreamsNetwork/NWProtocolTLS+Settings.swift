@@ -14,7 +14,7 @@
 // | challenge block                     | `identity`, asked before the handshake (the engine picks the     |
 // |                                     | client certificate up front)                                     |
 // | cipher suites                       | `cipherSuites` (IANA names; unknown: errSSLBadCipherSuite)       |
-// | resumption and tickets              | `resumesSessions` (clients, resumption set true, tickets not off)|
+// | resumption and tickets              | `resumesSessions` (clients; unless resumption or tickets off)    |
 // | verify block                        | `trustEvaluation` on its queue; OpenSSL's verdict then no longer |
 // |                                     | refuses the handshake (TLSHandshake turns the chain check off and|
 // |                                     | hands the verdict over); false fails with errSSLBadCert          |
@@ -59,7 +59,7 @@ extension NWProtocolTLS.Options {
             } else if let block = values.challengeBlock, let queue = values.challengeQueue {
                 settings.identity = Self.challenge(block, on: queue, serverName: serverName)?.tlsIdentity
             }
-            settings.resumesSessions = values.resumptionEnabled == true && values.ticketsEnabled != false
+            settings.resumesSessions = values.resumptionEnabled != false && values.ticketsEnabled != false
         case .server:
             guard let identity = values.localIdentity else { throw NWError.tls(errSSLBadConfiguration) }
             settings.identity = identity.tlsIdentity

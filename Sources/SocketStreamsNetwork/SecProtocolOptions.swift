@@ -166,9 +166,10 @@ public func sec_protocol_options_append_tls_ciphersuite(_ options: sec_protocol_
     options.values.withLock { $0.cipherSuites.append(ciphersuite) }
 }
 
-/// Session resumption (`sec_protocol_options_set_tls_resumption_enabled`): true offers a session kept from
-/// an earlier connection to the same host and port. Unless set, sessions are not resumed (the engine's
-/// default; Apple resumes by default).
+/// Session resumption (`sec_protocol_options_set_tls_resumption_enabled`): on by default, as on Apple
+/// platforms; a client offers a session kept from an earlier connection to the same host and port under
+/// the same trust settings. A connection with a verify block never resumes (the block is asked on every
+/// connection, and a resumed session presents no certificates to ask it about).
 public func sec_protocol_options_set_tls_resumption_enabled(_ options: sec_protocol_options_t, _ resumption_enabled: Bool) {
     options.values[\.resumptionEnabled] = resumption_enabled
 }

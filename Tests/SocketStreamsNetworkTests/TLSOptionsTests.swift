@@ -55,7 +55,7 @@ final class TLSOptionsTests: SocketStreamsTestCase {
         XCTAssertNil(settings.maximumVersion)
         XCTAssertNil(settings.trustEvaluation)
         XCTAssertNil(settings.identity)
-        XCTAssertFalse(settings.resumesSessions)
+        XCTAssertTrue(settings.resumesSessions, "resumption is on by default, as on Apple platforms")
         // No host (a Unix socket) and no server name: the chain is still verified, with no name.
         XCTAssertEqual(try options().settings(role: .client, endpointHost: nil).peerName, TLSSettings.PeerName.none)
     }
@@ -138,6 +138,8 @@ final class TLSOptionsTests: SocketStreamsTestCase {
             sec_protocol_options_set_tls_resumption_enabled(options, true)
             sec_protocol_options_set_tls_tickets_enabled(options, false)
         }.settings(role: .client, endpointHost: "h")
+        XCTAssertFalse(settings.resumesSessions)
+        settings = try options { sec_protocol_options_set_tls_resumption_enabled($0, false) }.settings(role: .client, endpointHost: "h")
         XCTAssertFalse(settings.resumesSessions)
         let unknown = tlsError {
             _ = try options { sec_protocol_options_append_tls_ciphersuite($0, tls_ciphersuite_t(rawValue: 0x0001)!) }

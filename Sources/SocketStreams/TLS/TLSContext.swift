@@ -12,7 +12,7 @@ final class TLSContext: @unchecked Sendable {
     let context: OpaquePointer
     /// The ALPN list in wire format (length-prefixed names), kept alive for the server's callback.
     private let alpnWire: UnsafeMutableBufferPointer<UInt8>?
-    /// Client sessions for resumption, by "host:port".
+    /// Client sessions for resumption, by peer (a context's sessions were all verified under its settings).
     let sessions = TLSSessionCache()
 
     private init(context: OpaquePointer, alpnWire: UnsafeMutableBufferPointer<UInt8>?) {
@@ -37,6 +37,7 @@ final class TLSContext: @unchecked Sendable {
             shaping.requiresCloseNotify = false
             shaping.refusedLevel = nil
             shaping.trustEvaluation = nil
+            shaping.sessionPeerID = nil
             self.settings = shaping
         }
     }
@@ -299,36 +300,96 @@ private let alpnSelectCallback:
     }
 
 /// Keeps each new client session (TLS 1.3 sends them after the handshake) for the next connection
-/// to the same host and port.
+/// to the same peer.
 private let newSessionCallback: @convention(c) (OpaquePointer?, OpaquePointer?) -> Int32 = { ssl, session in
     guard let ssl, let session, let transport = TLSTransport.owner(of: ssl), let key = transport.sessionKey else { return 0 }
     transport.context.sessions.store(session, for: key)
     return 1  // we keep the reference
 }
 
-/// Client sessions by "host:port", most recent only, bounded.
-final class TLSSessionCache: @unchecked Sendable {
-    private let sessions = Guarded<[String: OpaquePointer]>([:])
+/// Whom a client session may be offered to, within one context (whose settings decided the trust):
+/// the name verified and sent as SNI, the port, the pins checked on it, and a GCDAsyncSocket peer ID.
+struct TLSSessionKey: Hashable, Sendable {
+    let host: String
+    let port: Int
+    let pins: [Data]
+    let peerID: Data?
+}
 
-    func store(_ session: OpaquePointer, for key: String) {
-        let replaced = sessions.withLock { sessions -> OpaquePointer? in
-            if sessions.count >= 256, sessions[key] == nil, let first = sessions.keys.first {
-                SSL_SESSION_free(sessions.removeValue(forKey: first))
+/// Client sessions by peer, bounded: at most `capacity` peers (the least recently stored dropped
+/// first) and `perPeer` sessions each (a TLS 1.3 server sends two tickets, each used once; a TLS 1.2
+/// session ID is reused until replaced). Sessions OpenSSL no longer resumes are dropped when met.
+final class TLSSessionCache: Sendable {
+    static let capacity = 256
+    static let perPeer = 2
+
+    private struct Entry {
+        /// Oldest first; each an `SSL_SESSION*` this cache holds a reference to.
+        var sessions: [OpaquePointer]
+        var stamp: UInt64
+    }
+
+    private struct State {
+        var entries: [TLSSessionKey: Entry] = [:]
+        var clock: UInt64 = 0
+    }
+
+    private let state = Guarded(State())
+
+    func store(_ session: OpaquePointer, for key: TLSSessionKey) {
+        var dropped: [OpaquePointer] = []
+        state.withLock { state in
+            state.clock += 1
+            if state.entries[key] == nil, state.entries.count >= Self.capacity,
+                let oldest = state.entries.min(by: { $0.value.stamp < $1.value.stamp })?.key
+            {
+                dropped += state.entries.removeValue(forKey: oldest)?.sessions ?? []
             }
-            return sessions.updateValue(session, forKey: key)
+            var entry = state.entries[key] ?? Entry(sessions: [], stamp: 0)
+            entry.sessions.append(session)
+            if entry.sessions.count > Self.perPeer { dropped.append(entry.sessions.removeFirst()) }
+            entry.stamp = state.clock
+            state.entries[key] = entry
         }
-        if let replaced { SSL_SESSION_free(replaced) }
+        for session in dropped { SSL_SESSION_free(session) }
     }
 
-    /// Sets the stored session for `key` on `ssl`, if any.
-    func resume(_ ssl: OpaquePointer, key: String) {
-        sessions.withLock { sessions in
-            if let session = sessions[key] { SSL_set_session(ssl, session) }
+    /// Offers the newest resumable session for `key` on `ssl`, if any; a TLS 1.3 ticket is taken out
+    /// (RFC 8446 C.4: a ticket is used once), a TLS 1.2 session stays for the next connection.
+    func resume(_ ssl: OpaquePointer, key: TLSSessionKey) {
+        var dropped: [OpaquePointer] = []
+        state.withLock { state in
+            guard var entry = state.entries[key] else { return }
+            while let session = entry.sessions.last {
+                guard SSL_SESSION_is_resumable(session) == 1 else {
+                    dropped.append(entry.sessions.removeLast())
+                    continue
+                }
+                SSL_set_session(ssl, session)  // takes a reference of its own
+                if SSL_SESSION_get_protocol_version(session) >= TLS1_3_VERSION { dropped.append(entry.sessions.removeLast()) }
+                break
+            }
+            state.entries[key] = entry.sessions.isEmpty ? nil : entry
         }
+        for session in dropped { SSL_SESSION_free(session) }
     }
+
+    /// Drops every session for `key` (after a failed handshake with that peer).
+    func forget(_ key: TLSSessionKey) {
+        let dropped = state.withLock { $0.entries.removeValue(forKey: key)?.sessions ?? [] }
+        for session in dropped { SSL_SESSION_free(session) }
+    }
+
+    /// How many sessions are kept for `key` (for tests).
+    func count(for key: TLSSessionKey) -> Int { state.withLock { $0.entries[key]?.sessions.count ?? 0 } }
+
+    /// How many peers have sessions kept (for tests).
+    var peerCount: Int { state.withLock { $0.entries.count } }
 
     deinit {
-        sessions.withLock { sessions in for session in sessions.values { SSL_SESSION_free(session) } }
+        state.withLock { state in
+            for entry in state.entries.values { for session in entry.sessions { SSL_SESSION_free(session) } }
+        }
     }
 }
 

@@ -19,7 +19,7 @@ final class TLSHandshake: HandshakeStage, @unchecked Sendable {
     /// The name SNI and verification use, nil for none.
     private let hostName: String?
     /// "host:port" for session resumption.
-    private let sessionKey: String?
+    private let sessionKey: TLSSessionKey?
     private let peerLabel: String
     /// A client that would verify a chain with no name to check it against (a pair from a native
     /// socket or a Unix path, `.pairHost`): refused rather than accept a valid certificate for any name.
@@ -48,7 +48,11 @@ final class TLSHandshake: HandshakeStage, @unchecked Sendable {
         lacksPeerName =
             settings.role == .client && contextSettings.validatesCertificateChain && hostName == nil
             && settings.peerName == .pairHost
-        sessionKey = settings.resumesSessions && settings.role == .client ? hostName.map { "\($0):\(port)" } : nil
+        // A trust evaluation must be asked on every connection, and a resumed one presents no chain.
+        sessionKey =
+            settings.resumesSessions && settings.role == .client && settings.trustEvaluation == nil
+            ? hostName.map { TLSSessionKey(host: $0, port: port, pins: settings.pinnedPublicKeySHA256, peerID: settings.sessionPeerID) }
+            : nil
         peerLabel = hostName.map { port > 0 ? "\($0) port \(port)" : $0 } ?? target.label
     }
 

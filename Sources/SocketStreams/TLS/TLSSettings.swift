@@ -100,8 +100,15 @@ public struct TLSSettings: Sendable, Hashable {
     /// errSSLBadConfiguration. Network.framework's `sec_protocol_options_append_tls_ciphersuite` sets it.
     package var cipherSuites: [String] = []
     /// Clients: offer a session from an earlier connection to the same host and port, so repeated
-    /// connections can skip the full handshake.
-    public var resumesSessions = false
+    /// connections skip the full handshake. On by default, as Apple's TLS stack resumes sessions to a
+    /// peer it has seen. A session is offered only under the settings that verified it (the same trust
+    /// roots, verification profile, pins, client identity, versions and ALPN list, the same peer name and
+    /// port), never with a ``trustEvaluation`` (which every connection must ask); a TLS 1.3 ticket is
+    /// used once. Servers ignore it.
+    public var resumesSessions = true
+    /// Clients: sessions are shared only between connections with the same peer ID (GCDAsyncSocket's
+    /// `GCDAsyncSocketSSLPeerID`, SecureTransport's `SSLSetPeerID`); nil shares by host and port alone.
+    package var sessionPeerID: Data?
     /// Treat the peer closing the TCP connection without a TLS `close_notify` as an error
     /// (errSSLClosedNoNotify, -9816) rather than as end of stream. Off by default: many servers
     /// close without one, and HTTP frames its bodies anyway; turn it on for protocols that rely on

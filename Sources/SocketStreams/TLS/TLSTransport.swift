@@ -39,8 +39,8 @@ import Foundation
 final class TLSTransport: Transport, @unchecked Sendable {
     let inner: any Transport
     let context: TLSContext
-    /// "host:port" for session resumption, when the settings ask for it.
-    let sessionKey: String?
+    /// Whom this connection's sessions may be offered to next, when the settings resume sessions.
+    let sessionKey: TLSSessionKey?
     private let ssl: OpaquePointer
     private let wire: TLSWire
     private let requiresCloseNotify: Bool
@@ -79,7 +79,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
 
     /// Creates the SSL for one connection. The peer name (SNI and the name verified) is set here.
     init(
-        context: TLSContext, over inner: any Transport, settings: TLSSettings, hostName: String?, sessionKey: String?,
+        context: TLSContext, over inner: any Transport, settings: TLSSettings, hostName: String?, sessionKey: TLSSessionKey?,
         peerLabel: String
     ) throws(TLSSetupError) {
         clearErrors()
@@ -170,6 +170,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
             case SSL_ERROR_WANT_READ: return .wait(inner.readInterest)
             case SSL_ERROR_WANT_WRITE: return .wait(inner.writeInterest)
             default:
+                if let sessionKey { context.sessions.forget(sessionKey) }  // the peer changed, or refused what it was offered
                 if let failure = wire.failure { return .failed(failure) }
                 return .failed(
                     TLSErrors.sslFailure(
