@@ -168,8 +168,8 @@ public func sec_protocol_options_append_tls_ciphersuite(_ options: sec_protocol_
 
 /// Session resumption (`sec_protocol_options_set_tls_resumption_enabled`): on by default, as on Apple
 /// platforms; a client offers a session kept from an earlier connection to the same host and port under
-/// the same trust settings. A connection with a verify block never resumes (the block is asked on every
-/// connection, and a resumed session presents no certificates to ask it about).
+/// the same trust settings. A verify block is asked on resumed connections too, with the certificates of
+/// the handshake that made the session.
 public func sec_protocol_options_set_tls_resumption_enabled(_ options: sec_protocol_options_t, _ resumption_enabled: Bool) {
     options.values[\.resumptionEnabled] = resumption_enabled
 }

@@ -48,9 +48,9 @@ final class TLSHandshake: HandshakeStage, @unchecked Sendable {
         lacksPeerName =
             settings.role == .client && contextSettings.validatesCertificateChain && hostName == nil
             && settings.peerName == .pairHost
-        // A trust evaluation must be asked on every connection, and a resumed one presents no chain.
+        // A trust evaluation is asked on resumed connections too, with the chain the session was made with.
         sessionKey =
-            settings.resumesSessions && settings.role == .client && settings.trustEvaluation == nil
+            settings.resumesSessions && settings.role == .client
             ? hostName.map { TLSSessionKey(host: $0, port: port, pins: settings.pinnedPublicKeySHA256, peerID: settings.sessionPeerID) }
             : nil
         peerLabel = hostName.map { port > 0 ? "\($0) port \(port)" : $0 } ?? target.label

@@ -103,8 +103,8 @@ public struct TLSSettings: Sendable, Hashable {
     /// connections skip the full handshake. On by default, as Apple's TLS stack resumes sessions to a
     /// peer it has seen. A session is offered only under the settings that verified it (the same trust
     /// roots, verification profile, pins, client identity, versions and ALPN list, the same peer name and
-    /// port), never with a ``trustEvaluation`` (which every connection must ask); a TLS 1.3 ticket is
-    /// used once. Servers ignore it.
+    /// port); a ``trustEvaluation`` is still asked on every resumed connection, with the chain and
+    /// verdict of the handshake that made the session. A TLS 1.3 ticket is used once. Servers ignore it.
     public var resumesSessions = true
     /// Clients: sessions are shared only between connections with the same peer ID (GCDAsyncSocket's
     /// `GCDAsyncSocketSSLPeerID`, SecureTransport's `SSLSetPeerID`); nil shares by host and port alone.

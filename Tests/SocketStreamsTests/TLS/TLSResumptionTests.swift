@@ -56,15 +56,29 @@ final class TLSResumptionTests: SocketStreamsTestCase {
             XCTAssertEqual(resumed(port: port, other), false, name)
             XCTAssertEqual(resumed(port: port, other), true, name)
         }
-        // A trust evaluation is asked on every connection, so it never resumes.
-        let asked = Guarded(0)
+        // A trust evaluation is asked on every connection, resumed ones too, with the same chain; its
+        // refusal fails a resumed connection as it does a full one.
+        let chains = Guarded<[[Data]]>([])
+        let accepts = Guarded(true)
         var evaluated = settings
-        evaluated.trustEvaluation = TLSTrustEvaluation { _, completion in
-            asked.withLock { $0 += 1 }
-            completion(true)
+        evaluated.trustEvaluation = TLSTrustEvaluation { trust, completion in
+            chains.withLock { $0.append(trust.certificateChain) }
+            completion(accepts.withLock { $0 })
         }
-        XCTAssertEqual([resumed(port: port, evaluated), resumed(port: port, evaluated)], [false, false])
-        XCTAssertEqual(asked.withLock { $0 }, 2)
+        XCTAssertEqual([resumed(port: port, evaluated), resumed(port: port, evaluated)], [false, true])
+        let asked = chains.withLock { $0 }
+        XCTAssertEqual(asked.count, 2)
+        XCTAssertFalse(asked.first?.isEmpty ?? true)
+        XCTAssertEqual(asked.first, asked.last, "the resumed connection's evaluation sees the session's chain")
+        accepts.withLock { $0 = false }
+        let pair = makePair(host: "localhost", port: port)
+        XCTAssertTrue(pair.input.setProperty(evaluated, forKey: .tlsSettingsKey))
+        let recorder = startRecorder(pair, recorder: DelegateRecorder(sending: "GET / HTTP/1.0\r\n\r\n"))
+        XCTAssertTrue(runUntil(timeout: shortTimeout) { recorder.has(.errorOccurred, on: .input) }, recorder.trace)
+        XCTAssertEqual((pair.input.streamError as NSError?)?.code, -9825)
+        XCTAssertEqual(chains.withLock { $0.count }, 3)
+        pair.input.close()  // s_server -www serves one connection at a time
+        pair.output.close()
         // The first settings' session is still there for them.
         XCTAssertEqual(resumed(port: port, settings), true)
     }

@@ -47,8 +47,9 @@ struct NWConnectionClient: BenchmarkClient {
     /// nil for the plain ones. Set once, before the first connection.
     nonisolated(unsafe) static var tls: NWProtocolTLS.Options?
 
-    /// Sets `tls` up from the CA file the TLS workloads give.
-    static func useTLS(caFile: String) throws {
+    /// Sets `tls` up from the CA file the TLS workloads give; session resumption (on by default, as on
+    /// Apple platforms) only for `tls-reconnect`.
+    static func useTLS(caFile: String, resumes: Bool) throws {
         let pem = try String(contentsOfFile: caFile, encoding: .utf8)
         let base64 = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
         guard let der = Data(base64Encoded: base64), let anchor = SecCertificateCreateWithData(nil, der as CFData) else {
@@ -56,6 +57,7 @@ struct NWConnectionClient: BenchmarkClient {
         }
         let options = NWProtocolTLS.Options()
         sec_protocol_options_set_min_tls_protocol_version(options.securityProtocolOptions, .TLSv13)
+        sec_protocol_options_set_tls_resumption_enabled(options.securityProtocolOptions, resumes)
         sec_protocol_options_set_verify_block(
             options.securityProtocolOptions,
             { _, trust, complete in

@@ -76,11 +76,12 @@ enum MeasureCommand {
         let client: any BenchmarkClient
         if workload.isTLS {
             guard let caFile else { throw BenchError("a TLS workload needs --tls-ca") }
+            let resumes = workload == .tlsReconnect
             if kind == .baseline {
-                client = BaselineTLSClient(context: try BenchTLS.clientContext(caFile: caFile))
+                client = BaselineTLSClient(context: try BenchTLS.clientContext(caFile: caFile, resumes: resumes), resumes: resumes)
             } else {
-                BenchTLS.clientSettings = BenchTLS.settings(caFile: caFile)
-                if kind == .nwConnection { try NWConnectionClient.useTLS(caFile: caFile) }
+                BenchTLS.clientSettings = BenchTLS.settings(caFile: caFile, resumes: resumes)
+                if kind == .nwConnection { try NWConnectionClient.useTLS(caFile: caFile, resumes: resumes) }
                 client = kind.makeClient()
             }
         } else if workload.isSOCKS {
@@ -127,7 +128,7 @@ enum MeasureCommand {
                 peakRSSBytes: try ProcessMemory.peakResidentBytes(),
                 rssNoneBytes: none.residentBytes, rssOpenBytes: open.residentBytes,
                 anonNoneBytes: none.anonymousBytes, anonOpenBytes: open.anonymousBytes)
-        case .tlsDownload, .tlsUpload, .tlsPingpong, .tlsHandshake, .socksConnect, .socksDownload:
+        case .tlsDownload, .tlsUpload, .tlsPingpong, .tlsHandshake, .tlsReconnect, .socksConnect, .socksDownload:
             throw BenchError("\(workload.rawValue) has no plain counterpart")  // plainCounterpart never returns these
         case .udpReceive, .udpSend, .udpSendQuiet, .udpPingpong, .udpFanin:
             throw BenchError("\(workload.rawValue) is a UDP workload")  // run by measureDatagrams

@@ -15,6 +15,8 @@ enum Workload: String, CaseIterable, Codable {
     case tlsPingpong = "tls-pingpong"
     /// connect + full TLS 1.3 handshake + 1 byte each way + close.
     case tlsHandshake = "tls-handshake"
+    /// The same, each connection resuming the session of the one before it (a TLS 1.3 ticket).
+    case tlsReconnect = "tls-reconnect"
     /// Through the same server's SOCKS5 port, which answers the handshake itself and then serves the
     /// plain protocol on that connection (a terminating proxy, not a relay).
     case socksConnect = "socks-connect"
@@ -35,7 +37,7 @@ enum Workload: String, CaseIterable, Codable {
         "all": Workload.allCases,
         "many": [.many1k, .many5k, .idle],
         "ping-pong": [.pingpong],
-        "tls": [.tlsDownload, .tlsUpload, .tlsPingpong, .tlsHandshake],
+        "tls": [.tlsDownload, .tlsUpload, .tlsPingpong, .tlsHandshake, .tlsReconnect],
         "socks": [.socksConnect, .socksDownload],
         "plain": [.download, .upload, .pingpong, .connect, .many1k, .many5k, .idle],
         "udp": [.udpReceive, .udpSend, .udpSendQuiet, .udpPingpong, .udpFanin],
@@ -56,7 +58,7 @@ enum Workload: String, CaseIterable, Codable {
     /// Whether the workload runs over TLS.
     var isTLS: Bool {
         switch self {
-        case .tlsDownload, .tlsUpload, .tlsPingpong, .tlsHandshake: return true
+        case .tlsDownload, .tlsUpload, .tlsPingpong, .tlsHandshake, .tlsReconnect: return true
         default: return false
         }
     }
@@ -92,7 +94,7 @@ enum Workload: String, CaseIterable, Codable {
         case .tlsDownload, .socksDownload: return .download
         case .tlsUpload: return .upload
         case .tlsPingpong: return .pingpong
-        case .tlsHandshake, .socksConnect: return .connect
+        case .tlsHandshake, .tlsReconnect, .socksConnect: return .connect
         default: return self
         }
     }
@@ -100,7 +102,7 @@ enum Workload: String, CaseIterable, Codable {
     var unit: String {
         switch self {
         case .tlsDownload, .tlsUpload, .tlsPingpong, .socksConnect, .socksDownload: return plainCounterpart.unit
-        case .tlsHandshake: return "hs/s"
+        case .tlsHandshake, .tlsReconnect: return "hs/s"
         case .download, .upload: return "GB/s"
         case .pingpong: return "µs/RT"
         case .connect: return "conn/s"
@@ -132,7 +134,7 @@ enum Workload: String, CaseIterable, Codable {
         case .idle: return .valueAtMost(2048)
         case .tlsDownload, .tlsUpload: return .ratioAtLeast(0.90)
         case .tlsPingpong: return .ratioAtLeast(0.75)
-        case .tlsHandshake: return .ratioAtLeast(0.85)
+        case .tlsHandshake, .tlsReconnect: return .ratioAtLeast(0.85)
         case .socksConnect, .socksDownload: return plainCounterpart.target
         // No target yet: the figures are measured, not held to anything.
         case .udpReceive, .udpSend, .udpSendQuiet, .udpPingpong, .udpFanin: return .none
@@ -170,7 +172,7 @@ enum Workload: String, CaseIterable, Codable {
             return WorkloadParameters(connections: quick ? 200 : 10_000)
         case .tlsDownload, .tlsUpload, .tlsPingpong, .socksConnect, .socksDownload:
             return plainCounterpart.parameters(quick: quick)
-        case .tlsHandshake:
+        case .tlsHandshake, .tlsReconnect:
             return WorkloadParameters(connections: quick ? 20 : 1_000)
         }
     }
@@ -194,6 +196,7 @@ enum Workload: String, CaseIterable, Codable {
         case .idle: return "idle \(p.connections ?? 0) open pairs"
         case .tlsDownload, .tlsUpload, .tlsPingpong: return "TLS 1.3 " + plainCounterpart.title(quick: quick)
         case .tlsHandshake: return "TLS 1.3 full handshake \(p.connections ?? 0) × (1 B ⇄ 1 B)"
+        case .tlsReconnect: return "TLS 1.3 resumed handshake \(p.connections ?? 0) × (1 B ⇄ 1 B)"
         case .socksConnect, .socksDownload: return "SOCKS5 " + plainCounterpart.title(quick: quick)
         }
     }

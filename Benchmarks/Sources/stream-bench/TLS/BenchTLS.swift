@@ -18,11 +18,13 @@ enum BenchTLS {
     }
 
     /// The settings every SocketStreams client uses: TLS 1.3 only, trusting exactly the server's
-    /// certificate, 127.0.0.1 checked against it, no session resumption (full handshakes).
-    static func settings(caFile: String) -> TLSSettings {
+    /// certificate, 127.0.0.1 checked against it; session resumption (on by default) only for
+    /// `tls-reconnect`, so the other workloads' handshakes are full ones.
+    static func settings(caFile: String, resumes: Bool) -> TLSSettings {
         var settings = TLSSettings()
         settings.trustRoots = [.pemFile(caFile)]
         settings.minimumVersion = .v1_3
+        settings.resumesSessions = resumes
         return settings
     }
 
@@ -50,15 +52,16 @@ enum BenchTLS {
         return context
     }
 
-    /// The baseline client's context: TLS 1.3, verifying the server against `caFile`.
-    static func clientContext(caFile: String) throws -> OpaquePointer {
+    /// The baseline client's context: TLS 1.3, verifying the server against `caFile`; with `resumes`, the
+    /// client keeps sessions (each connection hands its own to the next, `SSL_get1_session`).
+    static func clientContext(caFile: String, resumes: Bool) throws -> OpaquePointer {
         OpenSSLLibrary.prepare()
         guard let context = SSL_CTX_new(TLS_client_method()) else { throw opensslError("SSL_CTX_new") }
         guard cssl_ctx_set_min_proto_version(context, cssl_tls1_3_version()) == 1,
             SSL_CTX_load_verify_locations(context, caFile, nil) == 1
         else { throw opensslError("client context") }
         SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
-        _ = cssl_ctx_set_session_cache_mode(context, Int(SSL_SESS_CACHE_OFF))
+        _ = cssl_ctx_set_session_cache_mode(context, Int(resumes ? SSL_SESS_CACHE_CLIENT : SSL_SESS_CACHE_OFF))
         return context
     }
 
@@ -74,7 +77,8 @@ final class BlockingTLSConnection {
     let fd: Int32
     let ssl: OpaquePointer
 
-    init(port: UInt16, context: OpaquePointer) throws {
+    /// Connects and shakes hands, offering `session` (an earlier connection's) if given.
+    init(port: UInt16, context: OpaquePointer, session: OpaquePointer? = nil) throws {
         fd = try Posix.connectToLoopback(port: port)
         guard let ssl = SSL_new(context) else {
             Posix.close(fd)
@@ -83,6 +87,7 @@ final class BlockingTLSConnection {
         self.ssl = ssl
         _ = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), "127.0.0.1")
         SSL_set_fd(ssl, fd)
+        if let session { SSL_set_session(ssl, session) }
         guard SSL_connect(ssl) == 1 else {
             SSL_free(ssl)
             Posix.close(fd)
@@ -125,6 +130,18 @@ final class BlockingTLSConnection {
         }
     }
 
+    /// The connection's session (a reference the caller frees), or nil if it cannot be resumed.
+    func resumableSession() -> OpaquePointer? {
+        guard let session = SSL_get1_session(ssl) else { return nil }
+        guard SSL_SESSION_is_resumable(session) == 1 else {
+            SSL_SESSION_free(session)
+            return nil
+        }
+        return session
+    }
+
+    var resumed: Bool { SSL_session_reused(ssl) == 1 }
+
     func close() {
         _ = SSL_shutdown(ssl)
         SSL_free(ssl)
@@ -136,9 +153,12 @@ final class BlockingTLSConnection {
 final class BaselineTLSClient: BenchmarkClient {
     /// Owned: freed with the client, so a leak checker sees every OpenSSL allocation given back.
     let context: OpaquePointer
+    /// tls-reconnect: each connection offers the session of the one before.
+    let resumes: Bool
 
-    init(context: OpaquePointer) {
+    init(context: OpaquePointer, resumes: Bool) {
         self.context = context
+        self.resumes = resumes
     }
 
     deinit {
@@ -213,14 +233,24 @@ final class BaselineTLSClient: BenchmarkClient {
     func connect(port: UInt16, count: Int) throws -> Double {
         let header = Request.connect.encoded
         var reply: UInt8 = 0
+        var session: OpaquePointer?
+        defer { if let session { SSL_SESSION_free(session) } }
+        var resumed = 0
         let stopwatch = Stopwatch()
         for _ in 0..<count {
-            let connection = try BlockingTLSConnection(port: port, context: context)
+            let connection = try BlockingTLSConnection(port: port, context: context, session: session)
             defer { connection.close() }
             try connection.writeAll(header)
             try withUnsafeMutableBytes(of: &reply) { try connection.readExactly($0) }
             if reply != Request.connectReply { throw BenchError("connect: unexpected reply byte \(reply)") }
+            if resumes {
+                if connection.resumed { resumed += 1 }
+                if let session { SSL_SESSION_free(session) }
+                session = connection.resumableSession()  // the tickets came before the reply byte
+            }
         }
-        return stopwatch.elapsedSeconds
+        let seconds = stopwatch.elapsedSeconds
+        if resumes, resumed < count - 1 { throw BenchError("tls-reconnect: \(resumed) of \(count - 1) reconnects resumed") }
+        return seconds
     }
 }
