@@ -65,6 +65,22 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         let fault: FaultRelay.Fault
         let delivered: Delivered
         let outcome: Outcome
+        /// The read timeout the cell sets on the faces that offer one (else the test's 1 s).
+        var readTimeout: TimeInterval? = nil
+        /// How long the cell must take, from the open to the last byte (a bandwidth limit's bounds).
+        var takes: ClosedRange<TimeInterval>? = nil
+    }
+
+    /// A bandwidth-limited link: 40 000 bytes each way at `rate` through a bucket of `burst` bytes take
+    /// at least (40 000 - burst) / rate (the echo's pace, the relay's bucket full at the start) and
+    /// finish well within 3 s more; a read timeout shorter than the transfer but longer than the gap
+    /// between the bucket's writes (TLS: between whole records) must not fire.
+    static func bandwidthCell(rate: Int, burst: Int, readTimeout: TimeInterval) -> Cell {
+        let least = Double(payloadSize - burst) / Double(rate)
+        precondition(readTimeout < least, "the read timeout must be shorter than the transfer")
+        return Cell(
+            fault: .bandwidth(bytesPerSecond: rate, burst: burst), delivered: .all, outcome: .delivered, readTimeout: readTimeout,
+            takes: least...(least + 3))
     }
 
     static let payloadSize = 40_000
@@ -82,6 +98,8 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         Cell(fault: .acceptAndNeverAnswer, delivered: .exactly(0), outcome: .deadPeer),
         Cell(fault: .deadPeer(after: 5000), delivered: .exactly(5000), outcome: .deadPeer),
         Cell(fault: .stopReading, delivered: .exactly(0), outcome: .deadPeer),
+        // 36 000 B beyond the burst at 100 000 B/s: ≥ 0.36 s; a write every 40 ms; read timeout 0.25 s.
+        bandwidthCell(rate: 100_000, burst: 4000, readTimeout: 0.25),
     ]
 
     /// SOCKS5 through danted, the relay between the client and the proxy: the faults count the bytes
@@ -146,6 +164,9 @@ final class FaultMatrixTests: SocketStreamsTestCase {
             Cell(fault: .acceptAndNeverAnswer, delivered: .exactly(0), outcome: .handshakeStalls),
             Cell(fault: .deadPeer(after: prefix + 25_000), delivered: .atLeast(16_384), outcome: .deadPeer),
         ]
+            // Without a proxy: ≥ 0.56 s at 64 000 B/s; a whole 16 KiB record every 0.26 s at most; read
+            // timeout 0.45 s.
+            + (prefix == 0 ? [bandwidthCell(rate: 64_000, burst: 4000, readTimeout: 0.45)] : [])
     }
 
     /// How a face reports each kind of end.
@@ -387,6 +408,7 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         // that a machine under load (several test runs share it) does not turn a slow open into a failure.
         var settings = settings
         settings.connectTimeout = [.handshakeStalls, .proxyStalls].contains(cell.outcome) ? 1 : 10
+        if let readTimeout = cell.readTimeout { settings.readTimeout = readTimeout }
         var transport =
             settings.transport != .tls ? settings.transport.rawValue : settings.requiresCloseNotify ? "tls" : "tls (default)"
         if let proxy = settings.proxy { transport = settings.transport == .plain ? proxy.rawValue : "\(transport) via \(proxy.rawValue)" }
@@ -422,6 +444,9 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         case .exactly(let count): XCTAssertEqual(received.count, count, "\(name): bytes delivered before the fault")
         case .atLeast(let count): XCTAssertGreaterThanOrEqual(received.count, count, "\(name): bytes delivered before the fault")
         case .prefix: break
+        }
+        if let takes = cell.takes {
+            XCTAssertTrue(takes.contains(elapsed), "\(name): took \(elapsed) s, not within \(takes)")
         }
         if let expected {
             XCTAssertTrue(end.map(expected.contains) ?? false, "\(name): the end \(end.map { "\($0)" } ?? "none"), not one of \(expected)")
