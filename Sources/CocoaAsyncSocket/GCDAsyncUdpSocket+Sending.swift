@@ -72,10 +72,11 @@ extension GCDAsyncUdpSocket {
         return id
     }
 
-    /// Looks `host` up for packet `id` on a global queue (`getaddrinfo` blocks), then goes on.
+    /// Looks `host` up for packet `id` on a queue of its own (`getaddrinfo` blocks; see `LookupQueue`),
+    /// then goes on.
     func startLookup(id: UInt64, host: String, port: Int) {
         let generation = state.withLock { $0.generation }
-        DispatchQueue.global().async {
+        LookupQueue.run {
             let answer: Result<[SocketAddress], NSError> =
                 switch DatagramSocket.resolve(host: host, port: port) {
                 case .success(let addresses): .success(addresses)

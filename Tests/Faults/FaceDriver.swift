@@ -28,8 +28,15 @@ enum End: Equatable, Sendable, CustomStringConvertible {
 }
 
 enum Transport: String, CaseIterable, Sendable {
-    /// Plain TCP, or TCP through a SOCKS5 proxy (``FaceSettings/socksTarget``), and TLS.
-    case plain, socks5, tls
+    /// Plain TCP, or TLS; either may go through a proxy (``FaceSettings/proxy``).
+    case plain, tls
+}
+
+/// The proxy a connection goes through (the faces that offer proxies: the pairs, AsyncConnection and
+/// QueuedSocket, through `ProxyConfiguration`).
+enum ProxyKind: String, Sendable {
+    case socks5 = "SOCKS5"
+    case httpConnect = "CONNECT"
 }
 
 /// What a test sets on every connection of a face.
@@ -48,8 +55,10 @@ struct FaceSettings {
     /// the faces that offer the choice; the others keep their default (an end at a record boundary is
     /// the end of the stream).
     var requiresCloseNotify = true
-    /// SOCKS5: the target's port (on 127.0.0.1); the port a driver connects to is then the proxy's.
-    var socksTarget: Int?
+    /// The proxy the connection goes through, if any.
+    var proxy: ProxyKind?
+    /// Through a proxy: the target's port (on 127.0.0.1); the port a driver connects to is then the proxy's.
+    var proxyTarget: Int?
     /// The host a driver connects to (a name for the resolver tests).
     var host = "127.0.0.1"
 }

@@ -65,6 +65,22 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         let fault: FaultRelay.Fault
         let delivered: Delivered
         let outcome: Outcome
+        /// The read timeout the cell sets on the faces that offer one (else the test's 1 s).
+        var readTimeout: TimeInterval? = nil
+        /// How long the cell must take, from the open to the last byte (a bandwidth limit's bounds).
+        var takes: ClosedRange<TimeInterval>? = nil
+    }
+
+    /// A bandwidth-limited link: 40 000 bytes each way at `rate` through a bucket of `burst` bytes take
+    /// at least (40 000 - burst) / rate (the echo's pace, the relay's bucket full at the start) and
+    /// finish well within 3 s more; a read timeout shorter than the transfer but longer than the gap
+    /// between the bucket's writes (TLS: between whole records) must not fire.
+    static func bandwidthCell(rate: Int, burst: Int, readTimeout: TimeInterval) -> Cell {
+        let least = Double(payloadSize - burst) / Double(rate)
+        precondition(readTimeout < least, "the read timeout must be shorter than the transfer")
+        return Cell(
+            fault: .bandwidth(bytesPerSecond: rate, burst: burst), delivered: .all, outcome: .delivered, readTimeout: readTimeout,
+            takes: least...(least + 3))
     }
 
     static let payloadSize = 40_000
@@ -82,6 +98,8 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         Cell(fault: .acceptAndNeverAnswer, delivered: .exactly(0), outcome: .deadPeer),
         Cell(fault: .deadPeer(after: 5000), delivered: .exactly(5000), outcome: .deadPeer),
         Cell(fault: .stopReading, delivered: .exactly(0), outcome: .deadPeer),
+        // 36 000 B beyond the burst at 100 000 B/s: ≥ 0.36 s; a write every 40 ms; read timeout 0.25 s.
+        bandwidthCell(rate: 100_000, burst: 4000, readTimeout: 0.25),
     ]
 
     /// SOCKS5 through danted, the relay between the client and the proxy: the faults count the bytes
@@ -102,23 +120,54 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         Cell(fault: .deadPeer(after: socksReplies + 5000), delivered: .exactly(5000), outcome: .deadPeer),
     ]
 
-    /// TLS: the faults count the bytes of records (the handshake's, then the echo's, in records of up
-    /// to 16 KiB): a fault at 25 000 bytes falls after the first whole record of the echo, which must
-    /// have been delivered, in order, before the end.
-    static let tlsCells: [Cell] = [
+    /// HTTP CONNECT through tinyproxy, the relay between the client and the proxy: the faults count the
+    /// bytes of the exchange (tinyproxy 1.11's reply head, "HTTP/1.0 200 Connection established",
+    /// "Proxy-agent: tinyproxy/1.11.1" and the empty line, is 70 bytes; the request 78 with the port's
+    /// five digits), then the echo's.
+    static let connectReply = 70
+    static let connectCells: [Cell] = [
         Cell(fault: .none, delivered: .all, outcome: .delivered),
         Cell(fault: .segment(maxSegment: 1), delivered: .all, outcome: .delivered),
-        Cell(fault: .segment(maxSegment: 7), delivered: .all, outcome: .delivered),
-        Cell(fault: .segment(maxSegment: 1500, delay: 0.002), delivered: .all, outcome: .delivered),
-        Cell(fault: .stall(after: 100, direction: .downstream, duration: 0.3), delivered: .all, outcome: .delivered),
-        Cell(fault: .stall(after: 100, direction: .upstream, duration: 0.3), delivered: .all, outcome: .delivered),
-        Cell(fault: .close(after: 100, direction: .downstream), delivered: .exactly(0), outcome: .handshakeCut),
-        Cell(fault: .close(after: 25_000, direction: .downstream), delivered: .atLeast(16_384), outcome: .truncatedMidRecord),
-        Cell(fault: .truncateTLS(afterRecordBytes: 25_000), delivered: .atLeast(16_384), outcome: .truncatedAtRecord),
-        Cell(fault: .reset(after: 25_000, direction: .downstream), delivered: .atLeast(16_384), outcome: .reset),
-        Cell(fault: .acceptAndNeverAnswer, delivered: .exactly(0), outcome: .handshakeStalls),
-        Cell(fault: .deadPeer(after: 25_000), delivered: .atLeast(16_384), outcome: .deadPeer),
+        Cell(fault: .segment(maxSegment: 3), delivered: .all, outcome: .delivered),
+        Cell(fault: .stall(after: 1, direction: .downstream, duration: 0.3), delivered: .all, outcome: .delivered),
+        Cell(fault: .stall(after: 3, direction: .upstream, duration: 0.3), delivered: .all, outcome: .delivered),
+        Cell(fault: .close(after: 1, direction: .downstream), delivered: .exactly(0), outcome: .proxyHungUp),
+        Cell(fault: .close(after: 40, direction: .downstream), delivered: .exactly(0), outcome: .proxyHungUp),
+        Cell(fault: .close(after: connectReply - 1, direction: .downstream), delivered: .exactly(0), outcome: .proxyHungUp),
+        Cell(fault: .reset(after: 40, direction: .downstream), delivered: .exactly(0), outcome: .proxyReset),
+        Cell(fault: .acceptAndNeverAnswer, delivered: .exactly(0), outcome: .proxyStalls),
+        Cell(fault: .close(after: connectReply + 5000, direction: .downstream), delivered: .exactly(5000), outcome: .peerClosed),
+        Cell(fault: .reset(after: connectReply + 5000, direction: .downstream), delivered: .exactly(5000), outcome: .reset),
+        Cell(fault: .deadPeer(after: connectReply + 5000), delivered: .exactly(5000), outcome: .deadPeer),
     ]
+
+    /// TLS: the faults count the bytes of records (the handshake's, then the echo's, in records of up
+    /// to 16 KiB): a fault at 25 000 bytes falls after the first whole record of the echo, which must
+    /// have been delivered, in order, before the end. Through a proxy every offset moves by `prefix`,
+    /// the proxy's replies, and a proxy that hangs up before its reply is complete is a cell of its own.
+    static func tlsCells(prefix: Int = 0) -> [Cell] {
+        let proxied: [Cell] =
+            prefix == 0 ? [] : [Cell(fault: .close(after: 1, direction: .downstream), delivered: .exactly(0), outcome: .proxyHungUp)]
+        return proxied + [
+            Cell(fault: .none, delivered: .all, outcome: .delivered),
+            Cell(fault: .segment(maxSegment: 1), delivered: .all, outcome: .delivered),
+            Cell(fault: .segment(maxSegment: 7), delivered: .all, outcome: .delivered),
+            Cell(fault: .segment(maxSegment: 1500, delay: 0.002), delivered: .all, outcome: .delivered),
+            Cell(fault: .stall(after: prefix + 100, direction: .downstream, duration: 0.3), delivered: .all, outcome: .delivered),
+            Cell(fault: .stall(after: 100, direction: .upstream, duration: 0.3), delivered: .all, outcome: .delivered),
+            Cell(fault: .close(after: prefix + 100, direction: .downstream), delivered: .exactly(0), outcome: .handshakeCut),
+            Cell(fault: .close(after: prefix + 25_000, direction: .downstream), delivered: .atLeast(16_384), outcome: .truncatedMidRecord),
+            Cell(
+                fault: .truncateTLS(afterRecordBytes: 25_000, plainPrefix: prefix), delivered: .atLeast(16_384),
+                outcome: .truncatedAtRecord),
+            Cell(fault: .reset(after: prefix + 25_000, direction: .downstream), delivered: .atLeast(16_384), outcome: .reset),
+            Cell(fault: .acceptAndNeverAnswer, delivered: .exactly(0), outcome: .handshakeStalls),
+            Cell(fault: .deadPeer(after: prefix + 25_000), delivered: .atLeast(16_384), outcome: .deadPeer),
+        ]
+            // Without a proxy: ≥ 0.56 s at 64 000 B/s; a whole 16 KiB record every 0.26 s at most; read
+            // timeout 0.45 s.
+            + (prefix == 0 ? [bandwidthCell(rate: 64_000, burst: 4000, readTimeout: 0.45)] : [])
+    }
 
     /// How a face reports each kind of end.
     struct Profile: Sendable {
@@ -191,17 +240,17 @@ final class FaultMatrixTests: SocketStreamsTestCase {
     // MARK: the cells
 
     func testPollingPairPlain() throws { try run(Self.pollingPair, .plain) }
-    func testPollingPairSOCKS5() throws { try run(Self.pollingPair, .socks5) }
-    func testAsyncConnectionSOCKS5() throws { try run(Self.asyncConnection, .socks5) }
-    func testQueuedSocketSOCKS5() throws { try run(Self.queuedSocket, .socks5) }
+    func testPollingPairSOCKS5() throws { try run(Self.pollingPair, .plain, through: .socks5) }
+    func testAsyncConnectionSOCKS5() throws { try run(Self.asyncConnection, .plain, through: .socks5) }
+    func testQueuedSocketSOCKS5() throws { try run(Self.queuedSocket, .plain, through: .socks5) }
     func testPollingPairTLS() throws { try run(Self.pollingPair, .tls) }
     func testPollingPairTLSDefault() throws { try run(Self.pollingPair, .tls, requiresCloseNotify: false) }
     func testRunLoopPairPlain() throws { try run(Self.runLoopPair, .plain) }
-    func testRunLoopPairSOCKS5() throws { try run(Self.runLoopPair, .socks5) }
+    func testRunLoopPairSOCKS5() throws { try run(Self.runLoopPair, .plain, through: .socks5) }
     func testRunLoopPairTLS() throws { try run(Self.runLoopPair, .tls) }
     func testRunLoopPairTLSDefault() throws { try run(Self.runLoopPair, .tls, requiresCloseNotify: false) }
     func testQueuePairPlain() throws { try run(Self.queuePair, .plain) }
-    func testQueuePairSOCKS5() throws { try run(Self.queuePair, .socks5) }
+    func testQueuePairSOCKS5() throws { try run(Self.queuePair, .plain, through: .socks5) }
     func testQueuePairTLS() throws { try run(Self.queuePair, .tls) }
     func testQueuePairTLSDefault() throws { try run(Self.queuePair, .tls, requiresCloseNotify: false) }
     func testAsyncConnectionPlain() throws { try run(Self.asyncConnection, .plain) }
@@ -214,6 +263,24 @@ final class FaultMatrixTests: SocketStreamsTestCase {
     func testGCDAsyncSocketTLS() throws { try run(Self.gcdAsyncSocket, .tls, requiresCloseNotify: false) }
     func testNWConnectionPlain() throws { try run(Self.nwConnection, .plain) }
     func testNWConnectionTLS() throws { try run(Self.nwConnection, .tls, requiresCloseNotify: false) }
+
+    // HTTP CONNECT, and TLS through either proxy: the faces that offer proxies (GCDAsyncSocket and
+    // NWConnection have no proxy option), TLS requiring close_notify.
+    func testPollingPairCONNECT() throws { try run(Self.pollingPair, .plain, through: .httpConnect) }
+    func testRunLoopPairCONNECT() throws { try run(Self.runLoopPair, .plain, through: .httpConnect) }
+    func testQueuePairCONNECT() throws { try run(Self.queuePair, .plain, through: .httpConnect) }
+    func testAsyncConnectionCONNECT() throws { try run(Self.asyncConnection, .plain, through: .httpConnect) }
+    func testQueuedSocketCONNECT() throws { try run(Self.queuedSocket, .plain, through: .httpConnect) }
+    func testPollingPairTLSThroughSOCKS5() throws { try run(Self.pollingPair, .tls, through: .socks5) }
+    func testRunLoopPairTLSThroughSOCKS5() throws { try run(Self.runLoopPair, .tls, through: .socks5) }
+    func testQueuePairTLSThroughSOCKS5() throws { try run(Self.queuePair, .tls, through: .socks5) }
+    func testAsyncConnectionTLSThroughSOCKS5() throws { try run(Self.asyncConnection, .tls, through: .socks5) }
+    func testQueuedSocketTLSThroughSOCKS5() throws { try run(Self.queuedSocket, .tls, through: .socks5) }
+    func testPollingPairTLSThroughCONNECT() throws { try run(Self.pollingPair, .tls, through: .httpConnect) }
+    func testRunLoopPairTLSThroughCONNECT() throws { try run(Self.runLoopPair, .tls, through: .httpConnect) }
+    func testQueuePairTLSThroughCONNECT() throws { try run(Self.queuePair, .tls, through: .httpConnect) }
+    func testAsyncConnectionTLSThroughCONNECT() throws { try run(Self.asyncConnection, .tls, through: .httpConnect) }
+    func testQueuedSocketTLSThroughCONNECT() throws { try run(Self.queuedSocket, .tls, through: .httpConnect) }
 
     // MARK: a peer that stops reading
 
@@ -270,36 +337,51 @@ final class FaultMatrixTests: SocketStreamsTestCase {
 
     // MARK: running a cell
 
-    /// The port the relay forwards to: the echo, or (SOCKS5) the proxy, with the echo as its target.
-    private func upstream(_ transport: Transport, _ settings: inout FaceSettings) throws -> Int {
-        switch transport {
-        case .plain: return try startSocatEcho()
-        case .socks5:
-            settings.socksTarget = try startSocatEcho()
-            let (peer, port) = try Peer.dante(directory: try makeTemporaryDirectory())
-            addCleanup { peer.stop() }
-            return port
+    /// The port the relay forwards to: the echo (plain) or the TLS echo, or the proxy, with the echo as
+    /// its target.
+    private func upstream(_ settings: inout FaceSettings) throws -> Int {
+        let target: Int
+        switch settings.transport {
+        case .plain: target = try startSocatEcho()
         case .tls:
             let pki = try self.pki
             let identity = TLSIdentity(certificateChainFile: pki.serverChain, privateKeyFile: pki.serverKey)
-            return try startStreamEchoServer(tls: .server(identity: identity)).port
+            target = try startStreamEchoServer(tls: .server(identity: identity)).port
         }
+        guard let proxy = settings.proxy else { return target }
+        settings.proxyTarget = target
+        let (peer, port) =
+            proxy == .socks5
+            ? try Peer.dante(directory: try makeTemporaryDirectory()) : try Peer.tinyproxy(directory: try makeTemporaryDirectory())
+        addCleanup { peer.stop() }
+        return port
     }
 
-    private func run(_ profile: Profile, _ transport: Transport, requiresCloseNotify: Bool = true) throws {
+    private func run(_ profile: Profile, _ transport: Transport, through proxy: ProxyKind? = nil, requiresCloseNotify: Bool = true)
+        throws
+    {
         var settings = FaceSettings(transport: transport, caCertificate: try pki.caCertificate)
         settings.requiresCloseNotify = requiresCloseNotify && profile.offersRequiresCloseNotify
-        let port = try upstream(transport, &settings)
+        settings.proxy = proxy
+        let port = try upstream(&settings)
         // Warm-up: the library's shared per-process descriptors (the stream thread's reactor, a
         // queue's, and the network-change observer's, which NWConnection's first `.waiting` starts)
         // are open before the first count.
         try runCell(Cell(fault: .none, delivered: .all, outcome: .delivered), profile, settings, port: port, report: false)
         if profile.warmsUpAStall {
-            let stalls: Outcome = transport == .plain ? .deadPeer : transport == .tls ? .handshakeStalls : .proxyStalls
+            let stalls: Outcome = proxy != nil ? .proxyStalls : transport == .plain ? .deadPeer : .handshakeStalls
             try runCell(
                 Cell(fault: .acceptAndNeverAnswer, delivered: .exactly(0), outcome: stalls), profile, settings, port: port, report: false)
         }
-        let cells = transport == .plain ? Self.plainCells : transport == .tls ? Self.tlsCells : Self.socksCells
+        let cells: [Cell]
+        switch (transport, proxy) {
+        case (.plain, nil): cells = Self.plainCells
+        case (.plain, .socks5?): cells = Self.socksCells
+        case (.plain, .httpConnect?): cells = Self.connectCells
+        case (.tls, nil): cells = Self.tlsCells()
+        case (.tls, .socks5?): cells = Self.tlsCells(prefix: Self.socksReplies)
+        case (.tls, .httpConnect?): cells = Self.tlsCells(prefix: Self.connectReply)
+        }
         for cell in cells {
             try runCell(cell, profile, settings, port: port, report: true)
         }
@@ -327,8 +409,10 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         // that a machine under load (several test runs share it) does not turn a slow open into a failure.
         var settings = settings
         settings.connectTimeout = [.handshakeStalls, .proxyStalls].contains(cell.outcome) ? 1 : 10
-        let transport =
+        if let readTimeout = cell.readTimeout { settings.readTimeout = readTimeout }
+        var transport =
             settings.transport != .tls ? settings.transport.rawValue : settings.requiresCloseNotify ? "tls" : "tls (default)"
+        if let proxy = settings.proxy { transport = settings.transport == .plain ? proxy.rawValue : "\(transport) via \(proxy.rawValue)" }
         let name = "\(profile.name) \(transport) \(cell.fault)"
         let descriptorsBefore = openSocketCount()
         let relay = try FaultRelay(upstreamPort: port, fault: cell.fault)
@@ -361,6 +445,9 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         case .exactly(let count): XCTAssertEqual(received.count, count, "\(name): bytes delivered before the fault")
         case .atLeast(let count): XCTAssertGreaterThanOrEqual(received.count, count, "\(name): bytes delivered before the fault")
         case .prefix: break
+        }
+        if let takes = cell.takes {
+            XCTAssertTrue(takes.contains(elapsed), "\(name): took \(elapsed) s, not within \(takes)")
         }
         if let expected {
             XCTAssertTrue(end.map(expected.contains) ?? false, "\(name): the end \(end.map { "\($0)" } ?? "none"), not one of \(expected)")

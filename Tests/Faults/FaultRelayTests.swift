@@ -204,4 +204,49 @@ final class FaultRelayTests: SocketStreamsTestCase {
         XCTAssertEqual(data, records.prefix(210), "two whole records, then the cut")
         XCTAssertEqual(end, 0)
     }
+
+    func testTLSTruncationAfterAPlainPrefixCountsRecordsFromItsEnd() throws {
+        // A proxy's 12-byte reply, then three records of 100 bytes, all in 7-byte pieces.
+        var bytes = testPayload(12, seed: 9)
+        for index in 0..<3 {
+            bytes.append(contentsOf: [23, 3, 3, 0, 100])
+            bytes.append(testPayload(100, seed: UInt8(index)))
+        }
+        let peer = try startRawServer { [bytes] connection in
+            var offset = 0
+            while offset < bytes.count {
+                let end = min(bytes.count, offset + 7)
+                try? connection.write(bytes.subdata(in: offset..<end))
+                offset = end
+            }
+            _ = try? connection.readToEOF(timeout: 10)
+        }
+        let relay = try startRelay(to: peer.port, fault: .truncateTLS(afterRecordBytes: 150, plainPrefix: 12))
+        let fd = try connect(relay)
+        let (data, end) = readUntilEnd(fd)
+        XCTAssertEqual(data, bytes.prefix(12 + 210), "the prefix, two whole records, then the cut")
+        XCTAssertEqual(end, 0)
+    }
+
+    func testABandwidthLimitPacesTheBytesWithItsBucket() throws {
+        // 60 000 bytes at 100 000 B/s through a 10 000-byte bucket: the first 10 000 at once, the rest
+        // at the rate, so the echo takes at least 0.5 s (the bucket refills on the way back too, so not
+        // twice that), each write at most the burst; byte for byte.
+        let peer = try startEchoPeer()
+        let payload = testPayload(60_000)
+        let relay = try startRelay(to: peer.port, fault: .bandwidth(bytesPerSecond: 100_000, burst: 10_000))
+        let fd = try connect(relay)
+        let started = FaultRelay.now
+        try RawSocket.writeAll(fd, payload)
+        XCTAssertEqual(try RawSocket.readExactly(fd, count: payload.count, timeout: 10), payload)
+        let elapsed = FaultRelay.now - started
+        XCTAssertGreaterThanOrEqual(elapsed, 0.5, "faster than the limit")
+        XCTAssertLessThan(elapsed, 5, "far slower than the limit")
+        // The relay counts a write after it returns, which may be after the client has the bytes.
+        XCTAssertTrue(relay.wait(timeout: 5) { $0.forwarded[.downstream] == payload.count }, "\(relay.snapshot)")
+        let counters = relay.snapshot
+        XCTAssertEqual(counters.forwarded[.upstream], payload.count)
+        XCTAssertGreaterThanOrEqual(counters.writes[.upstream] ?? 0, 6, "writes larger than the burst")
+        XCTAssertGreaterThanOrEqual(counters.writes[.downstream] ?? 0, 6, "writes larger than the burst")
+    }
 }

@@ -36,10 +36,14 @@ final class ResolverFaultTests: SocketStreamsTestCase {
         let blackhole = try BacklogFullListener(family: .v6)
         let echo4 = try RawTCPServer(family: .v4, port: blackhole.port, handler: echoHandler)
         let echo6 = try RawTCPServer(family: .v6, handler: echoHandler)
+        // And the other way round: 127.0.0.1:R black-holes, ::1:R echoes.
+        let blackhole4 = try BacklogFullListener(family: .v4)
+        let echo6OnBlackhole4 = try RawTCPServer(family: .v6, port: blackhole4.port, handler: echoHandler)
         defer {
             echo4.stop()
             echo6.stop()
-            withExtendedLifetime(blackhole) {}
+            echo6OnBlackhole4.stop()
+            withExtendedLifetime((blackhole, blackhole4)) {}
         }
         let many = (2...16).map { "127.0.0.\($0)" } + ["127.0.0.1"]
         let resolver = try TestResolver(answers: [
@@ -50,6 +54,10 @@ final class ResolverFaultTests: SocketStreamsTestCase {
             "v6only.test": .addresses(["::1"]),
             "blackhole6.test": .addresses(["::1", "127.0.0.1"]),
             "many.test": .addresses(many),
+            // RFC 8305 §3: an AAAA answered 600 ms after the A (::1 black-holing), and one answered
+            // 15 ms after it, inside the 50 ms resolution delay (127.0.0.1 black-holing).
+            "slowaaaa.test": .slowAAAA(["::1", "127.0.0.1"], aaaaDelay: 0.6),
+            "lateaaaa.test": .slowAAAA(["::1", "127.0.0.1"], aaaaDelay: 0.015),
         ])
         defer { resolver.stop() }
 
@@ -95,6 +103,14 @@ final class ResolverFaultTests: SocketStreamsTestCase {
             ("blackhole6.test", echo4.port, 0.2, 3),
             // 17 addresses, of which only 127.0.0.1 answers (glibc's RFC 6724 sort may put it first).
             ("many.test", echo4.port, 0, 5),
+            // The AAAA comes 600 ms after the A: the face connects over A once the resolution delay
+            // (50 ms) has passed, without waiting for it (waiting, it would connect after 600 ms at
+            // the earliest, and after 850 ms trying the black-holed ::1 first).
+            ("slowaaaa.test", echo4.port, 0.045, 0.5),
+            // The AAAA comes 15 ms after the A, inside the resolution delay: ::1 is tried first and
+            // answers at once (trying the black-holed 127.0.0.1 first, it would connect only after the
+            // 250 ms connection attempt delay).
+            ("lateaaaa.test", echo6OnBlackhole4.port, 0.015, 0.25),
         ]
         let payload = testPayload(10_000)
         let makers: [(String, (FaceSettings) -> FaceDriver)] = [
@@ -127,7 +143,33 @@ final class ResolverFaultTests: SocketStreamsTestCase {
                 print("resolver-cell | \(success.name) | \(face) | connected after \(String(format: "%.2f", connectedAfter)) s")
             }
         }
-        XCTAssertTrue(resolver.asked.contains("blackhole6.test AAAA"), "\(resolver.asked)")
+        // A slow AAAA must not hold up anyone's A: more pairs at once than the machine has cores (a
+        // lookup that blocks a worker of a pool that size would starve the others' A lookups until the
+        // AAAA's answer, or the resolver's 1 s timeout), each connected over A within 0.5 s.
+        let concurrent = ProcessInfo.processInfo.activeProcessorCount + 2
+        let pairs = (0..<concurrent).map { _ in makePair(host: "slowaaaa.test", port: echo4.port) }
+        let started = FaultRelay.now
+        for pair in pairs {
+            pair.input.open()
+            pair.output.open()
+        }
+        let openedAfter = callWithDeadline(10) { () -> Double in
+            while pairs.contains(where: { $0.output.streamStatus == .opening }) { sched_yield() }
+            return FaultRelay.now - started
+        }
+        XCTAssertLessThan(
+            openedAfter ?? 10, 0.5, "\(concurrent) pairs to slowaaaa.test at once: the last opened after \(openedAfter ?? 10) s")
+        XCTAssertEqual(pairs.filter { $0.output.streamStatus == .open }.count, concurrent, "\(pairs.map { $0.output.streamError as Any })")
+        for pair in pairs {
+            pair.input.close()
+            pair.output.close()
+        }
+        print(
+            "resolver-cell | slowaaaa.test | \(concurrent) polling pairs at once | opened after \(String(format: "%.2f", openedAfter ?? -1)) s"
+        )
+        for question in ["blackhole6.test AAAA", "slowaaaa.test AAAA", "slowaaaa.test A", "lateaaaa.test AAAA"] {
+            XCTAssertTrue(resolver.asked.contains(question), "\(question): \(resolver.asked)")
+        }
     }
 
     // MARK: the namespace

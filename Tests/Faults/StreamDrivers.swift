@@ -15,20 +15,23 @@ private func tlsSettings(_ settings: FaceSettings) -> TLSSettings {
 }
 
 /// Sets the test's settings on an unopened pair: the connect timeout, TLS (unless the face starts it
-/// its own way), the SOCKS5 proxy at 127.0.0.1:`proxyPort` when the transport goes through one.
+/// its own way), the proxy at 127.0.0.1:`proxyPort` when the connection goes through one.
 private func configure(_ input: InputStream, _ settings: FaceSettings, proxyPort: Int, tls: Bool = true) {
     input.setProperty(settings.connectTimeout, forKey: .connectTimeoutKey)
     if tls, settings.transport == .tls {
         input.setProperty(tlsSettings(settings), forKey: .tlsSettingsKey)
     }
-    if settings.socksTarget != nil {
-        input.setProperty(ProxyConfiguration.socks5(host: "127.0.0.1", port: proxyPort), forKey: .proxyConfigurationKey)
+    switch settings.proxy {
+    case .socks5?: input.setProperty(ProxyConfiguration.socks5(host: "127.0.0.1", port: proxyPort), forKey: .proxyConfigurationKey)
+    case .httpConnect?:
+        input.setProperty(ProxyConfiguration.httpConnect(host: "127.0.0.1", port: proxyPort), forKey: .proxyConfigurationKey)
+    case nil: break
     }
 }
 
-/// A pair to the settings' host and `port`, or to the SOCKS target through the proxy at `port`.
+/// A pair to the settings' host and `port`, or to the proxy's target through the proxy at `port`.
 private func makePair(_ settings: FaceSettings, port: Int) -> (input: InputStream, output: OutputStream) {
-    let pair = createStreamPair(host: settings.host, port: settings.socksTarget ?? port)
+    let pair = createStreamPair(host: settings.host, port: settings.proxyTarget ?? port)
     configure(pair.input, settings, proxyPort: port)
     return (pair.input, pair.output)
 }
@@ -210,7 +213,7 @@ final class QueuedSocketDriver: FaceDriver, QueuedSocketDelegate, @unchecked Sen
         let socket = QueuedSocket(delegate: self, delegateQueue: queue)
         self.socket = socket
         do {
-            try socket.connect(toHost: settings.host, onPort: settings.socksTarget ?? port, withTimeout: settings.connectTimeout) {
+            try socket.connect(toHost: settings.host, onPort: settings.proxyTarget ?? port, withTimeout: settings.connectTimeout) {
                 // TLS comes from startTLS below, as QueuedSocket code starts it.
                 [settings] input, _ in configure(input, settings, proxyPort: port, tls: false)
             }

@@ -27,6 +27,20 @@ final class TestResolver: @unchecked Sendable {
         /// These addresses (IPv4 and IPv6 literals); a query for a type with none gets an empty
         /// NOERROR answer.
         case addresses([String])
+        /// These addresses, the AAAA answer sent `aaaaDelay` seconds after the A answer (held until
+        /// the A query has been answered, however the two queries arrive): a slow AAAA (RFC 8305 §3).
+        case slowAAAA([String], aaaaDelay: TimeInterval)
+    }
+
+    /// A reply held back: where to send it, and when (FaultRelay.now's clock).
+    private struct Held {
+        let reply: [UInt8]
+        let peer: sockaddr_storage
+        let length: socklen_t
+        let name: String
+        /// nil: until the name's A query has been answered, then `aaaaDelay` after that.
+        var due: Double?
+        let delay: TimeInterval
     }
 
     let address: String
@@ -36,6 +50,11 @@ final class TestResolver: @unchecked Sendable {
     private var stopping = false
     private var running = true
     private var queries: [String] = []
+    /// Held replies, and the A answers (when they went out, by name) that no AAAA query has been
+    /// paired with yet, touched by the serving thread only. A lookup's A and AAAA queries arrive in
+    /// either order (two getaddrinfo calls), so each AAAA is paired with one A answer, in order.
+    private var held: [Held] = []
+    private var unpairedA: [String: [Double]] = [:]
 
     /// Listens on `address`:53 (UDP) and answers from `answers` (lowercased names without the final
     /// dot); other names get NXDOMAIN.
@@ -87,15 +106,33 @@ final class TestResolver: @unchecked Sendable {
     private func serve() {
         var buffer = [UInt8](repeating: 0, count: 1500)
         while !isStopping {
-            guard (try? RawSocket.waitReadable(fd, timeout: 0.05)) == true else { continue }
+            sendDueReplies()
+            // Until a query arrives, or the next held reply is due (at most 50 ms, to see stop()).
+            let now = FaultRelay.now
+            let next = held.compactMap(\.due).min().map { max(0, $0 - now) } ?? 0.05
+            guard (try? RawSocket.waitReadable(fd, timeout: min(0.05, next))) == true else { continue }
             var peer = sockaddr_storage()
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
             let count = withUnsafeMutablePointer(to: &peer) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, &buffer, buffer.count, 0, $0, &length) }
             }
-            guard count > 0, let reply = reply(to: Array(buffer[0..<count])) else { continue }
-            _ = withUnsafePointer(to: &peer) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, reply, reply.count, 0, $0, length) }
+            guard count > 0, let (reply, name, type) = reply(to: Array(buffer[0..<count])) else { continue }
+            print()
+            guard case .slowAAAA(_, let delay)? = answers[name], type == 1 || type == 28 else {
+                send(reply, to: peer, length)
+                continue
+            }
+            if type == 28 {
+                let answered = unpairedA[name]?.isEmpty == false ? unpairedA[name]?.removeFirst() : nil
+                held.append(Held(reply: reply, peer: peer, length: length, name: name, due: answered.map { $0 + delay }, delay: delay))
+                continue
+            }
+            send(reply, to: peer, length)
+            let sent = FaultRelay.now
+            if let index = held.firstIndex(where: { $0.name == name && $0.due == nil }) {
+                held[index].due = sent + held[index].delay
+            } else {
+                unpairedA[name, default: []].append(sent)
             }
         }
         condition.lock()
@@ -104,8 +141,24 @@ final class TestResolver: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// The reply to one query (nil: none, or not a query this server reads).
-    private func reply(to query: [UInt8]) -> [UInt8]? {
+    private func sendDueReplies() {
+        let now = FaultRelay.now
+        for reply in held where reply.due.map({ $0 <= now }) ?? false {
+            send(reply.reply, to: reply.peer, reply.length)
+        }
+        held.removeAll { $0.due.map { $0 <= now } ?? false }
+    }
+
+    private func send(_ reply: [UInt8], to peer: sockaddr_storage, _ length: socklen_t) {
+        var peer = peer
+        _ = withUnsafePointer(to: &peer) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, reply, reply.count, 0, $0, length) }
+        }
+    }
+
+    /// The reply to one query, with the question's name and type (nil: none, or not a query this
+    /// server reads).
+    private func reply(to query: [UInt8]) -> (reply: [UInt8], name: String, type: Int)? {
         guard query.count >= 12, query[2] & 0x80 == 0, query[4] == 0, query[5] == 1 else { return nil }
         // The question: labels, then type and class.
         var index = 12
@@ -130,7 +183,7 @@ final class TestResolver: @unchecked Sendable {
         case .silent: return nil
         case .nxdomain: rcode = 3
         case .servfail: rcode = 2
-        case .addresses(let addresses):
+        case .addresses(let addresses), .slowAAAA(let addresses, _):
             for address in addresses {
                 if type == 1, let bytes = Self.bytes(address, family: AF_INET, count: 4) {
                     records.append(Self.record(type: 1, data: bytes))
@@ -144,7 +197,7 @@ final class TestResolver: @unchecked Sendable {
         reply += [0, 1, UInt8(records.count >> 8), UInt8(records.count & 0xff), 0, 0, 0, 0]
         reply += query[12..<questionEnd]
         for record in records { reply += record }
-        return reply
+        return (reply, name, type)
     }
 
     private static func bytes(_ address: String, family: Int32, count: Int) -> [UInt8]? {

@@ -48,9 +48,13 @@ package final class FaultRelay: @unchecked Sendable {
         /// either way, with both connections kept open: a peer that died without a FIN or RST.
         case deadPeer(after: Int)
         /// Forward the peer's bytes as whole TLS records only; at the first record boundary at or after
-        /// `afterRecordBytes` bytes downstream, send the client a FIN (no close_notify ever reaches it)
-        /// and forward nothing more, as `.close` does.
-        case truncateTLS(afterRecordBytes: Int)
+        /// `afterRecordBytes` bytes of records downstream, send the client a FIN (no close_notify ever
+        /// reaches it) and forward nothing more, as `.close` does. The first `plainPrefix` bytes
+        /// downstream (a proxy's replies) are forwarded as they come, and the records begin after them.
+        case truncateTLS(afterRecordBytes: Int, plainPrefix: Int = 0)
+        /// A link of `bytesPerSecond` each way: a token bucket per direction, `burst` bytes deep and full
+        /// at the start; each write is at most what the bucket holds, and the relay waits for tokens.
+        case bandwidth(bytesPerSecond: Int, burst: Int)
 
         package var description: String {
             switch self {
@@ -62,7 +66,10 @@ package final class FaultRelay: @unchecked Sendable {
             case .acceptAndNeverAnswer: return "acceptAndNeverAnswer"
             case .stopReading: return "stopReading"
             case .deadPeer(let after): return "deadPeer(after \(after))"
-            case .truncateTLS(let after): return "truncateTLS(after \(after) record bytes)"
+            case .truncateTLS(let after, let prefix):
+                return prefix > 0
+                    ? "truncateTLS(after \(after) record bytes, \(prefix) B before)" : "truncateTLS(after \(after) record bytes)"
+            case .bandwidth(let rate, let burst): return "bandwidth(\(rate) B/s, burst \(burst) B)"
             }
         }
     }
@@ -344,11 +351,18 @@ package final class FaultRelay: @unchecked Sendable {
         var generator: SplitMix64
         /// TLS records: bytes of a record held back until it is complete.
         var pendingRecord: [UInt8] = []
+        /// Bandwidth: the bucket's tokens (bytes) and when it was last filled (monotonic seconds).
+        var tokens: Double = 0
+        var filled: Double = 0
 
         init(fault: Fault, direction: Direction) {
             self.fault = fault
             self.direction = direction
             generator = SplitMix64(seed: direction == .upstream ? 0x5eed_0001 : 0x5eed_0002)
+            if case .bandwidth(_, let burst) = fault {
+                tokens = Double(burst)
+                filled = FaultRelay.now
+            }
         }
     }
 
@@ -393,8 +407,11 @@ package final class FaultRelay: @unchecked Sendable {
             guard state.forwarded >= after else { return true }
             goSilent(link)
             return false
-        case .truncateTLS(let afterRecordBytes) where direction == .downstream:
-            state.pendingRecord += bytes
+        case .truncateTLS(let afterRecordBytes, let prefix) where direction == .downstream:
+            let (head, records) = split(bytes, at: prefix - state.forwarded)
+            guard write(head, to: destination, direction) else { return false }
+            state.forwarded += head.count
+            state.pendingRecord += records
             while state.pendingRecord.count >= 5 {
                 let length = Int(state.pendingRecord[3]) << 8 | Int(state.pendingRecord[4])
                 guard state.pendingRecord.count >= 5 + length else { break }
@@ -402,10 +419,28 @@ package final class FaultRelay: @unchecked Sendable {
                 state.pendingRecord.removeFirst(5 + length)
                 guard write(record, to: destination, direction) else { return false }
                 state.forwarded += record.count
-                if state.forwarded >= afterRecordBytes {
+                if state.forwarded - prefix >= afterRecordBytes {
                     finClient(link)
                     return false
                 }
+            }
+            return true
+        case .bandwidth(let rate, let burst):
+            var offset = 0
+            while offset < bytes.count {
+                let now = FaultRelay.now
+                state.tokens = min(Double(burst), state.tokens + Double(rate) * (now - state.filled))
+                state.filled = now
+                let wanted = min(bytes.count - offset, burst)
+                if state.tokens < Double(wanted) {
+                    // The link's pace, not synchronisation: the time until the bucket holds `wanted`.
+                    pause((Double(wanted) - state.tokens) / Double(rate))
+                    if isStopping { return false }
+                    continue
+                }
+                guard write(Array(bytes[offset..<offset + wanted]), to: destination, direction) else { return false }
+                state.tokens -= Double(wanted)
+                offset += wanted
             }
             return true
         default:

@@ -1,8 +1,9 @@
 // Establishing the TCP (or Unix-domain) connection to the first hop.
 //
 // Happy Eyeballs (RFC 8305), kept as a small state machine in a class:
-// - Resolution: AAAA and A are looked up in parallel (getaddrinfo per family, on a Dispatch worker so
-//   no run-loop thread ever blocks in DNS). Connecting starts when the IPv6 answer arrives, or 50 ms
+// - Resolution: AAAA and A are looked up in parallel (getaddrinfo per family, each on a queue of its
+//   own, `LookupQueue`, so no run-loop thread ever blocks in DNS and no lookup waits for another's
+//   answer). Connecting starts when the IPv6 answer arrives, or 50 ms
 //   after the IPv4 answer if IPv6 is still outstanding (the Resolution Delay, §3).
 // - Addresses are interleaved by family, IPv6 first (§4). A new attempt starts every 250 ms (the
 //   Connection Attempt Delay, §5) or as soon as the previous attempt fails, whichever comes first.
@@ -129,7 +130,7 @@ final class Connector: @unchecked Sendable {
         }
         let (host, port, resolve) = (self.host, self.port, self.resolve)
         for family in [AF_INET6, AF_INET] {
-            DispatchQueue.global().async {
+            LookupQueue.run {
                 let result = resolve(host, port, family)
                 self.resolved(family, result)
             }

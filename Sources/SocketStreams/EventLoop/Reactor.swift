@@ -262,6 +262,15 @@ final class Reactor: @unchecked Sendable {
     }
 
     /// Removes an fd (`EPOLL_CTL_DEL`). Must happen before the fd is closed.
+    ///
+    /// Called on another thread than a `perform` in progress, this does not wait for it: a handler the
+    /// round has already taken from the table (`firing`) is still called once after this returns, and
+    /// so is one taken before an earlier handler of the same round removed it. So every handler checks,
+    /// under the lock its remover holds, that it is still wanted before it touches the fd: the
+    /// listener's `acceptLocked` (closed), `RoutingSocket` (`fdOpen`, the recv under the lock),
+    /// `DatagramSocket` (`fdOpen`; removed only on its owner), the connection's `Registration`
+    /// (`handleReadiness` under the connection lock: no transport, or not scheduled on this reactor,
+    /// does nothing), a connect `Attempt` (the connector finished, or the attempt no longer listed).
     func remove(fd: Int32, token: UInt64) {
         try? Posix.epollControl(epollFD, EPOLL_CTL_DEL, fd, events: 0, token: token)
         shared.withLock { $0.handlers.remove(token) }

@@ -111,7 +111,7 @@ public final class AsyncDatagramSocket: Sendable {
     private static func resolve(_ endpoint: DatagramEndpoint) async throws -> SocketAddress {
         if let known = DatagramSocket.addressesWithoutLookup(host: endpoint.host, port: endpoint.port)?.first { return known }
         return try await withUnsafeThrowingContinuation { continuation in
-            DispatchQueue.global().async {
+            LookupQueue.run {
                 switch DatagramSocket.resolve(host: endpoint.host, port: endpoint.port) {
                 case .success(let addresses): continuation.resume(returning: addresses[0])
                 case .failure(let error):
