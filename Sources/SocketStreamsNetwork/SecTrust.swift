@@ -39,7 +39,7 @@ public func SecTrustCreateWithCertificates(
 /// ``errSecCertificateNotValidYet``, ``errSecHostNameMismatch``). Blocking; call it off the main thread
 /// for a chain that may need the system store loaded (tens of milliseconds the first time).
 public func SecTrustEvaluateWithError(_ trust: SecTrust, _ error: UnsafeMutablePointer<CFError?>?) -> Bool {
-    let verdict = trust.evaluation.withLock { $0.evaluate(trust.certificateChain) }
+    let verdict = trust.evaluated()
     if !verdict.isTrusted { error?.pointee = trustError(verdict, trust) }
     return verdict.isTrusted
 }
@@ -51,7 +51,7 @@ public func SecTrustEvaluateAsyncWithError(_ trust: SecTrust, _ queue: DispatchQ
     -> OSStatus
 {
     DispatchQueue.global().async {
-        let verdict = trust.evaluation.withLock { $0.evaluate(trust.certificateChain) }
+        let verdict = trust.evaluated()
         let error = verdict.isTrusted ? nil : trustError(verdict, trust)
         queue.async { result(trust, verdict.isTrusted, error) }
     }

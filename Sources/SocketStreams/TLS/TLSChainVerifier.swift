@@ -73,10 +73,21 @@ package struct TLSChainVerdict: Sendable, Hashable {
 
 /// The package's verifier applied to a DER chain, with no connection.
 package enum TLSChainVerifier {
-    /// Verifies `chain` (DER, leaf first) under `policy`.
+    /// Verifies `chain` (DER, leaf first) under `policy`; `parsed`, the same certificates as OpenSSL
+    /// objects (a handshake's), spares parsing them again.
     package static func verify(_ chain: [Data], policy: TLSChainPolicy) -> TLSChainVerdict {
+        verify(chain, policy: policy, parsed: nil)
+    }
+
+    static func verify(_ chain: [Data], policy: TLSChainPolicy, parsed: TLSParsedChain?) -> TLSChainVerdict {
         OpenSSLLibrary.prepare()
-        let certificates = chain.compactMap(parse)
+        let certificates: [OpaquePointer]
+        if let parsed, parsed.certificates.count == chain.count {
+            certificates = parsed.certificates
+            for certificate in certificates { X509_up_ref(certificate) }  // freed below like parsed ones
+        } else {
+            certificates = chain.compactMap(parse)
+        }
         defer { for certificate in certificates { X509_free(certificate) } }
         guard let leaf = certificates.first, certificates.count == chain.count else {
             return TLSChainVerdict(code: -1, description: chain.isEmpty ? "no certificate" : "a certificate is not DER", chain: chain)
@@ -174,6 +185,22 @@ package enum TLSChainVerifier {
     package static func pem(certificate der: Data) -> Data {
         let base64 = der.base64EncodedString(options: [.lineLength64Characters, .endLineWithLineFeed])
         return Data("-----BEGIN CERTIFICATE-----\n\(base64)\n-----END CERTIFICATE-----\n".utf8)
+    }
+}
+
+/// Certificates as OpenSSL parsed them, each holding a reference of this object's (freed with it).
+/// Immutable, and OpenSSL's `X509` objects may be read from several threads at once once parsed (their
+/// extensions are cached under OpenSSL's own lock), so any thread may verify with them.
+final class TLSParsedChain: @unchecked Sendable {
+    let certificates: [OpaquePointer]
+
+    /// Takes over one reference to each of `certificates`.
+    init(taking certificates: [OpaquePointer]) {
+        self.certificates = certificates
+    }
+
+    deinit {
+        for certificate in certificates { X509_free(certificate) }
     }
 }
 

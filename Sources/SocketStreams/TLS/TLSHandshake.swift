@@ -126,9 +126,10 @@ final class TLSHandshake: HandshakeStage, @unchecked Sendable {
         case nil:
             if !asked {
                 asked = true
+                let chain = info?.peerCertificates ?? []
                 let trust = TLSPeerTrust(
-                    certificateChain: info?.peerCertificates ?? [], policy: TLSChainPolicy(purpose: .server, hostName: hostName),
-                    connectionInfo: info)
+                    certificateChain: chain, policy: TLSChainPolicy(purpose: .server, hostName: hostName),
+                    connectionInfo: info, parsed: transport.parsedPeerCertificates(matching: chain))
                 evaluation.ask(trust) { [decision, resume] accepted in
                     let first = decision.withLock { decision -> Bool in
                         guard decision == nil else { return false }

@@ -197,6 +197,28 @@ final class TLSTransport: Transport, @unchecked Sendable {
         }
     }
 
+    /// The peer's certificates as the handshake parsed them, in the order of `ders` (the connection
+    /// info's `peerCertificates`); nil unless every one is found.
+    func parsedPeerCertificates(matching ders: [Data]) -> TLSParsedChain? {
+        lock.withLock {
+            var candidates: [OpaquePointer] = []
+            if let leaf = SSL_get0_peer_certificate(ssl) { candidates.append(leaf) }
+            if let chain = SSL_get_peer_cert_chain(ssl) {
+                for index in 0..<cssl_sk_X509_num(chain) {
+                    if let certificate = cssl_sk_X509_value(chain, index) { candidates.append(certificate) }
+                }
+            }
+            let encoded = candidates.map { TLSChainVerifier.der($0) }
+            var found: [OpaquePointer] = []
+            for der in ders {
+                guard let index = encoded.firstIndex(of: der) else { return nil }
+                found.append(candidates[index])
+            }
+            for certificate in found { X509_up_ref(certificate) }
+            return TLSParsedChain(taking: found)
+        }
+    }
+
     /// Lock held.
     private func makeInfo() -> TLSConnectionInfo {
         var alpn: UnsafePointer<UInt8>?

@@ -25,6 +25,9 @@ public final class TLSPeerTrust: Sendable {
     /// How the Security calls verify the chain again (`SecTrustEvaluateWithError`): the policy, anchors and
     /// options set on it, and the last verdict, which a change of those forgets.
     package let evaluation: Guarded<TLSTrustState>
+    /// For a trust a handshake made: the chain as OpenSSL parsed it then, so that evaluating it again does
+    /// not parse it a second time (OpenSSL 3 spends most of a verification's instructions in `d2i_X509`).
+    let parsed: TLSParsedChain?
 
     /// A trust object holding `certificateChain` and the verification result.
     public init(certificateChain: [Data], verifyResult: Int, verifyResultDescription: String) {
@@ -33,16 +36,31 @@ public final class TLSPeerTrust: Sendable {
         self.verifyResultDescription = verifyResultDescription
         connectionInfo = nil
         evaluation = Guarded(TLSTrustState(policy: TLSChainPolicy()))
+        parsed = nil
     }
 
     /// A trust for `certificateChain` whose evaluation starts with `policy`, made by a handshake that
     /// negotiated `connectionInfo` (whose verify result it reports).
-    package init(certificateChain: [Data], policy: TLSChainPolicy, connectionInfo: TLSConnectionInfo? = nil) {
+    /// `parsed`, if given, holds the same certificates as OpenSSL objects, in the same order.
+    init(certificateChain: [Data], policy: TLSChainPolicy, connectionInfo: TLSConnectionInfo? = nil, parsed: TLSParsedChain?) {
         self.certificateChain = certificateChain
         self.verifyResult = connectionInfo?.verifyResult ?? -1
         self.verifyResultDescription = connectionInfo?.verifyResultDescription ?? "no peer certificate"
         self.connectionInfo = connectionInfo
         evaluation = Guarded(TLSTrustState(policy: policy))
+        self.parsed = parsed
+    }
+
+    /// A trust for `certificateChain` whose evaluation starts with `policy`, made by a handshake that
+    /// negotiated `connectionInfo` (whose verify result it reports).
+    package convenience init(certificateChain: [Data], policy: TLSChainPolicy, connectionInfo: TLSConnectionInfo? = nil) {
+        self.init(certificateChain: certificateChain, policy: policy, connectionInfo: connectionInfo, parsed: nil)
+    }
+
+    /// The verdict for the chain under the evaluation's policy, evaluated now unless the last one still
+    /// holds (`SecTrustEvaluateWithError`).
+    package func evaluated() -> TLSChainVerdict {
+        evaluation.withLock { $0.evaluate(certificateChain, parsed: parsed) }
     }
 
     /// Whether OpenSSL's verification passed (`SecTrustEvaluateWithError` returning true).
@@ -59,10 +77,11 @@ package struct TLSTrustState: Sendable {
         self.policy = policy
     }
 
-    /// The verdict for `chain`, evaluated now unless the last one still holds.
-    package mutating func evaluate(_ chain: [Data]) -> TLSChainVerdict {
+    /// The verdict for `chain` (with `parsed`, its certificates as OpenSSL objects), evaluated now unless
+    /// the last one still holds.
+    mutating func evaluate(_ chain: [Data], parsed: TLSParsedChain?) -> TLSChainVerdict {
         if let verdict { return verdict }
-        let fresh = TLSChainVerifier.verify(chain, policy: policy)
+        let fresh = TLSChainVerifier.verify(chain, policy: policy, parsed: parsed)
         verdict = fresh
         return fresh
     }
