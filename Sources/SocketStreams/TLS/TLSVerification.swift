@@ -104,6 +104,9 @@ enum TLSVerification {
             if overlooks(error, flags: flags, atRoot: depth >= chainLength - 1) { return 1 }
             if error == X509_V_ERR_CERT_HAS_EXPIRED, let certificate, expiresAtCheckTime(certificate, store) { return 1 }
             var rule = String(cString: X509_verify_cert_error_string(Int(error)))
+            if error == X509_V_ERR_INVALID_PURPOSE, depth == 0, let certificate, let reason = keyUsageReason(certificate) {
+                rule += reason
+            }
             if error == X509_V_ERR_HOSTNAME_MISMATCH, let leaf = X509_STORE_CTX_get0_cert(store) {
                 var wildcard = [CChar](repeating: 0, count: 256)
                 if cssl_x509_has_dns_san(leaf) == 0 {
@@ -181,11 +184,14 @@ enum TLSVerification {
         // an anchor's name constraints still hold, and so do the Baseline Requirements' root rules.
         let isAnchor = depth >= chainLength - 1
         if baseline && !(depth == 0 && isAnchor) {
-            var text = [CChar](repeating: 0, count: 160)
+            var text = [CChar](repeating: 0, count: 400)
             // The root rules are for a self-issued anchor; a trusted intermediate is held to an intermediate's.
             let isRoot = isAnchor && X509_NAME_cmp(X509_get_subject_name(certificate), X509_get_issuer_name(certificate)) == 0
             if cssl_x509_baseline_violation(certificate, depth == 0 ? 0 : isRoot ? 2 : 1, &text, Int32(text.count)) != 0 {
                 let phrase = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                return (X509_V_ERR_APPLICATION_VERIFICATION, "\(phrase) (verificationProfile .baselineRequirements)")
+            }
+            if depth == 0, let phrase = PublicSuffixList.system.wildcardOverPublicSuffix(wildcardBases(certificate)) {
                 return (X509_V_ERR_APPLICATION_VERIFICATION, "\(phrase) (verificationProfile .baselineRequirements)")
             }
         }
@@ -257,6 +263,30 @@ enum TLSVerification {
             )
         }
         return nil
+    }
+
+    /// What follows "*." in each wildcard dNSName of the certificate's subjectAltName.
+    static func wildcardBases(_ certificate: OpaquePointer) -> [String] {
+        var buffer = [CChar](repeating: 0, count: 512)
+        let needed = Int(cssl_x509_wildcard_bases(certificate, &buffer, Int32(buffer.count)))
+        if needed >= buffer.count {
+            buffer = [CChar](repeating: 0, count: needed + 1)
+            _ = cssl_x509_wildcard_bases(certificate, &buffer, Int32(buffer.count))
+        }
+        let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return text.split(separator: "\n").map(String.init)
+    }
+
+    /// Why OpenSSL's purpose check refused a server's leaf whose keyUsage does not allow the handshake's
+    /// signature (RFC 5280 §4.2.1.3: signatures other than on certificates and CRLs need digitalSignature;
+    /// RFC 8446 §4.4.2.2 holds the TLS server's key to its certificate's restrictions); nil for another reason.
+    private static func keyUsageReason(_ certificate: OpaquePointer) -> String? {
+        let usage = X509_get_key_usage(certificate)
+        guard usage != UInt32.max, usage & UInt32(KU_DIGITAL_SIGNATURE | KU_KEY_ENCIPHERMENT | KU_KEY_AGREEMENT) == 0 else { return nil }
+        let ca = cssl_x509_is_ca(certificate) != 0 ? "a CA certificate whose " : ""
+        return
+            ": \(ca)keyUsage has no digitalSignature (nor keyEncipherment or keyAgreement), so its key may not sign a TLS handshake "
+            + "(RFC 5280 §4.2.1.3, RFC 8446 §4.4.2.2; in every verificationProfile)"
     }
 
     /// RFC 5280 §4.2.1.10: a DNS name is within a subtree when it is the base or ends with "." + base,

@@ -186,6 +186,14 @@ final class TLSCorpusTests: SocketStreamsTestCase {
                 "\"CN=Cross-signed Intermediate\", depth 1; path CN=www.example.com → CN=Cross-signed Intermediate → CN=Second Root, the first of 2 tried",
             ])
         assertRefusal("validity-one-second-after-not-after", code: -9814, ["certificate has expired", "the leaf"])
+        assertRefusal(
+            "compatible-leaf-is-ca-key-cert-sign-only", code: -9807,
+            ["unsuitable certificate purpose", "a CA certificate whose keyUsage has no digitalSignature", "the leaf"])
+        assertRefusal(
+            "baseline-leaf-wildcard-public-suffix", code: -9807,
+            ["a wildcard over a public suffix (\"*.co.uk\": co.uk is a public suffix in /usr/share/publicsuffix", "the leaf"])
+        assertRefusal("baseline-leaf-dns-empty-label", code: -9807, ["not a host name (\".example.com\"", "BR 7.1.2.7.12"])
+        assertRefusal("baseline-leaf-dns-double-period-under-nc", code: -9807, ["not a host name (\"foo..example.com\""])
         XCTAssertEqual(intValue(errors["expired-intermediate"]?.userInfo["OpenSSLVerifyDepth"]), 1)
         XCTAssertEqual(errors["expired-intermediate"]?.userInfo["OpenSSLVerifySubject"] as? String, "CN=Expired Intermediate")
     }
