@@ -15,6 +15,10 @@
 //   neither).
 // - The strict profile: X509_V_FLAG_X509_STRICT, whose rules are overlooked on the trust anchor,
 //   plus a leaf's subjectAltName marked critical beside a non-empty subject.
+// - The Baseline Requirements' profile (opt-in): the shim's rules, and a wildcard over a public suffix
+//   (PublicSuffixList, the system's list).
+// - OpenSSL's server purpose refuses a leaf whose keyUsage does not allow signing (a CA's keyCertSign alone),
+//   in every profile; the refusal says so.
 // - `kCFStreamSSLAllowsExpiredCertificates` covers the whole chain, root and self-signed leaf included.
 // - notAfter is inclusive (RFC 5280 §4.1.2.5): a certificate is still valid at its notAfter second.
 // - Which chain is verified is TLSPathBuilder's choice: it runs OpenSSL's verification, and with it this
