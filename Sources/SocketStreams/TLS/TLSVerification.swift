@@ -191,11 +191,13 @@ enum TLSVerification {
             var text = [CChar](repeating: 0, count: 400)
             // The root rules are for a self-issued anchor; a trusted intermediate is held to an intermediate's.
             let isRoot = isAnchor && X509_NAME_cmp(X509_get_subject_name(certificate), X509_get_issuer_name(certificate)) == 0
-            if cssl_x509_baseline_violation(certificate, depth == 0 ? 0 : isRoot ? 2 : 1, &text, Int32(text.count)) != 0 {
-                let phrase = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            // The wildcard rule first: a wildcard over a public suffix is the graver fault of a leaf whose
+            // subject CN is also not among its names.
+            if depth == 0, let phrase = PublicSuffixList.system.wildcardOverPublicSuffix(wildcardBases(certificate)) {
                 return (X509_V_ERR_APPLICATION_VERIFICATION, "\(phrase) (verificationProfile .baselineRequirements)")
             }
-            if depth == 0, let phrase = PublicSuffixList.system.wildcardOverPublicSuffix(wildcardBases(certificate)) {
+            if cssl_x509_baseline_violation(certificate, depth == 0 ? 0 : isRoot ? 2 : 1, &text, Int32(text.count)) != 0 {
+                let phrase = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
                 return (X509_V_ERR_APPLICATION_VERIFICATION, "\(phrase) (verificationProfile .baselineRequirements)")
             }
         }
