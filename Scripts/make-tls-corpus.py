@@ -253,6 +253,10 @@ def build(directory):
     add("nc-malformed-empty-sequences", "malformed name constraints", host, "reject", leaf(issuer=empty_sequences), [empty_sequences])
     dotted = make("NC leading period", issuer=root, ca=True, constraints=dns_constraints(permitted=[".example.com"]))
     add("nc-malformed-leading-period", "malformed name constraints", host, "reject", leaf(issuer=dotted), [dotted])
+    starred = make("NC wildcard base", issuer=root, ca=True, constraints=dns_constraints(permitted=["*.example.com", "example.com"]))
+    add("nc-malformed-wildcard-base", "malformed name constraints", host, "reject", leaf(issuer=starred), [starred])
+    doubled = make("NC doubled period", issuer=root, ca=True, constraints=dns_constraints(excluded=["bar..example.com"]))
+    add("nc-malformed-excluded-empty-label", "malformed name constraints", host, "reject", leaf(issuer=doubled), [doubled])
 
     # A server's leaf is not a CA and carries no name constraints.
     ca_leaf = leaf(ca=True, ku=key_usage(), eku=[ExtendedKeyUsageOID.SERVER_AUTH])

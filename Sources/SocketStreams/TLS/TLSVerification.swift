@@ -258,6 +258,12 @@ enum TLSVerification {
         if let bad = (permitted + excluded).first(where: { $0.hasPrefix(".") }) {
             return (X509_V_ERR_UNSUPPORTED_NAME_SYNTAX, "malformed name constraints: the DNS name \"\(bad)\" starts with a period")
         }
+        if let bad = (permitted + excluded).first(where: { !isDomainConstraint($0) }) {
+            return (
+                X509_V_ERR_UNSUPPORTED_NAME_SYNTAX,
+                "malformed name constraints: the DNS name \"\(bad)\" is not a domain name (RFC 5280 §4.2.1.10: no wildcard, no empty label)"
+            )
+        }
         guard let hostName else { return nil }
         if let base = excluded.first(where: { dnsName(hostName, isWithin: $0) }) {
             return (X509_V_ERR_EXCLUDED_VIOLATION, "the name constraints exclude \(hostName) (excluded subtree \"\(base)\")")
@@ -293,6 +299,22 @@ enum TLSVerification {
         return
             ": \(ca)keyUsage has no digitalSignature (nor keyEncipherment or keyAgreement), so its key may not sign a TLS handshake "
             + "(RFC 5280 §4.2.1.3, RFC 8446 §4.4.2.2; in every verificationProfile)"
+    }
+
+    /// Whether a dNSName constraint's base is a domain name (RFC 5280 §4.2.1.10): empty (every name), or
+    /// labels of 1 to 63 letters, digits, hyphens or underscores, none empty; so no wildcard, space or
+    /// doubled period. Go and rustls refuse a chain whose constraint is not one; Chromium's matching
+    /// lets it constrain nothing (a permitted one then permits nothing).
+    static func isDomainConstraint(_ base: String) -> Bool {
+        if base.isEmpty { return true }
+        guard base.utf8.count <= 253 else { return false }
+        return base.split(separator: ".", omittingEmptySubsequences: false).allSatisfy { label in
+            !label.isEmpty && label.utf8.count <= 63
+                && label.utf8.allSatisfy { byte in
+                    (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x30 && byte <= 0x39) || byte == 0x2D
+                        || byte == 0x5F
+                }
+        }
     }
 
     /// RFC 5280 §4.2.1.10: a DNS name is within a subtree when it is the base or ends with "." + base,

@@ -163,6 +163,8 @@ final class TLSCorpusTests: SocketStreamsTestCase {
         assertRefusal("dsa-signed-leaf", code: -9807, ["a DSA signature"])
         assertRefusal("strict-san-critical-with-subject", code: -9807, ["subjectAltName is critical"])
         assertRefusal("nc-malformed-leading-period", code: -9807, ["\".example.com\" starts with a period"])
+        assertRefusal("nc-malformed-wildcard-base", code: -9807, ["\"*.example.com\" is not a domain name", "depth 1"])
+        assertRefusal("nc-malformed-excluded-empty-label", code: -9807, ["\"bar..example.com\" is not a domain name"])
         assertRefusal("leaf-is-ca", code: -9807, ["a CA certificate", "www.example.com", "the leaf"])
         assertRefusal("leaf-with-name-constraints", code: -9807, ["may not carry name constraints"])
         assertRefusal("strict-leaf-without-aki", code: -9807, ["Missing Authority Key Identifier", "the leaf"])
