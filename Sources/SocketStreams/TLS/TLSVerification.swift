@@ -8,8 +8,8 @@
 //   `*.example.com` passes a CA that excludes `bar.example.com`, and then matches `bar.example.com`.
 //   The callback checks the peer name itself against every CA's DNS subtrees.
 // - A CA certificate (basicConstraints cA=TRUE) or one with name constraints is not a server's
-//   leaf; malformed name constraints (no subtree at all, a DNS base with a leading period) refuse
-//   the chain rather than constrain nothing.
+//   leaf; malformed name constraints (no subtree at all, a DNS base with a leading period or that is
+//   not a domain name) refuse the chain rather than constrain nothing.
 // - Below the trust anchor: an extension OpenSSL knows but cannot decode, or a DSA signature,
 //   refuses the chain (OpenSSL ignores the first and accepts the second; Go, rustls and browsers do
 //   neither).
