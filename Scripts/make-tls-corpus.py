@@ -253,11 +253,23 @@ def build(directory):
     add("nc-malformed-empty-sequences", "malformed name constraints", host, "reject", leaf(issuer=empty_sequences), [empty_sequences])
     dotted = make("NC leading period", issuer=root, ca=True, constraints=dns_constraints(permitted=[".example.com"]))
     add("nc-malformed-leading-period", "malformed name constraints", host, "reject", leaf(issuer=dotted), [dotted])
+    starred = make("NC wildcard base", issuer=root, ca=True, constraints=dns_constraints(permitted=["*.example.com", "example.com"]))
+    add("nc-malformed-wildcard-base", "malformed name constraints", host, "reject", leaf(issuer=starred), [starred])
+    doubled = make("NC doubled period", issuer=root, ca=True, constraints=dns_constraints(excluded=["bar..example.com"]))
+    add("nc-malformed-excluded-empty-label", "malformed name constraints", host, "reject", leaf(issuer=doubled), [doubled])
 
     # A server's leaf is not a CA and carries no name constraints.
     ca_leaf = leaf(ca=True, ku=key_usage(), eku=[ExtendedKeyUsageOID.SERVER_AUTH])
     add("leaf-is-ca", "CA as leaf", host, "reject", ca_leaf)
     add("compatible-leaf-is-ca", "CA as leaf", host, "accept", ca_leaf, settings={"profile": "compatible"}, stream_get=False)
+    # A CA certificate as its own server (x509-limbo's rfc5280 ca-as-leaf): without a keyUsage .compatible
+    # accepts it, as Apple's trust evaluation, Chromium's verifier and Go do; with a CA's keyUsage alone
+    # (keyCertSign, no digitalSignature) its key may not sign the handshake, which BoringSSL's TLS 1.3,
+    # rustls and OpenSSL refuse, so every profile does.
+    add("compatible-leaf-is-ca-without-key-usage", "CA as leaf", host, "accept", leaf(ca=True, ku=None),
+        settings={"profile": "compatible"}, stream_get=False)
+    add("compatible-leaf-is-ca-key-cert-sign-only", "CA as leaf", host, "reject", leaf(ca=True),
+        settings={"profile": "compatible"}, stream_get=False)
     add("leaf-ca-false", "CA as leaf", host, "accept", leaf())
     add("leaf-without-basic-constraints", "CA as leaf", host, "accept", leaf(bc=None))
     add("leaf-with-name-constraints", "leaf with name constraints", host, "reject",
@@ -435,6 +447,9 @@ def build(directory):
         ("leaf-any-eku", leaf(eku=[ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE]), [], None),
         ("leaf-critical-eku", leaf(eku_critical=True), [], None),
         ("leaf-underscore-dns", leaf(san=[host, "under_score.example.com"]), [], None),
+        ("leaf-dns-empty-label", leaf(san=[host, ".example.com"]), [], None),
+        ("leaf-dns-double-period-under-nc", leaf(issuer=permits, san=[host, "foo..example.com"]), [permits], None),
+        ("leaf-dns-leading-period-under-nc", leaf(issuer=permits, san=[host, ".example.com"]), [permits], None),
         ("leaf-cn-not-in-san", leaf(subject="Some Server"), [], None),
         ("leaf-cn-case-differs", leaf(subject="WWW.example.com"), [], None),
         ("root-with-eku", None, [], make("Root with EKU", ca=True, eku=[ExtendedKeyUsageOID.SERVER_AUTH])),
@@ -450,6 +465,21 @@ def build(directory):
         add(f"default-{label}", "Baseline Requirements (not by default)", host, "accept", certificate, chain, root=anchor, stream_get=False)
         add(f"baseline-{label}", "Baseline Requirements", host, "reject", certificate, chain, root=anchor, settings=baseline,
             stream_get=False)
+
+    # A wildcard directly over a public suffix of the Public Suffix List's ICANN section (BR 3.2.2.6, as
+    # Chromium holds it; Apple, Go and rustls do not): refused by .baselineRequirements only. Over a suffix
+    # of the list's PRIVATE section, or over a registrable domain, it is accepted.
+    over_suffix = leaf("example.co.uk", san=["*.co.uk"], subject="*.co.uk")
+    add("default-leaf-wildcard-public-suffix", "Baseline Requirements (not by default)", "example.co.uk", "accept", over_suffix,
+        stream_get=False)
+    add("baseline-leaf-wildcard-public-suffix", "Baseline Requirements", "example.co.uk", "reject", over_suffix, settings=baseline,
+        stream_get=False)
+    over_private = leaf("bucket.s3.amazonaws.com", san=["*.s3.amazonaws.com"], subject="*.s3.amazonaws.com")
+    add("baseline-leaf-wildcard-private-suffix", "Baseline Requirements", "bucket.s3.amazonaws.com", "accept", over_private,
+        settings=baseline, stream_get=False)
+    over_registrable = leaf("www.example.co.uk", san=["*.example.co.uk"], subject="*.example.co.uk")
+    add("baseline-leaf-wildcard-registrable", "Baseline Requirements", "www.example.co.uk", "accept", over_registrable,
+        settings=baseline, stream_get=False)
 
     # A hostile mesh: eight CAs, each cross-signed by every other (56 certificates served), none under a
     # trusted root; then the same with the leaf's issuer also signed by the root, served last. Path

@@ -194,6 +194,50 @@ static inline void cssl_ipv6_rfc5952(const unsigned char *address, char *text, s
         used += (size_t)snprintf(text + used, size - used, "%s%x", separator ? ":" : "", groups[g]);
     }
 }
+/// Whether a subjectAltName dNSName is in the preferred name syntax the Baseline Requirements ask for
+/// (RFC 1034 §3.5 as RFC 5280 §4.2.1.6 cites it): labels of 1 to 63 letters, digits and hyphens, no hyphen
+/// first or last, none empty (so no leading, trailing or doubled period), the first label alone may be "*";
+/// 253 bytes at most. Underscores are refused on their own (their own message).
+static inline int cssl_preferred_dns_syntax(const char *text, int length) {
+    if (length <= 0 || length > 253) return 0;
+    int start = 0;
+    for (int at = 0; at <= length; at++) {
+        if (at < length && text[at] != '.') continue;
+        int label = at - start;
+        if (label == 0 || label > 63) return 0;
+        if (!(start == 0 && label == 1 && text[0] == '*' && at < length)) {
+            if (text[start] == '-' || text[at - 1] == '-') return 0;
+            for (int i = start; i < at; i++) {
+                char c = text[i];
+                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_')) return 0;
+            }
+        }
+        start = at + 1;
+    }
+    return 1;
+}
+/// The subjectAltName's dNSNames that are wildcards ("*.rest"), each's "rest" followed by a newline, copied
+/// into `buffer` (NUL-terminated, cut at `size`); the length the whole would need.
+static inline int cssl_x509_wildcard_bases(X509 *x, char *buffer, int size) {
+    GENERAL_NAMES *names = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+    int used = 0;
+    if (size > 0) buffer[0] = 0;
+    for (int i = 0; names != NULL && i < sk_GENERAL_NAME_num(names); i++) {
+        GENERAL_NAME *name = sk_GENERAL_NAME_value(names, i);
+        if (name->type != GEN_DNS) continue;
+        const char *text = (const char *)ASN1_STRING_get0_data(name->d.dNSName);
+        int length = ASN1_STRING_length(name->d.dNSName);
+        if (length < 3 || text[0] != '*' || text[1] != '.' || memchr(text, 0, (size_t)length)) continue;
+        if (used + length - 2 + 1 < size) {
+            memcpy(buffer + used, text + 2, (size_t)length - 2);
+            buffer[used + length - 2] = '\n';
+            buffer[used + length - 1] = 0;
+        }
+        used += length - 1;
+    }
+    GENERAL_NAMES_free(names);
+    return used;
+}
 static inline int cssl_x509_baseline_violation(X509 *x, int role, char *buffer, int size) {
     EVP_PKEY *key = X509_get0_pubkey(x);
     if (key != NULL && EVP_PKEY_get_base_id(key) == EVP_PKEY_RSA && EVP_PKEY_get_bits(key) % 8 != 0)
@@ -220,10 +264,15 @@ static inline int cssl_x509_baseline_violation(X509 *x, int role, char *buffer, 
             return cssl_baseline_copy(buffer, size, "a serial number longer than 20 octets (BR 7.1)");
         GENERAL_NAMES *names = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
         int underscore = 0;
+        char malformed[96] = {0};
         for (int i = 0; names != NULL && i < sk_GENERAL_NAME_num(names); i++) {
             GENERAL_NAME *name = sk_GENERAL_NAME_value(names, i);
-            if (name->type == GEN_DNS && memchr(ASN1_STRING_get0_data(name->d.dNSName), '_', (size_t)ASN1_STRING_length(name->d.dNSName)))
-                underscore = 1;
+            if (name->type != GEN_DNS) continue;
+            const char *text = (const char *)ASN1_STRING_get0_data(name->d.dNSName);
+            int text_length = ASN1_STRING_length(name->d.dNSName);
+            if (memchr(text, '_', (size_t)text_length)) underscore = 1;
+            else if (!malformed[0] && !cssl_preferred_dns_syntax(text, text_length))
+                snprintf(malformed, sizeof malformed, "%.*s", text_length > 80 ? 80 : text_length, text);
         }
         // Every subject CN must be one of the subjectAltName's entries, byte for byte (an address in
         // its canonical text: dotted decimal, RFC 5952).
@@ -253,6 +302,12 @@ static inline int cssl_x509_baseline_violation(X509 *x, int role, char *buffer, 
         }
         GENERAL_NAMES_free(names);
         if (underscore) return cssl_baseline_copy(buffer, size, "an underscore in a DNS name of the subjectAltName (BR 7.1.2.7.12)");
+        if (malformed[0]) {
+            snprintf(buffer, (size_t)size,
+                     "a DNS name of the subjectAltName that is not a host name (\"%s\"; BR 7.1.2.7.12: labels of 1 to 63 letters, "
+                     "digits and inner hyphens, none empty, a wildcard only as the whole first label)", malformed);
+            return 1;
+        }
         if (unmatched) return cssl_baseline_copy(buffer, size, "a subject CN that is not one of the subjectAltName's entries (BR 7.1.2.7.2)");
         return 0;
     }

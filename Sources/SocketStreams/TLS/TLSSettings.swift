@@ -144,12 +144,16 @@ public enum VerificationProfile: Sendable, Hashable {
     case strict
     /// OpenSSL's default checks only (no `X509_V_FLAG_X509_STRICT`): for private CAs made by old
     /// tools that leave out key identifiers or mark basicConstraints non-critical. It also lets a CA
-    /// certificate (`cA=TRUE`) be a server's leaf, as RFC 5280 does; the other WebPKI rules still apply.
+    /// certificate (`cA=TRUE`) be a server's leaf, as RFC 5280 does, when its keyUsage lets its key sign
+    /// the handshake (a CA's keyCertSign alone does not, in any profile); the other WebPKI rules still apply.
     case compatible
     /// ``strict`` plus the CA/Browser Forum Baseline Requirements' certificate profile, which some of
     /// the verifiers users meet skip (Guides/SecuringStreamsWithTLS.md has the table): a server
     /// certificate needs a non-critical extendedKeyUsage without anyExtendedKeyUsage, a serial of 1 to 20
-    /// octets, DNS names without underscores and every subject CN among its subjectAltName entries; a
+    /// octets, DNS names in the preferred name syntax (no underscore, no empty label), no wildcard directly
+    /// over a public suffix (the ICANN section of the system's Public Suffix List,
+    /// /usr/share/publicsuffix/public_suffix_list.dat; without it, over a single label) and every subject
+    /// CN among its subjectAltName entries; a
     /// root (the trust anchor too) has no extendedKeyUsage, a critical basicConstraints, a
     /// subjectKeyIdentifier and at most an authorityKeyIdentifier naming its own key; policyConstraints
     /// are critical; RSA moduli are whole bytes. Opt in for a client that must hold public CAs to it.

@@ -8,13 +8,17 @@
 //   `*.example.com` passes a CA that excludes `bar.example.com`, and then matches `bar.example.com`.
 //   The callback checks the peer name itself against every CA's DNS subtrees.
 // - A CA certificate (basicConstraints cA=TRUE) or one with name constraints is not a server's
-//   leaf; malformed name constraints (no subtree at all, a DNS base with a leading period) refuse
-//   the chain rather than constrain nothing.
+//   leaf; malformed name constraints (no subtree at all, a DNS base with a leading period or that is
+//   not a domain name) refuse the chain rather than constrain nothing.
 // - Below the trust anchor: an extension OpenSSL knows but cannot decode, or a DSA signature,
 //   refuses the chain (OpenSSL ignores the first and accepts the second; Go, rustls and browsers do
 //   neither).
 // - The strict profile: X509_V_FLAG_X509_STRICT, whose rules are overlooked on the trust anchor,
 //   plus a leaf's subjectAltName marked critical beside a non-empty subject.
+// - The Baseline Requirements' profile (opt-in): the shim's rules, and a wildcard over a public suffix
+//   (PublicSuffixList, the system's list).
+// - OpenSSL's server purpose refuses a leaf whose keyUsage does not allow signing (a CA's keyCertSign alone),
+//   in every profile; the refusal says so.
 // - `kCFStreamSSLAllowsExpiredCertificates` covers the whole chain, root and self-signed leaf included.
 // - notAfter is inclusive (RFC 5280 §4.1.2.5): a certificate is still valid at its notAfter second.
 // - Which chain is verified is TLSPathBuilder's choice: it runs OpenSSL's verification, and with it this
@@ -104,6 +108,9 @@ enum TLSVerification {
             if overlooks(error, flags: flags, atRoot: depth >= chainLength - 1) { return 1 }
             if error == X509_V_ERR_CERT_HAS_EXPIRED, let certificate, expiresAtCheckTime(certificate, store) { return 1 }
             var rule = String(cString: X509_verify_cert_error_string(Int(error)))
+            if error == X509_V_ERR_INVALID_PURPOSE, depth == 0, let certificate, let reason = keyUsageReason(certificate) {
+                rule += reason
+            }
             if error == X509_V_ERR_HOSTNAME_MISMATCH, let leaf = X509_STORE_CTX_get0_cert(store) {
                 var wildcard = [CChar](repeating: 0, count: 256)
                 if cssl_x509_has_dns_san(leaf) == 0 {
@@ -181,9 +188,14 @@ enum TLSVerification {
         // an anchor's name constraints still hold, and so do the Baseline Requirements' root rules.
         let isAnchor = depth >= chainLength - 1
         if baseline && !(depth == 0 && isAnchor) {
-            var text = [CChar](repeating: 0, count: 160)
+            var text = [CChar](repeating: 0, count: 400)
             // The root rules are for a self-issued anchor; a trusted intermediate is held to an intermediate's.
             let isRoot = isAnchor && X509_NAME_cmp(X509_get_subject_name(certificate), X509_get_issuer_name(certificate)) == 0
+            // The wildcard rule first: a wildcard over a public suffix is the graver fault of a leaf whose
+            // subject CN is also not among its names.
+            if depth == 0, let phrase = PublicSuffixList.system.wildcardOverPublicSuffix(wildcardBases(certificate)) {
+                return (X509_V_ERR_APPLICATION_VERIFICATION, "\(phrase) (verificationProfile .baselineRequirements)")
+            }
             if cssl_x509_baseline_violation(certificate, depth == 0 ? 0 : isRoot ? 2 : 1, &text, Int32(text.count)) != 0 {
                 let phrase = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
                 return (X509_V_ERR_APPLICATION_VERIFICATION, "\(phrase) (verificationProfile .baselineRequirements)")
@@ -246,6 +258,12 @@ enum TLSVerification {
         if let bad = (permitted + excluded).first(where: { $0.hasPrefix(".") }) {
             return (X509_V_ERR_UNSUPPORTED_NAME_SYNTAX, "malformed name constraints: the DNS name \"\(bad)\" starts with a period")
         }
+        if let bad = (permitted + excluded).first(where: { !isDomainConstraint($0) }) {
+            return (
+                X509_V_ERR_UNSUPPORTED_NAME_SYNTAX,
+                "malformed name constraints: the DNS name \"\(bad)\" is not a domain name (RFC 5280 §4.2.1.10: no wildcard, no empty label)"
+            )
+        }
         guard let hostName else { return nil }
         if let base = excluded.first(where: { dnsName(hostName, isWithin: $0) }) {
             return (X509_V_ERR_EXCLUDED_VIOLATION, "the name constraints exclude \(hostName) (excluded subtree \"\(base)\")")
@@ -257,6 +275,46 @@ enum TLSVerification {
             )
         }
         return nil
+    }
+
+    /// What follows "*." in each wildcard dNSName of the certificate's subjectAltName.
+    static func wildcardBases(_ certificate: OpaquePointer) -> [String] {
+        var buffer = [CChar](repeating: 0, count: 512)
+        let needed = Int(cssl_x509_wildcard_bases(certificate, &buffer, Int32(buffer.count)))
+        if needed >= buffer.count {
+            buffer = [CChar](repeating: 0, count: needed + 1)
+            _ = cssl_x509_wildcard_bases(certificate, &buffer, Int32(buffer.count))
+        }
+        let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return text.split(separator: "\n").map(String.init)
+    }
+
+    /// Why OpenSSL's purpose check refused a server's leaf whose keyUsage does not allow the handshake's
+    /// signature (RFC 5280 §4.2.1.3: signatures other than on certificates and CRLs need digitalSignature;
+    /// RFC 8446 §4.4.2.2 holds the TLS server's key to its certificate's restrictions); nil for another reason.
+    private static func keyUsageReason(_ certificate: OpaquePointer) -> String? {
+        let usage = X509_get_key_usage(certificate)
+        guard usage != UInt32.max, usage & UInt32(KU_DIGITAL_SIGNATURE | KU_KEY_ENCIPHERMENT | KU_KEY_AGREEMENT) == 0 else { return nil }
+        let ca = cssl_x509_is_ca(certificate) != 0 ? "a CA certificate whose " : ""
+        return
+            ": \(ca)keyUsage has no digitalSignature (nor keyEncipherment or keyAgreement), so its key may not sign a TLS handshake "
+            + "(RFC 5280 §4.2.1.3, RFC 8446 §4.4.2.2; in every verificationProfile)"
+    }
+
+    /// Whether a dNSName constraint's base is a domain name (RFC 5280 §4.2.1.10): empty (every name), or
+    /// labels of 1 to 63 letters, digits, hyphens or underscores, none empty; so no wildcard, space or
+    /// doubled period. Go and rustls refuse a chain whose constraint is not one; Chromium's matching
+    /// lets it constrain nothing (a permitted one then permits nothing).
+    static func isDomainConstraint(_ base: String) -> Bool {
+        if base.isEmpty { return true }
+        guard base.utf8.count <= 253 else { return false }
+        return base.split(separator: ".", omittingEmptySubsequences: false).allSatisfy { label in
+            !label.isEmpty && label.utf8.count <= 63
+                && label.utf8.allSatisfy { byte in
+                    (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x30 && byte <= 0x39) || byte == 0x2D
+                        || byte == 0x5F
+                }
+        }
     }
 
     /// RFC 5280 §4.2.1.10: a DNS name is within a subtree when it is the base or ends with "." + base,

@@ -163,6 +163,8 @@ final class TLSCorpusTests: SocketStreamsTestCase {
         assertRefusal("dsa-signed-leaf", code: -9807, ["a DSA signature"])
         assertRefusal("strict-san-critical-with-subject", code: -9807, ["subjectAltName is critical"])
         assertRefusal("nc-malformed-leading-period", code: -9807, ["\".example.com\" starts with a period"])
+        assertRefusal("nc-malformed-wildcard-base", code: -9807, ["\"*.example.com\" is not a domain name", "depth 1"])
+        assertRefusal("nc-malformed-excluded-empty-label", code: -9807, ["\"bar..example.com\" is not a domain name"])
         assertRefusal("leaf-is-ca", code: -9807, ["a CA certificate", "www.example.com", "the leaf"])
         assertRefusal("leaf-with-name-constraints", code: -9807, ["may not carry name constraints"])
         assertRefusal("strict-leaf-without-aki", code: -9807, ["Missing Authority Key Identifier", "the leaf"])
@@ -186,6 +188,14 @@ final class TLSCorpusTests: SocketStreamsTestCase {
                 "\"CN=Cross-signed Intermediate\", depth 1; path CN=www.example.com → CN=Cross-signed Intermediate → CN=Second Root, the first of 2 tried",
             ])
         assertRefusal("validity-one-second-after-not-after", code: -9814, ["certificate has expired", "the leaf"])
+        assertRefusal(
+            "compatible-leaf-is-ca-key-cert-sign-only", code: -9807,
+            ["unsuitable certificate purpose", "a CA certificate whose keyUsage has no digitalSignature", "the leaf"])
+        assertRefusal(
+            "baseline-leaf-wildcard-public-suffix", code: -9807,
+            ["a wildcard over a public suffix (\"*.co.uk\": co.uk is a public suffix in /usr/share/publicsuffix", "the leaf"])
+        assertRefusal("baseline-leaf-dns-empty-label", code: -9807, ["not a host name (\".example.com\"", "BR 7.1.2.7.12"])
+        assertRefusal("baseline-leaf-dns-double-period-under-nc", code: -9807, ["not a host name (\"foo..example.com\""])
         XCTAssertEqual(intValue(errors["expired-intermediate"]?.userInfo["OpenSSLVerifyDepth"]), 1)
         XCTAssertEqual(errors["expired-intermediate"]?.userInfo["OpenSSLVerifySubject"] as? String, "CN=Expired Intermediate")
     }
