@@ -1,4 +1,5 @@
 import Foundation
+import SocketStreamsTestSupport
 @testable import SocketStreams
 import XCTest
 
@@ -140,15 +141,9 @@ final class IDNARulesTests: XCTestCase {
     }
 
     func testFuzzedLabelsAgreeWithTheReferenceAndRoundTrip() throws {
-        // SplitMix64, seeded, so a failure is reproduced by its iteration number.
-        var state: UInt64 = 0x5EED_1DA5
-        func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
+        // Seeded, so a failure is reproduced by its iteration number.
+        var random = SplitMix64(seed: 0x5EED_1DA5)
+        func next() -> UInt64 { random.next() }
         let alphabet: [Unicode.Scalar] = [
             "a", "z", "ü", "é", "1", "9", "-", "\u{0301}", "\u{05D0}", "\u{05E9}", "\u{05B0}", "\u{0628}", "\u{0627}", "\u{062F}",
             "\u{0621}", "\u{064E}", "\u{0661}", "\u{06F1}", "\u{0780}", "\u{07CA}", "\u{0915}", "\u{094D}", "\u{200C}", "\u{200D}",
