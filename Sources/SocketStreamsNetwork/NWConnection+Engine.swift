@@ -182,7 +182,7 @@ extension NWConnection {
 
     /// The attempt's stream pair, configured from the parameters (see `ConnectionConfiguration`).
     private func makeStreams() throws(NWError) -> (InputStream, OutputStream) {
-        let configuration = try ConnectionConfiguration(endpoint: endpoint, parameters: parameters, accepted: acceptedPair != nil)
+        let configuration = try ConnectionConfiguration(endpoint: endpoint, parameters: frozenParameters, accepted: acceptedPair != nil)
         let streams: (InputStream, OutputStream)
         if let acceptedPair {
             guard let pair = acceptedPair.take() else { throw NWError.posix(.ENOTCONN) }
@@ -226,7 +226,7 @@ extension NWConnection {
                 guard shared.engine === engine else { return ([], nil) }
                 return (shared.lifecycle.handle(.connected), engine.streams?.input.socketDescriptor)
             }
-            if let fd, let tcp = parameters.defaultProtocolStack.transportProtocol as? NWProtocolTCP.Options {
+            if let fd, let tcp = frozenParameters.defaultProtocolStack.transportProtocol as? NWProtocolTCP.Options {
                 TCPSocketOptions(tcp).applyOnceConnected(to: fd)
             }
             if !actions.isEmpty, let fd, let handler = shared.withLock({ $0.handlers.pathUpdate }) {

@@ -34,8 +34,12 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
 
     /// The endpoint the connection was made for (`NWConnection.endpoint`).
     public let endpoint: NWEndpoint
-    /// The parameters it was made with, a copy of those given (`NWConnection.parameters`).
-    public let parameters: NWParameters
+    /// The parameters it was made with, a copy of those given (`NWConnection.parameters`): as with
+    /// Network.framework's, changing them changes nothing for the connection, and each read is a copy.
+    public var parameters: NWParameters { frozenParameters.copy() }
+    /// What the connection was made with, which nothing changes (shared with other connections made with
+    /// parameters of the same values).
+    let frozenParameters: NWParameters
     /// For `debugDescription`: "C1", "C2"… as Network.framework numbers them.
     private let number: Int
     /// A connection a listener accepted: its pair, used by the one attempt it makes.
@@ -129,7 +133,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     /// until `start(queue:)`.
     public init(to endpoint: NWEndpoint, using parameters: NWParameters) {
         self.endpoint = endpoint
-        self.parameters = parameters.copy()
+        frozenParameters = parameters.frozen()
         number = Self.numbers.withLock { counter in
             counter += 1
             return counter
@@ -146,7 +150,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     /// A connection a listener accepted, over its pair.
     init(accepted pair: AcceptedPair, from endpoint: NWEndpoint, using parameters: NWParameters) {
         self.endpoint = endpoint
-        self.parameters = parameters
+        frozenParameters = parameters
         number = Self.numbers.withLock { counter in
             counter += 1
             return counter
@@ -223,7 +227,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     /// "[C1 127.0.0.1:8080 tcp, ready]" (`NWConnection.debugDescription`).
     public var debugDescription: String {
         let state = self.state
-        let stack = parameters.defaultProtocolStack.applicationProtocols.contains { $0 is NWProtocolTLS.Options } ? "tls" : "tcp"
+        let stack = frozenParameters.defaultProtocolStack.applicationProtocols.contains { $0 is NWProtocolTLS.Options } ? "tls" : "tcp"
         return "[C\(number) \(endpoint.debugDescription) \(stack), \(state)]"
     }
 

@@ -102,7 +102,7 @@ public final class NWParameters: CustomDebugStringConvertible, @unchecked Sendab
         case persistent
     }
 
-    struct Values {
+    struct Values: Hashable {
         var requiredInterface: NWInterface?
         var requiredInterfaceType = NWInterface.InterfaceType.other
         var prohibitedInterfaces: [NWInterface]?
@@ -161,6 +161,43 @@ public final class NWParameters: CustomDebugStringConvertible, @unchecked Sendab
     public func copy() -> NWParameters {
         NWParameters(stack: ProtocolStack(copying: defaultProtocolStack), values: values.withLock { $0 })
     }
+
+    /// A copy no one changes, what a connection keeps of the parameters it was made with: parameters of
+    /// plain values (no TLS blocks or identities: every option has a ``NWProtocolOptions/sharingKey``)
+    /// share one, so that thousands of connections made with `.tcp` hold one graph of options rather than
+    /// one each. Never handed to code outside the module (`NWConnection.parameters` copies it again).
+    func frozen() -> NWParameters {
+        guard let key = sharingKey else { return copy() }
+        if let shared = Self.frozenCopies.withLock({ $0[key] }) { return shared }
+        let made = copy()
+        return Self.frozenCopies.withLock { copies in
+            if let shared = copies[key] { return shared }
+            if copies.count >= Self.frozenCapacity { copies.removeAll() }  // an unusual program: start again
+            copies[key] = made
+            return made
+        }
+    }
+
+    /// What makes two parameters act alike, nil unless every option has a sharing key.
+    private var sharingKey: AnyHashable? {
+        let (values, stack) = (self.values.withLock { $0 }, defaultProtocolStack.values.withLock { $0 })
+        var options: [AnyHashable?] = stack.applicationProtocols.map(\.sharingKey)
+        options.append(stack.transportProtocol.map { $0.sharingKey } ?? AnyHashable("none"))
+        options.append(stack.internetProtocol.map { $0.sharingKey } ?? AnyHashable("default"))
+        guard options.allSatisfy({ $0 != nil }) else { return nil }
+        return AnyHashable(FrozenKey(values: values, application: stack.applicationProtocols.count, options: options.map { $0! }))
+    }
+
+    private struct FrozenKey: Hashable {
+        let values: Values
+        let application: Int
+        let options: [AnyHashable]
+    }
+
+    /// The frozen copies by what they hold; bounded, as a program that makes parameters of ever new values
+    /// (a new local port each) must not grow it.
+    private static let frozenCopies = Guarded<[AnyHashable: NWParameters]>([:])
+    private static let frozenCapacity = 64
 
     /// The one interface connections must use, nil for any (`NWParameters.requiredInterface`).
     public var requiredInterface: NWInterface? {

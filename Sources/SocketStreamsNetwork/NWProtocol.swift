@@ -42,6 +42,11 @@ public class NWProtocolOptions: @unchecked Sendable {
     func copied() -> NWProtocolOptions {
         preconditionFailure("\(type(of: self)) must override copied()")
     }
+
+    /// The options' type and values, for options whose values are plain data: two options with the same
+    /// key act alike, so parameters made of them may share one frozen copy (`NWParameters.frozen()`).
+    /// Nil (the default) for options holding blocks or identities, which are never shared.
+    var sharingKey: AnyHashable? { nil }
 }
 
 extension Guarded {

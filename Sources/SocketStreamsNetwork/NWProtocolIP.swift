@@ -33,7 +33,7 @@ public class NWProtocolIP: NWProtocol, @unchecked Sendable {
             case stable
         }
 
-        struct Values {
+        struct Values: Hashable {
             var version = Version.any
             var hopLimit: UInt8 = 0
             var useMinimumMTU = false
@@ -54,6 +54,7 @@ public class NWProtocolIP: NWProtocol, @unchecked Sendable {
         }
 
         override func copied() -> NWProtocolOptions { Options(values: values.withLock { $0 }) }
+        override var sharingKey: AnyHashable? { values.withLock { $0 } }
 
         /// The only IP version the connection may use (`NWProtocolIP.Options.version`; default `.any`).
         public var version: Version {

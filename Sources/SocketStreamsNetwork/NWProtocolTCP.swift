@@ -13,7 +13,7 @@ public class NWProtocolTCP: NWProtocol, @unchecked Sendable {
     /// starts at 0 or false, meaning the system's default, as on Apple platforms.
     // @unchecked Sendable: the values are in a `Guarded` state.
     public class Options: NWProtocolOptions, @unchecked Sendable {
-        struct Values {
+        struct Values: Hashable {
             var noDelay = false
             var noPush = false
             var noOptions = false
@@ -43,6 +43,7 @@ public class NWProtocolTCP: NWProtocol, @unchecked Sendable {
         }
 
         override func copied() -> NWProtocolOptions { Options(values: values.withLock { $0 }) }
+        override var sharingKey: AnyHashable? { values.withLock { $0 } }
 
         /// Disables Nagle's algorithm, `TCP_NODELAY` (`NWProtocolTCP.Options.noDelay`; default false).
         public var noDelay: Bool {

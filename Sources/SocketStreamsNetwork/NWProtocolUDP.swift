@@ -10,7 +10,7 @@ public class NWProtocolUDP: NWProtocol, @unchecked Sendable {
     /// How UDP is used on a connection: Network.framework's `NWProtocolUDP.Options`.
     // @unchecked Sendable: the values are in a `Guarded` state.
     public class Options: NWProtocolOptions, @unchecked Sendable {
-        struct Values {
+        struct Values: Hashable {
             var preferNoChecksum = false
         }
 
@@ -26,6 +26,7 @@ public class NWProtocolUDP: NWProtocol, @unchecked Sendable {
         }
 
         override func copied() -> NWProtocolOptions { Options(values: values.withLock { $0 }) }
+        override var sharingKey: AnyHashable? { values.withLock { $0 } }
 
         /// Sends IPv4 datagrams without a checksum, `SO_NO_CHECK` on Linux
         /// (`NWProtocolUDP.Options.preferNoChecksum`; default false; IPv6 always has one).
