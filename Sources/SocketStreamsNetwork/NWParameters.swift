@@ -163,8 +163,8 @@ public final class NWParameters: CustomDebugStringConvertible, @unchecked Sendab
     }
 
     /// A copy no one changes, what a connection keeps of the parameters it was made with: parameters of
-    /// plain values (no TLS blocks or identities: every option has a ``NWProtocolOptions/sharingKey``)
-    /// share one, so that thousands of connections made with `.tcp` hold one graph of options rather than
+    /// plain values (no application protocols such as TLS, whose options hold blocks and identities; a
+    /// transport and IP options with a ``NWProtocolOptions/sharingKey``) share one, so that thousands of connections made with `.tcp` hold one graph of options rather than
     /// one each. Never handed to code outside the module (`NWConnection.parameters` copies it again).
     func frozen() -> NWParameters {
         guard let key = sharingKey else { return copy() }
@@ -178,25 +178,34 @@ public final class NWParameters: CustomDebugStringConvertible, @unchecked Sendab
         }
     }
 
-    /// What makes two parameters act alike, nil unless every option has a sharing key.
-    private var sharingKey: AnyHashable? {
+    /// What makes two parameters act alike, nil unless they can be shared.
+    private var sharingKey: FrozenKey? {
         let (values, stack) = (self.values.withLock { $0 }, defaultProtocolStack.values.withLock { $0 })
-        var options: [AnyHashable?] = stack.applicationProtocols.map(\.sharingKey)
-        options.append(stack.transportProtocol.map { $0.sharingKey } ?? AnyHashable("none"))
-        options.append(stack.internetProtocol.map { $0.sharingKey } ?? AnyHashable("default"))
-        guard options.allSatisfy({ $0 != nil }) else { return nil }
-        return AnyHashable(FrozenKey(values: values, application: stack.applicationProtocols.count, options: options.map { $0! }))
+        guard stack.applicationProtocols.isEmpty else { return nil }
+        var transport: OptionsSharingKey?
+        if let options = stack.transportProtocol {
+            guard let key = options.sharingKey else { return nil }
+            transport = key
+        }
+        var internet: OptionsSharingKey?
+        if let options = stack.internetProtocol {
+            guard let key = options.sharingKey else { return nil }
+            internet = key
+        }
+        return FrozenKey(values: values, transport: transport, internet: internet)
     }
 
+    /// Parameters with no application protocols: their values and their transport's and IP's options
+    /// (nil: none, or IP's not made yet, which is its defaults).
     private struct FrozenKey: Hashable {
         let values: Values
-        let application: Int
-        let options: [AnyHashable]
+        let transport: OptionsSharingKey?
+        let internet: OptionsSharingKey?
     }
 
     /// The frozen copies by what they hold; bounded, as a program that makes parameters of ever new values
     /// (a new local port each) must not grow it.
-    private static let frozenCopies = Guarded<[AnyHashable: NWParameters]>([:])
+    private static let frozenCopies = Guarded<[FrozenKey: NWParameters]>([:])
     private static let frozenCapacity = 64
 
     /// The one interface connections must use, nil for any (`NWParameters.requiredInterface`).

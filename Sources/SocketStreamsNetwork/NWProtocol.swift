@@ -46,7 +46,15 @@ public class NWProtocolOptions: @unchecked Sendable {
     /// The options' type and values, for options whose values are plain data: two options with the same
     /// key act alike, so parameters made of them may share one frozen copy (`NWParameters.frozen()`).
     /// Nil (the default) for options holding blocks or identities, which are never shared.
-    var sharingKey: AnyHashable? { nil }
+    var sharingKey: OptionsSharingKey? { nil }
+}
+
+/// Plain options by type and values (``NWProtocolOptions/sharingKey``): a concrete type, so comparing and
+/// hashing them costs no dynamic casts on a connection's way.
+enum OptionsSharingKey: Hashable {
+    case tcp(NWProtocolTCP.Options.Values)
+    case udp(NWProtocolUDP.Options.Values)
+    case ip(NWProtocolIP.Options.Values)
 }
 
 extension Guarded {

@@ -54,7 +54,7 @@ public class NWProtocolIP: NWProtocol, @unchecked Sendable {
         }
 
         override func copied() -> NWProtocolOptions { Options(values: values.withLock { $0 }) }
-        override var sharingKey: AnyHashable? { values.withLock { $0 } }
+        override var sharingKey: OptionsSharingKey? { .ip(values.withLock { $0 }) }
 
         /// The only IP version the connection may use (`NWProtocolIP.Options.version`; default `.any`).
         public var version: Version {

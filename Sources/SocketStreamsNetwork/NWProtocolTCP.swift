@@ -43,7 +43,7 @@ public class NWProtocolTCP: NWProtocol, @unchecked Sendable {
         }
 
         override func copied() -> NWProtocolOptions { Options(values: values.withLock { $0 }) }
-        override var sharingKey: AnyHashable? { values.withLock { $0 } }
+        override var sharingKey: OptionsSharingKey? { .tcp(values.withLock { $0 }) }
 
         /// Disables Nagle's algorithm, `TCP_NODELAY` (`NWProtocolTCP.Options.noDelay`; default false).
         public var noDelay: Bool {

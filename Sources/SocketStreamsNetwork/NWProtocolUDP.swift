@@ -26,7 +26,7 @@ public class NWProtocolUDP: NWProtocol, @unchecked Sendable {
         }
 
         override func copied() -> NWProtocolOptions { Options(values: values.withLock { $0 }) }
-        override var sharingKey: AnyHashable? { values.withLock { $0 } }
+        override var sharingKey: OptionsSharingKey? { .udp(values.withLock { $0 }) }
 
         /// Sends IPv4 datagrams without a checksum, `SO_NO_CHECK` on Linux
         /// (`NWProtocolUDP.Options.preferNoChecksum`; default false; IPv6 always has one).
