@@ -398,6 +398,9 @@ final class ProbeLog: Sendable {
     let disconnected = StressFlag()
     /// One a callback; finished at `socketDidDisconnect`.
     let progress = StressCounter()
+    /// One a `socketDidDisconnect`, for a scenario that waits for a later one (a delegate call comes
+    /// after the call that causes it returns, by one or more hops).
+    let disconnects = StressCounter()
     let label: String
     /// How many `socketDidDisconnect` calls are due: 1 after a disconnect, 0 for a GCDAsyncSocket
     /// released while connected (its dealloc makes no delegate call).
@@ -430,6 +433,7 @@ final class ProbeLog: Sendable {
             log.events.append("disconnect")
         }
         disconnected.raise()
+        disconnects.add()
         progress.finish()
     }
 

@@ -83,6 +83,11 @@ extension StressScenario {
                 continuation.resume()
             }
         }
+        // Both closes' calls come after close() returns: from the delegate queue, the call takes a turn
+        // of that queue's reactor, which one `delegateQueue.sync {}` at the run's end need not outlast.
+        // A close that never reports hangs the iteration, which the runner reports.
+        await probe.log.disconnects.wait(until: 2)
+        await serverProbe.log.disconnects.wait(until: 1)
     }
 
     /// Where a GCDAsyncUdpSocket scenario's socket works, chosen at random (as `socketQueue` for TCP).
