@@ -14,7 +14,7 @@
 import Foundation
 import SocketStreams
 
-/// A connection to an endpoint, TCP with or without TLS: Network.framework's `NWConnection`.
+/// A connection to an endpoint, TCP with or without TLS, or a UDP flow: Network.framework's `NWConnection`.
 ///
 /// ```swift
 /// let connection = NWConnection(host: "example.com", port: 443, using: .tls)
@@ -350,7 +350,8 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     /// `.finalMessage` (or `.defaultStream`) then closes the sending side (TLS's close_notify, TCP's
     /// FIN) while receives go on; `content` may be nil only then. A send made before `.ready` is held
     /// and sent once ready (also for `.idempotent`). `.contentProcessed` is called once the kernel took
-    /// every byte, or with the error that stopped it.
+    /// every byte, or with the error that stopped it. Over UDP each send is one datagram, whatever the
+    /// context (nil content sends none), and a datagram the kernel refuses fails that send alone.
     public func send(
         content: Data?, contentContext: ContentContext = .defaultMessage, isComplete: Bool = true, completion: SendCompletion
     ) {
@@ -407,7 +408,8 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     /// what there is (possibly nothing: nil) and `isComplete` true; later receives complete at once the
     /// same way. Received content comes in a final context, so `context.isFinal && isComplete` is the
     /// peer's end. While no receive is outstanding the socket is not read: the peer is flow-controlled.
-    /// A `maximumLength` below 1 completes with `.posix(.EINVAL)`.
+    /// A `maximumLength` below 1 completes with `.posix(.EINVAL)`. Over UDP each receive completes with
+    /// one datagram, `isComplete` true, in a context that is not final (not an end).
     public func receive(
         minimumIncompleteLength: Int, maximumLength: Int,
         completion: @escaping @Sendable (_ content: Data?, _ contentContext: ContentContext?, _ isComplete: Bool, _ error: NWError?) -> Void
@@ -419,7 +421,8 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     }
 
     /// Receives one complete message (`NWConnection.receiveMessage(completion:)`): on a byte stream,
-    /// the whole stream once the peer has closed its side, as Network.framework delivers it.
+    /// the whole stream once the peer has closed its side, as Network.framework delivers it; over UDP,
+    /// one datagram (`isComplete` true, not an end).
     public func receiveMessage(
         completion:
             @escaping @Sendable (_ completeContent: Data?, _ contentContext: ContentContext?, _ isComplete: Bool, _ error: NWError?) ->
@@ -490,8 +493,13 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     // MARK: metadata
 
     /// The metadata of the protocol `definition` names on this connection, once ready
-    /// (`NWConnection.metadata(definition:)`): TLS's (what was negotiated) and TCP's (the buffers).
+    /// (`NWConnection.metadata(definition:)`): TLS's (what was negotiated) and TCP's (the buffers), or
+    /// UDP's.
     public func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata? {
+        if datagrams != nil {
+            let ready = shared.withLock { $0.lifecycle.isReady }
+            return ready && definition == NWProtocolUDP.definition ? NWProtocolUDP.Metadata() : nil
+        }
         let (ready, input) = shared.withLock { shared in (shared.lifecycle.isReady, shared.engine?.streams?.input) }
         guard ready, let input else { return nil }
         let info = input.property(forKey: .tlsConnectionInfoKey) as? TLSConnectionInfo

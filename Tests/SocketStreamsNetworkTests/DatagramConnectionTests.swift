@@ -374,6 +374,8 @@ final class DatagramConnectionTests: SocketStreamsTestCase {
         let (_, port) = try startEchoListener()
         let connection = readyConnection(port: port)
         XCTAssertTrue(connection.debugDescription.contains("udp"), connection.debugDescription)
+        XCTAssertTrue(connection.metadata(definition: NWProtocolUDP.definition) is NWProtocolUDP.Metadata)
+        XCTAssertNil(connection.metadata(definition: NWProtocolTCP.definition))
         send(connection, Data("m".utf8))
         let done = expectation(description: "received")
         let found = Locked(false)
