@@ -60,7 +60,6 @@ final class DatagramFlow: DatagramSocketDelegate {
     }
 
     struct State {
-        weak var connection: NWConnection?
         var attempt = Attempt.idle
         var attempts = 0
         /// Receives handed to the flow once ready, oldest first.
@@ -97,10 +96,6 @@ final class DatagramFlow: DatagramSocketDelegate {
     /// Whether `parameters` make a UDP connection.
     static func isDatagram(_ parameters: NWParameters) -> Bool {
         parameters.defaultProtocolStack.transportProtocol is NWProtocolUDP.Options
-    }
-
-    func attach(_ connection: NWConnection) {
-        state.withLock { $0.connection = connection }
     }
 
     /// The largest datagram one send can carry (`NWConnection.maximumDatagramSize`).
@@ -319,14 +314,26 @@ final class DatagramFlow: DatagramSocketDelegate {
             return (false, socket)
         }
         if deliver { connection.onOwner { self.drain() } }
-        socket?.setReceiveMode(.continuous)
+        if let socket { updateReading(socket) }
+    }
+
+    /// Reads a client's socket while a receive is outstanding, and leaves the datagrams in the kernel
+    /// otherwise. The mode is set outside the flow's lock (on the owner the socket may report at once,
+    /// and its reports take that lock), so each caller checks after setting it that it is still the one
+    /// the receives call for: the last to set it sees the last change.
+    private func updateReading(_ socket: DatagramSocket) {
+        while true {
+            let wanted = state.withLock { $0.receives.isEmpty ? DatagramReceiveMode.paused : .continuous }
+            socket.setReceiveMode(wanted)
+            if state.withLock({ $0.receives.isEmpty ? DatagramReceiveMode.paused : .continuous }) == wanted { return }
+        }
     }
 
     /// Completes the receives the datagrams that arrived answer, in order; pauses a client socket's
     /// reading when no receive is left. On the owner.
     func drain() {
         var answered: [(ReceiveCompletion, Data, Bool)] = []
-        let pause = state.withLock { state -> DatagramSocket? in
+        let client = state.withLock { state -> DatagramSocket? in
             while !state.receives.isEmpty, !state.arrived.isEmpty {
                 let receive = state.receives.removeFirst()
                 let datagram = state.arrived[0]
@@ -338,10 +345,10 @@ final class DatagramFlow: DatagramSocketDelegate {
                     state.arrived.removeFirst()
                 }
             }
-            guard state.receives.isEmpty, case .open(let socket) = state.attempt else { return nil }
+            guard case .open(let socket) = state.attempt else { return nil }
             return socket
         }
-        pause?.setReceiveMode(.paused)
+        if let client { updateReading(client) }
         for (completion, data, complete) in answered { completion(Data(data), Self.receivedContext, complete, nil) }
     }
 

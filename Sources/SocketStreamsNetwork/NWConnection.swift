@@ -145,7 +145,6 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         acceptedPair = nil
         datagrams = DatagramFlow.isDatagram(frozenParameters) ? DatagramFlow(origin: .client) : nil
         shared = Guarded(Shared(lifecycle: ConnectionLifecycle()))
-        datagrams?.attach(self)
     }
 
     /// A connection to `host` and `port` (`NWConnection.init(host:port:using:)`).
@@ -177,7 +176,6 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         acceptedPair = nil
         datagrams = flow
         shared = Guarded(Shared(lifecycle: ConnectionLifecycle(retries: false)))
-        flow.attach(self)
     }
 
     private static let numbers = Guarded(0)
