@@ -372,7 +372,7 @@ public final class NWConnectionGroup: CustomDebugStringConvertible, Sendable {
         case .fail(let error): if let completion { fail(completion, error) }
         case .send(let socket, let destinations):
             guard let content else {
-                if let completion { onOwner { completion(nil) } }
+                if let completion { onOwnerUnlessCancelled { completion(nil) } }
                 return
             }
             for (address, tag) in destinations { socket.send(content, to: address, timeout: nil, tag: tag) }
@@ -380,7 +380,14 @@ public final class NWConnectionGroup: CustomDebugStringConvertible, Sendable {
     }
 
     private func fail(_ completion: @escaping @Sendable (NWError?) -> Void, _ error: NWError) {
-        onOwner { completion(error) }
+        onOwnerUnlessCancelled { completion(error) }
+    }
+
+    /// Runs `body` on the owner unless `.cancelled` has been reported by then: nothing is called after it.
+    private func onOwnerUnlessCancelled(_ body: @escaping @Sendable () -> Void) {
+        onOwner { [self] in
+            if shared.withLock({ $0.state }) != .cancelled { body() }
+        }
     }
 
     /// Leaves the group and closes the socket (`NWConnectionGroup.cancel()`): sends not yet done complete
@@ -397,29 +404,38 @@ public final class NWConnectionGroup: CustomDebugStringConvertible, Sendable {
         if started { onOwner { self.finish(.cancelled) } }
     }
 
+    /// What `finish` carries out once the lock is let go of.
+    private struct Finishing {
+        var handler: (@Sendable (State) -> Void)?
+        var held: [(Data?, [SocketAddress]?, (@Sendable (NWError?) -> Void)?)] = []
+        var outstanding: [@Sendable (NWError?) -> Void] = []
+        var socket: DatagramSocket?
+        /// The turns, taken out at `.cancelled` so that nothing is queued behind the report; let go of last.
+        var turns: DelegateTurns?
+    }
+
     /// Moves to `state` and reports it, on the owner; sends held for ready go out or fail.
     private func finish(_ state: State) {
-        let (handler, held, outstanding, socket) = shared.withLock {
-            shared -> (
-                (@Sendable (State) -> Void)?, [(Data?, [SocketAddress]?, (@Sendable (NWError?) -> Void)?)], [@Sendable (NWError?) -> Void],
-                DatagramSocket?
-            ) in
-            if shared.state == .cancelled || shared.state == state { return (nil, [], [], nil) }
-            if case .failed = shared.state, state != .cancelled { return (nil, [], [], nil) }
+        let finishing = shared.withLock { shared -> Finishing? in
+            if shared.state == .cancelled || shared.state == state { return nil }
+            if case .failed = shared.state, state != .cancelled { return nil }
             shared.state = state
-            let held = shared.held
+            var finishing = Finishing(handler: shared.stateUpdate, held: shared.held)
             shared.held = []
-            var outstanding: [@Sendable (NWError?) -> Void] = []
-            var socket: DatagramSocket?
             if state != .ready {
-                outstanding = shared.sends.sorted { $0.key < $1.key }.map(\.value)
+                finishing.outstanding = shared.sends.sorted { $0.key < $1.key }.map(\.value)
                 shared.sends = [:]
-                socket = shared.socket
+                finishing.socket = shared.socket
                 shared.socket = nil
             }
-            return (shared.stateUpdate, held, outstanding, socket)
+            if state == .cancelled {
+                finishing.turns = shared.turns
+                shared.turns = nil
+            }
+            return finishing
         }
-        socket?.close()
+        guard let finishing else { return }
+        finishing.socket?.close()
         let error: NWError? =
             switch state {
             case .failed(let error): error
@@ -427,25 +443,25 @@ public final class NWConnectionGroup: CustomDebugStringConvertible, Sendable {
             default: nil
             }
         // `.ready` first, then the sends held for it; a failure's or a cancel's errors before its state.
-        if state == .ready { handler?(state) }
-        for (content, targets, completion) in held {
+        if state == .ready { finishing.handler?(state) }
+        for (content, targets, completion) in finishing.held {
             if let error { completion?(error) } else { send(content, to: targets, completion: completion) }
         }
-        for completion in outstanding { completion(error ?? .posix(.ECANCELED)) }
-        if state != .ready { handler?(state) }
+        for completion in finishing.outstanding { completion(error ?? .posix(.ECANCELED)) }
+        if state != .ready { finishing.handler?(state) }
         guard state == .cancelled else { return }
-        // Last: the handlers, the turns (nothing is called after `.cancelled`) and the group's hold on itself.
-        let released = shared.withLock { shared -> (NWConnectionGroup?, Receiving?, (@Sendable (State) -> Void)?, DelegateTurns?) in
+        // Last: the handlers and the group's hold on itself (the turns went at the report: nothing is
+        // called after `.cancelled`).
+        let released = shared.withLock { shared -> (NWConnectionGroup?, Receiving?, (@Sendable (State) -> Void)?) in
             defer {
                 shared.keptAlive = nil
                 shared.receiving = nil
                 shared.stateUpdate = nil
-                shared.turns = nil
             }
-            return (shared.keptAlive, shared.receiving, shared.stateUpdate, shared.turns)
+            return (shared.keptAlive, shared.receiving, shared.stateUpdate)
         }
         delegate.group.withLock { $0 = nil }
-        _ = released
+        withExtendedLifetime(finishing.turns) { _ = released }
     }
 
     private func onOwner(_ body: @escaping @Sendable () -> Void) {

@@ -123,14 +123,17 @@ final class DatagramConnectionTests: SocketStreamsTestCase {
     // MARK: NWConnection over UDP
 
     /// Many clients of one UDP listener, concurrently: each gets its own echoes, byte for byte, in order,
-    /// datagram boundaries kept (sizes from 0 to 9,000 bytes), over the listener's one port.
+    /// datagram boundaries kept (sizes from 0 to 9,000 bytes), over the listener's one port. (The largest
+    /// datagram is `testTheLargestDatagramGoesThroughWhole`'s: eight clients' 64 KiB datagrams at once are
+    /// more than a socket's default receive buffer holds, and UDP drops what does not fit.)
     func testManyClientsEchoThroughOneUDPListener() throws {
         let made = Locked<[NWConnection]>([])
         let (_, port) = try startEchoListener(made: made)
         let clients = 8
         let rounds = 12
-        let sizes = [0, 1, 2, 100, 1_400, 1_500, 9_000, 65_507 - 7, 3, 0, 512, 7]
+        let sizes = [0, 1, 2, 100, 1_400, 1_500, 9_000, 4_096, 3, 0, 512, 7]
         let failures = Locked<[String]>([])
+        let progress = Locked([Int](repeating: 0, count: clients))
         let finished = expectation(description: "every client done")
         finished.expectedFulfillmentCount = clients
         var connections: [NWConnection] = []
@@ -138,6 +141,7 @@ final class DatagramConnectionTests: SocketStreamsTestCase {
             let connection = readyConnection(port: port, on: DispatchQueue(label: "client \(client)"))
             connections.append(connection)
             @Sendable func round(_ index: Int) {
+                progress.mutate { $0[client] = index }
                 guard index < rounds else { return finished.fulfill() }
                 let sent = Self.datagram(client: client, index: index, size: sizes[index])
                 connection.send(
@@ -159,7 +163,7 @@ final class DatagramConnectionTests: SocketStreamsTestCase {
             round(0)
         }
         wait(for: [finished], timeout: 20)
-        XCTAssertEqual(failures.value, [])
+        XCTAssertEqual(failures.value, [], "rounds done by each client: \(progress.value)")
         XCTAssertEqual(made.value.count, clients, "one connection per remote endpoint")
         let localPorts = Set(
             connections.compactMap { connection -> UInt16? in
@@ -173,6 +177,15 @@ final class DatagramConnectionTests: SocketStreamsTestCase {
                 return port.rawValue
             })
         XCTAssertEqual(remotes, localPorts, "each listener connection's endpoint is its client's address")
+    }
+
+    /// A datagram of `maximumDatagramSize` bytes goes there and back whole.
+    func testTheLargestDatagramGoesThroughWhole() throws {
+        let (_, port) = try startEchoListener()
+        let connection = readyConnection(port: port)
+        let largest = Self.datagram(client: 3, index: 3, size: connection.maximumDatagramSize)
+        XCTAssertNil(send(connection, largest))
+        XCTAssertEqual(receiveMessage(connection).data, largest)
     }
 
     /// A ping-pong with socat's UDP echo (`UDP4-LISTEN`, a peer that is not this package).
@@ -385,6 +398,33 @@ final class DatagramConnectionTests: SocketStreamsTestCase {
         }
         wait(for: [done], timeout: shortTimeout)
         XCTAssertTrue(found.value)
+    }
+
+    /// Receives asked for from another thread while datagrams stream in, and the connection's reading
+    /// paused and resumed between them: every datagram reaches a receive, in order, none is stranded
+    /// behind a paused socket.
+    func testReceivesFromAnotherThreadWhileDatagramsStreamIn() throws {
+        let peer = try RawUDPPeer()
+        addCleanup { peer.close() }
+        let connection = readyConnection(port: UInt16(peer.port))
+        guard case .hostPort(_, let local)? = connection.currentPath?.localEndpoint else { return XCTFail("no local endpoint") }
+        let count = 200
+        let received = Locked<[Int]>([])
+        let all = expectation(description: "every datagram")
+        all.expectedFulfillmentCount = count
+        let asking = Thread {
+            for _ in 0..<count {
+                connection.receiveMessage { data, _, _, _ in
+                    let value = data.map { Int(String(decoding: $0, as: UTF8.self)) ?? -1 } ?? -2
+                    received.mutate { $0.append(value) }
+                    all.fulfill()
+                }
+            }
+        }
+        asking.start()
+        for index in 0..<count { try peer.send(Data("\(index)".utf8), to: local.rawValue) }
+        wait(for: [all], timeout: 10)
+        XCTAssertEqual(received.value, Array(0..<count))
     }
 
     // MARK: NWListener over UDP
