@@ -248,6 +248,28 @@ final class DatagramConnectionTests: SocketStreamsTestCase {
         XCTAssertEqual(record.events.value, ["state preparing", "state ready"])
     }
 
+    /// Datagrams to a port nobody listens on: the ICMP port unreachable each draws shows, at most, as
+    /// ECONNREFUSED on one send's completion (the kernel reports it to the next call on the socket, a send
+    /// or a read); the connection stays ready, and an outstanding receive is not failed by it.
+    func testPortUnreachableFailsAtMostASendNeverTheFlow() throws {
+        let closed = try RawUDPPeer()
+        let port = UInt16(closed.port)
+        closed.close()
+        let record = ConnectionRecord()
+        let connection = readyConnection(port: port, record: record)
+        connection.receiveMessage { _, _, _, error in record.add("receive \(String(describing: error))") }
+        var errors: [NWError?] = []
+        for index in 0..<6 { errors.append(send(connection, Data("to nobody \(index)".utf8))) }
+        XCTAssertTrue(errors.allSatisfy { $0 == nil || $0 == .posix(.ECONNREFUSED) }, "\(errors)")
+        XCTAssertEqual(connection.state, .ready)
+        let cancelled = expectation(description: "cancelled")
+        connection.stateUpdateHandler = record.stateHandler(fulfilling: cancelled) { $0 == .cancelled }
+        connection.cancel()
+        wait(for: [cancelled], timeout: shortTimeout)
+        XCTAssertEqual(
+            record.events.value, ["state preparing", "state ready", "receive Optional(\(NWError.posix(.ECANCELED)))", "state cancelled"])
+    }
+
     /// A receive and a send made before `start` are held and carried out once ready (`.idempotent` too).
     func testSendAndReceiveBeforeReady() throws {
         let (_, port) = try startEchoListener()
