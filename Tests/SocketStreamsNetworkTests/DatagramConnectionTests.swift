@@ -449,6 +449,62 @@ final class DatagramConnectionTests: SocketStreamsTestCase {
         XCTAssertEqual(received.value, Array(0..<count))
     }
 
+    /// Over IPv6: a client to ::1 reaches the listener's dual-stack socket; its datagrams carry up to
+    /// 65,527 bytes.
+    func testAnIPv6FlowThroughTheDualStackListener() throws {
+        let made = Locked<[NWConnection]>([])
+        let (_, port) = try startEchoListener(made: made)
+        let connection = NWConnection(host: "::1", port: NWEndpoint.Port(rawValue: port)!, using: .udp)
+        let ready = expectation(description: "ready")
+        connection.stateUpdateHandler = { state in if state == .ready { ready.fulfill() } }
+        connection.start(queue: queue)
+        wait(for: [ready], timeout: shortTimeout)
+        addCleanup { connection.cancel() }
+        XCTAssertEqual(connection.maximumDatagramSize, 65_527)
+        let largest = Self.datagram(client: 6, index: 6, size: connection.maximumDatagramSize)
+        XCTAssertNil(send(connection, largest))
+        XCTAssertEqual(receiveMessage(connection).data, largest)
+        guard case .hostPort(let host, _)? = made.value.first?.endpoint else { return XCTFail("no listener connection") }
+        XCTAssertEqual(host, .ipv6(.loopback))
+        XCTAssertEqual(made.value.first?.maximumDatagramSize, 65_527)
+    }
+
+    /// `requiredLocalEndpoint` binds a client flow's source port, and a listener's address.
+    func testRequiredLocalEndpointsBindTheSockets() throws {
+        let listenerParameters = NWParameters.udp
+        listenerParameters.requiredLocalEndpoint = .hostPort(host: "127.0.0.1", port: .any)
+        let listener = try NWListener(using: listenerParameters)
+        let made = Locked<[NWConnection]>([])
+        let queue = self.queue
+        listener.newConnectionHandler = { connection in
+            made.mutate { $0.append(connection) }
+            connection.start(queue: queue)
+            Self.echo(connection)
+        }
+        let ready = expectation(description: "listener ready")
+        listener.stateUpdateHandler = { state in if state == .ready { ready.fulfill() } }
+        listener.start(queue: queue)
+        wait(for: [ready], timeout: shortTimeout)
+        addCleanup { listener.cancel() }
+        let port = try XCTUnwrap(listener.port)
+
+        let spare = try RawUDPPeer()
+        let source = UInt16(spare.port)
+        spare.close()
+        let clientParameters = NWParameters.udp
+        clientParameters.requiredLocalEndpoint = .hostPort(host: "127.0.0.1", port: NWEndpoint.Port(rawValue: source)!)
+        let connection = NWConnection(host: "127.0.0.1", port: port, using: clientParameters)
+        let connected = expectation(description: "ready")
+        connection.stateUpdateHandler = { state in if state == .ready { connected.fulfill() } }
+        connection.start(queue: queue)
+        wait(for: [connected], timeout: shortTimeout)
+        addCleanup { connection.cancel() }
+        XCTAssertNil(send(connection, Data("bound".utf8)))
+        XCTAssertEqual(receiveMessage(connection).data, Data("bound".utf8))
+        guard case .hostPort(_, let remote)? = made.value.first?.endpoint else { return XCTFail("no listener connection") }
+        XCTAssertEqual(remote.rawValue, source)
+    }
+
     // MARK: NWListener over UDP
 
     /// Datagrams that come before a listener's connection is started are kept for it, in order; the
