@@ -1,5 +1,5 @@
-// The fault matrix's UDP column: GCDAsyncUdpSocket, the engine's DatagramSocket and AsyncDatagramSocket,
-// connected to a DatagramFaultRelay in front of a real peer (a python UDP echo), against the faults a user-space
+// The fault matrix's UDP column: GCDAsyncUdpSocket, the engine's DatagramSocket, AsyncDatagramSocket and
+// NWConnection over UDP, connected to a DatagramFaultRelay in front of a real peer (a python UDP echo), against the faults a user-space
 // relay can make to datagrams (drop, duplicate, reorder, truncate), and a closed port (the ICMP port
 // unreachable a connected socket is told of). Each cell states what the face receives: exactly the
 // datagrams the fault lets through, in the order it sends them, byte for byte, and no error; for the
@@ -215,6 +215,7 @@ final class DatagramFaultTests: SocketStreamsTestCase {
         ("GCDAsyncUdpSocket", { try GCDAsyncUdpSocketDriver(port: $0) }),
         ("DatagramSocket", { try DatagramSocketDriver(port: $0) }),
         ("AsyncDatagramSocket", { try AsyncDatagramSocketDriver(port: $0) }),
+        ("NWConnection", { try NWUDPConnectionDriver(port: $0) }),
     ]
 
     /// A python UDP echo on 127.0.0.1 (each datagram back to its sender as it came); its port.
@@ -283,7 +284,10 @@ final class DatagramFaultTests: SocketStreamsTestCase {
         Glibc.close(probe)
         XCTAssertTrue(bound, "a UDP port for the closed-port cell")
         let closed = Int(UInt16(bigEndian: address.sin_port))
-        for face in Self.faces {
+        // NWConnection keeps a UDP flow ready through an ICMP port unreachable, at most failing the send
+        // it came back for (Network.framework's policy for datagrams): DatagramConnectionTests has that
+        // cell, which no single outcome here can state.
+        for face in Self.faces where face.name != "NWConnection" {
             let driver = try face.make(closed)
             driver.send([Data("anyone there?".utf8)])
             let (received, errors, closes) = driver.inbox.wait(count: 1, within: 10)
