@@ -228,8 +228,12 @@ final class TLSCorpusTests: SocketStreamsTestCase {
     func testCorpusThroughStreamGet() throws {
         let corpus = try self.corpus
         let executable = try streamGetExecutable().path
-        let cases = corpus.cases.filter(\.streamGet)
-        XCTAssertGreaterThanOrEqual(cases.count, 40)
+        // Under a sanitizer (Scripts/sanitize), every third case: each is a stream-get process of its own,
+        // which the sanitizer slows tenfold (97 s for all of them under Thread Sanitizer), where the
+        // stream-pair test above runs every case in this process; the plain run takes all of them.
+        let sanitized = ProcessInfo.processInfo.environment["SOCKETSTREAMS_SANITIZER"] != nil
+        let cases = corpus.cases.filter(\.streamGet).enumerated().filter { !sanitized || $0.offset % 3 == 0 }.map(\.element)
+        XCTAssertGreaterThanOrEqual(cases.count, sanitized ? 13 : 40)
         var rows: [(Case, String)] = []
         for test in cases {
             let server = try serve(test, corpus)
