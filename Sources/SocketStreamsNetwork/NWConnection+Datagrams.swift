@@ -459,38 +459,43 @@ extension NWProtocolUDP {
 extension NWConnection {
     /// A send on a UDP connection: to the flow once ready, held before (as on TCP), failed after a cancel.
     func sendDatagram(_ data: Data?, _ completion: SendCompletion, over flow: DatagramFlow) {
-        var failure: NWError?
-        let direct = shared.withLock { shared -> Bool in
-            if shared.datagramsDirect { return true }
-            if shared.lifecycle.phase == .cancelled || shared.lifecycle.cancelRequested {
-                failure = .posix(.ECANCELED)
-            } else if shared.lifecycle.phase == .failed {
-                failure = shared.lifecycle.error
-            } else {
-                shared.pending.append(.send(data.map { WriteBytes($0) }, final: false, completion))
-            }
-            return false
+        switch route(.send(data.map { WriteBytes($0) }, final: false, completion)) {
+        case .direct: flow.send(data, completion, self)
+        case .held: break
+        case .failed(let failure):
+            if case .contentProcessed(let done) = completion { onOwnerUnlessCancelled { done(failure) } }
         }
-        if direct { return flow.send(data, completion, self) }
-        if let failure, case .contentProcessed(let done) = completion { onOwnerUnlessCancelled { done(failure) } }
     }
 
     /// A receive on a UDP connection: one datagram (at most `maximum` bytes of it).
     func receiveDatagram(maximum: Int, _ completion: @escaping ReceiveCompletion, over flow: DatagramFlow) {
-        var failure: NWError?
-        let direct = shared.withLock { shared -> Bool in
-            if shared.datagramsDirect { return true }
-            if shared.lifecycle.phase == .cancelled || shared.lifecycle.cancelRequested {
-                failure = .posix(.ECANCELED)
-            } else if shared.lifecycle.phase == .failed {
-                failure = shared.lifecycle.error
-            } else {
-                shared.pending.append(.receive(.range(minimum: 0, maximum: maximum), completion))
-            }
-            return false
+        switch route(.receive(.range(minimum: 0, maximum: maximum), completion)) {
+        case .direct: flow.receive(maximum: maximum, completion, self)
+        case .held: break
+        case .failed(let failure): onOwnerUnlessCancelled { completion(nil, nil, false, failure) }
         }
-        if direct { return flow.receive(maximum: maximum, completion, self) }
-        if let failure { onOwnerUnlessCancelled { completion(nil, nil, false, failure) } }
+    }
+
+    /// Where a UDP send or receive goes, decided under the lock.
+    private enum DatagramRoute {
+        /// The flow is ready: straight to it.
+        case direct
+        /// Held (`pending`) until the flow is connected.
+        case held
+        /// Cancelled or failed: completes with this error.
+        case failed(NWError)
+    }
+
+    /// Straight to a ready flow, else held in `pending` (as on TCP) until it is connected, else (after a
+    /// cancel or failure) failed. `pending` is made only when it is held.
+    private func route(_ pending: @autoclosure () -> Pending) -> DatagramRoute {
+        shared.withLock { shared -> DatagramRoute in
+            if shared.datagramsDirect { return .direct }
+            if shared.lifecycle.phase == .cancelled || shared.lifecycle.cancelRequested { return .failed(.posix(.ECANCELED)) }
+            if shared.lifecycle.phase == .failed { return .failed(shared.lifecycle.error) }
+            shared.pending.append(pending())
+            return .held
+        }
     }
 
     /// The flow is connected (on the owner): `.ready`, then the sends and receives held for it, in order,
