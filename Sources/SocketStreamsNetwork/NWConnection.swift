@@ -45,6 +45,9 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     /// A connection a listener accepted: its pair, used by the one attempt it makes.
     let acceptedPair: AcceptedPair?
     let shared: Guarded<Shared>
+    /// The framer of the stack's application protocols, if it has one (NWConnection+Framing.swift):
+    /// the application's sends and receives go through it.
+    let framing: FramerDriver?
 
     struct Handlers {
         var stateUpdate: (@Sendable (State) -> Void)?
@@ -140,6 +143,8 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         }
         acceptedPair = nil
         shared = Guarded(Shared(lifecycle: ConnectionLifecycle()))
+        framing = FramerDriver.make(for: frozenParameters)
+        framing?.attach(to: self)
     }
 
     /// A connection to `host` and `port` (`NWConnection.init(host:port:using:)`).
@@ -157,6 +162,8 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         }
         acceptedPair = pair
         shared = Guarded(Shared(lifecycle: ConnectionLifecycle(retries: false)))
+        framing = FramerDriver.make(for: frozenParameters)
+        framing?.attach(to: self)
     }
 
     private static let numbers = Guarded(0)
@@ -270,6 +277,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
             return (shared.lifecycle.handle(.cancel), shared.engine)
         }
         if actions == [.closeAttempt] {
+            if let framing { return framing.stop(closing: engine) }
             engine?.close()
         } else if !actions.isEmpty {
             onOwner { self.perform(actions) }
@@ -327,6 +335,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     public func send(
         content: Data?, contentContext: ContentContext = .defaultMessage, isComplete: Bool = true, completion: SendCompletion
     ) {
+        if let framing { return framing.send(content, context: contentContext, isComplete: isComplete, completion: completion) }
         send(content.map { WriteBytes($0) }, final: isComplete && contentContext.isFinal, completion)
     }
 
@@ -334,6 +343,10 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     public func send<Content: DataProtocol>(
         content: Content?, contentContext: ContentContext = .defaultMessage, isComplete: Bool = true, completion: SendCompletion
     ) {
+        if let framing {
+            let data = content.map { ($0 as? Data) ?? Data($0) }
+            return framing.send(data, context: contentContext, isComplete: isComplete, completion: completion)
+        }
         let bytes = content.map { content -> WriteBytes in
             if let data = content as? Data { return WriteBytes(data) }
             return .array(Array(content))
@@ -386,6 +399,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         guard maximumLength >= 1 else {
             return onOwnerUnlessCancelled { completion(nil, nil, false, .posix(.EINVAL)) }
         }
+        if let framing { return framing.receive(minimum: max(0, minimumIncompleteLength), maximum: maximumLength, completion) }
         receive(.range(minimum: max(0, minimumIncompleteLength), maximum: maximumLength), completion)
     }
 
@@ -396,6 +410,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
             @escaping @Sendable (_ completeContent: Data?, _ contentContext: ContentContext?, _ isComplete: Bool, _ error: NWError?) ->
             Void
     ) {
+        if let framing { return framing.receive(minimum: .max, maximum: .max, completion) }
         receive(.range(minimum: .max, maximum: .max), completion)
     }
 
@@ -451,7 +466,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     /// Runs `body` on the owner, unless the connection has reported `.cancelled` by then (nothing is
     /// called after it). A completion on its way when `cancel()` is called still runs: the report
     /// comes in a later turn.
-    private func onOwnerUnlessCancelled(_ body: @escaping @Sendable () -> Void) {
+    func onOwnerUnlessCancelled(_ body: @escaping @Sendable () -> Void) {
         onOwner { [self] in
             if !shared.withLock({ $0.cancelledReported }) { body() }
         }

@@ -91,7 +91,7 @@ public final class NWListener: CustomDebugStringConvertible, Sendable {
         self.parameters = parameters.copy()
         let stack = self.parameters.defaultProtocolStack
         guard stack.transportProtocol is NWProtocolTCP.Options,
-            stack.applicationProtocols.allSatisfy({ $0 is NWProtocolTLS.Options })
+            FramerDriver.isSupported(stack.applicationProtocols)
         else { throw NWError.posix(.EINVAL) }
         var requested = port
         if let local = parameters.requiredLocalEndpoint {
@@ -184,7 +184,7 @@ public final class NWListener: CustomDebugStringConvertible, Sendable {
             let text = ConnectionConfiguration.text(of: local)
             if text != "0.0.0.0", text != "::" { host = text }
         }
-        if let tls = parameters.defaultProtocolStack.applicationProtocols.first as? NWProtocolTLS.Options {
+        if let tls = parameters.defaultProtocolStack.applicationProtocols.lazy.compactMap({ $0 as? NWProtocolTLS.Options }).first {
             do throws(NWError) {
                 _ = try tls.settings(role: .server, endpointHost: nil)
             } catch {
