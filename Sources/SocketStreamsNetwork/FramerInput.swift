@@ -191,13 +191,15 @@ struct FramerDeliveries<Message: AnyObject> {
                 used += piece.data.count
                 data = data.isEmpty ? piece.data : data + piece.data
             } else {
+                // The rest stays a slice of the same bytes (no copy); what is returned is rebased below.
                 let part = pieces[0].data.prefix(wanted)
-                pieces[0].data = Data(pieces[0].data.dropFirst(wanted))
+                pieces[0].data = pieces[0].data.dropFirst(wanted)
                 used += part.count
-                data = data.isEmpty ? Data(part) : data + part
+                data = data.isEmpty ? part : data + part
             }
         }
         byteCount -= used
+        if data.startIndex != 0 { data = data.withUnsafeBytes { Data($0) } }  // zero-based, as applications index it
         let isComplete = complete && piecesOfMessage == 0
         return Received(data: data.isEmpty ? nil : data, message: first.message, isComplete: isComplete)
     }

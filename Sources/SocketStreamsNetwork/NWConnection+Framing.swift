@@ -63,6 +63,8 @@ final class FramerDriver: Sendable {
         /// A `deliverInputNoCopy` waiting for its bytes: how many are still to come.
         var delivering: (remaining: Int, message: Message, isComplete: Bool)?
         var passThroughInput = false
+        /// The one message input passing through is delivered in (it completes at the input's end).
+        var passThroughMessage: Message?
         var passThroughOutput = false
         /// `handleInput`'s last hint: the bytes wanted before it is called again.
         var wanted = 0
@@ -142,8 +144,10 @@ final class FramerDriver: Sendable {
     func send(_ content: Data?, context: NWConnection.ContentContext, isComplete: Bool, completion: NWConnection.SendCompletion) {
         let message =
             (context.protocolMetadata(definition: definition) as? Message) ?? Message(definition: definition)
-        let send = Send(content: content, message: message, isComplete: isComplete, final: isComplete && context.isFinal, completion: completion)
-        if let failure = refusal(), case .contentProcessed(let done) = completion {
+        let send = Send(
+            content: content, message: message, isComplete: isComplete, final: isComplete && context.isFinal, completion: completion)
+        if let failure = refusal() {
+            guard case .contentProcessed(let done) = completion else { return }
             return owner?.onOwnerUnlessCancelled { done(failure) } ?? ()
         }
         state.withLock { $0.sends.append(send) }
@@ -472,7 +476,9 @@ final class FramerDriver: Sendable {
 
     func writeOutputNoCopy(length: Int) throws {
         let written = state.withLock { state -> Bool in
-            guard state.inCallback, var output = state.output, length >= 0, output.cursor + length <= output.data.count else { return false }
+            guard state.inCallback, var output = state.output, length >= 0, output.cursor + length <= output.data.count else {
+                return false
+            }
             let start = output.data.startIndex + output.cursor
             if length > 0 { state.writes.append(output.data[start..<(start + length)]) }
             output.cursor += length
@@ -578,7 +584,9 @@ extension FramerDriver.State {
             }
         }
         if delivering == nil, passThroughInput, input.count > 0, let instance {
-            deliveries.append(input.take(input.count), message: NWProtocolFramer.Message(instance: instance), isComplete: false)
+            let message = passThroughMessage ?? NWProtocolFramer.Message(instance: instance)
+            passThroughMessage = message
+            deliveries.append(input.take(input.count), message: message, isComplete: false)
         }
     }
 

@@ -1,0 +1,321 @@
+// NWConnection and NWListener with an `NWProtocolFramer` in their stacks, written as Apple-platform code
+// writes them (the shape of Apple's TicTacToe sample: a 4-byte big-endian length and a type byte before
+// each message): messages echoed by a listener with the same framer, over TCP and over TLS, through a
+// relay that forwards one byte at a time, zero-length and metadata-only messages, a handshake that
+// marks the framer ready, pass-through after it, and `markFailed` failing the connection.
+
+#if canImport(Network)
+    import Network
+#else
+    import SocketStreamsNetwork
+#endif
+import Foundation
+import SocketStreamsTestSupport
+import XCTest
+
+/// A length-prefixed framer: `[length: UInt32 big-endian][type: UInt8][body]`.
+final class LengthPrefixedFramer: NWProtocolFramerImplementation {
+    static let definition = NWProtocolFramer.Definition(implementation: LengthPrefixedFramer.self)
+    static var label: String { "LengthPrefixed" }
+    static let headerSize = 5
+
+    init(framer: NWProtocolFramer.Instance) {}
+    func start(framer: NWProtocolFramer.Instance) -> NWProtocolFramer.StartResult { .ready }
+    func wakeup(framer: NWProtocolFramer.Instance) {}
+    func stop(framer: NWProtocolFramer.Instance) -> Bool { true }
+    func cleanup(framer: NWProtocolFramer.Instance) {}
+
+    func handleOutput(framer: NWProtocolFramer.Instance, message: NWProtocolFramer.Message, messageLength: Int, isComplete: Bool) {
+        let length = UInt32(messageLength)
+        let header = Data([
+            UInt8(length >> 24), UInt8((length >> 16) & 0xff), UInt8((length >> 8) & 0xff), UInt8(length & 0xff), message.frameType,
+        ])
+        framer.writeOutput(data: header)
+        do {
+            try framer.writeOutputNoCopy(length: messageLength)
+        } catch {
+            XCTFail("writeOutputNoCopy: \(error)")
+        }
+    }
+
+    func handleInput(framer: NWProtocolFramer.Instance) -> Int {
+        while true {
+            var header: (length: Int, type: UInt8)?
+            let parsed = framer.parseInput(minimumIncompleteLength: Self.headerSize, maximumLength: Self.headerSize) { buffer, _ in
+                guard let buffer, buffer.count >= Self.headerSize else { return 0 }
+                header = (buffer.prefix(4).reduce(0) { $0 << 8 | Int($1) }, buffer[4])
+                return Self.headerSize
+            }
+            guard parsed, let header else { return Self.headerSize }
+            let message = NWProtocolFramer.Message(instance: framer)
+            message["type"] = header.type
+            if !framer.deliverInputNoCopy(length: header.length, message: message, isComplete: true) { return 0 }
+        }
+    }
+}
+
+extension NWProtocolFramer.Message {
+    /// A message of `LengthPrefixedFramer` of this type.
+    convenience init(frameType: UInt8) {
+        self.init(definition: LengthPrefixedFramer.definition)
+        self["type"] = frameType
+    }
+
+    var frameType: UInt8 { self["type"] as? UInt8 ?? 0 }
+}
+
+/// A framer that says "HELLO" and waits for the peer's before it marks ready (`.willMarkReady`), then
+/// lets everything pass through; anything but "HELLO" fails the connection with `.posix(.EPROTO)`.
+final class HelloFramer: NWProtocolFramerImplementation {
+    static let definition = NWProtocolFramer.Definition(implementation: HelloFramer.self)
+    static var label: String { "Hello" }
+    static let hello = Data("HELLO".utf8)
+
+    init(framer: NWProtocolFramer.Instance) {}
+
+    func start(framer: NWProtocolFramer.Instance) -> NWProtocolFramer.StartResult {
+        framer.writeOutput(data: Self.hello)
+        return .willMarkReady
+    }
+
+    func handleInput(framer: NWProtocolFramer.Instance) -> Int {
+        var greeting: Data?
+        let parsed = framer.parseInput(minimumIncompleteLength: 5, maximumLength: 5) { buffer, _ in
+            guard let buffer, buffer.count == 5 else { return 0 }
+            greeting = Data(buffer)
+            return 5
+        }
+        guard parsed, let greeting else { return 5 }
+        guard greeting == Self.hello else {
+            framer.markFailed(error: .posix(.EPROTO))
+            return 0
+        }
+        framer.passThroughInput()
+        framer.passThroughOutput()
+        framer.markReady()
+        return 0
+    }
+
+    func handleOutput(framer: NWProtocolFramer.Instance, message: NWProtocolFramer.Message, messageLength: Int, isComplete: Bool) {
+        XCTFail("output passes through once ready")
+    }
+
+    func wakeup(framer: NWProtocolFramer.Instance) {}
+    func stop(framer: NWProtocolFramer.Instance) -> Bool { true }
+    func cleanup(framer: NWProtocolFramer.Instance) {}
+}
+
+final class FramerConnectionTests: SocketStreamsTestCase {
+    private let queue = DispatchQueue(label: "FramerConnectionTests")
+
+    private func framed(_ parameters: NWParameters, _ definition: NWProtocolFramer.Definition) -> NWParameters {
+        parameters.defaultProtocolStack.applicationProtocols.insert(NWProtocolFramer.Options(definition: definition), at: 0)
+        return parameters
+    }
+
+    /// A listener whose connections echo each framed message back with its type, until the peer's end.
+    private func framedEchoListener(_ parameters: NWParameters) throws -> NWListener {
+        let listener = try NWListener(using: framed(parameters, LengthPrefixedFramer.definition), on: .any)
+        let serverQueue = DispatchQueue(label: "framed-echo")
+        listener.newConnectionHandler = { connection in
+            connection.start(queue: serverQueue)
+            @Sendable func next() {
+                connection.receiveMessage { content, context, isComplete, error in
+                    guard error == nil,
+                        let message = context?.protocolMetadata(definition: LengthPrefixedFramer.definition) as? NWProtocolFramer.Message
+                    else { return connection.cancel() }
+                    let reply = NWConnection.ContentContext(
+                        identifier: "echo", metadata: [NWProtocolFramer.Message(frameType: message.frameType)])
+                    connection.send(content: content, contentContext: reply, isComplete: true, completion: .idempotent)
+                    next()
+                }
+            }
+            next()
+        }
+        try startListener(listener)
+        return listener
+    }
+
+    private func startListener(_ listener: NWListener) throws {
+        let ready = expectation(description: "listener ready")
+        listener.stateUpdateHandler = { if $0 == .ready { ready.fulfill() } }
+        listener.start(queue: queue)
+        addCleanup { listener.cancel() }
+        wait(for: [ready], timeout: shortTimeout)
+        _ = try XCTUnwrap(listener.port)
+    }
+
+    /// Starts `connection` and waits for `.ready` or `.failed`; returns the states it went through.
+    private func start(_ connection: NWConnection) -> [NWConnection.State] {
+        let states = Locked<[NWConnection.State]>([])
+        let settled = expectation(description: "settled")
+        connection.stateUpdateHandler = { state in
+            states.mutate { $0.append(state) }
+            switch state {
+            case .ready, .failed: settled.fulfill()
+            default: break
+            }
+        }
+        connection.start(queue: queue)
+        addCleanup { connection.cancel() }
+        wait(for: [settled], timeout: shortTimeout * 4)
+        return states.value
+    }
+
+    /// Sends each (type, body) as a framed message, receives as many with `receiveMessage`.
+    private func exchange(_ connection: NWConnection, _ messages: [(UInt8, Data)]) -> [(UInt8, Data?)] {
+        let received = Locked<[(UInt8, Data?)]>([])
+        let done = expectation(description: "all echoed")
+        done.expectedFulfillmentCount = messages.count
+        for (type, body) in messages {
+            let context = NWConnection.ContentContext(identifier: "message", metadata: [NWProtocolFramer.Message(frameType: type)])
+            connection.send(content: body, contentContext: context, isComplete: true, completion: .contentProcessed { XCTAssertNil($0) })
+        }
+        for _ in messages {
+            connection.receiveMessage { content, context, isComplete, error in
+                XCTAssertNil(error)
+                XCTAssertTrue(isComplete, "a framed message comes complete")
+                let message = context?.protocolMetadata(definition: LengthPrefixedFramer.definition) as? NWProtocolFramer.Message
+                received.mutate { $0.append((message?.frameType ?? 0, content)) }
+                done.fulfill()
+            }
+        }
+        wait(for: [done], timeout: shortTimeout * 4)
+        return received.value
+    }
+
+    private let sample: [(UInt8, Data)] = [
+        (1, Data("move e2e4".utf8)), (2, Data()), (3, Data(repeating: 0xab, count: 70_000)), (4, Data([0])), (5, Data("end".utf8)),
+    ]
+
+    private func assertEchoed(_ echoed: [(UInt8, Data?)], file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertEqual(echoed.map(\.0), sample.map(\.0), file: file, line: line)
+        XCTAssertEqual(echoed.map { $0.1 ?? Data() }, sample.map(\.1), file: file, line: line)
+        XCTAssertNil(echoed[1].1, "a zero-length message comes with no content, its metadata only", file: file, line: line)
+    }
+
+    func testFramedMessagesEchoThroughAListenerWithTheSameFramer() throws {
+        let listener = try framedEchoListener(.tcp)
+        let connection = NWConnection(host: "127.0.0.1", port: listener.port!, using: framed(.tcp, LengthPrefixedFramer.definition))
+        XCTAssertEqual(start(connection).last, .ready)
+        assertEchoed(exchange(connection, sample))
+    }
+
+    func testFramedMessagesSurviveAPeerThatWritesOneByteAtATime() throws {
+        let listener = try framedEchoListener(.tcp)
+        let relay = try startRelay(to: Int(listener.port!.rawValue), fault: .segment(maxSegment: 1))
+        let port = NWEndpoint.Port(rawValue: UInt16(relay.port))!
+        let connection = NWConnection(host: "127.0.0.1", port: port, using: framed(.tcp, LengthPrefixedFramer.definition))
+        XCTAssertEqual(start(connection).last, .ready)
+        let small = sample.filter { $0.1.count < 1000 }
+        let echoed = exchange(connection, small)
+        XCTAssertEqual(echoed.map(\.0), small.map(\.0))
+        XCTAssertEqual(echoed.map { $0.1 ?? Data() }, small.map(\.1))
+        XCTAssertGreaterThan(relay.snapshot.writes[.downstream] ?? 0, small.reduce(0) { $0 + 5 + $1.1.count } - 1, "one byte a write")
+    }
+
+    func testFramedMessagesEchoOverTLS() throws {
+        let server = NWProtocolTLS.Options()
+        sec_protocol_options_set_local_identity(server.securityProtocolOptions, try serverIdentity())
+        let listener = try framedEchoListener(NWParameters(tls: server))
+        let client = NWProtocolTLS.Options()
+        sec_protocol_options_set_verify_block(client.securityProtocolOptions, { _, _, complete in complete(true) }, queue)
+        let connection = NWConnection(
+            host: "127.0.0.1", port: listener.port!, using: framed(NWParameters(tls: client), LengthPrefixedFramer.definition))
+        XCTAssertEqual(start(connection).last, .ready)
+        assertEchoed(exchange(connection, sample))
+    }
+
+    private func serverIdentity() throws -> sec_identity_t {
+        var items: CFArray?
+        let archive = try Data(contentsOf: URL(fileURLWithPath: try pki.serverPKCS12))
+        let options = [kSecImportExportPassphrase as String: TestPKI.pkcs12Password] as CFDictionary
+        XCTAssertEqual(SecPKCS12Import(archive as CFData, options, &items), errSecSuccess)
+        let item = try XCTUnwrap((items as? [[String: Any]])?.first)
+        return try XCTUnwrap(sec_identity_create(try XCTUnwrap(item[kSecImportItemIdentity as String] as? SecIdentity)))
+    }
+
+    func testReceiveTakesAFramedMessageInPartsWithinItsBounds() throws {
+        let listener = try framedEchoListener(.tcp)
+        let connection = NWConnection(host: "127.0.0.1", port: listener.port!, using: framed(.tcp, LengthPrefixedFramer.definition))
+        XCTAssertEqual(start(connection).last, .ready)
+        let body = Data((0..<10_000).map { UInt8($0 % 251) })
+        let context = NWConnection.ContentContext(identifier: "big", metadata: [NWProtocolFramer.Message(frameType: 9)])
+        connection.send(content: body, contentContext: context, isComplete: true, completion: .idempotent)
+        let parts = Locked<[(Data?, Bool)]>([])
+        let done = expectation(description: "message received in parts")
+        @Sendable func next() {
+            connection.receive(minimumIncompleteLength: 1, maximumLength: 3_000) { content, context, isComplete, error in
+                XCTAssertNil(error)
+                XCTAssertEqual(
+                    (context?.protocolMetadata(definition: LengthPrefixedFramer.definition) as? NWProtocolFramer.Message)?.frameType, 9)
+                parts.mutate { $0.append((content, isComplete)) }
+                if isComplete { done.fulfill() } else { next() }
+            }
+        }
+        next()
+        wait(for: [done], timeout: shortTimeout * 4)
+        XCTAssertEqual(parts.value.reduce(Data()) { $0 + ($1.0 ?? Data()) }, body)
+        XCTAssertTrue(parts.value.allSatisfy { ($0.0?.count ?? 0) <= 3_000 })
+        XCTAssertEqual(parts.value.map(\.1).filter { $0 }.count, 1, "only the last part completes the message")
+    }
+
+    /// A plain TCP listener whose connections send `greeting` and then echo.
+    private func plainListener(greeting: Data) throws -> NWListener {
+        let listener = try NWListener(using: .tcp, on: .any)
+        let serverQueue = DispatchQueue(label: "plain-peer")
+        listener.newConnectionHandler = { connection in
+            connection.send(content: greeting, completion: .idempotent)
+            connection.startEchoing(on: serverQueue)
+        }
+        try startListener(listener)
+        return listener
+    }
+
+    func testAFramerThatWillMarkReadyIsReadyAfterItsHandshakeAndThenPassesThrough() throws {
+        let listener = try plainListener(greeting: Data("HELLO".utf8))
+        let connection = NWConnection(host: "127.0.0.1", port: listener.port!, using: framed(.tcp, HelloFramer.definition))
+        let states = start(connection)
+        XCTAssertEqual(states, [.preparing, .ready])
+        // The peer echoes our "HELLO" after its own; then what we send comes back as it is.
+        let received = Locked(Data())
+        let done = expectation(description: "echo")
+        connection.send(content: Data("raw bytes".utf8), completion: .contentProcessed { XCTAssertNil($0) })
+        @Sendable func next() {
+            connection.receive(minimumIncompleteLength: 1, maximumLength: 100) { content, _, _, error in
+                XCTAssertNil(error)
+                received.mutate { $0 += content ?? Data() }
+                if received.value.count >= 14 { done.fulfill() } else { next() }
+            }
+        }
+        next()
+        wait(for: [done], timeout: shortTimeout * 4)
+        XCTAssertEqual(String(decoding: received.value, as: UTF8.self), "HELLOraw bytes")
+    }
+
+    func testMarkFailedFailsTheConnectionWithItsError() throws {
+        let listener = try plainListener(greeting: Data("NOPE!".utf8))
+        let connection = NWConnection(host: "127.0.0.1", port: listener.port!, using: framed(.tcp, HelloFramer.definition))
+        let failed = expectation(description: "receive failed")
+        connection.receive(minimumIncompleteLength: 1, maximumLength: 10) { _, _, _, error in
+            XCTAssertEqual(error, .posix(.EPROTO))
+            failed.fulfill()
+        }
+        let states = start(connection)
+        XCTAssertEqual(states, [.preparing, .failed(.posix(.EPROTO))])
+        wait(for: [failed], timeout: shortTimeout)
+    }
+
+    func testAFramedConnectionCancelledCompletesItsReceivesWithECANCELED() throws {
+        let listener = try framedEchoListener(.tcp)
+        let connection = NWConnection(host: "127.0.0.1", port: listener.port!, using: framed(.tcp, LengthPrefixedFramer.definition))
+        XCTAssertEqual(start(connection).last, .ready)
+        let done = expectation(description: "receive cancelled")
+        connection.receiveMessage { _, _, _, error in
+            XCTAssertEqual(error, .posix(.ECANCELED))
+            done.fulfill()
+        }
+        connection.cancel()
+        wait(for: [done], timeout: shortTimeout)
+    }
+}
