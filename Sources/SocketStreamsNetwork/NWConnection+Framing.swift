@@ -16,6 +16,10 @@
 import Foundation
 import SocketStreams
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The framer of one connection (see the file's header).
 final class FramerDriver: Sendable {
     typealias Message = NWProtocolFramer.Message
@@ -80,8 +84,14 @@ final class FramerDriver: Sendable {
         var output: Output?
         /// What the framer wrote in the callback running, in order.
         var writes: [Data] = []
-        /// A framer callback is running (the instance's actions are honoured).
-        var inCallback = false
+        /// The thread a framer callback is running on: the instance's actions are honoured there only
+        /// (not from another thread meanwhile).
+        var callbackThread: pthread_t?
+        /// A framer callback is running on this thread.
+        var inCallback: Bool {
+            get { callbackThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+            set { callbackThread = newValue ? pthread_self() : nil }
+        }
         /// `run()` is running.
         var running = false
         /// Blocks given to `async(execute:)`, and a wakeup due.

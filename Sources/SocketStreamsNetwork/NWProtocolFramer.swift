@@ -109,7 +109,7 @@ public class NWProtocolFramer: NWProtocol, @unchecked Sendable {
     // actions check that they run in a callback (see above).
     public final class Instance: CustomDebugStringConvertible, @unchecked Sendable {
         let definition: Definition
-        weak var driver: FramerDriver?
+        weak let driver: FramerDriver?
 
         init(definition: Definition, driver: FramerDriver) {
             self.definition = definition

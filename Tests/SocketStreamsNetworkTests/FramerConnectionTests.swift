@@ -108,7 +108,7 @@ final class HelloFramer: NWProtocolFramerImplementation {
 final class FramerConnectionTests: SocketStreamsTestCase {
     private let queue = DispatchQueue(label: "FramerConnectionTests")
 
-    private func framed(_ parameters: NWParameters, _ definition: NWProtocolFramer.Definition) -> NWParameters {
+    func framed(_ parameters: NWParameters, _ definition: NWProtocolFramer.Definition) -> NWParameters {
         parameters.defaultProtocolStack.applicationProtocols.insert(NWProtocolFramer.Options(definition: definition), at: 0)
         return parameters
     }
@@ -146,7 +146,7 @@ final class FramerConnectionTests: SocketStreamsTestCase {
     }
 
     /// Starts `connection` and waits for `.ready` or `.failed`; returns the states it went through.
-    private func start(_ connection: NWConnection) -> [NWConnection.State] {
+    func start(_ connection: NWConnection) -> [NWConnection.State] {
         let states = Locked<[NWConnection.State]>([])
         let settled = expectation(description: "settled")
         connection.stateUpdateHandler = { state in
@@ -261,7 +261,7 @@ final class FramerConnectionTests: SocketStreamsTestCase {
     }
 
     /// A plain TCP listener whose connections send `greeting` and then echo.
-    private func plainListener(greeting: Data) throws -> NWListener {
+    func plainListener(greeting: Data) throws -> NWListener {
         let listener = try NWListener(using: .tcp, on: .any)
         let serverQueue = DispatchQueue(label: "plain-peer")
         listener.newConnectionHandler = { connection in
@@ -317,5 +317,161 @@ final class FramerConnectionTests: SocketStreamsTestCase {
         }
         connection.cancel()
         wait(for: [done], timeout: shortTimeout)
+    }
+}
+
+/// A RESP-style framer (as Redis clients write one): each "+value\r\n" line becomes a metadata-only
+/// message, its value in the message and no content (`deliverInputNoCopy(length: 0, …)`).
+final class LineFramer: NWProtocolFramerImplementation {
+    static let definition = NWProtocolFramer.Definition(implementation: LineFramer.self)
+    static var label: String { "Lines" }
+
+    init(framer: NWProtocolFramer.Instance) {}
+    func start(framer: NWProtocolFramer.Instance) -> NWProtocolFramer.StartResult { .ready }
+    func wakeup(framer: NWProtocolFramer.Instance) {}
+    func stop(framer: NWProtocolFramer.Instance) -> Bool { true }
+    func cleanup(framer: NWProtocolFramer.Instance) {}
+
+    func handleOutput(framer: NWProtocolFramer.Instance, message: NWProtocolFramer.Message, messageLength: Int, isComplete: Bool) {
+        // The content, upper-cased through parseOutput, then the line's end.
+        _ = framer.parseOutput(minimumIncompleteLength: messageLength, maximumLength: messageLength) { buffer, _ in
+            guard let buffer else { return 0 }
+            framer.writeOutput(data: Data(String(decoding: buffer, as: UTF8.self).uppercased().utf8))
+            return buffer.count
+        }
+        framer.writeOutput(data: Data("\r\n".utf8))
+        XCTAssertThrowsError(try framer.writeOutputNoCopy(length: 1), "the content was consumed")
+    }
+
+    func handleInput(framer: NWProtocolFramer.Instance) -> Int {
+        while true {
+            var line: String?
+            let parsed = framer.parseInput(minimumIncompleteLength: 1, maximumLength: 64 * 1024) { buffer, _ in
+                guard let buffer, let end = buffer.firstIndex(of: UInt8(ascii: "\n")) else { return 0 }
+                line = String(decoding: buffer[..<end], as: UTF8.self).trimmingCharacters(in: .newlines)
+                return end + 1
+            }
+            guard parsed, let line else { return 0 }
+            let message = NWProtocolFramer.Message(instance: framer)
+            message["value"] = line
+            _ = framer.deliverInputNoCopy(length: 0, message: message, isComplete: true)
+        }
+    }
+}
+
+/// A framer that marks ready from a wakeup and then from an `async` block on another thread, and whose
+/// `stop` delays the close until it calls `markFailed`.
+final class SlowStartFramer: NWProtocolFramerImplementation {
+    static let definition = NWProtocolFramer.Definition(implementation: SlowStartFramer.self)
+    static var label: String { "SlowStart" }
+    static let events = Locked<[String]>([])
+
+    init(framer: NWProtocolFramer.Instance) {}
+
+    func start(framer: NWProtocolFramer.Instance) -> NWProtocolFramer.StartResult {
+        Self.events.mutate { $0.append("start") }
+        framer.scheduleWakeup(wakeupTime: .milliseconds(30))
+        return .willMarkReady
+    }
+
+    func wakeup(framer: NWProtocolFramer.Instance) {
+        Self.events.mutate { $0.append("wakeup") }
+        DispatchQueue.global().async {
+            framer.markReady()  // not from a callback: ignored
+            framer.async {
+                Self.events.mutate { $0.append("async") }
+                framer.markReady()
+            }
+        }
+    }
+
+    func stop(framer: NWProtocolFramer.Instance) -> Bool {
+        Self.events.mutate { $0.append("stop") }
+        framer.async { framer.markFailed(error: nil) }
+        return false
+    }
+
+    func cleanup(framer: NWProtocolFramer.Instance) { Self.events.mutate { $0.append("cleanup") } }
+    func handleInput(framer: NWProtocolFramer.Instance) -> Int { 0 }
+    func handleOutput(framer: NWProtocolFramer.Instance, message: NWProtocolFramer.Message, messageLength: Int, isComplete: Bool) {}
+}
+
+extension FramerConnectionTests {
+    func testMetadataOnlyMessagesArriveOneByteAtATime() throws {
+        let lines = "+OK\r\n+PONG\r\n+\r\n" + String(repeating: "+x\r\n", count: 20)
+        let listener = try plainListener(greeting: Data(lines.utf8))
+        let relay = try startRelay(to: Int(listener.port!.rawValue), fault: .segment(maxSegment: 1))
+        let port = NWEndpoint.Port(rawValue: UInt16(relay.port))!
+        let connection = NWConnection(host: "127.0.0.1", port: port, using: framed(.tcp, LineFramer.definition))
+        let values = Locked<[String]>([])
+        let done = expectation(description: "lines")
+        done.expectedFulfillmentCount = 23
+        for _ in 0..<23 {
+            connection.receiveMessage { content, context, isComplete, error in
+                XCTAssertNil(error)
+                XCTAssertNil(content, "metadata only")
+                XCTAssertTrue(isComplete)
+                let message = context?.protocolMetadata(definition: LineFramer.definition) as? NWProtocolFramer.Message
+                values.mutate { $0.append(message?["value"] as? String ?? "?") }
+                done.fulfill()
+            }
+        }
+        XCTAssertEqual(start(connection).last, .ready)
+        wait(for: [done], timeout: shortTimeout * 4)
+        XCTAssertEqual(values.value, ["+OK", "+PONG", "+"] + Array(repeating: "+x", count: 20))
+    }
+
+    func testParseOutputReadsTheContentAndSendsHeldBeforeReadyGoOutInOrder() throws {
+        let listener = try plainListener(greeting: Data())
+        let connection = NWConnection(host: "127.0.0.1", port: listener.port!, using: framed(.tcp, LineFramer.definition))
+        let sent = expectation(description: "sent")
+        sent.expectedFulfillmentCount = 2
+        connection.send(
+            content: Data("+ping".utf8),
+            completion: .contentProcessed {
+                XCTAssertNil($0)
+                sent.fulfill()
+            })
+        connection.send(
+            content: Data("+pong".utf8),
+            completion: .contentProcessed {
+                XCTAssertNil($0)
+                sent.fulfill()
+            })
+        let values = Locked<[String]>([])
+        let done = expectation(description: "echoed lines")
+        done.expectedFulfillmentCount = 2
+        for _ in 0..<2 {
+            connection.receiveMessage { _, context, _, _ in
+                let message = context?.protocolMetadata(definition: LineFramer.definition) as? NWProtocolFramer.Message
+                values.mutate { $0.append(message?["value"] as? String ?? "?") }
+                done.fulfill()
+            }
+        }
+        XCTAssertEqual(start(connection).last, .ready)
+        wait(for: [sent, done], timeout: shortTimeout)
+        XCTAssertEqual(values.value, ["+PING", "+PONG"])
+    }
+
+    func testAWakeupAndAnAsyncBlockRunAsCallbacksAndStopDelaysTheCloseUntilMarkFailed() throws {
+        SlowStartFramer.events.value = []
+        let listener = try plainListener(greeting: Data())
+        let connection = NWConnection(host: "127.0.0.1", port: listener.port!, using: framed(.tcp, SlowStartFramer.definition))
+        XCTAssertEqual(start(connection), [.preparing, .ready])
+        XCTAssertEqual(SlowStartFramer.events.value, ["start", "wakeup", "async"])
+        let cancelled = expectation(description: "cancelled")
+        connection.stateUpdateHandler = { if $0 == .cancelled { cancelled.fulfill() } }
+        connection.cancel()
+        wait(for: [cancelled], timeout: shortTimeout)
+        XCTAssertEqual(SlowStartFramer.events.value, ["start", "wakeup", "async", "stop", "cleanup"])
+    }
+
+    func testAStackWithTwoFramersOrAFramerBelowTLSIsRefused() throws {
+        let two = framed(framed(.tcp, LineFramer.definition), LengthPrefixedFramer.definition)
+        XCTAssertThrowsError(try NWListener(using: two, on: .any))
+        let below = NWParameters.tls
+        below.defaultProtocolStack.applicationProtocols.append(NWProtocolFramer.Options(definition: LineFramer.definition))
+        let connection = NWConnection(host: "127.0.0.1", port: 9, using: below)
+        XCTAssertEqual(start(connection).last, .failed(.posix(.EPROTONOSUPPORT)))
     }
 }
