@@ -122,7 +122,7 @@ final class FramerDriver: Sendable {
     /// The driver for the framer in `parameters`' stack, or nil if it has none.
     static func make(for parameters: NWParameters) -> FramerDriver? {
         let framer = parameters.defaultProtocolStack.applicationProtocols.lazy.compactMap { $0 as? NWProtocolFramer.Options }.first
-        return framer.map { FramerDriver(definition: $0.definition) }
+        return framer.map { FramerDriver(options: $0) }
     }
 
     /// Whether a connection can run `protocols` (a stack's application protocols, top first): TLS, and
@@ -134,9 +134,21 @@ final class FramerDriver: Sendable {
         return framers.allSatisfy { framer in tls.allSatisfy { framer < $0 } }
     }
 
-    init(definition: NWProtocolFramer.Definition) {
-        self.definition = definition
+    init(options: NWProtocolFramer.Options) {
+        self.options = options
+        definition = options.definition
         connection = Guarded(Weak())
+    }
+
+    /// The options the framer was inserted with (the connection's frozen copy).
+    let options: NWProtocolFramer.Options
+
+    var connectionParameters: NWParameters? { owner?.parameters }
+    var remoteEndpoint: NWEndpoint? { owner?.endpoint }
+    var localEndpoint: NWEndpoint? {
+        // Read from the socket (the connection's `currentPath` has none before `.ready`).
+        guard let fd = state.withLock({ $0.engine })?.streams?.input.socketDescriptor else { return nil }
+        return NWPath.connection(socket: fd).localEndpoint
     }
 
     func attach(to connection: NWConnection) {

@@ -119,6 +119,18 @@ public class NWProtocolFramer: NWProtocol, @unchecked Sendable {
         /// "framer <label>" (`NWProtocolFramer.Instance.debugDescription`).
         public var debugDescription: String { "framer \(definition.name)" }
 
+        /// The framer's options, as the connection's stack holds them (`NWProtocolFramer.Instance.options`).
+        public var options: Options { driver?.options ?? Options(definition: definition) }
+
+        /// The parameters of the framer's connection (`NWProtocolFramer.Instance.parameters`).
+        public var parameters: NWParameters? { driver?.connectionParameters }
+
+        /// The connection's remote endpoint (`NWProtocolFramer.Instance.remote`).
+        public var remote: NWEndpoint? { driver?.remoteEndpoint }
+
+        /// The connection's local endpoint, once its transport is up (`NWProtocolFramer.Instance.local`).
+        public var local: NWEndpoint? { driver?.localEndpoint }
+
         /// When `wakeup(framer:)` is to be called (`NWProtocolFramer.Instance.WakeupTime`).
         public enum WakeupTime: Sendable {
             /// This many milliseconds from now (`.milliseconds(_:)`).

@@ -74,6 +74,10 @@ final class HelloFramer: NWProtocolFramerImplementation {
     init(framer: NWProtocolFramer.Instance) {}
 
     func start(framer: NWProtocolFramer.Instance) -> NWProtocolFramer.StartResult {
+        XCTAssertEqual(framer.remote.map { "\($0)" }?.hasPrefix("127.0.0.1:"), true)
+        XCTAssertNotNil(framer.local, "the transport is up")
+        XCTAssertNotNil(framer.parameters?.defaultProtocolStack.applicationProtocols.first as? NWProtocolFramer.Options)
+        XCTAssertEqual(framer.options["greeting"] as? String, "HELLO")
         framer.writeOutput(data: Self.hello)
         return .willMarkReady
     }
@@ -109,7 +113,9 @@ final class FramerConnectionTests: SocketStreamsTestCase {
     private let queue = DispatchQueue(label: "FramerConnectionTests")
 
     func framed(_ parameters: NWParameters, _ definition: NWProtocolFramer.Definition) -> NWParameters {
-        parameters.defaultProtocolStack.applicationProtocols.insert(NWProtocolFramer.Options(definition: definition), at: 0)
+        let options = NWProtocolFramer.Options(definition: definition)
+        options["greeting"] = "HELLO"
+        parameters.defaultProtocolStack.applicationProtocols.insert(options, at: 0)
         return parameters
     }
 
@@ -203,7 +209,7 @@ final class FramerConnectionTests: SocketStreamsTestCase {
 
     func testFramedMessagesSurviveAPeerThatWritesOneByteAtATime() throws {
         let listener = try framedEchoListener(.tcp)
-        let relay = try startRelay(to: Int(listener.port!.rawValue), fault: .segment(maxSegment: 1))
+        let relay = try startRelay(to: Int(listener.port!.rawValue), fault: .segment(maxSegment: 1, delay: 0.001))
         let port = NWEndpoint.Port(rawValue: UInt16(relay.port))!
         let connection = NWConnection(host: "127.0.0.1", port: port, using: framed(.tcp, LengthPrefixedFramer.definition))
         XCTAssertEqual(start(connection).last, .ready)
@@ -400,7 +406,7 @@ extension FramerConnectionTests {
     func testMetadataOnlyMessagesArriveOneByteAtATime() throws {
         let lines = "+OK\r\n+PONG\r\n+\r\n" + String(repeating: "+x\r\n", count: 20)
         let listener = try plainListener(greeting: Data(lines.utf8))
-        let relay = try startRelay(to: Int(listener.port!.rawValue), fault: .segment(maxSegment: 1))
+        let relay = try startRelay(to: Int(listener.port!.rawValue), fault: .segment(maxSegment: 1, delay: 0.001))
         let port = NWEndpoint.Port(rawValue: UInt16(relay.port))!
         let connection = NWConnection(host: "127.0.0.1", port: port, using: framed(.tcp, LineFramer.definition))
         let values = Locked<[String]>([])

@@ -161,7 +161,7 @@ final class FramerInputTests: XCTestCase {
         state.passThroughInput = true
         state.instance = NWProtocolFramer.Instance(
             definition: NWProtocolFramer.Definition(implementation: Framer.self),
-            driver: FramerDriver(definition: .init(implementation: Framer.self)))
+            driver: FramerDriver(options: .init(definition: .init(implementation: Framer.self))))
         for byte in Array("after the header".utf8) {
             state.input.append([byte])
             state.moveInput()
