@@ -11,7 +11,8 @@
 // only record (under the lock) and ask for a turn of the owner.
 //
 // Per attempt: a new implementation (`init(framer:)`, `start(framer:)`) once the transport is up, a new
-// input; `cleanup(framer:)` when the attempt's engine closes.
+// input; `cleanup(framer:)` when the attempt's engine closes. TLS a framer prepends is the engine's
+// queued handshake (as GCDAsyncSocket's `startTLS`), behind the framer's writes so far.
 
 import Foundation
 import SocketStreams
@@ -84,6 +85,11 @@ final class FramerDriver: Sendable {
         var output: Output?
         /// What the framer wrote in the callback running, in order.
         var writes: [Data] = []
+        /// TLS that `prependApplicationProtocol` put below the framer: its handshake goes after the
+        /// first `count` of `writes` (what the framer wrote before the call).
+        var prepended: (settings: TLSSettings, afterWrites: Int)?
+        /// TLS was prepended (once an attempt).
+        var secured = false
         /// The thread a framer callback is running on: the instance's actions are honoured there only
         /// (not from another thread meanwhile).
         var callbackThread: pthread_t?
@@ -206,9 +212,9 @@ final class FramerDriver: Sendable {
     func transportReady(_ engine: StreamOperations) {
         let instance = NWProtocolFramer.Instance(definition: definition, driver: self)
         state.withLock { state in
-            let (receives, sends) = (state.receives, state.sends)
+            let (receives, sends, running) = (state.receives, state.sends, state.running)
             state = State()
-            (state.receives, state.sends) = (receives, sends)
+            (state.receives, state.sends, state.running) = (receives, sends, running)
             state.phase = .starting
             state.engine = engine
             state.instance = instance
@@ -326,6 +332,7 @@ final class FramerDriver: Sendable {
             return true
         }
         guard entered else { return }
+        flushWrites()  // what a callback outside the loop wrote (`start`), before any read is queued
         while let step = nextStep() {
             perform(step)
             flushWrites()
@@ -430,9 +437,12 @@ final class FramerDriver: Sendable {
     /// Hands what the framer wrote to the engine, in order; `send`'s completion goes with the last of
     /// it (or is called now if nothing was written), and a final send's shutdown after it.
     private func flushWrites(completing send: Send? = nil) {
-        let (writes, engine) = state.withLock { state in
-            defer { state.writes = [] }
-            return (state.writes, state.engine)
+        let (writes, engine, prepended) = state.withLock { state in
+            defer {
+                state.writes = []
+                state.prepended = nil
+            }
+            return (state.writes, state.engine, state.prepended)
         }
         guard let owner else { return }
         guard let engine else {
@@ -450,7 +460,11 @@ final class FramerDriver: Sendable {
                 operations.append(NWConnection.register(.send(nil, final: true, send.completion), in: &shared))
             }
         }
-        for each in operations { NWConnection.enqueue(each, on: engine) }
+        for (index, each) in operations.enumerated() {
+            if let prepended, prepended.afterWrites == index { engine.enqueueTLS(prepended.settings) }
+            NWConnection.enqueue(each, on: engine)
+        }
+        if let prepended, prepended.afterWrites >= operations.count { engine.enqueueTLS(prepended.settings) }
         if let send, writes.isEmpty, !send.final, case .contentProcessed(let done) = send.completion { done(nil) }
     }
 
@@ -543,6 +557,28 @@ final class FramerDriver: Sendable {
             guard state.inCallback else { return }
             state.passThroughOutput = true
         }
+    }
+
+    /// TLS below the framer, before it is ready: its handshake is queued behind what the framer wrote
+    /// so far (and the read outstanding, if any: the peer must answer it first), and what comes after
+    /// it waits for it.
+    func prependApplicationProtocol(_ options: NWProtocolOptions) throws(NWError) {
+        guard let tls = options as? NWProtocolTLS.Options else { throw NWError.posix(.EOPNOTSUPP) }
+        guard let owner, inCallback else { throw NWError.posix(.EINVAL) }
+        var host: String?
+        switch owner.endpoint {
+        case .hostPort(let name, _): host = ConnectionConfiguration.text(of: name)
+        case .url(let url): host = url.host
+        default: break
+        }
+        let settings = try tls.settings(role: owner.acceptedPair == nil ? .client : .server, endpointHost: host)
+        let accepted = state.withLock { state -> Bool in
+            guard state.phase == .starting, state.prepended == nil, !state.secured else { return false }
+            state.prepended = (settings, state.writes.count)
+            state.secured = true
+            return true
+        }
+        if !accepted { throw NWError.posix(.EINVAL) }
     }
 
     func markReady() {

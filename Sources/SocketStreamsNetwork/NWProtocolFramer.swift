@@ -105,9 +105,7 @@ public class NWProtocolFramer: NWProtocol, @unchecked Sendable {
     /// Call its actions from the implementation's callbacks (on the connection's queue) or from a block
     /// given to `async(execute:)`, as Apple documents. Called from anywhere else they do nothing (a parse
     /// returns false, `writeOutputNoCopy` throws), where Apple's behaviour is undefined.
-    // @unchecked Sendable: a `let` and a reference to the driver, whose state is under its lock; the
-    // actions check that they run in a callback (see above).
-    public final class Instance: CustomDebugStringConvertible, @unchecked Sendable {
+    public final class Instance: CustomDebugStringConvertible, Sendable {
         let definition: Definition
         weak let driver: FramerDriver?
 
@@ -241,12 +239,16 @@ public class NWProtocolFramer: NWProtocol, @unchecked Sendable {
             driver?.async(block)
         }
 
-        /// Inserts a protocol below the framer before it is ready (Apple: TLS after a STARTTLS-style
-        /// exchange) (`NWProtocolFramer.Instance.prependApplicationProtocol(options:)`). Not available
-        /// here: the connection's TLS is set up with its stream pair and cannot be added to a running
-        /// one; throws `NWError.posix(.EOPNOTSUPP)`.
+        /// Inserts a protocol below the framer, before it is ready: TLS after a STARTTLS-style exchange
+        /// (`NWProtocolFramer.Instance.prependApplicationProtocol(options:)`). The handshake (a client's
+        /// on a connection made, a server's on one a listener accepted, with `options`' settings) starts
+        /// after what the framer wrote before the call, and what it writes and reads after goes through
+        /// TLS. Throws `NWError.posix(.EOPNOTSUPP)` for a protocol other than TLS,
+        /// `NWError.posix(.EINVAL)` once the framer is ready, a second time, or outside a callback, and
+        /// TLS's error for options it refuses.
         public func prependApplicationProtocol(options: NWProtocolOptions) throws {
-            throw NWError.posix(.EOPNOTSUPP)
+            guard let driver else { throw NWError.posix(.EINVAL) }
+            try driver.prependApplicationProtocol(options)
         }
     }
 }

@@ -110,7 +110,7 @@ final class HelloFramer: NWProtocolFramerImplementation {
 }
 
 final class FramerConnectionTests: SocketStreamsTestCase {
-    private let queue = DispatchQueue(label: "FramerConnectionTests")
+    let queue = DispatchQueue(label: "FramerConnectionTests")
 
     func framed(_ parameters: NWParameters, _ definition: NWProtocolFramer.Definition) -> NWParameters {
         let options = NWProtocolFramer.Options(definition: definition)
@@ -142,7 +142,7 @@ final class FramerConnectionTests: SocketStreamsTestCase {
         return listener
     }
 
-    private func startListener(_ listener: NWListener) throws {
+    func startListener(_ listener: NWListener) throws {
         let ready = expectation(description: "listener ready")
         listener.stateUpdateHandler = { if $0 == .ready { ready.fulfill() } }
         listener.start(queue: queue)
@@ -232,7 +232,7 @@ final class FramerConnectionTests: SocketStreamsTestCase {
         assertEchoed(exchange(connection, sample))
     }
 
-    private func serverIdentity() throws -> sec_identity_t {
+    func serverIdentity() throws -> sec_identity_t {
         var items: CFArray?
         let archive = try Data(contentsOf: URL(fileURLWithPath: try pki.serverPKCS12))
         let options = [kSecImportExportPassphrase as String: TestPKI.pkcs12Password] as CFDictionary
@@ -479,5 +479,90 @@ extension FramerConnectionTests {
         below.defaultProtocolStack.applicationProtocols.append(NWProtocolFramer.Options(definition: LineFramer.definition))
         let connection = NWConnection(host: "127.0.0.1", port: 9, using: below)
         XCTAssertEqual(start(connection).last, .failed(.posix(.EPROTONOSUPPORT)))
+    }
+}
+
+/// STARTTLS as a framer does it: the client asks in plain text, the server answers "OK", and both put
+/// TLS below the framer (`prependApplicationProtocol`) before they mark ready; then everything passes
+/// through, over TLS. The TLS options come in the framer's options, under "tls".
+final class StartTLSFramer: NWProtocolFramerImplementation {
+    static let definition = NWProtocolFramer.Definition(implementation: StartTLSFramer.self)
+    static var label: String { "StartTLS" }
+    private let isServer: Bool
+
+    init(framer: NWProtocolFramer.Instance) {
+        isServer = framer.options["server"] as? Bool ?? false
+    }
+
+    func start(framer: NWProtocolFramer.Instance) -> NWProtocolFramer.StartResult {
+        if !isServer { framer.writeOutput(data: Data("STARTTLS\n".utf8)) }
+        return .willMarkReady
+    }
+
+    func handleInput(framer: NWProtocolFramer.Instance) -> Int {
+        let expected = Data((isServer ? "STARTTLS\n" : "OK\n").utf8)
+        var line: Data?
+        let parsed = framer.parseInput(minimumIncompleteLength: expected.count, maximumLength: expected.count) { buffer, _ in
+            guard let buffer, buffer.count == expected.count else { return 0 }
+            line = Data(buffer)
+            return buffer.count
+        }
+        guard parsed, let line else { return expected.count }
+        guard line == expected, let tls = framer.options["tls"] as? NWProtocolTLS.Options else {
+            framer.markFailed(error: .posix(.EPROTO))
+            return 0
+        }
+        if isServer { framer.writeOutput(data: Data("OK\n".utf8)) }
+        do {
+            try framer.prependApplicationProtocol(options: tls)
+        } catch {
+            framer.markFailed(error: error as? NWError)
+            return 0
+        }
+        XCTAssertThrowsError(try framer.prependApplicationProtocol(options: tls), "once")
+        framer.passThroughInput()
+        framer.passThroughOutput()
+        framer.markReady()
+        return 0
+    }
+
+    func handleOutput(framer: NWProtocolFramer.Instance, message: NWProtocolFramer.Message, messageLength: Int, isComplete: Bool) {}
+    func wakeup(framer: NWProtocolFramer.Instance) {}
+    func stop(framer: NWProtocolFramer.Instance) -> Bool { true }
+    func cleanup(framer: NWProtocolFramer.Instance) {}
+}
+
+extension FramerConnectionTests {
+    func testAFramerPrependsTLSAfterAPlainTextStartTLSExchange() throws {
+        let serverTLS = NWProtocolTLS.Options()
+        sec_protocol_options_set_local_identity(serverTLS.securityProtocolOptions, try serverIdentity())
+        let serverFramer = NWProtocolFramer.Options(definition: StartTLSFramer.definition)
+        serverFramer["server"] = true
+        serverFramer["tls"] = serverTLS
+        let serverParameters = NWParameters.tcp
+        serverParameters.defaultProtocolStack.applicationProtocols.insert(serverFramer, at: 0)
+        let listener = try NWListener(using: serverParameters, on: .any)
+        let serverQueue = DispatchQueue(label: "starttls-server")
+        listener.newConnectionHandler = { $0.startEchoing(on: serverQueue) }
+        try startListener(listener)
+
+        let clientTLS = NWProtocolTLS.Options()
+        sec_protocol_options_set_verify_block(clientTLS.securityProtocolOptions, { _, _, complete in complete(true) }, queue)
+        let clientFramer = NWProtocolFramer.Options(definition: StartTLSFramer.definition)
+        clientFramer["tls"] = clientTLS
+        let parameters = NWParameters.tcp
+        parameters.defaultProtocolStack.applicationProtocols.insert(clientFramer, at: 0)
+        let connection = NWConnection(host: "127.0.0.1", port: listener.port!, using: parameters)
+        XCTAssertEqual(start(connection), [.preparing, .ready])
+
+        let echoed = expectation(description: "echo over TLS")
+        connection.send(content: Data("secret".utf8), completion: .contentProcessed { XCTAssertNil($0) })
+        connection.receive(minimumIncompleteLength: 6, maximumLength: 6) { content, _, _, error in
+            XCTAssertNil(error)
+            XCTAssertEqual(content.map { String(decoding: $0, as: UTF8.self) }, "secret")
+            echoed.fulfill()
+        }
+        wait(for: [echoed], timeout: shortTimeout)
+        XCTAssertNotNil(connection.metadata(definition: NWProtocolTLS.definition) as? NWProtocolTLS.Metadata, "TLS was negotiated")
     }
 }
