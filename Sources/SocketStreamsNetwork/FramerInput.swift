@@ -4,6 +4,8 @@
 //   the parse window (`parseInput`), skipping (a parse that consumes past what has arrived), and the
 //   bytes of a `deliverInputNoCopy` taken without a copy (a message's bytes share the chunk they were
 //   received in). A window that spans chunks is the one copy made: the chunks it covers are joined.
+// - `FramerOutput`: the application's message `handleOutput` is writing, and how much of it the framer
+//   has written (`writeOutputNoCopy`, slices of the application's `Data`, not copies) or parsed past.
 // - `FramerDeliveries`: what the framer delivered and the application has not received yet, in order,
 //   and what one `receive(minimumIncompleteLength:maximumLength:)` or `receiveMessage` takes from it.
 //
@@ -202,5 +204,42 @@ struct FramerDeliveries<Message: AnyObject> {
         if data.startIndex != 0 { data = data.withUnsafeBytes { Data($0) } }  // zero-based, as applications index it
         let isComplete = complete && piecesOfMessage == 0
         return Received(data: data.isEmpty ? nil : data, message: first.message, isComplete: isComplete)
+    }
+}
+
+/// The application's message `handleOutput` is writing (see the file's header).
+struct FramerOutput {
+    let data: Data
+    let isComplete: Bool
+    /// How many of its bytes were written or parsed past.
+    private(set) var cursor = 0
+
+    init(_ data: Data, isComplete: Bool) {
+        self.data = data
+        self.isComplete = isComplete
+    }
+
+    var remaining: Int { data.count - cursor }
+
+    /// The next `length` bytes, a slice of the content (no copy), and past them; nil (and nothing
+    /// taken) when fewer are left or `length` is negative.
+    mutating func take(_ length: Int) -> Data? {
+        guard length >= 0, length <= remaining else { return nil }
+        let start = data.startIndex + cursor
+        cursor += length
+        return data[start..<(start + length)]
+    }
+
+    /// At most `maximum` bytes from the cursor, a copy; nil when fewer than `minimum` (or none) are left.
+    func window(minimum: Int, maximum: Int) -> [UInt8]? {
+        let length = Swift.min(remaining, Swift.max(0, maximum))
+        guard remaining >= minimum, length > 0 else { return nil }
+        let start = data.startIndex + cursor
+        return [UInt8](data[start..<(start + length)])
+    }
+
+    /// Moves the cursor past `length` bytes (at most to the end).
+    mutating func consume(_ length: Int) {
+        cursor = Swift.min(data.count, cursor + Swift.max(0, length))
     }
 }

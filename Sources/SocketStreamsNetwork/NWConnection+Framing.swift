@@ -53,12 +53,6 @@ final class FramerDriver: Sendable {
         let completion: ReceiveCompletion
     }
 
-    /// The application's message `handleOutput` is writing: its bytes and how many were written.
-    struct Output {
-        let data: Data
-        var cursor = 0
-    }
-
     struct State {
         var phase = Phase.idle
         var engine: StreamOperations?
@@ -82,7 +76,7 @@ final class FramerDriver: Sendable {
         var deliveries = FramerDeliveries<Message>()
         var receives: [Receive] = []
         var sends: [Send] = []
-        var output: Output?
+        var output: FramerOutput?
         /// What the framer wrote in the callback running, in order.
         var writes: [Data] = []
         /// TLS that `prependApplicationProtocol` put below the framer: its handshake goes after the
@@ -406,7 +400,7 @@ final class FramerDriver: Sendable {
         case .handleOutput(let send, let implementation, let instance):
             let length = send.content?.count ?? 0
             state.withLock { state in
-                state.output = Output(data: send.content ?? Data())
+                state.output = FramerOutput(send.content ?? Data(), isComplete: send.isComplete)
                 state.inCallback = true
             }
             implementation.handleOutput(framer: instance, message: send.message, messageLength: length, isComplete: send.isComplete)
@@ -512,37 +506,29 @@ final class FramerDriver: Sendable {
 
     func writeOutputNoCopy(length: Int) throws {
         let written = state.withLock { state -> Bool in
-            guard state.inCallback, var output = state.output, length >= 0, output.cursor + length <= output.data.count else {
-                return false
-            }
-            let start = output.data.startIndex + output.cursor
-            if length > 0 { state.writes.append(output.data[start..<(start + length)]) }
-            output.cursor += length
-            state.output = output
+            guard state.inCallback, let bytes = state.output?.take(length) else { return false }
+            if !bytes.isEmpty { state.writes.append(bytes) }
             return true
         }
         if !written { throw NWError.posix(.EINVAL) }
     }
 
     func parseOutput(minimum: Int, maximum: Int, _ parse: (UnsafeMutableRawBufferPointer?, Bool) -> Int) -> Bool {
+        // The window is a copy (the application's content is not the framer's to write into), parsed
+        // outside the lock.
         guard let output = state.withLock({ $0.output }) else {
             _ = parse(nil, false)
             return false
         }
-        let available = output.data.count - output.cursor
-        let length = min(available, max(0, maximum))
-        guard available >= minimum, length > 0 else {
-            _ = parse(nil, true)
-            return minimum <= 0
+        let window = output.window(minimum: minimum, maximum: maximum)
+        let consumed: Int
+        if var window {
+            consumed = window.withUnsafeMutableBytes { parse($0, output.isComplete) }
+        } else {
+            consumed = parse(nil, output.isComplete)
         }
-        var window = [UInt8](output.data.dropFirst(output.cursor).prefix(length))
-        let consumed = window.withUnsafeMutableBytes { parse($0, true) }
-        state.withLock { state in
-            guard var current = state.output else { return }
-            current.cursor = min(current.data.count, current.cursor + max(0, consumed))
-            state.output = current
-        }
-        return true
+        state.withLock { $0.output?.consume(consumed) }
+        return window != nil || minimum <= 0
     }
 
     func passThroughInput() {

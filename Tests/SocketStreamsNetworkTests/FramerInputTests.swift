@@ -172,6 +172,38 @@ final class FramerInputTests: XCTestCase {
         XCTAssertEqual(received?.isComplete, false, "one message, complete only at the input's end")
     }
 
+    // MARK: output
+
+    func testOutputIsWrittenInSlicesOfTheContentAtEveryBoundary() throws {
+        let content = Data((0..<20).map { UInt8($0) })
+        for split in 0...content.count {
+            var output = FramerOutput(content, isComplete: true)
+            let first = try XCTUnwrap(output.take(split))
+            XCTAssertNil(output.take(content.count - split + 1), "more than is left: nothing taken")
+            let second = try XCTUnwrap(output.take(content.count - split))
+            XCTAssertEqual(first + second, content, "split at \(split)")
+            XCTAssertEqual(output.remaining, 0)
+            XCTAssertEqual(output.take(0), Data())
+        }
+        let large = Data(repeating: 7, count: 4096)  // not inline: a slice shares its storage
+        var output = FramerOutput(large, isComplete: false)
+        XCTAssertNil(output.take(-1))
+        large.withUnsafeBytes { whole in
+            output.take(1000)?.withUnsafeBytes { part in XCTAssertEqual(part.baseAddress, whole.baseAddress, "a slice, not a copy") }
+        }
+    }
+
+    func testOutputWindowsAndConsumingPastTheEnd() {
+        var output = FramerOutput(Data([1, 2, 3, 4]), isComplete: true)
+        XCTAssertNil(output.window(minimum: 5, maximum: 10), "fewer than the minimum")
+        XCTAssertEqual(output.window(minimum: 1, maximum: 2), [1, 2])
+        output.consume(3)
+        XCTAssertEqual(output.window(minimum: 0, maximum: 10), [4])
+        output.consume(10)
+        XCTAssertEqual(output.remaining, 0)
+        XCTAssertNil(output.window(minimum: 0, maximum: 10))
+    }
+
     // MARK: deliveries
 
     func testReceiveMessageTakesWholeMessagesAndMetadataOnlyOnes() {
