@@ -316,6 +316,7 @@ final class FramerDriver: Sendable {
         case passOutput(Send)
         case complete(ReceiveCompletion, FramerDeliveries<Message>.Received)
         case read(StreamOperations, tag: Int)
+        case close(StreamOperations)
     }
 
     /// Does what is due, one step at a time, until nothing is.
@@ -362,6 +363,12 @@ final class FramerDriver: Sendable {
                     state.endHandled = true
                     state.delivering = nil
                     state.deliveries.ended = true
+                }
+                if state.deliveries.ended, state.phase == .starting, let engine = state.engine {
+                    // The peer closed before the framer was ready: it never will be.
+                    state.failure = .posix(.ECONNRESET)
+                    state.phase = .closed
+                    return .close(engine)
                 }
             }
             if state.phase == .ready, !state.sends.isEmpty {
@@ -418,6 +425,8 @@ final class FramerDriver: Sendable {
             completion(received.data, context, received.isComplete, nil)
         case .read(let engine, let tag):
             _ = engine.enqueueRead(.range(minimum: 1, maximum: Self.readAhead), timeout: -1, tag: tag)
+        case .close(let engine):
+            engine.close(afterWrites: true)
         }
     }
 

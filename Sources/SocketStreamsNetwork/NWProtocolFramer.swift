@@ -221,10 +221,12 @@ public class NWProtocolFramer: NWProtocol, @unchecked Sendable {
             driver?.markReady()
         }
 
-        /// Fails the connection with `error` (`.posix(.ECONNABORTED)` if nil)
-        /// (`NWProtocolFramer.Instance.markFailed(error:)`).
+        /// Fails the connection with `error` (`.posix(.EPROTO)` if nil)
+        /// (`NWProtocolFramer.Instance.markFailed(error:)`). Before ready, an error Network.framework
+        /// waits on (`.posix(.ECONNRESET)`, `.posix(.ETIMEDOUT)`…) makes a connection `.waiting`, as a
+        /// failed connect does.
         public func markFailed(error: NWError?) {
-            driver?.markFailed(error ?? .posix(.ECONNABORTED))
+            driver?.markFailed(error ?? .posix(.EPROTO))
         }
 
         /// Has `wakeup(framer:)` called after `wakeupTime`, replacing a wakeup scheduled before

@@ -566,3 +566,27 @@ extension FramerConnectionTests {
         XCTAssertNotNil(connection.metadata(definition: NWProtocolTLS.definition) as? NWProtocolTLS.Metadata, "TLS was negotiated")
     }
 }
+
+extension FramerConnectionTests {
+    func testAPeerThatClosesDuringTheHandshakeFailsAnAcceptedConnection() throws {
+        // The server's framer waits for "HELLO"; the client sends half of it and closes.
+        let failed = expectation(description: "server side failed")
+        let listener = try NWListener(using: framed(.tcp, HelloFramer.definition), on: .any)
+        let serverQueue = DispatchQueue(label: "handshake-server")
+        listener.newConnectionHandler = { connection in
+            connection.stateUpdateHandler = { state in
+                if case .failed(let error) = state {
+                    XCTAssertEqual(error, .posix(.ECONNRESET))
+                    failed.fulfill()
+                    connection.cancel()
+                }
+            }
+            connection.start(queue: serverQueue)
+        }
+        try startListener(listener)
+        let client = NWConnection(host: "127.0.0.1", port: listener.port!, using: .tcp)
+        XCTAssertEqual(start(client).last, .ready)
+        client.send(content: Data("HEL".utf8), contentContext: .finalMessage, isComplete: true, completion: .idempotent)
+        wait(for: [failed], timeout: shortTimeout)
+    }
+}
