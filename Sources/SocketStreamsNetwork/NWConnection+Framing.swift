@@ -373,7 +373,8 @@ final class FramerDriver: Sendable {
             }
             if state.phase == .ready, !state.sends.isEmpty {
                 let send = state.sends.removeFirst()
-                if state.passThroughOutput { return .passOutput(send) }
+                // No content in a final context is the sending side's end, not a message: no frame.
+                if state.passThroughOutput || (send.content == nil && send.final) { return .passOutput(send) }
                 if let implementation = state.implementation, let instance = state.instance {
                     return .handleOutput(send, implementation, instance)
                 }

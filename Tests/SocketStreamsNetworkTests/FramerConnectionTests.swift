@@ -590,3 +590,29 @@ extension FramerConnectionTests {
         wait(for: [failed], timeout: shortTimeout)
     }
 }
+
+extension FramerConnectionTests {
+    func testAFinalMessageWithoutContentHalfClosesWithoutAFrameAndThePeersEndArrives() throws {
+        let listener = try framedEchoListener(.tcp)
+        let connection = NWConnection(host: "127.0.0.1", port: listener.port!, using: framed(.tcp, LengthPrefixedFramer.definition))
+        XCTAssertEqual(start(connection).last, .ready)
+        XCTAssertEqual(exchange(connection, [(7, Data("last".utf8))]).map(\.0), [7])
+        let closed = expectation(description: "half-closed")
+        connection.send(
+            content: nil, contentContext: .finalMessage, isComplete: true,
+            completion: .contentProcessed {
+                XCTAssertNil($0)
+                closed.fulfill()
+            })
+        let ended = expectation(description: "the peer's end")
+        connection.receiveMessage { content, context, isComplete, error in
+            XCTAssertNil(error)
+            XCTAssertNil(content)
+            XCTAssertTrue(isComplete)
+            XCTAssertEqual(context?.isFinal, true, "the stream's end, in a final context")
+            XCTAssertNil(context?.protocolMetadata(definition: LengthPrefixedFramer.definition), "no message: the end")
+            ended.fulfill()
+        }
+        wait(for: [closed, ended], timeout: shortTimeout)
+    }
+}
