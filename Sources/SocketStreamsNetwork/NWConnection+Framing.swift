@@ -13,6 +13,10 @@
 // Per attempt: a new implementation (`init(framer:)`, `start(framer:)`) once the transport is up, a new
 // input; `cleanup(framer:)` when the attempt's engine closes. TLS a framer prepends is the engine's
 // queued handshake (as GCDAsyncSocket's `startTLS`), behind the framer's writes so far.
+//
+// Another application protocol (`NWProtocolWebSocket`) fits as an implementation this driver runs:
+// what it adds is its metadata, mapped where a send's context becomes a message (`send`) and a
+// delivery becomes a context (`perform(.complete)`), and its choice in `make(for:)`.
 
 import Foundation
 import SocketStreams
