@@ -190,13 +190,13 @@ final class FramerConnectionTests: SocketStreamsTestCase {
         return received.value
     }
 
-    private let sample: [(UInt8, Data)] = [
+    private static let sample: [(UInt8, Data)] = [
         (1, Data("move e2e4".utf8)), (2, Data()), (3, Data(repeating: 0xab, count: 70_000)), (4, Data([0])), (5, Data("end".utf8)),
     ]
 
     private func assertEchoed(_ echoed: [(UInt8, Data?)], file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertEqual(echoed.map(\.0), sample.map(\.0), file: file, line: line)
-        XCTAssertEqual(echoed.map { $0.1 ?? Data() }, sample.map(\.1), file: file, line: line)
+        XCTAssertEqual(echoed.map(\.0), Self.sample.map(\.0), file: file, line: line)
+        XCTAssertEqual(echoed.map { $0.1 ?? Data() }, Self.sample.map(\.1), file: file, line: line)
         XCTAssertNil(echoed[1].1, "a zero-length message comes with no content, its metadata only", file: file, line: line)
     }
 
@@ -204,7 +204,7 @@ final class FramerConnectionTests: SocketStreamsTestCase {
         let listener = try framedEchoListener(.tcp)
         let connection = NWConnection(host: "127.0.0.1", port: listener.port!, using: framed(.tcp, LengthPrefixedFramer.definition))
         XCTAssertEqual(start(connection).last, .ready)
-        assertEchoed(exchange(connection, sample))
+        assertEchoed(exchange(connection, Self.sample))
     }
 
     func testFramedMessagesSurviveAPeerThatWritesOneByteAtATime() throws {
@@ -213,7 +213,7 @@ final class FramerConnectionTests: SocketStreamsTestCase {
         let port = NWEndpoint.Port(rawValue: UInt16(relay.port))!
         let connection = NWConnection(host: "127.0.0.1", port: port, using: framed(.tcp, LengthPrefixedFramer.definition))
         XCTAssertEqual(start(connection).last, .ready)
-        let small = sample.filter { $0.1.count < 1000 }
+        let small = Self.sample.filter { $0.1.count < 1000 }
         let echoed = exchange(connection, small)
         XCTAssertEqual(echoed.map(\.0), small.map(\.0))
         XCTAssertEqual(echoed.map { $0.1 ?? Data() }, small.map(\.1))
@@ -231,7 +231,7 @@ final class FramerConnectionTests: SocketStreamsTestCase {
         let connection = NWConnection(
             host: "127.0.0.1", port: listener.port!, using: framed(NWParameters(tls: client), LengthPrefixedFramer.definition))
         XCTAssertEqual(start(connection).last, .ready)
-        assertEchoed(exchange(connection, sample))
+        assertEchoed(exchange(connection, Self.sample))
     }
 
     func serverIdentity() throws -> sec_identity_t {
