@@ -169,7 +169,7 @@ final class FramerConnectionTests: SocketStreamsTestCase {
     }
 
     /// Sends each (type, body) as a framed message, receives as many with `receiveMessage`.
-    private func exchange(_ connection: NWConnection, _ messages: [(UInt8, Data)]) -> [(UInt8, Data?)] {
+    func exchange(_ connection: NWConnection, _ messages: [(UInt8, Data)]) -> [(UInt8, Data?)] {
         let received = Locked<[(UInt8, Data?)]>([])
         let done = expectation(description: "all echoed")
         done.expectedFulfillmentCount = messages.count
@@ -192,11 +192,11 @@ final class FramerConnectionTests: SocketStreamsTestCase {
 
     /// The messages the echo tests send: made on each use (a stored or static value is reported by
     /// LeakSanitizer: an XCTest case lives until exit, and a global's large `Data` is not followed).
-    private static var sample: [(UInt8, Data)] {
+    static var sample: [(UInt8, Data)] {
         [(1, Data("move e2e4".utf8)), (2, Data()), (3, Data(repeating: 0xab, count: 70_000)), (4, Data([0])), (5, Data("end".utf8))]
     }
 
-    private func assertEchoed(_ echoed: [(UInt8, Data?)], file: StaticString = #filePath, line: UInt = #line) {
+    func assertEchoed(_ echoed: [(UInt8, Data?)], file: StaticString = #filePath, line: UInt = #line) {
         XCTAssertEqual(echoed.map(\.0), Self.sample.map(\.0), file: file, line: line)
         XCTAssertEqual(echoed.map { $0.1 ?? Data() }, Self.sample.map(\.1), file: file, line: line)
         XCTAssertNil(echoed[1].1, "a zero-length message comes with no content, its metadata only", file: file, line: line)
@@ -618,5 +618,44 @@ extension FramerConnectionTests {
             ended.fulfill()
         }
         wait(for: [closed, ended], timeout: shortTimeout)
+    }
+}
+
+extension FramerConnectionTests {
+    /// socat echoes the bytes: the framer parses its own frames back, from a peer that is not this
+    /// package.
+    func testFramedMessagesEchoedBySocat() throws {
+        let port = try XCTUnwrap(NWEndpoint.Port(rawValue: UInt16(try startSocatEcho())))
+        let connection = NWConnection(host: "127.0.0.1", port: port, using: framed(.tcp, LengthPrefixedFramer.definition))
+        XCTAssertEqual(start(connection).last, .ready)
+        assertEchoed(exchange(connection, Self.sample))
+    }
+}
+
+extension FramerConnectionTests {
+    /// NetworkFramework.md's example, word for word between its set-up and checks.
+    func testTheGuidesFramerExample() throws {
+        let listener = try framedEchoListener(.tcp)
+        let port = listener.port!
+        let received = expectation(description: "reply")
+        let replyType = Locked<UInt8?>(nil)
+
+        let parameters = NWParameters.tcp  // or .tls: the framer goes above TLS
+        let framer = NWProtocolFramer.Options(definition: LengthPrefixedFramer.definition)
+        parameters.defaultProtocolStack.applicationProtocols.insert(framer, at: 0)
+        let connection = NWConnection(host: "127.0.0.1", port: port, using: parameters)
+        connection.start(queue: queue)
+
+        let move = NWConnection.ContentContext(identifier: "move", metadata: [NWProtocolFramer.Message(frameType: 1)])
+        connection.send(content: Data("e2e4".utf8), contentContext: move, isComplete: true, completion: .idempotent)
+        connection.receiveMessage { content, context, isComplete, error in
+            let message = context?.protocolMetadata(definition: LengthPrefixedFramer.definition) as? NWProtocolFramer.Message
+            replyType.value = message?.frameType
+            received.fulfill()
+        }
+
+        addCleanup { connection.cancel() }
+        wait(for: [received], timeout: shortTimeout)
+        XCTAssertEqual(replyType.value, 1)
     }
 }
