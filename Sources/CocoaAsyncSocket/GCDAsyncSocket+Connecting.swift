@@ -138,10 +138,11 @@ extension GCDAsyncSocket {
         }
     }
 
-    /// Makes `input`/`output` this socket's connection and opens them on the socket queue (or the
-    /// stream thread).
+    /// Makes `input`/`output` this socket's connection and opens them where the socket works
+    /// (``workQueue(delegateQueue:)``).
     func start(input: InputStream, output: OutputStream, url: URL?, accepted: Bool, timeout: TimeInterval, verb: String) throws {
-        let operations = StreamOperations(queue: socketQueue, client: self)
+        let queue = socketQueue ?? Self.workQueue(delegateQueue: state.withLock { $0.delegateQueue })
+        let operations = StreamOperations(queue: queue, client: self)
         do {
             try state.withLock { state in
                 if !accepted { try Self.check(state, verb) }
@@ -159,14 +160,37 @@ extension GCDAsyncSocket {
             output.close()
             throw error
         }
-        operations.attach(input: input, output: output, queue: socketQueue)
+        operations.attach(input: input, output: output, queue: queue)
         if timeout >= 0, !accepted {
-            (socketQueue ?? .global()).asyncAfter(deadline: .now() + timeout) { [weak self, weak operations] in
+            (queue ?? .global()).asyncAfter(deadline: .now() + timeout) { [weak self, weak operations] in
                 guard let self, let operations else { return }
                 let pending = state.withLock { $0.link?.operations === operations && $0.link?.connected == false }
                 if pending { operations.close(error: GCDAsyncSocketError(.connectTimeoutError)) }
             }
         }
+    }
+
+    /// Where a connection of a socket given no socket queue works: on its delegate's queue, whose
+    /// reactor then runs the engine and delivers each delegate call in a turn of its own
+    /// (`deliver(_:on:engine:)`), so neither a completion nor the delegate's next read or write waits
+    /// for another thread; else (no delegate queue, the main queue, a global queue) on the package's
+    /// stream thread (nil). The main queue is left out because a program's main thread often blocks (a
+    /// tool that connects and waits), and a global queue because its delegate calls may run side by
+    /// side, which one reactor would make one at a time. Chosen for each connection, when it starts:
+    /// a delegate queue set later gets its calls as blocks, as GCDAsyncSocket posts them.
+    static func workQueue(delegateQueue: DispatchQueue?) -> DispatchQueue? {
+        guard let queue = delegateQueue, !queue.isMainOrGlobal else { return nil }
+        markQueue(queue)
+        return queue
+    }
+
+    /// Marks `queue` with its own identity (`queueKey`), once, so that ``perform(_:)`` called there
+    /// runs its block inline.
+    static func markQueue(_ queue: DispatchQueue) {
+        // Once per queue: each `setSpecific` posts a barrier block to the queue, whose continuation
+        // libdispatch then keeps cached, memory held for every socket opened on a shared queue.
+        guard queue.getSpecific(key: queueKey) == nil else { return }
+        queue.setSpecific(key: queueKey, value: ObjectIdentifier(queue))
     }
 
     static func learnAddresses(_ state: inout State, from input: InputStream?) {

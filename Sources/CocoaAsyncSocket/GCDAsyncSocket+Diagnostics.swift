@@ -79,12 +79,17 @@ extension GCDAsyncSocket {
     public var isSecure: Bool { state.withLock { $0.isSecure } }
 
     /// Runs `block` where the socket's own work runs, and waits for it (`performBlock:`): on the socket
-    /// queue given to `init`, or on the package's stream thread for a socket given none; inline when
-    /// called there.
+    /// queue given to `init`; for a socket given none, where its connection works (its delegate's
+    /// queue, or the package's stream thread: see the type's documentation); inline when called there.
     public func perform(_ block: () -> Void) {
-        guard let socketQueue else { return StreamOperations.performOnStreamThread(block) }
-        if DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(socketQueue) { return block() }
-        socketQueue.sync(execute: block)
+        let queue =
+            socketQueue
+            ?? state.withLock { state in
+                state.link.map { $0.operations.workQueue } ?? Self.workQueue(delegateQueue: state.delegateQueue)
+            }
+        guard let queue else { return StreamOperations.performOnStreamThread(block) }
+        if DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(queue) { return block() }
+        queue.sync(execute: block)
     }
 
     /// The connection's file descriptor, or -1 (`socketFD`). GCDAsyncSocket answers only inside

@@ -19,7 +19,7 @@ extension GCDAsyncSocket {
             state.listener = nil
             state.listenerURL = nil
             state.reset()
-            Self.post(&state, self) { socket, delegate in delegate.socketDidDisconnect(socket, withError: nil) }
+            Self.post(&state, self, via: link?.operations) { socket, delegate in delegate.socketDidDisconnect(socket, withError: nil) }
             return (link, listener)
         }
         listener?.close()

@@ -13,17 +13,29 @@ import SocketStreams
 extension GCDAsyncSocket {
     // MARK: delivering to the delegate
 
-    /// Posts `call` to the delegate queue as its own block, with the delegate as it is now, unless the
-    /// delegate's type leaves every one of `methods` (the ones `call` makes) to its default, which does
-    /// nothing (GCDAsyncSocket's `respondsToSelector:` check; see `DelegateDefaults`). Lock held.
+    /// Posts `call` to the delegate queue, with the delegate as it is now, unless the delegate's type
+    /// leaves every one of `methods` (the ones `call` makes) to its default, which does nothing
+    /// (GCDAsyncSocket's `respondsToSelector:` check; see `DelegateDefaults`). `engine` is the
+    /// connection the call is about (the current one unless given: a connection just ended passes its
+    /// own). Lock held.
     static func post(
-        _ state: inout State, _ socket: GCDAsyncSocket, unlessDefault methods: DelegateDefaults.Methods = [],
-        _ call: @escaping (GCDAsyncSocket, GCDAsyncSocketDelegate) -> Void
+        _ state: inout State, _ socket: GCDAsyncSocket, via engine: StreamOperations? = nil,
+        unlessDefault methods: DelegateDefaults.Methods = [], _ call: @escaping (GCDAsyncSocket, GCDAsyncSocketDelegate) -> Void
     ) {
         guard let delegate = state.delegate, let queue = state.delegateQueue else { return }
         if !methods.isEmpty, DelegateDefaults.leaves(methods, to: delegate) { return }
-        let posted = PostedCall(socket, delegate, call)
-        queue.async { posted.run() }
+        let engine = engine ?? state.link?.operations
+        deliver(PostedCall(socket, delegate, engine, call), on: queue, engine: engine)
+    }
+
+    /// Delivers `call` on `queue`: in a turn of the engine's reactor when the engine works on that
+    /// queue (the socket's work on its delegate's queue: no thread is woken, and the call still waits
+    /// behind the blocks posted to the queue before it, `DelegateTurns`' rule), else as a block of its
+    /// own (`dispatch_async`, as GCDAsyncSocket posts every call). Every call of one connection takes
+    /// the same way, so they keep their order. Any thread; lock held or not.
+    static func deliver(_ call: some TurnCall, on queue: DispatchQueue, engine: StreamOperations?) {
+        if let engine, engine.worksOn(queue) { return engine.enqueueTurn(call) }
+        queue.async { call.run() }
     }
 
     /// Posts `call` if `operations` is still the socket's connection (events of a connection that
@@ -76,38 +88,49 @@ extension GCDAsyncSocket {
     }
 }
 
-/// An event's delegate call carried to the delegate queue, in one object that the posted block holds
-/// (a closure around the call to bind the socket would be one more allocation a call, two a ping-pong
-/// round trip; Guides/Performance.md). The delegate is used only there, where the application said it
-/// may be called.
+/// An event's delegate call carried to the delegate queue, in one object that the posted block or turn
+/// holds (a closure around the call to bind the socket would be one more allocation a call, two a
+/// ping-pong round trip; Guides/Performance.md). The delegate is used only there, where the
+/// application said it may be called. It holds the connection's engine until it has run: an engine
+/// holds a use of its queue's reactor, which is what keeps a turn waiting there from being dropped with
+/// a reactor let go of (`ReactorRegistry`'s idle cache) after the connection ended.
 // @unchecked Sendable: every field is a `let`; the delegate and the call are used only on the
 // delegate queue.
-private final class PostedCall: @unchecked Sendable {
+final class PostedCall: TurnCall, @unchecked Sendable {
     let socket: GCDAsyncSocket
     let delegate: GCDAsyncSocketDelegate
+    let engine: StreamOperations?
     let call: (GCDAsyncSocket, GCDAsyncSocketDelegate) -> Void
 
-    init(_ socket: GCDAsyncSocket, _ delegate: GCDAsyncSocketDelegate, _ call: @escaping (GCDAsyncSocket, GCDAsyncSocketDelegate) -> Void) {
+    init(
+        _ socket: GCDAsyncSocket, _ delegate: GCDAsyncSocketDelegate, _ engine: StreamOperations?,
+        _ call: @escaping (GCDAsyncSocket, GCDAsyncSocketDelegate) -> Void
+    ) {
         self.socket = socket
         self.delegate = delegate
+        self.engine = engine
         self.call = call
     }
 
-    func run() { call(socket, delegate) }
+    package func run() { call(socket, delegate) }
 }
 
 /// A delegate call carried to the delegate queue: the delegate is used only there, where the
-/// application said it may be called.
-struct DelegateCall: @unchecked Sendable {
+/// application said it may be called. Holds the engine it is about, as `PostedCall` does.
+// @unchecked Sendable: every field is a `let`; the delegate and the call are used only on the
+// delegate queue.
+final class DelegateCall: TurnCall, @unchecked Sendable {
     let delegate: GCDAsyncSocketDelegate
+    let engine: StreamOperations?
     let call: (GCDAsyncSocketDelegate) -> Void
 
-    init(_ delegate: GCDAsyncSocketDelegate, _ call: @escaping (GCDAsyncSocketDelegate) -> Void) {
+    init(_ delegate: GCDAsyncSocketDelegate, engine: StreamOperations? = nil, _ call: @escaping (GCDAsyncSocketDelegate) -> Void) {
         self.delegate = delegate
+        self.engine = engine
         self.call = call
     }
 
-    func run() { call(delegate) }
+    package func run() { call(delegate) }
 }
 
 // MARK: - the engine's events, on the socket queue (or the stream thread)
@@ -212,7 +235,7 @@ extension GCDAsyncSocket: StreamOperationsClient {
                 let mapped = state.link?.connected == true ? mapped : Self.connectFailure(mapped)
                 state.link = nil
                 state.reset()
-                Self.post(&state, self) { socket, delegate in delegate.socketDidDisconnect(socket, withError: mapped) }
+                Self.post(&state, self, via: operations) { socket, delegate in delegate.socketDidDisconnect(socket, withError: mapped) }
             }
         }
     }
@@ -232,7 +255,7 @@ extension GCDAsyncSocket: StreamOperationsClient {
             }
             let read = direction == .read
             let tag = (read ? state.readInfo(id)?.tag : state.writeTag(id)) ?? 0
-            let call = DelegateCall(delegate) { [self] delegate in
+            let call = DelegateCall(delegate, engine: operations) { [self] delegate in
                 let done = max(0, bytesDone)
                 var extra =
                     read
@@ -247,7 +270,7 @@ extension GCDAsyncSocket: StreamOperationsClient {
                 }
                 answer(extra)
             }
-            queue.async { call.run() }
+            Self.deliver(call, on: queue, engine: operations)
             return true
         }
         if !posted { answer(0) }

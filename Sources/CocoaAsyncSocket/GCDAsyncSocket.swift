@@ -13,15 +13,16 @@ import Synchronization
 /// ```
 ///
 /// Its model is GCDAsyncSocket's: the socket's work runs in one place, where the engine that owns the
-/// streams runs, and each delegate call is posted from there to the delegate queue as its own block
-/// (`dispatch_async`), so the calls arrive in order and never overtake a block posted to that queue
-/// before them. Reads and writes are queued with a timeout and a tag and complete in order; every
-/// method may be called from any thread. That place is the socket queue given to `init`, or, for a
-/// socket given none, the package's stream thread (`RunLoop.socketStreams`), where GCDAsyncSocket would
-/// make a private serial queue: such a queue is seen only through ``perform(_:)``, which runs its block
-/// on the stream thread instead, and here a queue of its own would cost each socket an epoll set and a
-/// thread to wait in it: more system calls a connection and more descriptors a socket
-/// (Guides/Performance.md).
+/// streams runs, and each delegate call is delivered from there to the delegate queue with the order a
+/// block of its own (`dispatch_async`) would have: the calls arrive in order and never overtake a
+/// block posted to that queue before them. Reads and writes are queued with a timeout and a tag and
+/// complete in order; every method may be called from any thread. That place is the socket queue
+/// given to `init`; for a socket given none, where GCDAsyncSocket would make a private serial queue,
+/// its delegate's queue, whose reactor then delivers each call in a turn of its own, so neither a
+/// completion nor the delegate's next read or write waits for another thread; with the main queue or
+/// a global queue as delegate queue, or none, the package's stream thread (`RunLoop.socketStreams`).
+/// GCDAsyncSocket's private queue is seen only through ``perform(_:)``, which runs its block where the
+/// socket works instead (Guides/Performance.md, Guides/PortingFromApplePlatforms.md).
 ///
 /// `disconnect()` takes effect at once (``isDisconnected`` is true when it returns) and posts
 /// `socketDidDisconnect(_:withError:)` with nil; what the kernel accepts at once of the writes queued
@@ -66,11 +67,7 @@ public final class GCDAsyncSocket: NSObject, @unchecked Sendable {
     public init(delegate: GCDAsyncSocketDelegate?, delegateQueue: DispatchQueue?, socketQueue: DispatchQueue?) {
         self.socketQueue = socketQueue
         super.init()
-        if let queue = socketQueue, queue.getSpecific(key: Self.queueKey) == nil {
-            // Once per queue: each `setSpecific` posts a barrier block to the queue, whose continuation
-            // libdispatch then keeps cached, memory held for every socket opened on a shared queue.
-            queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(queue))
-        }
+        if let socketQueue { Self.markQueue(socketQueue) }
         state.withLock { state in
             state.delegate = delegate
             state.delegateQueue = delegateQueue

@@ -92,7 +92,7 @@ public final class GCDAsyncUdpSocket: NSObject, @unchecked Sendable {
         if let turns = state.turns { return .delegateQueue(turns.queue) }
         guard !state.ownerChosen else { return .streamThread }
         state.ownerChosen = true
-        guard let queue = state.delegateQueue, !Self.isSharedQueue(queue), let turns = DelegateTurns(queue: queue) else {
+        guard let queue = state.delegateQueue, !queue.isMainOrGlobal, let turns = DelegateTurns(queue: queue) else {
             return .streamThread
         }
         state.turns = turns
@@ -113,12 +113,6 @@ public final class GCDAsyncUdpSocket: NSObject, @unchecked Sendable {
     static func runSynchronously<Result>(on queue: DispatchQueue, _ body: () -> Result) -> Result {
         if DispatchQueue.getSpecific(key: filterQueueKey) == ObjectIdentifier(queue) { return body() }
         return queue.sync(execute: body)
-    }
-
-    /// Whether `queue` is the main queue or a global one (by label: each `DispatchQueue.main` and
-    /// `DispatchQueue.global()` is a new wrapper).
-    static func isSharedQueue(_ queue: DispatchQueue) -> Bool {
-        queue.label == DispatchQueue.main.label || queue.label.hasPrefix("com.apple.root.")
     }
 
     /// `state.withLock`, then closes the sockets `body` let go of (`UdpState.drop`), whether or not it

@@ -40,8 +40,8 @@ struct ConnectionConfiguration {
         }
         let stack = parameters.defaultProtocolStack
         if let transport = stack.transportProtocol, !(transport is NWProtocolTCP.Options) {
-            // UDP connections come with the protocol-stack slice; QUIC is not there at all. Never
-            // fall back to plain TCP for a transport asked for.
+            // UDP connections are flows of their own (`DatagramFlow`) and never come here; QUIC is not
+            // there at all. Never fall back to plain TCP for a transport asked for.
             throw NWError.posix(.EPROTONOSUPPORT)
         }
         tcp = stack.transportProtocol as? NWProtocolTCP.Options

@@ -85,8 +85,8 @@ extension NWConnection {
         for action in actions {
             switch action {
             case .report(let state): report(state)
-            case .beginAttempt: beginAttempt()
-            case .closeAttempt: shared.withLock { $0.engine }?.close()
+            case .beginAttempt: if let datagrams { datagrams.begin(self) } else { beginAttempt() }
+            case .closeAttempt: if let datagrams { datagrams.close(self) } else { shared.withLock { $0.engine }?.close() }
             case .failOutstanding(let error): failOutstanding(error)
             }
         }
@@ -130,6 +130,10 @@ extension NWConnection {
     /// Completes every outstanding send and receive, held or handed to an engine, in the order they
     /// were made, with `error`.
     private func failOutstanding(_ error: NWError) {
+        if let (receives, sends) = datagrams?.takeOutstanding() {
+            for completion in receives { completion(nil, nil, false, error) }
+            for completion in sends { completion(error) }
+        }
         let (pending, receives, sends) = shared.withLock { shared in
             defer {
                 shared.pending = []

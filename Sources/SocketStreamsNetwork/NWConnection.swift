@@ -14,7 +14,7 @@
 import Foundation
 import SocketStreams
 
-/// A connection to an endpoint, TCP with or without TLS: Network.framework's `NWConnection`.
+/// A connection to an endpoint, TCP with or without TLS, or a UDP flow: Network.framework's `NWConnection`.
 ///
 /// ```swift
 /// let connection = NWConnection(host: "example.com", port: 443, using: .tls)
@@ -44,6 +44,8 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     private let number: Int
     /// A connection a listener accepted: its pair, used by the one attempt it makes.
     let acceptedPair: AcceptedPair?
+    /// A UDP connection's flow (`NWConnection+Datagrams.swift`); nil over TCP.
+    let datagrams: DatagramFlow?
     let shared: Guarded<Shared>
     /// The framer of the stack's application protocols, if it has one (NWConnection+Framing.swift):
     /// the application's sends and receives go through it.
@@ -116,6 +118,8 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         var nextTag = 1
         /// A complete final message was sent: the sending side is closed, later sends fail.
         var outputClosed = false
+        /// A UDP connection's `direct`: its flow is ready and takes sends and receives itself.
+        var datagramsDirect = false
         /// From `start` to `.cancelled`: a started connection lives until cancelled.
         var keptAlive: NWConnection?
         /// While `.waiting`: the network's changes, each a retry, as Network.framework retries on a path
@@ -142,8 +146,10 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
             return counter
         }
         acceptedPair = nil
+        datagrams = DatagramFlow.isDatagram(frozenParameters) ? DatagramFlow(origin: .client) : nil
         shared = Guarded(Shared(lifecycle: ConnectionLifecycle()))
-        framing = FramerDriver.make(for: frozenParameters)
+        // Over UDP the datagram flow refuses application protocols (`.posix(.EPROTONOSUPPORT)`).
+        framing = datagrams == nil ? FramerDriver.make(for: frozenParameters) : nil
         framing?.attach(to: self)
     }
 
@@ -161,9 +167,24 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
             return counter
         }
         acceptedPair = pair
+        datagrams = nil
         shared = Guarded(Shared(lifecycle: ConnectionLifecycle(retries: false)))
         framing = FramerDriver.make(for: frozenParameters)
         framing?.attach(to: self)
+    }
+
+    /// A connection a UDP listener made for a new remote: a flow over the listener's socket.
+    init(datagramsFrom endpoint: NWEndpoint, over flow: DatagramFlow, using parameters: NWParameters) {
+        self.endpoint = endpoint
+        frozenParameters = parameters
+        number = Self.numbers.withLock { counter in
+            counter += 1
+            return counter
+        }
+        acceptedPair = nil
+        datagrams = flow
+        shared = Guarded(Shared(lifecycle: ConnectionLifecycle(retries: false)))
+        framing = nil
     }
 
     private static let numbers = Guarded(0)
@@ -213,7 +234,8 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     public var currentPath: NWPath? {
         // Read from the socket when asked for (it does not change while the connection lasts), so that an
         // idle connection keeps no copy of it.
-        let (phase, fd) = shared.withLock { ($0.lifecycle.phase, $0.engine?.streams?.input.socketDescriptor) }
+        var (phase, fd) = shared.withLock { ($0.lifecycle.phase, $0.engine?.streams?.input.socketDescriptor) }
+        if let datagrams { fd = datagrams.socketDescriptor }
         switch phase {
         case .setup, .cancelled: return nil
         case .ready: return fd.map { NWPath.connection(socket: $0) } ?? NWPath(status: .satisfied)
@@ -221,9 +243,10 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         }
     }
 
-    /// The largest message a send can carry as one datagram (`NWConnection.maximumDatagramSize`): on a
-    /// byte stream there is no datagram, and any size goes (`Int.max`).
-    public var maximumDatagramSize: Int { .max }
+    /// The largest message a send can carry as one datagram (`NWConnection.maximumDatagramSize`): over
+    /// UDP, 65,507 bytes to an IPv4 address and 65,527 to an IPv6 one (the IPv4 figure until the flow is
+    /// connected); on a byte stream there is no datagram, and any size goes (`Int.max`).
+    public var maximumDatagramSize: Int { datagrams?.maximumDatagramSize ?? .max }
 
     /// The current state (`NWConnection.state`): `.setup` until started.
     public var state: State { shared.withLock { $0.lifecycle.state } }
@@ -234,7 +257,8 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     /// "[C1 127.0.0.1:8080 tcp, ready]" (`NWConnection.debugDescription`).
     public var debugDescription: String {
         let state = self.state
-        let stack = frozenParameters.defaultProtocolStack.applicationProtocols.contains { $0 is NWProtocolTLS.Options } ? "tls" : "tcp"
+        var stack = frozenParameters.defaultProtocolStack.applicationProtocols.contains { $0 is NWProtocolTLS.Options } ? "tls" : "tcp"
+        if datagrams != nil { stack = "udp" }
         return "[C\(number) \(endpoint.debugDescription) \(stack), \(state)]"
     }
 
@@ -274,9 +298,11 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     public func cancel() {
         let (actions, engine) = shared.withLock { shared in
             shared.direct = nil
+            shared.datagramsDirect = false
             return (shared.lifecycle.handle(.cancel), shared.engine)
         }
         if actions == [.closeAttempt] {
+            if let datagrams { return datagrams.close(self) }
             if let framing { return framing.stop(closing: engine) }
             engine?.close()
         } else if !actions.isEmpty {
@@ -304,6 +330,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
             return shared.pending
         }
         _ = dropped
+        datagrams?.detach(self)
         if let (input, output) = acceptedPair?.take() {
             input.close()
             output.close()
@@ -331,10 +358,12 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     /// `.finalMessage` (or `.defaultStream`) then closes the sending side (TLS's close_notify, TCP's
     /// FIN) while receives go on; `content` may be nil only then. A send made before `.ready` is held
     /// and sent once ready (also for `.idempotent`). `.contentProcessed` is called once the kernel took
-    /// every byte, or with the error that stopped it.
+    /// every byte, or with the error that stopped it. Over UDP each send is one datagram, whatever the
+    /// context (nil content sends none), and a datagram the kernel refuses fails that send alone.
     public func send(
         content: Data?, contentContext: ContentContext = .defaultMessage, isComplete: Bool = true, completion: SendCompletion
     ) {
+        if let datagrams { return sendDatagram(content, completion, over: datagrams) }
         if let framing { return framing.send(content, context: contentContext, isComplete: isComplete, completion: completion) }
         send(content.map { WriteBytes($0) }, final: isComplete && contentContext.isFinal, completion)
     }
@@ -343,6 +372,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     public func send<Content: DataProtocol>(
         content: Content?, contentContext: ContentContext = .defaultMessage, isComplete: Bool = true, completion: SendCompletion
     ) {
+        if let datagrams { return sendDatagram(content.map { $0 as? Data ?? Data($0) }, completion, over: datagrams) }
         if let framing {
             let data = content.map { ($0 as? Data) ?? Data($0) }
             return framing.send(data, context: contentContext, isComplete: isComplete, completion: completion)
@@ -391,7 +421,8 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     /// what there is (possibly nothing: nil) and `isComplete` true; later receives complete at once the
     /// same way. Received content comes in a final context, so `context.isFinal && isComplete` is the
     /// peer's end. While no receive is outstanding the socket is not read: the peer is flow-controlled.
-    /// A `maximumLength` below 1 completes with `.posix(.EINVAL)`.
+    /// A `maximumLength` below 1 completes with `.posix(.EINVAL)`. Over UDP each receive completes with
+    /// one datagram, `isComplete` true, in a context that is not final (not an end).
     public func receive(
         minimumIncompleteLength: Int, maximumLength: Int,
         completion: @escaping @Sendable (_ content: Data?, _ contentContext: ContentContext?, _ isComplete: Bool, _ error: NWError?) -> Void
@@ -404,7 +435,8 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     }
 
     /// Receives one complete message (`NWConnection.receiveMessage(completion:)`): on a byte stream,
-    /// the whole stream once the peer has closed its side, as Network.framework delivers it.
+    /// the whole stream once the peer has closed its side, as Network.framework delivers it; over UDP,
+    /// one datagram (`isComplete` true, not an end).
     public func receiveMessage(
         completion:
             @escaping @Sendable (_ completeContent: Data?, _ contentContext: ContentContext?, _ isComplete: Bool, _ error: NWError?) ->
@@ -443,6 +475,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     }
 
     private func receive(_ request: ReadRequest, _ completion: @escaping ReceiveCompletion) {
+        if let datagrams, case .range(_, let maximum) = request { return receiveDatagram(maximum: maximum, completion, over: datagrams) }
         var operations: EngineOperations?
         var failure: NWError?
         let engine = shared.withLock { shared -> StreamOperations? in
@@ -475,8 +508,13 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     // MARK: metadata
 
     /// The metadata of the protocol `definition` names on this connection, once ready
-    /// (`NWConnection.metadata(definition:)`): TLS's (what was negotiated) and TCP's (the buffers).
+    /// (`NWConnection.metadata(definition:)`): TLS's (what was negotiated) and TCP's (the buffers), or
+    /// UDP's.
     public func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata? {
+        if datagrams != nil {
+            let ready = shared.withLock { $0.lifecycle.isReady }
+            return ready && definition == NWProtocolUDP.definition ? NWProtocolUDP.Metadata() : nil
+        }
         let (ready, input) = shared.withLock { shared in (shared.lifecycle.isReady, shared.engine?.streams?.input) }
         guard ready, let input else { return nil }
         let info = input.property(forKey: .tlsConnectionInfoKey) as? TLSConnectionInfo

@@ -81,18 +81,24 @@ public final class NWListener: CustomDebugStringConvertible, Sendable {
     public let parameters: NWParameters
     private let requestedPort: NWEndpoint.Port
     private let shared: Guarded<Shared>
+    /// A UDP listener's socket and flows (`NWListener+Datagrams.swift`); nil over TCP.
+    private let datagrams: DatagramListener?
 
     /// A listener on `port` (`.any` for one the system picks) of every local address, or of
     /// `parameters.requiredLocalEndpoint`'s address (`NWListener.init(using:on:)`).
     ///
-    /// - Throws: `NWError.posix(.EINVAL)` for parameters no listener can use (UDP, which comes with the
-    ///   protocol-stack slice; a local endpoint that is not an address and port).
+    /// With `.udp` parameters, one socket on the port serves every remote: each new remote endpoint is
+    /// handed to `newConnectionHandler` as a connection of its own (see `NWListener+Datagrams.swift`).
+    ///
+    /// - Throws: `NWError.posix(.EINVAL)` for parameters no listener can use (DTLS or another protocol
+    ///   above UDP, QUIC; a local endpoint that is not an address and port).
     public init(using parameters: NWParameters, on port: NWEndpoint.Port) throws {
         self.parameters = parameters.copy()
         let stack = self.parameters.defaultProtocolStack
-        guard stack.transportProtocol is NWProtocolTCP.Options,
-            FramerDriver.isSupported(stack.applicationProtocols)
-        else { throw NWError.posix(.EINVAL) }
+        let tcp = stack.transportProtocol is NWProtocolTCP.Options && FramerDriver.isSupported(stack.applicationProtocols)
+        let udp = stack.transportProtocol is NWProtocolUDP.Options && stack.applicationProtocols.isEmpty
+        guard tcp || udp else { throw NWError.posix(.EINVAL) }
+        datagrams = udp ? DatagramListener(parameters: self.parameters) : nil
         var requested = port
         if let local = parameters.requiredLocalEndpoint {
             guard case .hostPort(_, let localPort) = local else { throw NWError.posix(.EINVAL) }
@@ -184,6 +190,25 @@ public final class NWListener: CustomDebugStringConvertible, Sendable {
             let text = ConnectionConfiguration.text(of: local)
             if text != "0.0.0.0", text != "::" { host = text }
         }
+        if let datagrams {
+            guard let queue = shared.withLock({ $0.queue }) else { return .cancelled }
+            let port: NWEndpoint.Port
+            do throws(NWError) {
+                port = try datagrams.listen(host: host, port: requestedPort, queue: queue, for: self)
+            } catch {
+                return error == .posix(.ECANCELED) ? .cancelled : .failed(error)
+            }
+            let ready = shared.withLock { shared -> Bool in
+                guard shared.state == .setup else { return false }
+                shared.port = port
+                return true
+            }
+            guard ready else {
+                datagrams.close()
+                return .cancelled
+            }
+            return .ready
+        }
         if let tls = parameters.defaultProtocolStack.applicationProtocols.lazy.compactMap({ $0 as? NWProtocolTLS.Options }).first {
             do throws(NWError) {
                 _ = try tls.settings(role: .server, endpointHost: nil)
@@ -223,7 +248,7 @@ public final class NWListener: CustomDebugStringConvertible, Sendable {
     }
 
     /// An accepted connection, on the stream thread: delivered on the queue, or held while the limit is 0.
-    private func accepted(_ connection: NWConnection) {
+    func accepted(_ connection: NWConnection) {
         onOwner { [self] in
             let (handler, deliver) = shared.withLock { shared -> ((@Sendable (NWConnection) -> Void)?, Bool) in
                 guard shared.state == .ready else { return (nil, false) }
@@ -257,8 +282,9 @@ public final class NWListener: CustomDebugStringConvertible, Sendable {
         }
     }
 
-    /// Stops listening (`NWListener.cancel()`): `.cancelled` follows, last. Connections already
-    /// delivered go on; those held for the limit are closed.
+    /// Stops listening (`NWListener.cancel()`): `.cancelled` follows, last. A TCP listener's connections
+    /// already delivered go on; those held for the limit are closed. A UDP listener's connections all
+    /// end (cancelled): they shared its socket.
     public func cancel() {
         let (listener, started) = shared.withLock { shared -> (StreamListener?, Bool) in
             guard shared.state != .cancelled else { return (nil, false) }
@@ -267,6 +293,7 @@ public final class NWListener: CustomDebugStringConvertible, Sendable {
             return (shared.listener, shared.queue != nil)
         }
         listener?.close()
+        datagrams?.close()
         if started { onOwner { self.finish(.cancelled) } }
     }
 

@@ -35,19 +35,36 @@ final class GCDAsyncSocketEngineTests: XCTestCase {
         }
     }
 
-    /// A socket given no socket queue works on the stream thread (issue 25): it holds that thread's
-    /// reactor while connected, as a queue's engine holds its queue's, and costs no file descriptor
-    /// beyond its own socket: a private queue per socket was a reactor per socket, an epoll set (and,
-    /// for the first eight, a thread) each, so twenty sockets held forty descriptors or more.
-    func testASocketWithoutAQueueWorksOnTheStreamThreadAndCostsOneDescriptor() throws {
+    /// A socket given no socket queue works on its delegate's queue (issue 48): it holds that queue's
+    /// reactor while connected, one reactor for every socket on the queue, so twenty sockets cost their
+    /// twenty descriptors and the queue's reactor's few (an epoll set, an eventfd, the queue thread's
+    /// none), never a reactor each (a private queue per socket was an epoll set and, for the first
+    /// eight, a thread each: forty descriptors or more).
+    func testASocketWithoutAQueueWorksOnItsDelegatesQueueAndCostsOneDescriptor() throws {
+        let delegateQueue = DispatchQueue(label: "delegate of twenty")
+        let reactor = try ReactorRegistry.shared.acquire(queue: delegateQueue)  // the test's own use
+        defer { ReactorRegistry.shared.release(reactor) }
+        try connectTwenty(delegateQueue: delegateQueue, reactor: reactor, usesBefore: 1, spare: 3)
+    }
+
+    /// On the main queue or a global one (where a socket does not work: see
+    /// `GCDAsyncSocket.workQueue(delegateQueue:)`), a socket given no socket queue works on the stream
+    /// thread, holding its reactor, and costs no descriptor beyond its own socket.
+    func testASocketWithoutAQueueOnAGlobalQueueWorksOnTheStreamThread() throws {
+        let reactor = try StreamThread.reactor()
+        try connectTwenty(delegateQueue: .global(), reactor: reactor, usesBefore: ReactorRegistry.shared.useCount(of: reactor), spare: 0)
+    }
+
+    /// Twenty sockets on `delegateQueue`, each echoing a line: each engine holds a use of `reactor`
+    /// while connected, the sockets cost at most `spare` descriptors beyond their own, and every use is
+    /// given back once they have disconnected.
+    private func connectTwenty(delegateQueue: DispatchQueue, reactor: Reactor, usesBefore: Int, spare: Int) throws {
         let (peer, port) = try Peer.socatEcho()
         defer { peer.stop() }
-        let reactor = try StreamThread.reactor()
-        let usesBefore = ReactorRegistry.shared.useCount(of: reactor)
         let descriptorsBefore = try openDescriptors()
         let recorder = Recorder()
         let count = 20
-        let sockets = (0..<count).map { _ in GCDAsyncSocket(delegate: recorder, delegateQueue: queue) }
+        let sockets = (0..<count).map { _ in GCDAsyncSocket(delegate: recorder, delegateQueue: delegateQueue) }
         for (index, socket) in sockets.enumerated() {
             try socket.connect(toHost: "127.0.0.1", onPort: port, withTimeout: 5)
             socket.write("s\(index)\n".data(using: .utf8)!, withTimeout: 5, tag: index)
@@ -56,7 +73,7 @@ final class GCDAsyncSocketEngineTests: XCTestCase {
         recorder.wait(for: "read ", count: count)
         for index in 0..<count { XCTAssertEqual(recorder.data(tag: index), "s\(index)\n".data(using: .utf8)) }
         let descriptors = try openDescriptors() - descriptorsBefore
-        XCTAssertLessThanOrEqual(descriptors, count, "\(descriptors) descriptors for \(count) connected sockets")
+        XCTAssertLessThanOrEqual(descriptors, count + spare, "\(descriptors) descriptors for \(count) connected sockets")
         XCTAssertGreaterThanOrEqual(ReactorRegistry.shared.useCount(of: reactor), usesBefore + count, "each engine holds one use")
         sockets.forEach { $0.disconnect() }
         recorder.wait(for: "disconnect", count: count)
@@ -65,10 +82,11 @@ final class GCDAsyncSocketEngineTests: XCTestCase {
             "\(ReactorRegistry.shared.useCount(of: reactor)) uses once the connections ended (\(usesBefore) before)")
     }
 
-    /// `perform` on a socket without a socket queue runs its block on the stream thread, where the
-    /// socket's work runs, and returns once it has run: from a test thread, from the delegate queue, and
-    /// inline when nested (a post to the stream thread from there would wait for itself).
-    func testPerformWithoutASocketQueueRunsOnTheStreamThread() throws {
+    /// `perform` on a socket without a socket queue runs its block where the socket's work runs, its
+    /// delegate's queue, and returns once it has run: from a test thread, from the delegate queue, and
+    /// inline when nested (a `sync` onto the queue from there would wait for itself); on a global
+    /// delegate queue, on the stream thread.
+    func testPerformWithoutASocketQueueRunsWhereTheSocketWorks() throws {
         let (peer, port) = try Peer.socatEcho()
         defer { peer.stop() }
         let recorder = Recorder()
@@ -77,21 +95,32 @@ final class GCDAsyncSocketEngineTests: XCTestCase {
         recorder.wait(for: "connect")
         let ran = Trail()
         socket.perform {
-            ran.append("test thread: \(onStreamThread) \(socket.socketFD() >= 0)")
-            socket.perform { ran.append("nested: \(onStreamThread)") }
+            ran.append("test thread: \(Self.onDelegateQueue) \(socket.socketFD() >= 0)")
+            socket.perform { ran.append("nested: \(Self.onDelegateQueue)") }
         }
         queue.sync {
-            socket.perform { ran.append("delegate queue: \(onStreamThread)") }
+            socket.perform { ran.append("delegate queue: \(Self.onDelegateQueue)") }
         }
         XCTAssertEqual(ran.values, ["test thread: true true", "nested: true", "delegate queue: true"])
-        XCTAssertFalse(onStreamThread)
+        XCTAssertFalse(Self.onDelegateQueue)
         socket.disconnect()
+
+        let global = GCDAsyncSocket(delegate: recorder, delegateQueue: .global())
+        try global.connect(toHost: "127.0.0.1", onPort: port, withTimeout: 5)
+        recorder.wait(for: "connect", count: 2)
+        global.perform {
+            ran.append("global: \(onStreamThread)")
+            global.perform { ran.append("global nested: \(onStreamThread)") }
+        }
+        XCTAssertEqual(ran.values.suffix(2), ["global: true", "global nested: true"])
+        global.disconnect()
     }
 
     /// `perform` on a socket given no queue, from eight threads at once while 2 MiB flow through it,
-    /// then from one thread while another disconnects it: every block runs once, on the stream thread,
-    /// none waits for ever, and the bytes all arrive. (The echo goes in lockstep, 32 KiB at a time:
-    /// socat's PIPE echo stops for good once more than its pipe holds is in flight.)
+    /// then from one thread while another disconnects it: every block runs once, where the socket
+    /// works (its delegate's queue), none waits for ever, and the bytes all arrive. (The echo goes in
+    /// lockstep, 32 KiB at a time: socat's PIPE echo stops for good once more than its pipe holds is in
+    /// flight.)
     func testPerformFromManyThreadsWhileDataFlowsAndWhileDisconnecting() throws {
         let (peer, port) = try Peer.socatEcho()
         defer { peer.stop() }
@@ -108,22 +137,22 @@ final class GCDAsyncSocketEngineTests: XCTestCase {
         socket.write(chunk, withTimeout: 30, tag: 0)
         socket.readData(toLength: UInt(chunk.count), withTimeout: 30, tag: 0)
         let ran = Marker()
-        let offTheStreamThread = Marker()
+        let elsewhere = Marker()
         let counting = NSLock()
         DispatchQueue.concurrentPerform(iterations: 8) { _ in
             for _ in 0..<200 {
                 socket.perform {
-                    let elsewhere = StreamThread.thread !== Thread.current
+                    let offTheQueue = !Self.onDelegateQueue
                     counting.withLock {
                         ran.value += 1
-                        if elsewhere { offTheStreamThread.value += 1 }
+                        if offTheQueue { elsewhere.value += 1 }
                     }
                     XCTAssertGreaterThanOrEqual(socket.socketFD(), -1)
                 }
             }
         }
         XCTAssertEqual(ran.value, 1_600)
-        XCTAssertEqual(offTheStreamThread.value, 0)
+        XCTAssertEqual(elsewhere.value, 0)
         recorder.wait(for: "read \(rounds - 1) ", timeout: 30)
         for round in 0..<rounds { XCTAssertTrue(recorder.data(tag: round) == chunk, "round \(round): the echo differs") }
         DispatchQueue.concurrentPerform(iterations: 2) { worker in
@@ -168,6 +197,15 @@ final class GCDAsyncSocketEngineTests: XCTestCase {
 
     /// Whether the caller runs on the stream thread.
     private var onStreamThread: Bool { StreamThread.thread === Thread.current }
+
+    /// Whether the caller runs on the test's delegate queue (marked in `setUp`).
+    private static var onDelegateQueue: Bool { DispatchQueue.getSpecific(key: Self.delegateQueueKey) == true }
+    private static let delegateQueueKey = DispatchSpecificKey<Bool>()
+
+    override func setUp() {
+        super.setUp()
+        queue.setSpecific(key: Self.delegateQueueKey, value: true)
+    }
 
     /// The descriptors the process has open now.
     private func openDescriptors() throws -> Int {

@@ -22,6 +22,10 @@ final class Recorder: NSObject, GCDAsyncSocketDelegate, @unchecked Sendable {
     var onRead: ((GCDAsyncSocket, Data, Int) -> Void)?
     /// Called for every accepted socket (on the delegate queue).
     var onAccept: ((GCDAsyncSocket) -> Void)?
+    /// Called for every completed write, before it is recorded (on the delegate queue).
+    var onWrite: ((GCDAsyncSocket, Int) -> Void)?
+    /// Called at `socketDidDisconnect`, before it is recorded (on the delegate queue).
+    var onDisconnect: ((Error?) -> Void)?
 
     private func record(_ line: String) {
         condition.lock()
@@ -98,6 +102,7 @@ final class Recorder: NSObject, GCDAsyncSocketDelegate, @unchecked Sendable {
     }
 
     func socket(_ sock: GCDAsyncSocket, didWriteDataWithTag tag: Int) {
+        onWrite?(sock, tag)
         record("wrote \(tag)")
     }
 
@@ -134,6 +139,7 @@ final class Recorder: NSObject, GCDAsyncSocketDelegate, @unchecked Sendable {
         condition.lock()
         disconnectErrors.append(err)
         condition.unlock()
+        onDisconnect?(err)
         if let err = err as NSError? {
             record("disconnect \(err.domain) \(err.code)")
         } else {

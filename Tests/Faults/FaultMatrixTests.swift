@@ -281,6 +281,15 @@ final class FaultMatrixTests: SocketStreamsTestCase {
     func testQueuePairTLSThroughCONNECT() throws { try run(Self.queuePair, .tls, through: .httpConnect) }
     func testAsyncConnectionTLSThroughCONNECT() throws { try run(Self.asyncConnection, .tls, through: .httpConnect) }
     func testQueuedSocketTLSThroughCONNECT() throws { try run(Self.queuedSocket, .tls, through: .httpConnect) }
+    // Each face's default (close_notify not required) through a proxy: a truncation after the proxy's
+    // replies is an end of stream, as without the proxy. One face per proxy: the setting lives in the
+    // TLS layer the faces share, which the proxy's bytes come before.
+    func testQueuedSocketTLSDefaultThroughSOCKS5() throws {
+        try run(Self.queuedSocket, .tls, through: .socks5, requiresCloseNotify: false)
+    }
+    func testRunLoopPairTLSDefaultThroughCONNECT() throws {
+        try run(Self.runLoopPair, .tls, through: .httpConnect, requiresCloseNotify: false)
+    }
 
     // MARK: a peer that stops reading
 

@@ -46,10 +46,11 @@ final class ConnectionEdgeTests: SocketStreamsTestCase {
         XCTAssertEqual(states(of: connection, until: Self.isFailed), [.preparing, .failed(.dns(-65544))])
     }
 
-    func testUDPIsRefusedUntilItIsThere() {
-        let connection = NWConnection(host: "127.0.0.1", port: 9, using: .udp)
+    /// UDP works (`DatagramConnectionTests`); DTLS over it is refused until it is there.
+    func testDTLSIsRefusedUntilItIsThere() {
+        let connection = NWConnection(host: "127.0.0.1", port: 9, using: NWParameters(dtls: NWProtocolTLS.Options()))
         XCTAssertEqual(states(of: connection, until: Self.isFailed), [.preparing, .failed(.posix(.EPROTONOSUPPORT))])
-        XCTAssertThrowsError(try NWListener(using: .udp, on: .any))
+        XCTAssertThrowsError(try NWListener(using: NWParameters(dtls: NWProtocolTLS.Options()), on: .any))
     }
 
     func testAURLEndpointConnectsToItsHostAndPort() throws {

@@ -1,6 +1,8 @@
 // A face's calls to its user's delegate when the face's work runs on the delegate's own queue: one call
 // a turn of that queue's reactor. Each turn waits behind the blocks already on the queue
-// (`Reactor.performNextTurn`), so a block the previous call posted runs before the next call, as it
+// (`Reactor.performNextTurn`: only a perform asked for after the previous turn's ended runs it, never
+// one already on the queue, such as a wake-up posted from another thread meanwhile), so a block the
+// previous call posted runs before the next call, as it
 // would if each call were a block of its own (GCDAsyncSocket's and GCDAsyncUdpSocket's promise: no
 // delegate call overtakes a block posted to the queue before it), and no thread is woken to deliver
 // it: the queue's thread runs the next turn itself.

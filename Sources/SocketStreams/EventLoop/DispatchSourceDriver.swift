@@ -19,7 +19,9 @@ final class DispatchSourceDriver: QueueDriver {
     func attach(_ reactor: Reactor) {
         let watcher = DispatchSource.makeReadSource(fileDescriptor: reactor.epollFD, queue: queuePerformer.queue)
         let performer = queuePerformer
-        watcher.setEventHandler { performer.perform(reactor) }
+        // When the source's block was queued is not known: it runs no turn (ticket 0), which a wake-up
+        // perform then runs (`Reactor.performNextTurn`).
+        watcher.setEventHandler { performer.perform(reactor, ticket: 0) }
         // ... and until libdispatch has let go of the epoll fd, which the reactor's `deinit` closes:
         // libdispatch unregisters a cancelled source's fd on its manager thread later, and says it is
         // safe to close only once the cancel handler runs. Closed before, the fd number can be reused

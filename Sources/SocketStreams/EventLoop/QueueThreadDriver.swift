@@ -95,7 +95,7 @@ final class QueueThreadDriver: QueueDriver {
             // is found by the next wait.
             let current = shared.count == 0 || Posix.ioCount.load(ordering: .relaxed) == shared.ioSeen
             shared.outcome = performer.perform(
-                reactor, single: true, fetched: current ? fetched : nil, count: shared.count, rearm: .caller)
+                reactor, single: true, fetched: current ? fetched : nil, count: shared.count, rearm: .caller, ticket: shared.ticket)
             shared.ioSeen = Posix.ioCount.load(ordering: .relaxed)
         }
         while true {
@@ -108,6 +108,7 @@ final class QueueThreadDriver: QueueDriver {
             }
             if stopping.load(ordering: .acquiring) { return }
             shared.outcome = .done
+            shared.ticket = reactor.performsEnded.load(ordering: .relaxed)  // asked for now, after the last one ended
             performer.queue.sync(execute: turn)
             // A perform running elsewhere (a concurrent queue's) handles what is ready: wait for it to
             // end rather than find the same events again and again.
@@ -124,6 +125,8 @@ final class QueueThreadDriver: QueueDriver {
         @exclusivity(unchecked) var ioSeen = Posix.ioCount.load(ordering: .relaxed) &- 1
         /// How many events the wait fetched.
         @exclusivity(unchecked) var count = 0
+        /// The turn's ticket (`QueuePerformer.perform`): the reactor's `performsEnded` as it was asked for.
+        @exclusivity(unchecked) var ticket: UInt64 = 0
         /// What the last turn came to: `.busy` when a perform running elsewhere had the queue's work,
         /// `.again` when the next turn is due at once.
         @exclusivity(unchecked) var outcome = QueueTurn.done

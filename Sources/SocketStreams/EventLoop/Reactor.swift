@@ -108,8 +108,9 @@ struct ReactorOwned {
     /// Work posted inside `perform` on its own thread (an executor's job resumed by a callout): no lock
     /// and no wake-up either, run before `perform` returns, after the events delivered with it.
     var localTasks: [PostedWork] = []
-    /// Work for the next performs (`performNextTurn`), the first of it run first thing in each.
-    var nextTurns: [PostedWork] = []
+    /// Work for the next performs (`performNextTurn`), the first of it run first thing in each that
+    /// was asked for after the perform that asked for it ended (`askedIn`, `Reactor.performsEnded`).
+    var nextTurns: [(work: PostedWork, askedIn: UInt64)] = []
     /// Re-signals a read may still make before the next epoll round (`takeReadAhead`), refilled each
     /// round: a read that leaves bytes in the kernel signals `hasBytesAvailable` again at once, without
     /// an `epoll_wait`, but at most this many times a round, so that one flooded socket cannot keep the
@@ -157,6 +158,10 @@ final class Reactor: @unchecked Sendable {
     /// The thread inside `perform` (its `pthread_self`), or 0. Written only by that thread, so the
     /// thread itself can test it without the lock.
     private let performing = Atomic<UInt>(0)
+    /// How many performs have ended (incremented by the performing thread as one ends): a queue's
+    /// perform is asked for with the count at that moment, its ticket, and runs a turn only if the
+    /// perform that asked for the turn ended before (`performNextTurn`).
+    let performsEnded = Atomic<UInt64>(0)
     /// What only the performing thread touches; see `ReactorOwned`. Behind a pointer, not fields: no
     /// dynamic exclusivity checks on the hot path, and `withOwned` is the one way to it.
     private let owned: UnsafeMutablePointer<ReactorOwned>
@@ -369,12 +374,16 @@ final class Reactor: @unchecked Sendable {
     }
 
     /// Runs `work` first thing in a later perform of this reactor, one such work a perform, in the order
-    /// asked; call it from inside a perform. A queue's next perform waits behind the blocks already on
-    /// the queue, put there by what ran in this one: so a face that makes one delegate call a turn
-    /// (`DelegateTurns`) keeps the order separate blocks would have, without a thread woken for it (a
-    /// queue's thread runs its next turn itself, `QueueThreadDriver`).
+    /// asked; call it from inside a perform. For a queue, only a perform asked for after this one ended
+    /// runs it (its ticket, `performsEnded` when it was asked for, is past this perform's): such a
+    /// perform waits behind the blocks already on the queue, put there by what ran in this one, where a
+    /// perform asked for earlier (a wake-up posted from another thread, the queue's thread's own) may be
+    /// ahead of them. So a face that makes one delegate call a turn (`DelegateTurns`) keeps the order
+    /// separate blocks would have, without a thread woken for it (a queue's thread runs its next turn
+    /// itself, `QueueThreadDriver`).
     func performNextTurn(_ work: @escaping @Sendable () -> Void) {
-        withOwned { $0.nextTurns.append(.closure(work)) }
+        let current = performsEnded.load(ordering: .relaxed)  // inside perform: this perform's number
+        withOwned { $0.nextTurns.append((.closure(work), askedIn: current)) }
     }
 
     /// Runs `call` in a turn of its own (`performNextTurn`), after every call enqueued here before it,
@@ -417,10 +426,12 @@ final class Reactor: @unchecked Sendable {
         if more { performNextTurn { self.runTurnCall() } }
     }
 
-    /// The first of the work asked for by `performNextTurn`, inside perform.
-    private func takeNextTurn() -> PostedWork? {
+    /// The first of the work asked for by `performNextTurn`, inside perform, if a perform with `ticket`
+    /// may run it (asked for after the perform that asked for the work ended).
+    private func takeNextTurn(ticket: UInt64) -> PostedWork? {
         let owned = self.owned  // inside perform: the performing thread's
-        return owned.pointee.nextTurns.isEmpty ? nil : owned.pointee.nextTurns.removeFirst()
+        guard let first = owned.pointee.nextTurns.first, first.askedIn < ticket else { return nil }
+        return owned.pointee.nextTurns.removeFirst().work
     }
 
     // MARK: the read buffer
@@ -546,8 +557,11 @@ final class Reactor: @unchecked Sendable {
     /// over the `count` events in `fetched` (what that thread's wait fetched) or else a fresh poll.
     /// `timersDue`: a queue driver's timer block came due (fire the timers first). When another round
     /// is due the outcome says so, and with `.wake` the wake-up is marked pending for the caller to make.
+    /// `ticket`: for a queue's perform, `performsEnded` when it was asked for (see `performNextTurn`);
+    /// a run loop's performs run the next turn whenever they come.
     func performRounds(
-        fetched: UnsafeMutablePointer<epoll_event>?, count fetchedCount: Int, single: Bool, timersDue: Bool, rearm: RoundRearm
+        fetched: UnsafeMutablePointer<epoll_event>?, count fetchedCount: Int, single: Bool, timersDue: Bool, rearm: RoundRearm,
+        ticket: UInt64 = .max
     ) -> RoundsOutcome {
         performing.store(UInt(pthread_self()), ordering: .relaxed)
         // Rounds until the epoll set has nothing ready, within a budget, so one busy socket cannot
@@ -566,7 +580,7 @@ final class Reactor: @unchecked Sendable {
         var exhausted = false
         let started = single ? 0 : Posix.monotonicNanoseconds()
         let limit = maxRounds
-        takeNextTurn()?.run()
+        takeNextTurn(ticket: ticket)?.run()
         if timersDue { fireTimers() }
         let events = owned.pointee.events
         while true {
@@ -613,6 +627,7 @@ final class Reactor: @unchecked Sendable {
         let turnsLeft = !owned.pointee.nextTurns.isEmpty
         outcome.again = shared.withLock { state -> Bool in
             performing.store(0, ordering: .relaxed)
+            performsEnded.add(1, ordering: .relaxed)
             // Rounds used up: events are left in the epoll set, and the run loop waits for our port
             // edge-triggered, so only a fresh eventfd write brings it back. Write even if a wake-up
             // is already pending: its edge may be the one that started this perform. (Events left in

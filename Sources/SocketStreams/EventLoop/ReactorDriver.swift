@@ -154,17 +154,21 @@ final class QueuePerformer: Sendable {
     /// current, else nil for a fresh poll; its first round is then the only one (`single`), and with
     /// `rearm` `.caller` it runs the next turn itself when one is due (`QueueTurn.again`) rather than
     /// have a block queued for it.
+    /// `ticket`: the reactor's `performsEnded` when this perform was asked for (0 when not known: a
+    /// dispatch source's handler, which then runs no turn; see `Reactor.performNextTurn`); a round
+    /// repeated for requests made meanwhile keeps it, so it runs no turn the perform itself asked for.
     @discardableResult
     func perform(
         _ reactor: Reactor, single: Bool = false, fetched: UnsafeMutablePointer<epoll_event>? = nil, count: Int = 0,
-        rearm: RoundRearm = .wake
+        rearm: RoundRearm = .wake, ticket: UInt64
     ) -> QueueTurn {
         guard runner.withLock({ $0.enter() }) == .run else { return .busy }
         var single = single
         var again = false
         repeat {
             let due = timersDue.exchange(false, ordering: .acquiringAndReleasing)
-            let outcome = reactor.performRounds(fetched: single ? fetched : nil, count: count, single: single, timersDue: due, rearm: rearm)
+            let outcome = reactor.performRounds(
+                fetched: single ? fetched : nil, count: count, single: single, timersDue: due, rearm: rearm, ticket: ticket)
             again = outcome.again && rearm == .caller
             if outcome.again, rearm == .wake { wake(reactor) }
             single = false
@@ -174,9 +178,10 @@ final class QueuePerformer: Sendable {
 
     /// A wake-up: a block that clears the pending flag and performs.
     func wake(_ reactor: Reactor) {
+        let ticket = reactor.performsEnded.load(ordering: .relaxed)
         queue.async {
             reactor.clearWakePending()
-            self.perform(reactor)
+            self.perform(reactor, ticket: ticket)
         }
     }
 
@@ -187,10 +192,11 @@ final class QueuePerformer: Sendable {
     func arm(_ reactor: Reactor, deadline: UInt64) {
         let now = Posix.monotonicNanoseconds()
         let delay = deadline > now ? min(deadline - now, 86_400 * 1_000_000_000) : 0
+        let ticket = reactor.performsEnded.load(ordering: .relaxed)
         queue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay))) { [weak reactor] in
             guard let reactor else { return }
             self.timersDue.store(true, ordering: .releasing)
-            self.perform(reactor)
+            self.perform(reactor, ticket: ticket)
         }
     }
 

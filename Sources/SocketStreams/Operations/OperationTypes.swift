@@ -55,7 +55,7 @@ package enum WriteBytes: Sendable {
 
 /// A `Data` to write, by reference.
 package final class DataBox: Sendable {
-    let data: Data
+    package let data: Data
     init(_ data: Data) { self.data = data }
 }
 

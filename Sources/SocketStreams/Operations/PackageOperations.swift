@@ -56,6 +56,19 @@ extension StreamOperations {
         }
     }
 
+    /// The dispatch queue the engine works on; nil for the stream thread's (or without a reactor).
+    package var workQueue: DispatchQueue? { reactor?.queue }
+
+    /// Whether the engine works on `queue` (its reactor is that queue's, the same object): its client's
+    /// calls for that queue may then take turns of the engine's reactor (``enqueueTurn(_:)``).
+    package func worksOn(_ queue: DispatchQueue) -> Bool { reactor?.queue === queue }
+
+    /// Runs `call` in a turn of its own of the engine's reactor, after every call enqueued there before
+    /// it and behind the blocks already on its queue (`DelegateTurns`' rule): for a client whose
+    /// delegate's queue is the one the engine works on (``worksOn(_:)``). Any thread. Without a reactor
+    /// (the engine could not get one, and is closed) the call is dropped, as the engine's events are.
+    package func enqueueTurn(_ call: any TurnCall) { reactor?.enqueueTurn(call) }
+
     /// Runs `block` on the stream thread, where the engines of `init(queue: nil, client:)` own their
     /// state, and waits for it: inline when called there. Out of file descriptors (no stream thread,
     /// hence no engine there to race with) it runs on the caller.

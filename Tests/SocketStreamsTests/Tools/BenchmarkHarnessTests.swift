@@ -130,9 +130,24 @@ final class BenchmarkHarnessTests: XCTestCase {
                     // Every one of the 1,000 peers was seen as a sender (the run fails otherwise).
                     XCTAssertEqual(samples.first?["datagramSenders"] as? Int, 1_000, "\(client) / \(workload)")
                 }
+                // Each of ours is held to its own goal (issue 48), which the Target column shows.
+                if let goal = Self.goals[workload]?[client] {
+                    let target = try XCTUnwrap(result["target"] as? [String: Any], "\(client) / \(workload): no target")
+                    XCTAssertEqual((target["value"] as? NSNumber)?.doubleValue, goal, "\(client) / \(workload)")
+                }
             }
         }
     }
+
+    /// Some of the goals `stream-bench` holds each face to (`Workload.target(for:)`), from the issues.
+    static let goals: [String: [String: Double]] = [
+        "pingpong": ["streams-thread": 0.85, "streams-delegate": 0.80, "gcdasyncsocket": 0.85, "nwconnection": 0.85],
+        "connect": ["streams-queued": 0.80, "streams-delegate": 0.72, "gcdasyncsocket": 0.80],
+        "download": ["streams-thread": 0.97, "gcdasyncsocket": 0.95],
+        "tls-handshake": ["streams-queued": 1.0, "streams-delegate": 0.85],
+        "tls-download": ["streams-async": 1.2],
+        "udp-pingpong": ["gcdasyncudpsocket": 0.85],
+    ]
 
     /// The clients the harness implements for each workload (filehandle: download and ping-pong only).
     /// `stream-bench scale` (issue 25) at two small Ns: exit status 0, both files in `--out`, a sample for

@@ -1,7 +1,7 @@
 // gcdasyncsocket: GCDAsyncSocket's own API (the CocoaAsyncSocket product) as code ported from Apple
 // platforms uses it: `GCDAsyncSocket(delegate:delegateQueue:)`, given no socket queue (so the socket
-// works on the package's stream thread, where GCDAsyncSocket would make a private queue), calling the
-// delegate on a serial delegate queue, `Data` in and out, one delegate per workload queueing the next
+// works on its serial delegate queue, where GCDAsyncSocket would make a private queue), calling the
+// delegate on that queue, `Data` in and out, one delegate per workload queueing the next
 // operation from the completion of the last. (`STREAM_BENCH_GCD_SOCKET_QUEUE=delegate` passes the
 // delegate queue as the socket queue, which GCDAsyncSocket allows.) The benchmark thread only starts
 // each workload and waits.

@@ -50,8 +50,9 @@ enum MarkdownReport {
                 } else {
                     cells.append("—")
                 }
-                let isOurs = (ClientKind(rawValue: result.client)?.isSocketStreams ?? false) && workload.target.kind != "none"
-                cells.append(isOurs ? workload.target.label : "")
+                let target = result.target ?? workload.target  // runs recorded before per-client goals
+                let isOurs = (ClientKind(rawValue: result.client)?.isSocketStreams ?? false) && target.kind != "none"
+                cells.append(isOurs ? target.label : "")
                 if isOurs {
                     judged += 1
                     switch result.targetMet {

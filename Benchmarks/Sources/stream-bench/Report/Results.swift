@@ -78,7 +78,10 @@ struct ClientResult: Codable, Equatable {
     var ratioToBaseline: Summary?
     /// Median and range of the client's peak RSS (many, idle).
     var peakRSSBytes: Summary?
-    /// Only for SocketStreams clients: whether the median meets the workload's target.
+    /// Only for SocketStreams clients: the goal the client is held to (`Workload.target(for:)`; absent
+    /// in runs recorded before goals were per client: the workload's `target`).
+    var target: TargetDescription?
+    /// Only for SocketStreams clients: whether the median meets its target.
     var targetMet: Bool?
     /// Set when a run failed; later runs of this client and workload are skipped.
     var error: String?
@@ -148,7 +151,8 @@ extension WorkloadResult {
         unit = workload.unit
         higherIsBetter = workload.higherIsBetter
         parameters = workload.parameters(quick: quick, datagramSize: datagramSize)
-        target = TargetDescription(workload.target)
+        // The chart's one line per workload: the goal of the faces on the engine's own threads and queues.
+        target = TargetDescription(workload.target(for: .streamsThread))
         reference = workload.isDatagram ? workload.reference.rawValue : nil
         let reference = workload.reference
         let baseline = samples[reference] ?? []
@@ -163,8 +167,9 @@ extension WorkloadResult {
                 result.ratios = ratios
                 result.ratioToBaseline = Summary(ratios)
             }
+            if client.isSocketStreams { result.target = TargetDescription(workload.target(for: client)) }
             if client.isSocketStreams && result.error == nil {
-                switch workload.target {
+                switch workload.target(for: client) {
                 case .ratioAtLeast(let minimum): result.targetMet = result.ratioToBaseline.map { $0.median >= minimum }
                 case .valueAtMost(let maximum): result.targetMet = result.summary.map { $0.median <= maximum }
                 case .none: break
