@@ -46,8 +46,8 @@ struct ConnectionConfiguration {
         }
         tcp = stack.transportProtocol as? NWProtocolTCP.Options
         let tlsOptions = stack.applicationProtocols.compactMap { $0 as? NWProtocolTLS.Options }
-        guard tlsOptions.count <= 1, stack.applicationProtocols.count == tlsOptions.count else {
-            throw NWError.posix(.EPROTONOSUPPORT)  // framers and WebSocket come with the protocol-stack slice
+        guard tlsOptions.count <= 1, FramerDriver.isSupported(stack.applicationProtocols) else {
+            throw NWError.posix(.EPROTONOSUPPORT)  // WebSocket, framers below TLS or more than one
         }
         if let options = tlsOptions.first {
             var host: String?

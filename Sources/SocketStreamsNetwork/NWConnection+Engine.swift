@@ -143,6 +143,7 @@ extension NWConnection {
             return (shared.pending, shared.receives, shared.sends)
         }
         for completion in receives.inTagOrder { completion(nil, nil, false, error) }
+        framing?.failOutstanding(error)
         for completion in sends.inTagOrder { completion?(error) }
         for operation in pending {
             switch operation {
@@ -223,25 +224,34 @@ extension NWConnection {
 
     // MARK: the engine's events (on the owner)
 
+    /// The attempt is up (TCP, then TLS, then the stack's framer if it has one): the connection is ready.
+    func framerReady(_ engine: StreamOperations) {
+        let (actions, fd) = shared.withLock { shared -> ([ConnectionAction], Int32?) in
+            guard shared.engine === engine else { return ([], nil) }
+            return (shared.lifecycle.handle(.connected), engine.streams?.input.socketDescriptor)
+        }
+        if let fd, let tcp = frozenParameters.defaultProtocolStack.transportProtocol as? NWProtocolTCP.Options {
+            TCPSocketOptions(tcp).applyOnceConnected(to: fd)
+        }
+        if !actions.isEmpty, let fd, let handler = shared.withLock({ $0.handlers.pathUpdate }) {
+            handler(NWPath.connection(socket: fd))
+        }
+        perform(actions)
+        handOver()
+    }
+
     func handle(_ event: OperationEvent, from engine: StreamOperations) {
         switch event {
         case .ready:
-            let (actions, fd) = shared.withLock { shared -> ([ConnectionAction], Int32?) in
-                guard shared.engine === engine else { return ([], nil) }
-                return (shared.lifecycle.handle(.connected), engine.streams?.input.socketDescriptor)
-            }
-            if let fd, let tcp = frozenParameters.defaultProtocolStack.transportProtocol as? NWProtocolTCP.Options {
-                TCPSocketOptions(tcp).applyOnceConnected(to: fd)
-            }
-            if !actions.isEmpty, let fd, let handler = shared.withLock({ $0.handlers.pathUpdate }) {
-                handler(NWPath.connection(socket: fd))
-            }
-            perform(actions)
-            handOver()
+            // With a framer, the connection is ready once the framer is (`framerReady`).
+            if let framing, shared.withLock({ $0.engine === engine }) { return framing.transportReady(engine) }
+            framerReady(engine)
         case .read(let bytes, let tag):
+            if let framing, framing.received(bytes, ended: false, tag: tag) { return }
             let completion = shared.withLock { $0.receives.remove(tag) }
             completion?(Data(bytes), .defaultStream, false, nil)
         case .readEnded(let unread, let tag):
+            if let framing, framing.received(unread, ended: true, tag: tag) { return }
             let completion = shared.withLock { $0.receives.remove(tag) }
             completion?(unread.isEmpty ? nil : Data(unread), .defaultStream, true, nil)
         case .wrote(let tag), .outputShutDown(let tag):
@@ -252,8 +262,9 @@ extension NWConnection {
                 guard shared.engine === engine else { return [] }
                 shared.engine = nil
                 shared.direct = nil
-                return shared.lifecycle.handle(.attemptClosed(error.map(NWError.init(engineError:))))
+                return shared.lifecycle.handle(.attemptClosed(framing?.failure ?? error.map(NWError.init(engineError:))))
             }
+            framing?.transportClosed()
             engine.dropClient(self)
             perform(actions)
         case .readPartial, .wrotePartial, .ended, .secured:

@@ -47,6 +47,9 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     /// A UDP connection's flow (`NWConnection+Datagrams.swift`); nil over TCP.
     let datagrams: DatagramFlow?
     let shared: Guarded<Shared>
+    /// The framer of the stack's application protocols, if it has one (NWConnection+Framing.swift):
+    /// the application's sends and receives go through it.
+    let framing: FramerDriver?
 
     struct Handlers {
         var stateUpdate: (@Sendable (State) -> Void)?
@@ -145,6 +148,9 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         acceptedPair = nil
         datagrams = DatagramFlow.isDatagram(frozenParameters) ? DatagramFlow(origin: .client) : nil
         shared = Guarded(Shared(lifecycle: ConnectionLifecycle()))
+        // Over UDP the datagram flow refuses application protocols (`.posix(.EPROTONOSUPPORT)`).
+        framing = datagrams == nil ? FramerDriver.make(for: frozenParameters) : nil
+        framing?.attach(to: self)
     }
 
     /// A connection to `host` and `port` (`NWConnection.init(host:port:using:)`).
@@ -163,6 +169,8 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         acceptedPair = pair
         datagrams = nil
         shared = Guarded(Shared(lifecycle: ConnectionLifecycle(retries: false)))
+        framing = FramerDriver.make(for: frozenParameters)
+        framing?.attach(to: self)
     }
 
     /// A connection a UDP listener made for a new remote: a flow over the listener's socket.
@@ -176,6 +184,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         acceptedPair = nil
         datagrams = flow
         shared = Guarded(Shared(lifecycle: ConnectionLifecycle(retries: false)))
+        framing = nil
     }
 
     private static let numbers = Guarded(0)
@@ -294,6 +303,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         }
         if actions == [.closeAttempt] {
             if let datagrams { return datagrams.close(self) }
+            if let framing { return framing.stop(closing: engine) }
             engine?.close()
         } else if !actions.isEmpty {
             onOwner { self.perform(actions) }
@@ -354,6 +364,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         content: Data?, contentContext: ContentContext = .defaultMessage, isComplete: Bool = true, completion: SendCompletion
     ) {
         if let datagrams { return sendDatagram(content, completion, over: datagrams) }
+        if let framing { return framing.send(content, context: contentContext, isComplete: isComplete, completion: completion) }
         send(content.map { WriteBytes($0) }, final: isComplete && contentContext.isFinal, completion)
     }
 
@@ -362,6 +373,10 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         content: Content?, contentContext: ContentContext = .defaultMessage, isComplete: Bool = true, completion: SendCompletion
     ) {
         if let datagrams { return sendDatagram(content.map { $0 as? Data ?? Data($0) }, completion, over: datagrams) }
+        if let framing {
+            let data = content.map { ($0 as? Data) ?? Data($0) }
+            return framing.send(data, context: contentContext, isComplete: isComplete, completion: completion)
+        }
         let bytes = content.map { content -> WriteBytes in
             if let data = content as? Data { return WriteBytes(data) }
             return .array(Array(content))
@@ -415,6 +430,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         guard maximumLength >= 1 else {
             return onOwnerUnlessCancelled { completion(nil, nil, false, .posix(.EINVAL)) }
         }
+        if let framing { return framing.receive(minimum: max(0, minimumIncompleteLength), maximum: maximumLength, completion) }
         receive(.range(minimum: max(0, minimumIncompleteLength), maximum: maximumLength), completion)
     }
 
@@ -426,6 +442,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
             @escaping @Sendable (_ completeContent: Data?, _ contentContext: ContentContext?, _ isComplete: Bool, _ error: NWError?) ->
             Void
     ) {
+        if let framing { return framing.receive(minimum: .max, maximum: .max, completion) }
         receive(.range(minimum: .max, maximum: .max), completion)
     }
 

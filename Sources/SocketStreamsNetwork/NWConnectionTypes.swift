@@ -83,6 +83,7 @@ extension NWConnection {
             switch metadata {
             case is NWProtocolTLS.Metadata: NWProtocolTLS.definition
             case is NWProtocolTCP.Metadata: NWProtocolTCP.definition
+            case let message as NWProtocolFramer.Message: message.definition
             case is NWProtocolUDP.Metadata: NWProtocolUDP.definition
             default: nil
             }

@@ -95,7 +95,7 @@ public final class NWListener: CustomDebugStringConvertible, Sendable {
     public init(using parameters: NWParameters, on port: NWEndpoint.Port) throws {
         self.parameters = parameters.copy()
         let stack = self.parameters.defaultProtocolStack
-        let tcp = stack.transportProtocol is NWProtocolTCP.Options && stack.applicationProtocols.allSatisfy({ $0 is NWProtocolTLS.Options })
+        let tcp = stack.transportProtocol is NWProtocolTCP.Options && FramerDriver.isSupported(stack.applicationProtocols)
         let udp = stack.transportProtocol is NWProtocolUDP.Options && stack.applicationProtocols.isEmpty
         guard tcp || udp else { throw NWError.posix(.EINVAL) }
         datagrams = udp ? DatagramListener(parameters: self.parameters) : nil
@@ -209,7 +209,7 @@ public final class NWListener: CustomDebugStringConvertible, Sendable {
             }
             return .ready
         }
-        if let tls = parameters.defaultProtocolStack.applicationProtocols.first as? NWProtocolTLS.Options {
+        if let tls = parameters.defaultProtocolStack.applicationProtocols.lazy.compactMap({ $0 as? NWProtocolTLS.Options }).first {
             do throws(NWError) {
                 _ = try tls.settings(role: .server, endpointHost: nil)
             } catch {
