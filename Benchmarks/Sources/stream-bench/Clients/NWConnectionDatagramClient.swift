@@ -224,7 +224,7 @@ struct NWConnectionDatagramClient: DatagramBenchmarkClient {
         /// udp-send's completion of datagram `sequence`.
         func sent(_ sequence: Int, _ error: NWError?) {
             events += 1
-            guard check(error, "udp-send: datagram \(sequence) not sent") else { return }
+            if let error { return fail("udp-send: datagram \(sequence) not sent: \(error)") }
             guard sequence == completed else {
                 return fail("udp-send: the completion of datagram \(sequence) came where \(completed)'s was due")
             }
