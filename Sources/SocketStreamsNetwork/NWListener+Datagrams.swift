@@ -23,8 +23,8 @@ final class DatagramListener: DatagramSocketDelegate {
     struct State {
         weak var listener: NWListener?
         var socket: DatagramSocket?
-        /// The connection of each remote address (by its text: address and port).
-        var flows: [String: NWConnection] = [:]
+        /// The connection of each remote address (address and port; IPv6: and scope).
+        var flows: [SocketAddress: NWConnection] = [:]
         /// The connection each send in flight was made on, by tag.
         var sends: [Int: NWConnection] = [:]
         var closed = false
@@ -104,8 +104,7 @@ final class DatagramListener: DatagramSocketDelegate {
     /// Takes `connection` out of the demultiplexing (cancelled or refused).
     func remove(_ connection: NWConnection, remote: SocketAddress) {
         state.withLock { state in
-            let key = remote.description
-            if state.flows[key] === connection { state.flows[key] = nil }
+            if state.flows[remote] === connection { state.flows[remote] = nil }
         }
     }
 
@@ -128,7 +127,7 @@ final class DatagramListener: DatagramSocketDelegate {
         let listener = state.withLock { state -> NWListener? in
             guard !state.closed else { return nil }
             for datagram in datagrams {
-                let key = datagram.sender.description
+                let key = datagram.sender
                 let connection: NWConnection
                 if let known = state.flows[key] {
                     connection = known

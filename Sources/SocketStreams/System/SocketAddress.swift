@@ -8,7 +8,7 @@ import Glibc
 /// destination and sender are copied several times on their way, and every datagram socket and
 /// connection keeps some. A longer address (a Unix path's `sockaddr_un`) is kept in
 /// `LongSocketAddresses` and named by its index.
-package struct SocketAddress: Sendable, CustomStringConvertible, Equatable {
+package struct SocketAddress: Sendable, CustomStringConvertible, Hashable {
     /// An IPv4 (`sockaddr_in`) or IPv6 address, or a short Unix one; for a longer one, only its family.
     private var inet = sockaddr_in6()
     private var length: socklen_t = 0
@@ -122,6 +122,22 @@ package struct SocketAddress: Sendable, CustomStringConvertible, Equatable {
                 && withUnsafeBytes(of: lhs.inet.sin6_addr) { left in withUnsafeBytes(of: rhs.inet.sin6_addr) { left.elementsEqual($0) } }
         default:
             return lhs.sockaddrBytes == rhs.sockaddrBytes
+        }
+    }
+
+    /// What `==` compares: family, port and address (IPv6: and scope; otherwise the `sockaddr` bytes).
+    package func hash(into hasher: inout Hasher) {
+        hasher.combine(family)
+        switch family {
+        case AF_INET:
+            hasher.combine(inet.sin6_port)
+            hasher.combine(ipv4.sin_addr.s_addr)
+        case AF_INET6:
+            hasher.combine(inet.sin6_port)
+            hasher.combine(inet.sin6_scope_id)
+            withUnsafeBytes(of: inet.sin6_addr) { hasher.combine(bytes: $0) }
+        default:
+            hasher.combine(sockaddrBytes)
         }
     }
 

@@ -32,6 +32,37 @@ final class SocketAddressTests: XCTestCase {
         XCTAssertNotEqual(v6, SocketAddress(numericHost: "2001:db8::2", port: 443))
     }
 
+    /// Addresses key dictionaries (a UDP listener's flows, by sender): equal ones hash alike, whatever
+    /// the padding, and each family's port, address and scope tell them apart.
+    func testEqualAddressesHashAlikeAndDistinctOnesKeySeparateEntries() throws {
+        let v4 = try XCTUnwrap(SocketAddress(numericHost: "127.0.0.1", port: 40_000))
+        let v6 = try XCTUnwrap(SocketAddress(numericHost: "::1", port: 40_000))
+        let mapped = try XCTUnwrap(SocketAddress(numericHost: "::ffff:127.0.0.1", port: 40_000))
+        let linkLocal = try XCTUnwrap(SocketAddress(numericHost: "fe80::1", port: 40_000))
+        var scopedBytes = bytes(linkLocal)
+        scopedBytes.withUnsafeMutableBytes { raw in
+            raw.storeBytes(of: UInt32(1), toByteOffset: MemoryLayout<sockaddr_in6>.offset(of: \.sin6_scope_id)!, as: UInt32.self)
+        }
+        let scoped = try XCTUnwrap(scopedBytes.withUnsafeBytes { SocketAddress(sockaddrBytes: $0) })
+        var padded = bytes(v4)
+        padded.withUnsafeMutableBytes { raw in
+            // sin_zero: not part of the address
+            for offset in 8..<MemoryLayout<sockaddr_in>.size { raw[offset] = 0xA5 }
+        }
+        let v4Again = try XCTUnwrap(padded.withUnsafeBytes { SocketAddress(sockaddrBytes: $0) })
+        XCTAssertEqual(v4Again, v4)
+        XCTAssertEqual(v4Again.hashValue, v4.hashValue)
+        XCTAssertEqual(try XCTUnwrap(bytes(v6).withUnsafeBytes { SocketAddress(sockaddrBytes: $0) }).hashValue, v6.hashValue)
+        let all = [
+            v4, v4.withPort(40_001), try XCTUnwrap(SocketAddress(numericHost: "127.0.0.2", port: 40_000)), v6, mapped, linkLocal, scoped,
+        ]
+        var flows: [SocketAddress: Int] = [:]
+        for (index, address) in all.enumerated() { flows[address] = index }
+        XCTAssertEqual(flows.count, all.count)
+        for (index, address) in all.enumerated() { XCTAssertEqual(flows[address], index, "\(address)") }
+        XCTAssertEqual(flows[v4Again], 0)
+    }
+
     /// Paths of every length a `sun_path` takes, short (inline) and long (by index), each twice: the
     /// same path gives equal addresses with the same bytes, and a different path a different address.
     func testUnixPathsOfEveryLengthComeBackWhole() throws {

@@ -146,7 +146,8 @@ final class BenchmarkHarnessTests: XCTestCase {
         "download": ["streams-thread": 0.97, "gcdasyncsocket": 0.95],
         "tls-handshake": ["streams-queued": 1.0, "streams-delegate": 0.85],
         "tls-download": ["streams-async": 1.2],
-        "udp-pingpong": ["gcdasyncudpsocket": 0.85],
+        "udp-pingpong": ["gcdasyncudpsocket": 0.85, "nwconnection": 0.85],
+        "udp-send": ["nwconnection": 0.90],
     ]
 
     /// The clients the harness implements for each workload (filehandle: download and ping-pong only).
@@ -215,10 +216,11 @@ final class BenchmarkHarnessTests: XCTestCase {
     }
 
     /// Whether the harness runs `client` on `workload`: the UDP clients run the UDP workloads only,
-    /// filehandle download and ping-pong only, nwconnection one connection at a time.
+    /// filehandle download and ping-pong only, nwconnection one connection at a time and the UDP workloads.
     private static func supports(_ client: String, _ workload: String) -> Bool {
         let udpClient = ["baseline-udp", "baseline-udp-batch", "gcdasyncudpsocket"].contains(client)
-        if udpClient || workload.hasPrefix("udp-") { return udpClient && workload.hasPrefix("udp-") }
+        if workload.hasPrefix("udp-") { return udpClient || client == "nwconnection" }
+        if udpClient { return false }
         if client == "nwconnection" { return ["download", "upload", "pingpong", "connect"].contains(workload) }
         return client != "filehandle" || workload == "download" || workload == "pingpong"
     }

@@ -1,5 +1,5 @@
 // The client families compared side by side, and what each one implements (the UDP ones:
-// Clients/DatagramClient.swift).
+// Clients/DatagramClient.swift; nwconnection is both).
 
 import Dispatch
 
@@ -41,7 +41,9 @@ enum ClientKind: String, CaseIterable, Codable {
     }
 
     func supports(_ workload: Workload) -> Bool {
-        if workload.isDatagram || isDatagram { return workload.isDatagram && isDatagram }
+        // nwconnection runs the UDP workloads too (`makeDatagramClient`): NWConnection is both.
+        if workload.isDatagram { return isDatagram || self == .nwConnection }
+        if isDatagram { return false }
         switch self {
         case .filehandle: return workload == .download || workload == .pingpong  // no TLS or SOCKS either
         case .streamsAsync, .streamsQueued:
@@ -81,6 +83,7 @@ enum ClientKind: String, CaseIterable, Codable {
         case .baselineUdp: return BaselineDatagramClient(batched: false)
         case .baselineUdpBatch: return BaselineDatagramClient(batched: true)
         case .gcdAsyncUdpSocket: return GCDAsyncUdpSocketClient()
+        case .nwConnection: return NWConnectionDatagramClient()
         default: return nil
         }
     }
