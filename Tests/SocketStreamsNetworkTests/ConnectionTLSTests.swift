@@ -70,19 +70,7 @@ final class ConnectionTLSTests: SocketStreamsTestCase {
 
     /// Starts `connection`, waits for `.ready` (or fails the test with the state it reached instead).
     private func start(_ connection: NWConnection) -> [NWConnection.State] {
-        let states = Locked<[NWConnection.State]>([])
-        let settled = expectation(description: "settled")
-        connection.stateUpdateHandler = { state in
-            states.mutate { $0.append(state) }
-            switch state {
-            case .ready, .failed: settled.fulfill()
-            default: break
-            }
-        }
-        connection.start(queue: queue)
-        addCleanup { connection.cancel() }
-        wait(for: [settled], timeout: shortTimeout)
-        return states.value
+        startAndSettle(connection, on: queue, timeout: shortTimeout)
     }
 
     private func echo(_ connection: NWConnection, _ text: String) -> String? {

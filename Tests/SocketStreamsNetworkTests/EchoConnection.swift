@@ -4,6 +4,8 @@
     import SocketStreamsNetwork
 #endif
 import Foundation
+import SocketStreamsTestSupport
+import XCTest
 
 extension NWConnection {
     /// Starts this (accepted) connection on `queue` and echoes what it receives until the peer's end or
@@ -19,5 +21,25 @@ extension NWConnection {
             if isComplete || error != nil { return self.cancel() }
             self.echoNext()
         }
+    }
+}
+
+extension SocketStreamsTestCase {
+    /// Starts `connection` on `queue`, waits up to `timeout` for `.ready` or `.failed`, and returns the
+    /// states it went through; the test's cleanup cancels it.
+    func startAndSettle(_ connection: NWConnection, on queue: DispatchQueue, timeout: TimeInterval) -> [NWConnection.State] {
+        let states = Locked<[NWConnection.State]>([])
+        let settled = expectation(description: "settled")
+        connection.stateUpdateHandler = { state in
+            states.mutate { $0.append(state) }
+            switch state {
+            case .ready, .failed: settled.fulfill()
+            default: break
+            }
+        }
+        connection.start(queue: queue)
+        addCleanup { connection.cancel() }
+        wait(for: [settled], timeout: timeout)
+        return states.value
     }
 }

@@ -153,19 +153,7 @@ final class FramerConnectionTests: SocketStreamsTestCase {
 
     /// Starts `connection` and waits for `.ready` or `.failed`; returns the states it went through.
     func start(_ connection: NWConnection) -> [NWConnection.State] {
-        let states = Locked<[NWConnection.State]>([])
-        let settled = expectation(description: "settled")
-        connection.stateUpdateHandler = { state in
-            states.mutate { $0.append(state) }
-            switch state {
-            case .ready, .failed: settled.fulfill()
-            default: break
-            }
-        }
-        connection.start(queue: queue)
-        addCleanup { connection.cancel() }
-        wait(for: [settled], timeout: shortTimeout * 4)
-        return states.value
+        startAndSettle(connection, on: queue, timeout: shortTimeout * 4)
     }
 
     /// Sends each (type, body) as a framed message, receives as many with `receiveMessage`.
