@@ -164,9 +164,11 @@ final class FaultMatrixTests: SocketStreamsTestCase {
             Cell(fault: .acceptAndNeverAnswer, delivered: .exactly(0), outcome: .handshakeStalls),
             Cell(fault: .deadPeer(after: prefix + 25_000), delivered: .atLeast(16_384), outcome: .deadPeer),
         ]
-            // Without a proxy: ≥ 0.56 s at 64 000 B/s; a whole 16 KiB record every 0.26 s at most; read
-            // timeout 0.45 s.
-            + (prefix == 0 ? [bandwidthCell(rate: 64_000, burst: 4000, readTimeout: 0.45)] : [])
+            // Without a proxy: ≥ 0.50 s at 64 000 B/s through an 8000-byte bucket; a whole 16 KiB record
+            // every 0.26 s at most, and the first read waits for the handshake, a whole record up through
+            // the limit and its echo down (about 0.3 s; with a 4000-byte bucket about 0.45 s, where a
+            // 0.45 s timeout fired once with nothing yet delivered): read timeout 0.48 s.
+            + (prefix == 0 ? [bandwidthCell(rate: 64_000, burst: 8000, readTimeout: 0.48)] : [])
     }
 
     /// How a face reports each kind of end.
