@@ -22,8 +22,10 @@ final class DatagramConnectionTests: SocketStreamsTestCase {
     // MARK: helpers
 
     /// A UDP listener on an ephemeral loopback port whose connections echo every datagram; `.ready`.
-    private func startEchoListener(made: Locked<[NWConnection]> = Locked([])) throws -> (NWListener, UInt16) {
-        let listener = try NWListener(using: .udp, on: .any)
+    private func startEchoListener(
+        made: Locked<[NWConnection]> = Locked([]), parameters: NWParameters? = nil
+    ) throws -> (NWListener, UInt16) {
+        let listener = try parameters.map { try NWListener(using: $0) } ?? NWListener(using: .udp, on: .any)
         let queue = self.queue
         listener.newConnectionHandler = { connection in
             made.mutate { $0.append(connection) }
@@ -473,20 +475,9 @@ final class DatagramConnectionTests: SocketStreamsTestCase {
     func testRequiredLocalEndpointsBindTheSockets() throws {
         let listenerParameters = NWParameters.udp
         listenerParameters.requiredLocalEndpoint = .hostPort(host: "127.0.0.1", port: .any)
-        let listener = try NWListener(using: listenerParameters)
         let made = Locked<[NWConnection]>([])
-        let queue = self.queue
-        listener.newConnectionHandler = { connection in
-            made.mutate { $0.append(connection) }
-            connection.start(queue: queue)
-            Self.echo(connection)
-        }
-        let ready = expectation(description: "listener ready")
-        listener.stateUpdateHandler = { state in if state == .ready { ready.fulfill() } }
-        listener.start(queue: queue)
-        wait(for: [ready], timeout: shortTimeout)
-        addCleanup { listener.cancel() }
-        let port = try XCTUnwrap(listener.port)
+        let (_, rawPort) = try startEchoListener(made: made, parameters: listenerParameters)
+        let port = try XCTUnwrap(NWEndpoint.Port(rawValue: rawPort))
 
         let spare = try RawUDPPeer()
         let source = UInt16(spare.port)

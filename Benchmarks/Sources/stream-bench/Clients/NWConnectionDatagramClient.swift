@@ -20,6 +20,8 @@ struct NWConnectionDatagramClient: DatagramBenchmarkClient {
     static var queue: DispatchQueue { NWConnectionClient.queue }
 
     /// A workload's state, touched only on the queue (see `QueueDriver`).
+    // @unchecked Sendable: its state is reached only on `queue`, where every handler and completion
+    // runs; the benchmark thread only starts the workload and waits (`QueueDriver.run`).
     class Driver: QueueDriver, @unchecked Sendable {
         init() { super.init(queue: NWConnectionDatagramClient.queue, name: "NWConnection") }
 
@@ -85,6 +87,7 @@ struct NWConnectionDatagramClient: DatagramBenchmarkClient {
 
     // MARK: udp-receive
 
+    // @unchecked Sendable: as `Driver`, its state only on `queue`.
     final class Receiver: Driver, @unchecked Sendable {
         let size: Int
         var tracker: SequenceTracker
@@ -150,6 +153,7 @@ struct NWConnectionDatagramClient: DatagramBenchmarkClient {
 
     // MARK: udp-fanin
 
+    // @unchecked Sendable: as `Driver`, its state only on `queue`.
     final class FanInReceiver: Driver, @unchecked Sendable {
         let size: Int
         /// Set once the server has answered its peers' ports, before any of them sends.
@@ -214,6 +218,7 @@ struct NWConnectionDatagramClient: DatagramBenchmarkClient {
 
     // MARK: udp-send, udp-send-quiet
 
+    // @unchecked Sendable: as `Driver`, its state only on `queue`.
     final class Sender: Driver, @unchecked Sendable {
         let expected: Int
         /// The completions that have come, in send order.
@@ -267,6 +272,7 @@ struct NWConnectionDatagramClient: DatagramBenchmarkClient {
 
     // MARK: udp-pingpong
 
+    // @unchecked Sendable: as `Driver`, its state only on `queue`.
     final class PingPong: Driver, @unchecked Sendable {
         let messages: [Data]
         let roundTrips: Int
