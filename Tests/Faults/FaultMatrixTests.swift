@@ -69,18 +69,20 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         var readTimeout: TimeInterval? = nil
         /// How long the cell must take, from the open to the last byte (a bandwidth limit's bounds).
         var takes: ClosedRange<TimeInterval>? = nil
+        /// The bytes echoed (a bandwidth cell over TLS sends more, so that the transfer is many records long).
+        var payloadSize = FaultMatrixTests.payloadSize
     }
 
-    /// A bandwidth-limited link: 40 000 bytes each way at `rate` through a bucket of `burst` bytes take
-    /// at least (40 000 - burst) / rate (the echo's pace, the relay's bucket full at the start) and
-    /// finish well within 3 s more; a read timeout shorter than the transfer but longer than the gap
+    /// A bandwidth-limited link: `payload` bytes each way at `rate` through a bucket of `burst` bytes
+    /// take at least (payload - burst) / rate (the echo's pace, the relay's bucket full at the start)
+    /// and finish well within 3 s more; a read timeout shorter than the transfer but longer than the gap
     /// between the bucket's writes (TLS: between whole records) must not fire.
-    static func bandwidthCell(rate: Int, burst: Int, readTimeout: TimeInterval) -> Cell {
-        let least = Double(payloadSize - burst) / Double(rate)
+    static func bandwidthCell(rate: Int, burst: Int, readTimeout: TimeInterval, payload: Int = payloadSize) -> Cell {
+        let least = Double(payload - burst) / Double(rate)
         precondition(readTimeout < least, "the read timeout must be shorter than the transfer")
         return Cell(
             fault: .bandwidth(bytesPerSecond: rate, burst: burst), delivered: .all, outcome: .delivered, readTimeout: readTimeout,
-            takes: least...(least + 3))
+            takes: least...(least + 3), payloadSize: payload)
     }
 
     static let payloadSize = 40_000
@@ -164,11 +166,12 @@ final class FaultMatrixTests: SocketStreamsTestCase {
             Cell(fault: .acceptAndNeverAnswer, delivered: .exactly(0), outcome: .handshakeStalls),
             Cell(fault: .deadPeer(after: prefix + 25_000), delivered: .atLeast(16_384), outcome: .deadPeer),
         ]
-            // Without a proxy: ≥ 0.50 s at 64 000 B/s through an 8000-byte bucket; a whole 16 KiB record
-            // every 0.26 s at most, and the first read waits for the handshake, a whole record up through
-            // the limit and its echo down (about 0.3 s; with a 4000-byte bucket about 0.45 s, where a
-            // 0.45 s timeout fired once with nothing yet delivered): read timeout 0.48 s.
-            + (prefix == 0 ? [bandwidthCell(rate: 64_000, burst: 8000, readTimeout: 0.48)] : [])
+            // Without a proxy, 160 000 B (ten 16 KiB records) at 128 000 B/s through an 8000-byte
+            // bucket: ≥ 1.19 s; a whole record every 0.13 s, and the first read waits for a whole record
+            // up through the limit and its echo down (about 0.2 s): read timeout 0.8 s, 0.6 s beyond
+            // either wait. (With 40 000 B, two and a half records, the transfer is at most 2.4 records'
+            // time and the first read's wait two of them, so no timeout left room for a loaded machine.)
+            + (prefix == 0 ? [bandwidthCell(rate: 128_000, burst: 8000, readTimeout: 0.8, payload: 160_000)] : [])
     }
 
     /// How a face reports each kind of end.
@@ -428,7 +431,7 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         let descriptorsBefore = openSocketCount()
         let relay = try FaultRelay(upstreamPort: port, fault: cell.fault)
         let driver = profile.make(settings)
-        let payload = testPayload(Self.payloadSize)
+        let payload = testPayload(cell.payloadSize)
         let expected = expectedEnds(cell.outcome, profile, settings)
         let started = FaultRelay.now
         var received = Data()
