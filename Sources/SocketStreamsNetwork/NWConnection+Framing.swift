@@ -445,7 +445,7 @@ final class FramerDriver: Sendable {
     /// Hands what the framer wrote to the engine, in order; `send`'s completion goes with the last of
     /// it (or is called now if nothing was written), and a final send's shutdown after it.
     private func flushWrites(completing send: Send? = nil) {
-        let (writes, engine, prepended) = state.withLock { state in
+        let (written, engine, prepended) = state.withLock { state in
             defer {
                 state.writes = []
                 state.prepended = nil
@@ -457,23 +457,59 @@ final class FramerDriver: Sendable {
             if let send, case .contentProcessed(let done) = send.completion { done(.posix(.ENOTCONN)) }
             return
         }
+        let (writes, boundary) = Self.joined(written, boundary: prepended?.afterWrites)
         var operations: [NWConnection.EngineOperations] = []
         owner.shared.withLock { shared in
             for (index, bytes) in writes.enumerated() {
                 let last = index == writes.count - 1 && !(send?.final ?? false)
                 let completion = last ? (send?.completion ?? .idempotent) : .idempotent
-                operations.append(NWConnection.register(.send(WriteBytes(bytes), final: false, completion), in: &shared))
+                operations.append(NWConnection.register(.send(bytes, final: false, completion), in: &shared))
             }
             if let send, send.final {
                 operations.append(NWConnection.register(.send(nil, final: true, send.completion), in: &shared))
             }
         }
         for (index, each) in operations.enumerated() {
-            if let prepended, prepended.afterWrites == index { engine.enqueueTLS(prepended.settings) }
+            if let prepended, boundary == index { engine.enqueueTLS(prepended.settings) }
             NWConnection.enqueue(each, on: engine)
         }
-        if let prepended, prepended.afterWrites >= operations.count { engine.enqueueTLS(prepended.settings) }
+        if let prepended, let boundary, boundary >= operations.count { engine.enqueueTLS(prepended.settings) }
         if let send, writes.isEmpty, !send.final, case .contentProcessed(let done) = send.completion { done(nil) }
+    }
+
+    /// The most bytes of consecutive writes joined into one (``joined(_:boundary:)``).
+    static let joinLimit = 16 * 1024
+
+    /// `writes` as the engine's writes, runs of consecutive small ones joined into one array of up to
+    /// ``joinLimit`` bytes, so that a framer's header and its message go to the socket in one system
+    /// call and one segment, not one each with the peer woken for each; larger writes stay as they
+    /// are (a copy would cost more than the call it saves). Nothing is joined across `boundary`, the
+    /// number of writes before a TLS upgrade goes in; the result's boundary is the same point in it.
+    static func joined(_ writes: [Data], boundary: Int?) -> (writes: [WriteBytes], boundary: Int?) {
+        var result: [WriteBytes] = []
+        result.reserveCapacity(writes.count)
+        var joinedBoundary = boundary.map { $0 >= writes.count ? Int.max : $0 }
+        var start = 0
+        while start < writes.count {
+            if start == boundary { joinedBoundary = result.count }
+            var end = start + 1
+            var total = writes[start].count
+            while end < writes.count, end != boundary, total + writes[end].count <= joinLimit {
+                total += writes[end].count
+                end += 1
+            }
+            if end == start + 1 {
+                result.append(WriteBytes(writes[start]))
+            } else {
+                var bytes: [UInt8] = []
+                bytes.reserveCapacity(total)
+                for write in writes[start..<end] { write.withUnsafeBytes { bytes.append(contentsOf: $0) } }
+                result.append(.array(bytes))
+            }
+            start = end
+        }
+        if joinedBoundary == Int.max { joinedBoundary = result.count }
+        return (result, joinedBoundary)
     }
 
     // MARK: the instance's actions (in a callback, on the owner)

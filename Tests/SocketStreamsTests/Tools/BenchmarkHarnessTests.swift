@@ -13,7 +13,7 @@ import XCTest
 final class BenchmarkHarnessTests: XCTestCase {
     private static let allClients = [
         "baseline", "streams-delegate", "streams-thread", "streams-queue", "streams-polling", "filehandle", "nwconnection",
-        "baseline-udp", "baseline-udp-batch", "gcdasyncudpsocket",
+        "nwconnection-framer", "baseline-udp", "baseline-udp-batch", "gcdasyncudpsocket",
     ]
     private static let allWorkloads = [
         "download", "upload", "pingpong", "connect", "many1k", "many5k", "idle", "udp-receive", "udp-send", "udp-send-quiet",
@@ -216,12 +216,14 @@ final class BenchmarkHarnessTests: XCTestCase {
     }
 
     /// Whether the harness runs `client` on `workload`: the UDP clients run the UDP workloads only,
-    /// filehandle download and ping-pong only, nwconnection one connection at a time and the UDP workloads.
+    /// filehandle download and ping-pong only, nwconnection one connection at a time and the UDP workloads,
+    /// nwconnection-framer ping-pong only.
     private static func supports(_ client: String, _ workload: String) -> Bool {
         let udpClient = ["baseline-udp", "baseline-udp-batch", "gcdasyncudpsocket"].contains(client)
         if workload.hasPrefix("udp-") { return udpClient || client == "nwconnection" }
         if udpClient { return false }
         if client == "nwconnection" { return ["download", "upload", "pingpong", "connect"].contains(workload) }
+        if client == "nwconnection-framer" { return workload == "pingpong" }
         return client != "filehandle" || workload == "download" || workload == "pingpong"
     }
 

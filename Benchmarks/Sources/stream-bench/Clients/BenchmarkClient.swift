@@ -17,6 +17,8 @@ enum ClientKind: String, CaseIterable, Codable {
     /// GCDAsyncSocket's own API (the CocoaAsyncSocket product), given no socket queue.
     case gcdAsyncSocket = "gcdasyncsocket"
     case nwConnection = "nwconnection"
+    /// `NWConnection` with a length-prefixed `NWProtocolFramer`: ping-pong only, plain and TLS.
+    case nwConnectionFramer = "nwconnection-framer"
     case filehandle
     /// UDP, raw sockets: `recvfrom`/`sendto`, one datagram a call.
     case baselineUdp = "baseline-udp"
@@ -29,7 +31,7 @@ enum ClientKind: String, CaseIterable, Codable {
     var isSocketStreams: Bool {
         switch self {
         case .streamsDelegate, .streamsThread, .streamsQueue, .streamsPolling, .streamsAsync, .streamsQueued, .gcdAsyncSocket,
-            .nwConnection, .gcdAsyncUdpSocket:
+            .nwConnection, .nwConnectionFramer, .gcdAsyncUdpSocket:
             return true
         case .baseline, .filehandle, .baselineUdp, .baselineUdpBatch: return false
         }
@@ -52,6 +54,9 @@ enum ClientKind: String, CaseIterable, Codable {
         case .nwConnection:
             // One connection at a time, plain and TLS (no proxies in Network.framework's API here).
             return [.download, .upload, .pingpong, .connect].contains(workload.plainCounterpart) && !workload.isSOCKS
+        case .nwConnectionFramer:
+            // Messages through a framer, one connection: ping-pong, plain and TLS.
+            return workload.plainCounterpart == .pingpong && !workload.isSOCKS
         case .gcdAsyncSocket:
             // One connection at a time, plain only.
             return [.download, .upload, .pingpong, .connect].contains(workload)
@@ -72,6 +77,7 @@ enum ClientKind: String, CaseIterable, Codable {
         case .streamsQueued: return StreamsQueuedClient()
         case .gcdAsyncSocket: return GCDAsyncSocketClient()
         case .nwConnection: return NWConnectionClient()
+        case .nwConnectionFramer: return NWConnectionFramerClient()
         case .filehandle: return FileHandleClient()
         case .baselineUdp, .baselineUdpBatch, .gcdAsyncUdpSocket: return NoStreamClient(kind: self)
         }

@@ -15,13 +15,18 @@ struct NWConnectionClient: BenchmarkClient {
     class Driver: QueueDriver, @unchecked Sendable {
         init() { super.init(queue: NWConnectionClient.queue, name: "NWConnection") }
 
-        /// A connection to the server on 127.0.0.1, with `TCP_NODELAY`, started on the queue; `ready`
-        /// runs there once it is ready.
-        func connect(port: UInt16, ready: @escaping @Sendable (NWConnection) -> Void) -> NWConnection {
+        /// A connection to the server on 127.0.0.1, with `TCP_NODELAY` (and, `framed`, the length-prefix
+        /// framer of `nwconnection-framer` on top), started on the queue; `ready` runs there once it is
+        /// ready.
+        func connect(port: UInt16, framed: Bool = false, ready: @escaping @Sendable (NWConnection) -> Void) -> NWConnection {
             let tcp = NWProtocolTCP.Options()
             tcp.noDelay = true
-            let connection = NWConnection(
-                host: "127.0.0.1", port: NWEndpoint.Port(rawValue: port)!, using: NWParameters(tls: NWConnectionClient.tls, tcp: tcp))
+            let parameters = NWParameters(tls: NWConnectionClient.tls, tcp: tcp)
+            if framed {
+                parameters.defaultProtocolStack.applicationProtocols.insert(
+                    NWProtocolFramer.Options(definition: BenchLengthFramer.definition), at: 0)
+            }
+            let connection = NWConnection(host: "127.0.0.1", port: NWEndpoint.Port(rawValue: port)!, using: parameters)
             connection.stateUpdateHandler = { [self] state in
                 switch state {
                 case .ready: ready(connection)

@@ -81,7 +81,7 @@ enum MeasureCommand {
                 client = BaselineTLSClient(context: try BenchTLS.clientContext(caFile: caFile, resumes: resumes), resumes: resumes)
             } else {
                 BenchTLS.clientSettings = BenchTLS.settings(caFile: caFile, resumes: resumes)
-                if kind == .nwConnection { try NWConnectionClient.useTLS(caFile: caFile, resumes: resumes) }
+                if kind == .nwConnection || kind == .nwConnectionFramer { try NWConnectionClient.useTLS(caFile: caFile, resumes: resumes) }
                 client = kind.makeClient()
             }
         } else if workload.isSOCKS {
