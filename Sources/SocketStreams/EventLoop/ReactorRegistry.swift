@@ -50,9 +50,11 @@ final class ReactorRegistry: @unchecked Sendable {
         }
     }
 
-    /// The reactor for a dispatch queue (one per queue, however many streams use it).
+    /// The reactor for a dispatch queue (one per queue, however many streams use it, and whichever of
+    /// its wrappers they name it by).
     func acquire(queue: DispatchQueue) throws(SystemError) -> Reactor {
-        try acquire(Key(runLoop: ObjectIdentifier(queue), mode: Self.queueMode)) { () throws(SystemError) in
+        let identity = state.withLock { _ in Self.identity(of: queue) }
+        return try acquire(Key(runLoop: identity, mode: Self.queueMode)) { () throws(SystemError) in
             evictIdleQueueThread()
             return try Reactor(queue: queue, mode: Self.queueMode)
         }
@@ -66,7 +68,7 @@ final class ReactorRegistry: @unchecked Sendable {
         let evicted = state.withLock { state -> Reactor? in
             guard let index = state.idle.firstIndex(where: { $0.drivesQueue }) else { return nil }
             let oldest = state.idle.remove(at: index)
-            if let queue = oldest.queue { state.reactors.removeValue(forKey: Key(runLoop: ObjectIdentifier(queue), mode: oldest.mode)) }
+            if let queue = oldest.queue { state.reactors.removeValue(forKey: Key(runLoop: Self.identity(of: queue), mode: oldest.mode)) }
             return oldest
         }
         evicted?.detach()
@@ -74,6 +76,22 @@ final class ReactorRegistry: @unchecked Sendable {
 
     /// The mode name a queue's reactor is keyed with.
     private static let queueMode = "SocketStreams.DispatchQueue"
+
+    /// A queue's mark in the registry, set on the queue itself.
+    private final class QueueMark: Sendable {}
+    private static let queueMark = DispatchSpecificKey<QueueMark>()
+
+    /// The identity a queue's reactor is keyed by: a mark the registry sets on the queue as a
+    /// queue-specific value the first time, so that every wrapper of one queue finds it (each
+    /// `DispatchQueue.main` and `DispatchQueue.global()` is a new wrapper object, and keyed by the
+    /// wrapper each got a reactor of its own). The queue keeps its mark alive, and the registry the
+    /// queue while its reactor is known. Called under the registry's lock, so a queue gets one mark.
+    private static func identity(of queue: DispatchQueue) -> ObjectIdentifier {
+        if let mark = queue.getSpecific(key: queueMark) { return ObjectIdentifier(mark) }
+        let mark = QueueMark()
+        queue.setSpecific(key: queueMark, value: mark)
+        return ObjectIdentifier(mark)
+    }
 
     private func acquire(_ key: Key, create: () throws(SystemError) -> Reactor) throws(SystemError) -> Reactor {
         let existing = state.withLock { state -> Reactor? in
@@ -135,7 +153,7 @@ final class ReactorRegistry: @unchecked Sendable {
             state.idle.append(reactor)
             guard state.idle.count > Self.idleCapacity else { return nil }
             let oldest = state.idle.removeFirst()
-            let identity = oldest.queue.map { ObjectIdentifier($0) } ?? oldest.runLoop.map { ObjectIdentifier($0) }
+            let identity = oldest.queue.map(Self.identity(of:)) ?? oldest.runLoop.map { ObjectIdentifier($0) }
             if let identity { state.reactors.removeValue(forKey: Key(runLoop: identity, mode: oldest.mode)) }
             return oldest
         }

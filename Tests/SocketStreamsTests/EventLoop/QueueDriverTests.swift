@@ -82,6 +82,24 @@ final class QueueDriverTests: SocketStreamsTestCase {
         XCTAssertFalse(try reactor(of: .main).drivesQueue)
     }
 
+    /// Every `DispatchQueue.main` and `DispatchQueue.global()` is a new wrapper of the one queue: all of
+    /// them share the queue's one reactor (keyed by the wrapper, each got a reactor, an epoll set and
+    /// a queue thread of its own, and the last one's queue-specific mark hid the others' owner).
+    func testEveryWrapperOfOneQueueSharesItsReactor() throws {
+        for (name, make) in [("main", { DispatchQueue.main }), ("global", { DispatchQueue.global() })] as [(String, () -> DispatchQueue)] {
+            let first = try ReactorRegistry.shared.acquire(queue: make())
+            defer { ReactorRegistry.shared.release(first) }
+            let second = try ReactorRegistry.shared.acquire(queue: make())
+            defer { ReactorRegistry.shared.release(second) }
+            XCTAssertTrue(first === second, "two reactors for the \(name) queue")
+        }
+        let own = try ReactorRegistry.shared.acquire(queue: makeQueue("own"))
+        defer { ReactorRegistry.shared.release(own) }
+        let other = try ReactorRegistry.shared.acquire(queue: makeQueue("other"))
+        defer { ReactorRegistry.shared.release(other) }
+        XCTAssertFalse(own === other, "two queues share a reactor")
+    }
+
     /// The queue's thread wakes when bytes arrive, then waits for the queue, busy with a block of the
     /// user's that reads those bytes itself. Once the queue is free, the perform must not report
     /// `hasBytesAvailable` for bytes that are gone (a delegate's read would then block): it polls
