@@ -44,12 +44,10 @@ package final class TestPKI: @unchecked Sendable {
     package static let shared: Result<TestPKI, Failure> = Result { () throws(Failure) -> TestPKI in try TestPKI() }
 
     private init() throws(Failure) {
-        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("ssT-pki-\(getpid())")
-        try? FileManager.default.removeItem(at: directory)
         do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            directory = try ProcessDirectory.make(prefix: "ssT-pki")
         } catch {
-            throw Failure(description: "cannot create \(directory.path): \(error)")
+            throw Failure(description: "cannot create the PKI's directory: \(error)")
         }
         try make()
     }

@@ -54,8 +54,12 @@ final class TLSCorpusTests: SocketStreamsTestCase {
 
     /// Made once per test process.
     static let shared: Result<Corpus, CorpusFailure> = Result { () throws(CorpusFailure) -> Corpus in
-        let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("ssT-corpus-\(getpid())")
-        try? FileManager.default.removeItem(at: directory)
+        let directory: URL
+        do {
+            directory = try ProcessDirectory.make(prefix: "ssT-corpus")
+        } catch {
+            throw CorpusFailure(description: "cannot create the corpus's directory: \(error)")
+        }
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Scripts/make-tls-corpus.py").path
         do {
