@@ -23,6 +23,9 @@ struct ConnectionConfiguration {
     /// `NWParameters.serviceClass` as CFNetwork's network service type (the DSCP and queueing priority
     /// SocketStreams marks a pair's socket with); nil for best effort.
     let serviceType: CFString?
+    /// TCP Fast Open on the connect: `NWProtocolTCP.Options.enableFastOpen` or
+    /// `NWParameters.allowFastOpen` (which Apple says may enable it in the stack's protocols).
+    let fastOpen: Bool
 
     init(endpoint: NWEndpoint, parameters: NWParameters, accepted: Bool) throws(NWError) {
         switch endpoint {
@@ -58,6 +61,7 @@ struct ConnectionConfiguration {
         }
         local = accepted ? nil : try Self.localBinding(parameters)
         serviceType = Self.serviceType(parameters.values.withLock { $0.serviceClass })
+        fastOpen = !accepted && (parameters.values.withLock { $0.allowFastOpen } || tcp?.values.withLock { $0.enableFastOpen } == true)
     }
 
     /// The network service type a service class marks traffic with.
@@ -112,7 +116,7 @@ struct ConnectionConfiguration {
     }
 
     /// Sets the pair's properties before it opens: TLS, the connect timeout, `TCP_NODELAY`, the local
-    /// binding.
+    /// binding, TCP Fast Open.
     func configure(_ input: InputStream) throws(NWError) {
         if let tls, !input.setProperty(tls, forKey: .tlsSettingsKey) { throw NWError.tls(-9830) }  // errSSLIllegalParam
         if let tcp {
@@ -121,6 +125,7 @@ struct ConnectionConfiguration {
             if noDelay { _ = input.setProperty(true as NSNumber, forKey: .tcpNoDelayKey) }
         }
         if let local, !input.setProperty(local, forKey: .localBindingKey) { throw NWError.posix(.EINVAL) }
+        if fastOpen, case .host = target { _ = input.setProperty(true as NSNumber, forKey: .tcpFastOpenKey) }
         if let serviceType { _ = input.setProperty(serviceType, forKey: Stream.PropertyKey(kCFStreamNetworkServiceType as String)) }
     }
 }

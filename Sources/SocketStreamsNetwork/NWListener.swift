@@ -220,6 +220,8 @@ public final class NWListener: CustomDebugStringConvertible, Sendable {
         let runLoop: RunLoop
         do {
             listener = try StreamListener(host: host, port: Int(requestedPort.rawValue))
+            let tcp = parameters.defaultProtocolStack.transportProtocol as? NWProtocolTCP.Options
+            if parameters.allowFastOpen || tcp?.enableFastOpen == true { _ = listener.allowFastOpen() }
             runLoop = try RunLoop.startSocketStreams()
         } catch {
             return .failed(NWError(engineError: error))

@@ -93,6 +93,16 @@ public final class StreamListener: Sendable {
         self.socketFile = nil
     }
 
+    /// Lets clients connecting with TCP Fast Open send their first bytes in the SYN (`TCP_FASTOPEN`,
+    /// up to `queueLength` such connections waiting to be accepted), where the system lets servers use
+    /// it (`net.ipv4.tcp_fastopen` with bit 2). False on a Unix-domain listener or where the kernel
+    /// refuses the option. Network.framework's listeners set it for `NWParameters.allowFastOpen` and
+    /// `NWProtocolTCP.Options.enableFastOpen`.
+    package func allowFastOpen(queueLength: Int32 = 16) -> Bool {
+        guard unixPath == nil else { return false }
+        return Posix.setFastOpenQueue(handle.fd, length: queueLength)
+    }
+
     /// Binds and listens on a Unix-domain socket path (`socket(AF_UNIX)`, `bind`, `listen`).
     ///
     /// Nothing at `path` is taken over or deleted unless it is a stale socket file:

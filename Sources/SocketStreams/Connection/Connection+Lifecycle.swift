@@ -73,7 +73,7 @@ extension Connection {
         let connector = Connector(
             connection: self, endpoint: options?.settings.firstHop ?? target, home: opening.home!, time: options?.time ?? SystemTime(),
             resolve: options?.resolve ?? PairOptions.systemResolve,
-            local: options?.settings.localBinding)
+            local: options?.settings.localBinding, fastOpen: options?.settings.fastOpen ?? false)
         _ = lifecycle.handle(.dial(connector))
         return connector
     }

@@ -68,6 +68,8 @@ final class Connector: @unchecked Sendable {
     private let resolve: ResolveFunction
     /// Where each attempt's socket is bound before it connects (`localBindingKey`), if anywhere.
     private let local: LocalBinding?
+    /// Whether each attempt connects with TCP Fast Open (`tcpFastOpenKey`).
+    private let fastOpen: Bool
     private let time: any TimeSource
     /// The connection's lock, which guards `state` as well.
     private let lock: ConditionLock
@@ -77,11 +79,12 @@ final class Connector: @unchecked Sendable {
     /// a registry use until it finishes.
     init(
         connection: Connection, endpoint: Endpoint, home: Reactor, time: any TimeSource, resolve: @escaping ResolveFunction,
-        local: LocalBinding? = nil
+        local: LocalBinding? = nil, fastOpen: Bool = false
     ) {
         self.connection = connection
         self.resolve = resolve
         self.local = local
+        self.fastOpen = fastOpen
         self.time = time
         ReactorRegistry.shared.retain(home)
         lock = connection.lock
@@ -260,6 +263,9 @@ final class Connector: @unchecked Sendable {
                 let handle = SocketHandle(fd: fd, closesOnRelease: true)
                 do {
                     if let local { try local.bind(fd, family: address.family) }
+                    // Without the kernel's support the connect is an ordinary one, as Apple's is
+                    // where the server or the path refuses fast open.
+                    if fastOpen { _ = Posix.setFastOpenConnect(fd) }
                     switch try Posix.connect(fd, to: address) {
                     case .processed:
                         return finish(&state, .connected(handle, nil))

@@ -17,6 +17,9 @@ struct PairSettings {
     /// In seconds; nil or 0: no limit.
     var connectTimeout: Double?
     var localBinding: LocalBinding?
+    /// Whether the connect uses TCP Fast Open (`TCP_FASTOPEN_CONNECT`): the first bytes written go in
+    /// the SYN once the kernel holds a cookie for the peer.
+    var fastOpen = false
     /// What the socket's traffic is marked with, and the name it was set with (for reading back).
     var trafficClass: TrafficClass?
     var trafficClassAsSet: String?
@@ -58,6 +61,8 @@ extension PairSettings {
         case connectTimeout(Double)
         /// Where outgoing connections come from (nil: anywhere).
         case localBinding(LocalBinding?)
+        /// TCP Fast Open on the connect, or not.
+        case fastOpen(Bool)
         /// The traffic class (nil: none), with the name it was set with.
         case trafficClass(TrafficClass?, asSet: String?)
 
@@ -68,6 +73,7 @@ extension PairSettings {
             case .proxy(let proxy, _): return proxy == nil
             case .connectTimeout: return false
             case .localBinding(let binding): return binding == nil
+            case .fastOpen(let on): return !on
             case .trafficClass(let trafficClass, _): return trafficClass == nil
             }
         }
@@ -103,7 +109,8 @@ extension PairSettings {
     ///   handshake has started it cannot change (turning it off on a plain live pair changes nothing).
     /// - A proxy: before open only, on a pair made for a host and port, and only a configuration the
     ///   proxy can be sent (`ProxyValidation`).
-    /// - The connect timeout: before open only. The local binding: before open, on a host pair only.
+    /// - The connect timeout: before open only. The local binding and TCP Fast Open: before open, on
+    ///   a host pair only.
     /// - The traffic class: at any time but on a Unix-domain pair.
     mutating func apply(_ change: Change, at moment: Moment, target: Endpoint) -> Effect {
         switch change {
@@ -131,6 +138,9 @@ extension PairSettings {
         case .localBinding(let binding):
             guard moment == .idle, case .host = target else { return .refused }
             localBinding = binding
+        case .fastOpen(let on):
+            guard moment == .idle, case .host = target else { return .refused }
+            fastOpen = on
         case .trafficClass(let trafficClass, let name):
             if case .unix = target { return .refused }
             (self.trafficClass, trafficClassAsSet) = (trafficClass, name)

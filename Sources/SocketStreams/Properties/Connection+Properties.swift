@@ -39,6 +39,8 @@ extension Connection {
                 return settings.trafficClassAsSet.map { NSString(string: $0) }
             case Stream.PropertyKey.localBindingKey.rawValue:
                 return settings.localBinding.map { $0 as AnyObject }
+            case Stream.PropertyKey.tcpFastOpenKey.rawValue:
+                return settings.fastOpen ? NSNumber(value: true) : nil
             case Stream.PropertyKey.shutdownOutputKey.rawValue:
                 return NSNumber(value: options?.outputShutDown ?? false)
             case kCFStreamPropertySocketSecurityLevel:
@@ -80,6 +82,9 @@ extension Connection {
             case Stream.PropertyKey.tcpNoDelayKey.rawValue:
                 guard let flag = PropertyValue.bool(value) else { return false }
                 return setNoDelay(flag)
+            case Stream.PropertyKey.tcpFastOpenKey.rawValue:
+                guard let flag = PropertyValue.bool(value) else { return false }
+                return set(.fastOpen(flag))
             case kCFStreamNetworkServiceType:
                 if value == nil || value is NSNull { return set(.trafficClass(nil, asSet: nil)) }
                 guard let known = NetworkServiceType(value) else { return false }

@@ -76,6 +76,15 @@ extension Stream.PropertyKey {
     /// SocketStreams' own: `TCP_NODELAY` (a Bool, not 0 or 1) on the pair's TCP socket. May be set at any time.
     public static let tcpNoDelayKey = Stream.PropertyKey("SocketStreamsPropertyTCPNoDelay")
 
+    /// SocketStreams' own: TCP Fast Open (RFC 7413) on the connect (a Bool): once the kernel holds a
+    /// cookie for the server, `connect(2)` returns at once and the first bytes written (a TLS
+    /// ClientHello, or the application's first request) go in the SYN; without one the connect is an
+    /// ordinary one that asks for a cookie (`TCP_FASTOPEN_CONNECT`). The open then completes before
+    /// the server has answered: write first, and send only what may be sent twice. Network.framework's
+    /// `NWProtocolTCP.Options.enableFastOpen` and `NWParameters.allowFastOpen` set it. Set before
+    /// `open()`, on a host pair.
+    public static let tcpFastOpenKey = Stream.PropertyKey("SocketStreamsPropertyTCPFastOpen")
+
     /// SocketStreams' own: where outgoing connections come from, a ``LocalBinding`` (GCDAsyncSocket's
     /// `viaInterface:`; `bind(2)` before `connect(2)`). Set before `open()`; refused on Unix-domain and
     /// native-socket pairs.

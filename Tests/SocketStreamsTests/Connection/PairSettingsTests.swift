@@ -24,13 +24,14 @@ final class PairSettingsTests: XCTestCase {
             ("timeout", .connectTimeout(5), { $0.connectTimeout == 5 }),
             ("binding", .localBinding(LocalBinding(address: "127.0.0.2")), { $0.localBinding != nil }),
             ("class", .trafficClass(.standard, asSet: "default"), { $0.trafficClassAsSet == "default" }),
+            ("fast open", .fastOpen(true), { $0.fastOpen }),
         ]
     }
 
     /// Change × moment → effect, for a host pair ("r" refused, "t" taken, "s" start TLS, "m" mark the socket).
     static let hostTable: [String: String] = [
         "tls": "t t s r r", "no tls": "t t t r r", "proxy": "t r r r r", "bad proxy": "r r r r r", "no proxy": "t r r r r",
-        "timeout": "t r r r r", "binding": "t r r r r", "class": "m m m m m",
+        "timeout": "t r r r r", "binding": "t r r r r", "class": "m m m m m", "fast open": "t r r r r",
     ]
 
     static func letter(_ effect: PairSettings.Effect) -> String {
@@ -56,6 +57,7 @@ final class PairSettingsTests: XCTestCase {
                         XCTAssertNil(settings.connectTimeout, "\(name) at \(moment) on \(target)")
                         XCTAssertNil(settings.localBinding, "\(name) at \(moment) on \(target)")
                         XCTAssertNil(settings.trafficClassAsSet, "\(name) at \(moment) on \(target)")
+                        XCTAssertFalse(settings.fastOpen, "\(name) at \(moment) on \(target)")
                     } else {
                         XCTAssertTrue(stored(settings), "\(name) at \(moment) on \(target) was taken but not stored")
                     }
@@ -64,11 +66,13 @@ final class PairSettingsTests: XCTestCase {
                 switch target {
                 case .host: expected = Self.hostTable[name]!
                 case .unix:
-                    // No proxy, binding or traffic class on a Unix-domain pair; TLS and the timeout as on a host pair.
+                    // No proxy, binding, fast open or traffic class on a Unix-domain pair; TLS and the timeout as on a host pair.
                     expected = ["tls", "no tls", "timeout"].contains(name) ? Self.hostTable[name]! : "r r r r r"
                 case .native:
-                    // A native socket is already connected: no proxy or binding; the rest as on a host pair.
-                    expected = ["proxy", "bad proxy", "no proxy", "binding"].contains(name) ? "r r r r r" : Self.hostTable[name]!
+                    // A native socket is already connected: no proxy, binding or fast open; the rest as on a
+                    // host pair.
+                    let refused = ["proxy", "bad proxy", "no proxy", "binding", "fast open"]
+                    expected = refused.contains(name) ? "r r r r r" : Self.hostTable[name]!
                 }
                 XCTAssertEqual(row.joined(separator: " "), expected, "\(name) on \(target)")
             }
@@ -100,8 +104,9 @@ final class PairSettingsTests: XCTestCase {
     func testWhichChangesClear() {
         XCTAssertEqual(
             Self.changes.map { "\($0.name):\($0.change.clears)" }.joined(separator: " "),
-            "tls:false no tls:true proxy:false bad proxy:false no proxy:true timeout:false binding:false class:false")
+            "tls:false no tls:true proxy:false bad proxy:false no proxy:true timeout:false binding:false class:false fast open:false")
         XCTAssertTrue(Change.localBinding(nil).clears)
+        XCTAssertTrue(Change.fastOpen(false).clears)
         XCTAssertTrue(Change.trafficClass(nil, asSet: nil).clears)
     }
 }
