@@ -14,9 +14,10 @@
 // input; `cleanup(framer:)` when the attempt's engine closes. TLS a framer prepends is the engine's
 // queued handshake (as GCDAsyncSocket's `startTLS`), behind the framer's writes so far.
 //
-// Another application protocol (`NWProtocolWebSocket`) fits as an implementation this driver runs:
-// what it adds is its metadata, mapped where a send's context becomes a message (`send`) and a
-// delivery becomes a context (`perform(.complete)`), and its choice in `make(for:)`.
+// WebSocket (`NWProtocolWebSocket`) is an implementation this driver runs (`WebSocketFramer`): what it
+// adds is its metadata, mapped where a send's context becomes a message (`send`) and a delivery becomes
+// a context (`perform(.complete)`), its choice in `make(for:)`, and the end of output its close
+// handshake asks for (`finishOutput`).
 
 import Foundation
 import SocketStreams
@@ -107,6 +108,9 @@ final class FramerDriver: Sendable {
         var readyToReport = false
         /// `markFailed` was called: the error the attempt closes with.
         var failure: NWError?
+        /// The framer ended the sending side (`finishOutput`): a final send follows its writes, once.
+        var outputFinished = false
+        var finalSent = false
     }
 
     let definition: NWProtocolFramer.Definition
@@ -123,16 +127,23 @@ final class FramerDriver: Sendable {
     static let readAhead = 65_536
     static let deliveredAhead = 1 << 20
 
-    /// The driver for the framer in `parameters`' stack, or nil if it has none.
+    /// The driver for the framer (or WebSocket) in `parameters`' stack, or nil if it has none.
     static func make(for parameters: NWParameters) -> FramerDriver? {
-        let framer = parameters.defaultProtocolStack.applicationProtocols.lazy.compactMap { $0 as? NWProtocolFramer.Options }.first
-        return framer.map { FramerDriver(options: $0) }
+        for options in parameters.defaultProtocolStack.applicationProtocols {
+            if let framer = options as? NWProtocolFramer.Options { return FramerDriver(options: framer) }
+            if let webSocket = options as? NWProtocolWebSocket.Options {
+                let framer = NWProtocolFramer.Options(definition: WebSocketFramer.definition)
+                framer[WebSocketFramer.optionsKey] = webSocket
+                return FramerDriver(options: framer)
+            }
+        }
+        return nil
     }
 
     /// Whether a connection can run `protocols` (a stack's application protocols, top first): TLS, and
-    /// one framer above it (a framer below TLS, or a second one, is not supported; WebSocket is not yet).
+    /// one framer or WebSocket above it (below TLS, or a second one, is not supported).
     static func isSupported(_ protocols: [NWProtocolOptions]) -> Bool {
-        let framers = protocols.indices.filter { protocols[$0] is NWProtocolFramer.Options }
+        let framers = protocols.indices.filter { protocols[$0] is NWProtocolFramer.Options || protocols[$0] is NWProtocolWebSocket.Options }
         let tls = protocols.indices.filter { protocols[$0] is NWProtocolTLS.Options }
         guard framers.count + tls.count == protocols.count, framers.count <= 1 else { return false }
         return framers.allSatisfy { framer in tls.allSatisfy { framer < $0 } }
@@ -141,7 +152,19 @@ final class FramerDriver: Sendable {
     init(options: NWProtocolFramer.Options) {
         self.options = options
         definition = options.definition
+        isWebSocket = options.definition === WebSocketFramer.definition
         connection = Guarded(Weak())
+    }
+
+    /// The framer is WebSocket's (its metadata is mapped to and from framer messages).
+    let isWebSocket: Bool
+
+    /// The connection is one a listener accepted.
+    var isAccepted: Bool { owner?.acceptedPair != nil }
+
+    /// WebSocket's metadata of the connection once its handshake is done (`NWConnection.metadata(definition:)`).
+    var webSocketMetadata: NWProtocolWebSocket.Metadata? {
+        (state.withLock { $0.implementation } as? WebSocketFramer)?.connectionMetadata.withLock { $0 }
     }
 
     /// The options the framer was inserted with (the connection's frozen copy).
@@ -169,7 +192,9 @@ final class FramerDriver: Sendable {
     /// context's framer message (a new one if the context has none).
     func send(_ content: Data?, context: NWConnection.ContentContext, isComplete: Bool, completion: NWConnection.SendCompletion) {
         let message =
-            (context.protocolMetadata(definition: definition) as? Message) ?? Message(definition: definition)
+            isWebSocket
+            ? WebSocketFramer.message(for: context)
+            : (context.protocolMetadata(definition: definition) as? Message) ?? Message(definition: definition)
         let send = Send(
             content: content, message: message, isComplete: isComplete, final: isComplete && context.isFinal, completion: completion)
         if let failure = refusal() {
@@ -426,7 +451,9 @@ final class FramerDriver: Sendable {
             flushWrites(completing: send)
         case .complete(let completion, let received):
             let context =
-                received.message.map { NWConnection.ContentContext(identifier: definition.name, metadata: [$0]) } ?? .defaultStream
+                received.message.map {
+                    NWConnection.ContentContext(identifier: definition.name, metadata: [isWebSocket ? WebSocketFramer.metadata(of: $0) : $0])
+                } ?? .defaultStream
             completion(received.data, context, received.isComplete, nil)
         case .read(let engine, let tag):
             _ = engine.enqueueRead(.range(minimum: 1, maximum: Self.readAhead), timeout: -1, tag: tag)
@@ -445,12 +472,14 @@ final class FramerDriver: Sendable {
     /// Hands what the framer wrote to the engine, in order; `send`'s completion goes with the last of
     /// it (or is called now if nothing was written), and a final send's shutdown after it.
     private func flushWrites(completing send: Send? = nil) {
-        let (writes, engine, prepended) = state.withLock { state in
+        let (writes, engine, prepended, finish) = state.withLock { state in
             defer {
                 state.writes = []
                 state.prepended = nil
             }
-            return (state.writes, state.engine, state.prepended)
+            let finish = state.outputFinished && !state.finalSent
+            if finish { state.finalSent = true }
+            return (state.writes, state.engine, state.prepended, finish)
         }
         guard let owner else { return }
         guard let engine else {
@@ -467,6 +496,7 @@ final class FramerDriver: Sendable {
             if let send, send.final {
                 operations.append(NWConnection.register(.send(nil, final: true, send.completion), in: &shared))
             }
+            if finish { operations.append(NWConnection.register(.send(nil, final: true, .idempotent), in: &shared)) }
         }
         for (index, each) in operations.enumerated() {
             if let prepended, prepended.afterWrites == index { engine.enqueueTLS(prepended.settings) }
@@ -579,6 +609,13 @@ final class FramerDriver: Sendable {
             return true
         }
         if !accepted { throw NWError.posix(.EINVAL) }
+    }
+
+    func finishOutput() {
+        state.withLock { state in
+            guard state.inCallback else { return }
+            state.outputFinished = true
+        }
     }
 
     func markReady() {
