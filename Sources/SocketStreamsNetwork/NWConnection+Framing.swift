@@ -452,7 +452,8 @@ final class FramerDriver: Sendable {
         case .complete(let completion, let received):
             let context =
                 received.message.map {
-                    NWConnection.ContentContext(identifier: definition.name, metadata: [isWebSocket ? WebSocketFramer.metadata(of: $0) : $0])
+                    NWConnection.ContentContext(
+                        identifier: definition.name, metadata: [isWebSocket ? WebSocketFramer.metadata(of: $0) : $0])
                 } ?? .defaultStream
             completion(received.data, context, received.isComplete, nil)
         case .read(let engine, let tag):

@@ -172,7 +172,9 @@ final class WebSocketFramer: NWProtocolFramerImplementation, @unchecked Sendable
     }
 
     /// A server's answer to a valid request.
-    private func answer(_ response: NWProtocolWebSocket.Response, to requested: WebSocketHandshake.Requested, framer: NWProtocolFramer.Instance) {
+    private func answer(
+        _ response: NWProtocolWebSocket.Response, to requested: WebSocketHandshake.Requested, framer: NWProtocolFramer.Instance
+    ) {
         if case .done = phase { return }
         switch response.status {
         case .accept:
@@ -286,7 +288,9 @@ final class WebSocketFramer: NWProtocolFramerImplementation, @unchecked Sendable
                 framer.writeOutput(data: WebSocketFrame.header(opcode: opcode, fin: isComplete, length: messageLength, mask: nil))
                 try? framer.writeOutputNoCopy(length: messageLength)
             } else {
-                framer.writeOutput(data: WebSocketFrame.encode(opcode: opcode, fin: isComplete, payload: content(framer, messageLength), mask: Self.mask()))
+                framer.writeOutput(
+                    data: WebSocketFrame.encode(opcode: opcode, fin: isComplete, payload: content(framer, messageLength), mask: Self.mask())
+                )
             }
         case .ping:
             let payload = content(framer, messageLength).prefix(WebSocketFrame.maximumControlPayload)

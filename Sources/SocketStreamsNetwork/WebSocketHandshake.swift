@@ -60,7 +60,8 @@ enum WebSocketHandshake {
     /// A server's refusal (what Apple's server sends when its request handler rejects): 400, then the
     /// connection closes.
     static func rejection(additionalHeaders: [(name: String, value: String)] = []) -> Data {
-        let lines = ["HTTP/1.1 400 Bad Request", "Connection: close", "Content-Length: 0"] + additionalHeaders.map { "\($0.name): \($0.value)" }
+        let lines =
+            ["HTTP/1.1 400 Bad Request", "Connection: close", "Content-Length: 0"] + additionalHeaders.map { "\($0.name): \($0.value)" }
         return Data((lines.joined(separator: "\r\n") + "\r\n\r\n").utf8)
     }
 
