@@ -311,7 +311,7 @@ final class WebSocketFramer: NWProtocolFramerImplementation, @unchecked Sendable
         var bytes = Data()
         guard length > 0 else { return bytes }
         _ = framer.parseOutput(minimumIncompleteLength: length, maximumLength: length) { buffer, _ in
-            if let buffer { bytes = Data(buffer) }
+            if let buffer, let base = buffer.baseAddress { bytes = Data(bytes: base, count: buffer.count) }
             return buffer?.count ?? 0
         }
         return bytes

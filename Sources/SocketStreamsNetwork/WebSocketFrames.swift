@@ -30,13 +30,32 @@ enum WebSocketFrame {
     static func encode(opcode: UInt8, fin: Bool = true, payload: some Collection<UInt8>, mask: [UInt8]? = nil) -> Data {
         var frame = header(opcode: opcode, fin: fin, length: payload.count, mask: mask)
         let start = frame.count
-        frame.append(contentsOf: payload)
+        if let data = payload as? Data { frame.append(data) } else { frame.append(contentsOf: Array(payload)) }
         if let mask {
             frame.withUnsafeMutableBytes { bytes in
-                for index in start..<bytes.count { bytes[index] ^= mask[(index - start) & 3] }
+                applyMask(mask, to: UnsafeMutableRawBufferPointer(rebasing: bytes[start...]), offset: 0)
             }
         }
         return frame
+    }
+
+    /// XORs `bytes` with the mask, starting at the mask's byte `offset` (0-3), eight bytes at a time.
+    static func applyMask(_ mask: [UInt8], to bytes: UnsafeMutableRawBufferPointer, offset: Int) {
+        let rotated = (0..<4).map { mask[($0 + offset) & 3] }
+        var word: UInt64 = 0
+        withUnsafeMutableBytes(of: &word) { wordBytes in
+            for index in 0..<8 { wordBytes[index] = rotated[index & 3] }
+        }
+        var index = 0
+        while index + 8 <= bytes.count {
+            let value = bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self) ^ word
+            bytes.storeBytes(of: value, toByteOffset: index, as: UInt64.self)
+            index += 8
+        }
+        while index < bytes.count {
+            bytes[index] ^= rotated[index & 3]
+            index += 1
+        }
     }
 
     /// A frame's header: FIN, opcode, the length in its shortest form, and the mask if any.
@@ -231,7 +250,7 @@ struct WebSocketFrameParser {
     private mutating func payloadStep(_ bytes: UnsafeRawBufferPointer, into events: inout [Event]) -> Int {
         guard var current = payload, var inMessage = message else { return 0 }
         let count = Int(min(UInt64(bytes.count), current.remaining))
-        var chunk = Data(bytes[0..<count])
+        var chunk = count == 0 ? Data() : Data(bytes: bytes.baseAddress!, count: count)
         if let mask = current.mask {
             Self.unmask(&chunk, mask, offset: current.maskOffset)
             current.maskOffset = (current.maskOffset + count) & 3
@@ -280,8 +299,6 @@ struct WebSocketFrameParser {
     }
 
     static func unmask(_ data: inout Data, _ mask: [UInt8], offset: Int) {
-        data.withUnsafeMutableBytes { bytes in
-            for index in 0..<bytes.count { bytes[index] ^= mask[(index + offset) & 3] }
-        }
+        data.withUnsafeMutableBytes { WebSocketFrame.applyMask(mask, to: $0, offset: offset) }
     }
 }

@@ -247,7 +247,9 @@ final class WebSocketConnectionTests: SocketStreamsTestCase {
     func test16MiBMessageEchoes() throws {
         let connection = try client(try echoListener())
         XCTAssertEqual(startAndSettle(connection, on: queue, timeout: shortTimeout).last, .ready)
-        let big = Data((0..<(16 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 11) })
+        let pattern = Data((0..<65_536).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 11) })
+        var big = Data(capacity: 16 << 20)
+        for _ in 0..<256 { big.append(pattern) }
         let echoed = echo(connection, big, opcode: .binary)
         XCTAssertEqual(echoed?.data?.count, big.count)
         XCTAssertTrue(echoed?.data == big)

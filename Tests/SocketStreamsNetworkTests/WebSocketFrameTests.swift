@@ -16,7 +16,7 @@ final class WebSocketFrameTests: XCTestCase {
         var buffered = Data()
         var events: [Event] = []
         var start = 0
-        for end in cuts + [stream.count] where end >= start {
+        for end in (cuts + [stream.count]).map({ min($0, stream.count) }) where end >= start {
             buffered.append(stream[start..<end])
             start = end
             while !buffered.isEmpty, buffered.count >= parser.needed {
@@ -44,6 +44,10 @@ final class WebSocketFrameTests: XCTestCase {
                     pending = (data, opcode)
                 }
             } else {
+                if case .failure = event, let (data, opcode) = pending {
+                    result.append(.data(data, opcode: opcode, isComplete: false))
+                    pending = nil
+                }
                 result.append(event)
             }
         }
