@@ -127,9 +127,12 @@ final class FramerDriver: Sendable {
     static let readAhead = 65_536
     static let deliveredAhead = 1 << 20
 
-    /// The driver for the framer (or WebSocket) in `parameters`' stack, or nil if it has none.
+    /// The driver for the framer (or WebSocket) in `parameters`' stack, or nil if it has none or the
+    /// stack is one a connection refuses (it fails at start, as a connection without a driver).
     static func make(for parameters: NWParameters) -> FramerDriver? {
-        for options in parameters.defaultProtocolStack.applicationProtocols {
+        let protocols = parameters.defaultProtocolStack.applicationProtocols
+        guard isSupported(protocols) else { return nil }
+        for options in protocols {
             if let framer = options as? NWProtocolFramer.Options { return FramerDriver(options: framer) }
             if let webSocket = options as? NWProtocolWebSocket.Options {
                 let framer = NWProtocolFramer.Options(definition: WebSocketFramer.definition)
