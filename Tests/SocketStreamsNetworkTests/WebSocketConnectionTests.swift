@@ -255,6 +255,41 @@ final class WebSocketConnectionTests: SocketStreamsTestCase {
         XCTAssertTrue(echoed?.data == big)
     }
 
+    func testSkipHandshakeFramesFromTheStart() throws {
+        let listener = try echoListener { $0.skipHandshake = true }
+        let connection = try client(listener) { $0.skipHandshake = true }
+        XCTAssertEqual(startAndSettle(connection, on: queue, timeout: shortTimeout).last, .ready)
+        XCTAssertEqual(echo(connection, Data("no upgrade".utf8), opcode: .text)?.data, Data("no upgrade".utf8))
+    }
+
+    func testAReceiveWithinBoundsGetsALargeMessageInParts() throws {
+        let connection = try client(try echoListener())
+        XCTAssertEqual(startAndSettle(connection, on: queue, timeout: shortTimeout).last, .ready)
+        let message = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0) })
+        connection.sendWebSocket(message, opcode: .binary)
+        var received = Data()
+        var parts = 0
+        while received.count < message.count {
+            let done = expectation(description: "part")
+            let part = Locked<(Data?, Bool, NWProtocolWebSocket.Opcode?)>((nil, false, nil))
+            connection.receive(minimumIncompleteLength: 1, maximumLength: 100_000) { data, context, isComplete, _ in
+                let metadata = context?.protocolMetadata(definition: NWProtocolWebSocket.definition) as? NWProtocolWebSocket.Metadata
+                part.value = (data, isComplete, metadata?.opcode)
+                done.fulfill()
+            }
+            wait(for: [done], timeout: shortTimeout)
+            let (data, isComplete, opcode) = part.value
+            XCTAssertLessThanOrEqual(data?.count ?? 0, 100_000)
+            XCTAssertEqual(opcode, .binary)
+            received.append(data ?? Data())
+            parts += 1
+            XCTAssertEqual(isComplete, received.count == message.count)
+            if data == nil { break }
+        }
+        XCTAssertTrue(received == message)
+        XCTAssertGreaterThanOrEqual(parts, 3)
+    }
+
     func testAMessageOverTheMaximumSizeClosesWith1009() throws {
         let listener = try echoListener { $0.maximumMessageSize = 1000 }
         let connection = try client(listener)
