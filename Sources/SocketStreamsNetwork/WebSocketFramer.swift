@@ -299,7 +299,8 @@ final class WebSocketFramer: NWProtocolFramerImplementation, @unchecked Sendable
         case .pong:
             write(WebSocketFrame.pong, content(framer, messageLength).prefix(WebSocketFrame.maximumControlPayload), framer)
         case .close:
-            let code = metadata.closeCode.rawValue
+            // A code that may not go on the wire (1005, 1006, 1015) sends a close without one.
+            let code = WebSocketFrame.isValidWireCloseCode(metadata.closeCode.rawValue) ? metadata.closeCode.rawValue : nil
             write(WebSocketFrame.close, WebSocketFrame.closePayload(code: code, reason: content(framer, messageLength)), framer)
             closeSent = true
             if closeReceived { framer.finishOutput() }
