@@ -11,8 +11,9 @@
 //
 // Close: a close the peer sends is delivered (its code in `closeCode`, its reason as content) and
 // echoed; a close the application sends is written; once both went, the sending side ends (TCP FIN,
-// after TLS's close_notify). A protocol violation writes a close with its code (1002, 1007, 1009) and
-// fails the connection; a failed handshake fails it too (see Guides/NetworkFramework.md for the errors).
+// after TLS's close_notify). A protocol violation writes a close with its code (1002, 1007, 1009), ends
+// the sending side, drains the input, and fails the connection at the peer's end (or `failTimeout`
+// after); a failed handshake fails it at once (see Guides/NetworkFramework.md for the errors).
 //
 // Ownership: every method runs in a framer callback on the connection's owner (its queue), or in a
 // block the owner runs (`Instance.async`), one at a time, as the framer contract has it.
@@ -38,6 +39,10 @@ final class WebSocketFramer: NWProtocolFramerImplementation, @unchecked Sendable
         case answering(WebSocketHandshake.Requested)
         /// Frames.
         case open
+        /// A violation was answered with a close: input is drained (closing a socket with unread bytes
+        /// would reset the connection, and the peer could lose the close) until the peer's end or
+        /// `failTimeout`, then the connection fails with the error.
+        case failing(NWError)
         /// Failed or closed: input is ignored.
         case done
     }
@@ -118,9 +123,28 @@ final class WebSocketFramer: NWProtocolFramerImplementation, @unchecked Sendable
             return handleInput(framer: framer)
         case .answering, .done:
             return 0
+        case .failing:
+            drain(framer)
+            return 0
         case .open:
             return readFrames(framer)
         }
+    }
+
+    /// How long a connection that broke the protocol waits for the peer's end after the close.
+    static let failTimeout: UInt64 = 200
+
+    /// Consumes the input after a violation; fails the connection at its end.
+    private func drain(_ framer: NWProtocolFramer.Instance) {
+        var ended = false
+        while framer.parseInput(
+            minimumIncompleteLength: 1, maximumLength: 65_536,
+            parse: { buffer, isComplete in
+                ended = isComplete
+                return buffer?.count ?? 0
+            })
+        {}
+        if ended { wakeup(framer: framer) }
     }
 
     /// Reads the peer's head; nil once it was handled (the phase moved on), else the bytes wanted.
@@ -211,6 +235,7 @@ final class WebSocketFramer: NWProtocolFramerImplementation, @unchecked Sendable
             for event in events { handle(event, framer) }
             if !parsed || (consumed == 0 && events.isEmpty) { break }
         }
+        if case .failing = phase { drain(framer) }
         return phaseIsOpen ? min(parser.needed, 2 + 8 + 4 + WebSocketFrame.maximumControlPayload) : 0
     }
 
@@ -260,8 +285,9 @@ final class WebSocketFramer: NWProtocolFramerImplementation, @unchecked Sendable
         case .failure(let code):
             if !closeSent { write(WebSocketFrame.close, WebSocketFrame.closePayload(code: code, reason: Data()), framer) }
             closeSent = true
-            phase = .done
-            framer.markFailed(error: code == 1009 ? .posix(.EMSGSIZE) : .posix(.EPROTO))
+            framer.finishOutput()
+            phase = .failing(code == 1009 ? .posix(.EMSGSIZE) : .posix(.EPROTO))
+            framer.scheduleWakeup(wakeupTime: .milliseconds(Self.failTimeout))
         }
     }
 
@@ -347,7 +373,11 @@ final class WebSocketFramer: NWProtocolFramerImplementation, @unchecked Sendable
 
     // MARK: the rest of the contract
 
-    func wakeup(framer: NWProtocolFramer.Instance) {}
+    func wakeup(framer: NWProtocolFramer.Instance) {
+        guard case .failing(let error) = phase else { return }
+        phase = .done
+        framer.markFailed(error: error)
+    }
 
     func stop(framer: NWProtocolFramer.Instance) -> Bool { true }
 

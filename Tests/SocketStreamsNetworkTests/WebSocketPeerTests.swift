@@ -1,6 +1,7 @@
 // NWProtocolWebSocket against an independent implementation, Debian's Python `websockets` 10.4
 // (python3-websockets, which Scripts/test installs): our client against its server, its client against
-// our NWListener. The Python side prints its port (or its results) when it is ready; nothing sleeps.
+// our NWListener. The Python side prints its port (or its results) when it is ready, each line in one
+// write (print's arguments are written one by one): the pattern waits for the line's end; nothing sleeps.
 
 #if canImport(Network)
     import Network
@@ -44,7 +45,7 @@ final class WebSocketPeerTests: SocketStreamsTestCase {
 
         async def main():
             async with websockets.serve(echo, "127.0.0.1", 0, max_size=None) as server:
-                print("LISTENING", server.sockets[0].getsockname()[1], flush=True)
+                print("LISTENING %d" % server.sockets[0].getsockname()[1], flush=True)
                 await asyncio.Future()
 
         asyncio.run(main())
@@ -53,7 +54,7 @@ final class WebSocketPeerTests: SocketStreamsTestCase {
     func testOurClientAgainstAPythonWebsocketsServer() throws {
         let peer = Peer(name: "python websockets server", executable: try python(), arguments: ["-u", try script(Self.echoServer)])
         addCleanup { peer.stop() }
-        let port = try XCTUnwrap(Int(try peer.start(readyPattern: #"^LISTENING (\d+)"#)))
+        let port = try XCTUnwrap(Int(try peer.start(readyPattern: #"^LISTENING (\d+)\n"#)))
         let url = try XCTUnwrap(URL(string: "ws://127.0.0.1:\(port)/chat?room=1"))
         let connection = NWConnection(to: .url(url), using: webSocketParameters())
         XCTAssertEqual(startAndSettle(connection, on: queue, timeout: shortTimeout).last, .ready)
@@ -112,7 +113,7 @@ final class WebSocketPeerTests: SocketStreamsTestCase {
                 results.append("pong=True")
                 await ws.close(code=4001, reason="done")
                 results.append("close=%s" % ws.close_code)
-            print("RESULTS", " ".join(results), flush=True)
+            print("RESULTS " + " ".join(results), flush=True)
 
         asyncio.run(main())
         """
@@ -143,7 +144,7 @@ final class WebSocketPeerTests: SocketStreamsTestCase {
         let port = try XCTUnwrap(listener.port).rawValue
         let peer = Peer(name: "python websockets client", executable: try python(), arguments: ["-u", try script(Self.client), "\(port)"])
         addCleanup { peer.stop() }
-        let results = try peer.start(readyPattern: #"^RESULTS (.*)$"#, timeout: 30)
+        let results = try peer.start(readyPattern: #"^RESULTS (.*)\n"#, timeout: 30)
         XCTAssertEqual(results, "subprotocol=v2 text=True binary=True fragments=True pong=True close=4001")
         XCTAssertEqual(requests.value, ["v1,v2", "python"])
         XCTAssertEqual(closes.value, [.privateCode(4001)])
