@@ -38,7 +38,8 @@ let package = Package(
         // over SocketStreams; re-exports it. Never named `Network` (see Guides/Architecture.md).
         .target(
             name: "SocketStreamsNetwork",
-            dependencies: ["SocketStreams"]
+            // COpenSSL: SHA-1 for WebSocket's handshake.
+            dependencies: ["SocketStreams", "COpenSSL"]
         ),
         // URL parsing, the built-in page server and the fetch logic of `stream-get`.
         .target(

@@ -50,7 +50,7 @@ struct ConnectionConfiguration {
         tcp = stack.transportProtocol as? NWProtocolTCP.Options
         let tlsOptions = stack.applicationProtocols.compactMap { $0 as? NWProtocolTLS.Options }
         guard tlsOptions.count <= 1, FramerDriver.isSupported(stack.applicationProtocols) else {
-            throw NWError.posix(.EPROTONOSUPPORT)  // WebSocket, framers below TLS or more than one
+            throw NWError.posix(.EPROTONOSUPPORT)  // a framer or WebSocket below TLS, or more than one
         }
         if let options = tlsOptions.first {
             var host: String?

@@ -183,7 +183,7 @@ struct FramerDeliveries<Message: AnyObject> {
         let maximum = Swift.max(1, maximum)
         guard complete || available >= Swift.max(1, Swift.min(minimum, maximum)) else { return nil }
         let length = Swift.min(available, maximum)
-        var data = Data()
+        var parts: [Data] = []
         var used = 0
         while used < length || (piecesOfMessage > 0 && pieces[0].data.isEmpty) {
             let wanted = length - used
@@ -191,15 +191,18 @@ struct FramerDeliveries<Message: AnyObject> {
                 let piece = pieces.removeFirst()
                 piecesOfMessage -= 1
                 used += piece.data.count
-                data = data.isEmpty ? piece.data : data + piece.data
+                if !piece.data.isEmpty { parts.append(piece.data) }
             } else {
                 // The rest stays a slice of the same bytes (no copy); what is returned is rebased below.
                 let part = pieces[0].data.prefix(wanted)
                 pieces[0].data = pieces[0].data.dropFirst(wanted)
                 used += part.count
-                data = data.isEmpty ? part : data + part
+                parts.append(part)
             }
         }
+        // One piece is returned as it is (no copy); more are joined once, into one buffer.
+        var data = parts.count == 1 ? parts[0] : Data(capacity: used)
+        if parts.count > 1 { for part in parts { data.append(part) } }
         byteCount -= used
         if data.startIndex != 0 { data = data.withUnsafeBytes { Data($0) } }  // zero-based, as applications index it
         let isComplete = complete && piecesOfMessage == 0

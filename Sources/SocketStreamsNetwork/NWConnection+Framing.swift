@@ -10,13 +10,17 @@
 // callbacks, the engine and the application's completions are called outside the lock. Other threads
 // only record (under the lock) and ask for a turn of the owner.
 //
+// The instance's actions (what an `NWProtocolFramer.Instance` asks of its driver from a callback) are in
+// FramerDriver+Actions.swift.
+//
 // Per attempt: a new implementation (`init(framer:)`, `start(framer:)`) once the transport is up, a new
 // input; `cleanup(framer:)` when the attempt's engine closes. TLS a framer prepends is the engine's
 // queued handshake (as GCDAsyncSocket's `startTLS`), behind the framer's writes so far.
 //
-// Another application protocol (`NWProtocolWebSocket`) fits as an implementation this driver runs:
-// what it adds is its metadata, mapped where a send's context becomes a message (`send`) and a
-// delivery becomes a context (`perform(.complete)`), and its choice in `make(for:)`.
+// WebSocket (`NWProtocolWebSocket`) is an implementation this driver runs (`WebSocketFramer`): what it
+// adds is its metadata, mapped where a send's context becomes a message (`send`) and a delivery becomes
+// a context (`perform(.complete)`), its choice in `make(for:)`, and the end of output its close
+// handshake asks for (`finishOutput`).
 
 import Foundation
 import SocketStreams
@@ -107,6 +111,9 @@ final class FramerDriver: Sendable {
         var readyToReport = false
         /// `markFailed` was called: the error the attempt closes with.
         var failure: NWError?
+        /// The framer ended the sending side (`finishOutput`): a final send follows its writes, once.
+        var outputFinished = false
+        var finalSent = false
     }
 
     let definition: NWProtocolFramer.Definition
@@ -123,16 +130,26 @@ final class FramerDriver: Sendable {
     static let readAhead = 65_536
     static let deliveredAhead = 1 << 20
 
-    /// The driver for the framer in `parameters`' stack, or nil if it has none.
+    /// The driver for the framer (or WebSocket) in `parameters`' stack, or nil if it has none or the
+    /// stack is one a connection refuses (it fails at start, as a connection without a driver).
     static func make(for parameters: NWParameters) -> FramerDriver? {
-        let framer = parameters.defaultProtocolStack.applicationProtocols.lazy.compactMap { $0 as? NWProtocolFramer.Options }.first
-        return framer.map { FramerDriver(options: $0) }
+        let protocols = parameters.defaultProtocolStack.applicationProtocols
+        guard isSupported(protocols) else { return nil }
+        for options in protocols {
+            if let framer = options as? NWProtocolFramer.Options { return FramerDriver(options: framer) }
+            if let webSocket = options as? NWProtocolWebSocket.Options {
+                let framer = NWProtocolFramer.Options(definition: WebSocketFramer.definition)
+                framer[WebSocketFramer.optionsKey] = webSocket
+                return FramerDriver(options: framer)
+            }
+        }
+        return nil
     }
 
     /// Whether a connection can run `protocols` (a stack's application protocols, top first): TLS, and
-    /// one framer above it (a framer below TLS, or a second one, is not supported; WebSocket is not yet).
+    /// one framer or WebSocket above it (below TLS, or a second one, is not supported).
     static func isSupported(_ protocols: [NWProtocolOptions]) -> Bool {
-        let framers = protocols.indices.filter { protocols[$0] is NWProtocolFramer.Options }
+        let framers = protocols.indices.filter { protocols[$0] is NWProtocolFramer.Options || protocols[$0] is NWProtocolWebSocket.Options }
         let tls = protocols.indices.filter { protocols[$0] is NWProtocolTLS.Options }
         guard framers.count + tls.count == protocols.count, framers.count <= 1 else { return false }
         return framers.allSatisfy { framer in tls.allSatisfy { framer < $0 } }
@@ -141,7 +158,19 @@ final class FramerDriver: Sendable {
     init(options: NWProtocolFramer.Options) {
         self.options = options
         definition = options.definition
+        isWebSocket = options.definition === WebSocketFramer.definition
         connection = Guarded(Weak())
+    }
+
+    /// The framer is WebSocket's (its metadata is mapped to and from framer messages).
+    let isWebSocket: Bool
+
+    /// The connection is one a listener accepted.
+    var isAccepted: Bool { owner?.acceptedPair != nil }
+
+    /// WebSocket's metadata of the connection once its handshake is done (`NWConnection.metadata(definition:)`).
+    var webSocketMetadata: NWProtocolWebSocket.Metadata? {
+        (state.withLock { $0.implementation } as? WebSocketFramer)?.connectionMetadata.withLock { $0 }
     }
 
     /// The options the framer was inserted with (the connection's frozen copy).
@@ -159,7 +188,7 @@ final class FramerDriver: Sendable {
         self.connection.withLock { $0.connection = connection }
     }
 
-    private var owner: NWConnection? { connection.withLock { $0.connection } }
+    var owner: NWConnection? { connection.withLock { $0.connection } }
 
     var inCallback: Bool { state.withLock { $0.inCallback } }
 
@@ -169,7 +198,9 @@ final class FramerDriver: Sendable {
     /// context's framer message (a new one if the context has none).
     func send(_ content: Data?, context: NWConnection.ContentContext, isComplete: Bool, completion: NWConnection.SendCompletion) {
         let message =
-            (context.protocolMetadata(definition: definition) as? Message) ?? Message(definition: definition)
+            isWebSocket
+            ? WebSocketFramer.message(for: context)
+            : (context.protocolMetadata(definition: definition) as? Message) ?? Message(definition: definition)
         let send = Send(
             content: content, message: message, isComplete: isComplete, final: isComplete && context.isFinal, completion: completion)
         if let failure = refusal() {
@@ -200,7 +231,7 @@ final class FramerDriver: Sendable {
     }
 
     /// Has `run()` called in a turn of the owner.
-    private func schedule() {
+    func schedule() {
         owner?.onOwner { [self] in run() }
     }
 
@@ -426,7 +457,10 @@ final class FramerDriver: Sendable {
             flushWrites(completing: send)
         case .complete(let completion, let received):
             let context =
-                received.message.map { NWConnection.ContentContext(identifier: definition.name, metadata: [$0]) } ?? .defaultStream
+                received.message.map {
+                    NWConnection.ContentContext(
+                        identifier: definition.name, metadata: [isWebSocket ? WebSocketFramer.metadata(of: $0) : $0])
+                } ?? .defaultStream
             completion(received.data, context, received.isComplete, nil)
         case .read(let engine, let tag):
             _ = engine.enqueueRead(.range(minimum: 1, maximum: Self.readAhead), timeout: -1, tag: tag)
@@ -445,12 +479,14 @@ final class FramerDriver: Sendable {
     /// Hands what the framer wrote to the engine, in order; `send`'s completion goes with the last of
     /// it (or is called now if nothing was written), and a final send's shutdown after it.
     private func flushWrites(completing send: Send? = nil) {
-        let (written, engine, prepended) = state.withLock { state in
+        let (written, engine, prepended, finish) = state.withLock { state in
             defer {
                 state.writes = []
                 state.prepended = nil
             }
-            return (state.writes, state.engine, state.prepended)
+            let finish = state.outputFinished && !state.finalSent
+            if finish { state.finalSent = true }
+            return (state.writes, state.engine, state.prepended, finish)
         }
         guard let owner else { return }
         guard let engine else {
@@ -468,6 +504,7 @@ final class FramerDriver: Sendable {
             if let send, send.final {
                 operations.append(NWConnection.register(.send(nil, final: true, send.completion), in: &shared))
             }
+            if finish { operations.append(NWConnection.register(.send(nil, final: true, .idempotent), in: &shared)) }
         }
         for (index, each) in operations.enumerated() {
             if let prepended, boundary == index { engine.enqueueTLS(prepended.settings) }
@@ -510,155 +547,6 @@ final class FramerDriver: Sendable {
         }
         if joinedBoundary == Int.max { joinedBoundary = result.count }
         return (result, joinedBoundary)
-    }
-
-    // MARK: the instance's actions (in a callback, on the owner)
-
-    func parseInput(minimum: Int, maximum: Int, _ parse: (UnsafeMutableRawBufferPointer?, Bool) -> Int) -> Bool {
-        // The window is taken under the lock and parsed outside it: only the owner changes the input.
-        let (window, isComplete) = state.withLock { ($0.input.window(minimum: minimum, maximum: maximum), $0.input.isComplete) }
-        let consumed = parse(window, isComplete)
-        return state.withLock { state in
-            if window != nil || consumed > 0 { state.input.consume(consumed) }
-            return window != nil || (minimum <= 0 && state.input.count >= minimum)
-        }
-    }
-
-    func deliverInput(data: Data, message: Message, isComplete: Bool) {
-        let data = data.startIndex == 0 ? data : Data(data)
-        state.withLock { state in
-            guard state.inCallback else { return }
-            state.deliveries.append(data, message: message, isComplete: isComplete)
-        }
-    }
-
-    func deliverInputNoCopy(length: Int, message: Message, isComplete: Bool) -> Bool {
-        state.withLock { state in
-            guard state.inCallback, length >= 0 else { return false }
-            if length <= state.input.count {
-                state.deliveries.append(state.input.take(length), message: message, isComplete: isComplete)
-                return true
-            }
-            let part = state.input.take(state.input.count)
-            if !part.isEmpty { state.deliveries.append(part, message: message, isComplete: false) }
-            state.delivering = (length - part.count, message, isComplete)
-            return false
-        }
-    }
-
-    func writeOutput(_ data: Data) {
-        guard !data.isEmpty else { return }
-        state.withLock { state in
-            guard state.inCallback else { return }
-            state.writes.append(data)
-        }
-    }
-
-    func writeOutputNoCopy(length: Int) throws {
-        let written = state.withLock { state -> Bool in
-            guard state.inCallback, let bytes = state.output?.take(length) else { return false }
-            if !bytes.isEmpty { state.writes.append(bytes) }
-            return true
-        }
-        if !written { throw NWError.posix(.EINVAL) }
-    }
-
-    func parseOutput(minimum: Int, maximum: Int, _ parse: (UnsafeMutableRawBufferPointer?, Bool) -> Int) -> Bool {
-        // The window is a copy (the application's content is not the framer's to write into), parsed
-        // outside the lock.
-        guard let output = state.withLock({ $0.output }) else {
-            _ = parse(nil, false)
-            return false
-        }
-        let window = output.window(minimum: minimum, maximum: maximum)
-        let consumed: Int
-        if var window {
-            consumed = window.withUnsafeMutableBytes { parse($0, output.isComplete) }
-        } else {
-            consumed = parse(nil, output.isComplete)
-        }
-        state.withLock { $0.output?.consume(consumed) }
-        return window != nil || minimum <= 0
-    }
-
-    func passThroughInput() {
-        state.withLock { state in
-            guard state.inCallback else { return }
-            state.passThroughInput = true
-        }
-    }
-
-    func passThroughOutput() {
-        state.withLock { state in
-            guard state.inCallback else { return }
-            state.passThroughOutput = true
-        }
-    }
-
-    /// TLS below the framer, before it is ready: its handshake is queued behind what the framer wrote
-    /// so far (and the read outstanding, if any: the peer must answer it first), and what comes after
-    /// it waits for it.
-    func prependApplicationProtocol(_ options: NWProtocolOptions) throws(NWError) {
-        guard let tls = options as? NWProtocolTLS.Options else { throw NWError.posix(.EOPNOTSUPP) }
-        guard let owner, inCallback else { throw NWError.posix(.EINVAL) }
-        var host: String?
-        switch owner.endpoint {
-        case .hostPort(let name, _): host = ConnectionConfiguration.text(of: name)
-        case .url(let url): host = url.host
-        default: break
-        }
-        let settings = try tls.settings(role: owner.acceptedPair == nil ? .client : .server, endpointHost: host)
-        let accepted = state.withLock { state -> Bool in
-            guard state.phase == .starting, state.prepended == nil, !state.secured else { return false }
-            state.prepended = (settings, state.writes.count)
-            state.secured = true
-            return true
-        }
-        if !accepted { throw NWError.posix(.EINVAL) }
-    }
-
-    func markReady() {
-        state.withLock { state in
-            guard state.inCallback, state.phase == .starting else { return }
-            state.readyToReport = true
-        }
-    }
-
-    func markFailed(_ error: NWError) {
-        let engine = state.withLock { state -> StreamOperations? in
-            guard state.inCallback, state.phase != .closed, state.phase != .idle else { return nil }
-            state.failure = error
-            state.phase = .closed
-            return state.engine
-        }
-        // After the callback: the writes made in it go first (the engine closes after its writes
-        // are handed over; a close drops what is queued).
-        // The attempt closes with `failure` (the engine's close reports none).
-        guard let engine, let owner else { return }
-        owner.onOwner { engine.close(afterWrites: true) }
-    }
-
-    func scheduleWakeup(_ time: NWProtocolFramer.Instance.WakeupTime) {
-        let generation = state.withLock { state -> Int? in
-            guard state.inCallback else { return nil }
-            state.wakeupGeneration += 1
-            return state.wakeupGeneration
-        }
-        guard let generation, case .milliseconds(let milliseconds) = time, let queue = owner?.queue else { return }
-        let delay = DispatchTimeInterval.milliseconds(Int(clamping: milliseconds))
-        queue.asyncAfter(deadline: .now() + delay) { [self] in
-            let due = state.withLock { state -> Bool in
-                guard state.wakeupGeneration == generation else { return false }
-                state.wakeupDue = true
-                return true
-            }
-            if due { schedule() }
-        }
-    }
-
-    func async(_ block: @escaping () -> Void) {
-        state.withLock { $0.blocks.append(block) }
-        schedule()
     }
 }
 

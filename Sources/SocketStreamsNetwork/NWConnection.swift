@@ -508,8 +508,8 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
     // MARK: metadata
 
     /// The metadata of the protocol `definition` names on this connection, once ready
-    /// (`NWConnection.metadata(definition:)`): TLS's (what was negotiated) and TCP's (the buffers), or
-    /// UDP's.
+    /// (`NWConnection.metadata(definition:)`): TLS's (what was negotiated), TCP's (the buffers),
+    /// WebSocket's (what its handshake told), or UDP's.
     public func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata? {
         if datagrams != nil {
             let ready = shared.withLock { $0.lifecycle.isReady }
@@ -521,6 +521,7 @@ public final class NWConnection: CustomDebugStringConvertible, Sendable {
         let fd = input.socketDescriptor
         if definition == NWProtocolTLS.definition { return info.map { NWProtocolTLS.Metadata(info: $0) } }
         if definition == NWProtocolTCP.definition, let fd { return NWProtocolTCP.Metadata(socket: fd) }
+        if definition == NWProtocolWebSocket.definition { return framing?.webSocketMetadata }
         return nil
     }
 }

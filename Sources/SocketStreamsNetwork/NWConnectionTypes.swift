@@ -84,6 +84,7 @@ extension NWConnection {
             case is NWProtocolTLS.Metadata: NWProtocolTLS.definition
             case is NWProtocolTCP.Metadata: NWProtocolTCP.definition
             case let message as NWProtocolFramer.Message: message.definition
+            case is NWProtocolWebSocket.Metadata: NWProtocolWebSocket.definition
             case is NWProtocolUDP.Metadata: NWProtocolUDP.definition
             default: nil
             }

@@ -252,6 +252,16 @@ public class NWProtocolFramer: NWProtocol, @unchecked Sendable {
             guard let driver else { throw NWError.posix(.EINVAL) }
             try driver.prependApplicationProtocol(options)
         }
+
+        /// Whether the connection is one a listener accepted (the server's side); for the package's
+        /// own protocols (WebSocket).
+        var isAcceptedConnection: Bool { driver?.isAccepted ?? false }
+
+        /// Ends the sending side (TLS's close_notify, TCP's FIN) after what was written so far; from a
+        /// callback, for the package's own protocols (WebSocket's close handshake).
+        func finishOutput() {
+            driver?.finishOutput()
+        }
     }
 }
 

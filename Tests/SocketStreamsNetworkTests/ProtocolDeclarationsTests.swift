@@ -1,7 +1,14 @@
 // NWProtocolWebSocket and NWProtocolQUIC as code that offers them among other endpoints uses them (an
-// MQTT client with tcp, tls, ws, wss and quic endpoints): they build, keep what is set, and a
-// connection asking for them fails with EPROTONOSUPPORT against a real loopback peer instead of
-// quietly running plain TCP.
+// MQTT client with tcp, tls, ws, wss and quic endpoints): they build and keep what is set, and a
+// connection asking for a stack this package cannot run (QUIC; WebSocket below TLS) fails with
+// EPROTONOSUPPORT against a real loopback peer instead of quietly running plain TCP.
+
+/// A stack the package refuses: WebSocket below TLS (WebSocket itself runs above TLS or TCP).
+func webSocketBelowTLS() -> NWParameters {
+    let parameters = NWParameters.tls
+    parameters.defaultProtocolStack.applicationProtocols.append(NWProtocolWebSocket.Options())
+    return parameters
+}
 
 #if canImport(Network)
     import Network
@@ -63,11 +70,9 @@ final class ProtocolDeclarationsTests: SocketStreamsTestCase {
         XCTAssertEqual(NWProtocolQUIC.definition.name, "quic")
     }
 
-    /// A WebSocket stack over TCP to a listening peer fails at once; nothing connects.
-    func testAWebSocketStackFailsInsteadOfRunningTCP() throws {
-        let parameters = NWParameters.tcp
-        parameters.defaultProtocolStack.applicationProtocols.insert(NWProtocolWebSocket.Options(), at: 0)
-        try assertRefusedWithoutConnecting(parameters)
+    /// WebSocket below TLS, to a listening peer, fails at once; nothing connects.
+    func testAWebSocketBelowTLSFailsInsteadOfRunningTCP() throws {
+        try assertRefusedWithoutConnecting(webSocketBelowTLS())
     }
 
     /// QUIC fails at once; it does not fall back to a TCP connection to the same port.
@@ -75,10 +80,8 @@ final class ProtocolDeclarationsTests: SocketStreamsTestCase {
         try assertRefusedWithoutConnecting(NWParameters(quic: NWProtocolQUIC.Options(alpn: ["mqtt"])))
     }
 
-    func testListenersRefuseWebSocketAndQUIC() {
-        let webSocket = NWParameters.tcp
-        webSocket.defaultProtocolStack.applicationProtocols.insert(NWProtocolWebSocket.Options(), at: 0)
-        XCTAssertThrowsError(try NWListener(using: webSocket, on: .any))
+    func testListenersRefuseWebSocketBelowTLSAndQUIC() {
+        XCTAssertThrowsError(try NWListener(using: webSocketBelowTLS(), on: .any))
         XCTAssertThrowsError(try NWListener(using: NWParameters(quic: NWProtocolQUIC.Options()), on: .any))
     }
 
@@ -115,8 +118,7 @@ final class RefusedStackCompletionTests: SocketStreamsTestCase {
         for round in 0..<40 {
             let queue = DispatchQueue(label: "connection \(round)")
             let clientQueue = DispatchQueue(label: "client \(round)")
-            let parameters = NWParameters.tcp
-            parameters.defaultProtocolStack.applicationProtocols.insert(NWProtocolWebSocket.Options(), at: 0)
+            let parameters = webSocketBelowTLS()
             let connection = NWConnection(host: "127.0.0.1", port: NWEndpoint.Port(rawValue: UInt16(server.port))!, using: parameters)
             let events = Locked<[String]>([])
             let sent = expectation(description: "send \(round)")
@@ -152,8 +154,7 @@ final class RefusedStackCompletionTests: SocketStreamsTestCase {
     /// error (before `cancel()`).
     func testSendAndReceiveAfterTheFailureComplete() throws {
         let queue = DispatchQueue(label: "after failure")
-        let parameters = NWParameters.tcp
-        parameters.defaultProtocolStack.applicationProtocols.insert(NWProtocolWebSocket.Options(), at: 0)
+        let parameters = webSocketBelowTLS()
         let connection = NWConnection(host: "127.0.0.1", port: 9, using: parameters)
         let failed = expectation(description: "failed")
         let cancelled = expectation(description: "cancelled")
@@ -184,13 +185,12 @@ final class RefusedStackCompletionTests: SocketStreamsTestCase {
             ["send Optional(\(NWError.posix(.EPROTONOSUPPORT)))", "receive Optional(\(NWError.posix(.EPROTONOSUPPORT)))"])
     }
     /// A send and a receive asked of a failed connection complete, with its error, before `.cancelled`
-    /// even when `cancel()` follows at once from the same thread (swift-mqtt's ws endpoint: its CONNECT
-    /// went out as the failure came, and its close cancelled right after).
+    /// even when `cancel()` follows at once from the same thread (swift-mqtt's ws endpoint when WebSocket
+    /// was refused: its CONNECT went out as the failure came, and its close cancelled right after).
     func testSendAndReceiveOnAFailedConnectionCompleteBeforeAnImmediateCancel() throws {
         for round in 0..<20 {
             let queue = DispatchQueue(label: "failed then cancelled \(round)")
-            let parameters = NWParameters.tcp
-            parameters.defaultProtocolStack.applicationProtocols.insert(NWProtocolWebSocket.Options(), at: 0)
+            let parameters = webSocketBelowTLS()
             let connection = NWConnection(host: "127.0.0.1", port: 9, using: parameters)
             let events = Locked<[String]>([])
             let failed = expectation(description: "failed \(round)")

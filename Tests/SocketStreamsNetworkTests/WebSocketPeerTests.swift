@@ -1,0 +1,152 @@
+// NWProtocolWebSocket against an independent implementation, Debian's Python `websockets` 10.4
+// (python3-websockets, which Scripts/test installs): our client against its server, its client against
+// our NWListener. The Python side prints its port (or its results) when it is ready, each line in one
+// write (print's arguments are written one by one): the pattern waits for the line's end; nothing sleeps.
+
+#if canImport(Network)
+    import Network
+#else
+    import SocketStreamsNetwork
+#endif
+import Foundation
+import SocketStreamsTestSupport
+import TestPeers
+import XCTest
+
+final class WebSocketPeerTests: SocketStreamsTestCase {
+    private let queue = DispatchQueue(label: "WebSocketPeerTests")
+
+    /// Debian's python3, which has python3-websockets; the test fails (never skips) without it.
+    private func python() throws -> String {
+        let python =
+            FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : try Peer.locate("python3", hint: "")
+        let check = try runCommand(python, ["-c", "import websockets; print(websockets.version.version)"])
+        XCTAssertEqual(check.status, 0, "python3-websockets is missing (Scripts/test installs it): \(check.stderr)")
+        return python
+    }
+
+    /// Writes `source` to a temporary script and returns its path.
+    private func script(_ source: String) throws -> String {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("ws-peer-\(UUID().uuidString).py")
+        try Data(source.utf8).write(to: url)
+        addCleanup { try? FileManager.default.removeItem(at: url) }
+        return url.path
+    }
+
+    private static let echoServer = """
+        import asyncio, websockets
+
+        async def echo(ws):
+            try:
+                async for message in ws:
+                    await ws.send(message)
+            except websockets.ConnectionClosed:
+                pass
+
+        async def main():
+            async with websockets.serve(echo, "127.0.0.1", 0, max_size=None) as server:
+                print("LISTENING %d" % server.sockets[0].getsockname()[1], flush=True)
+                await asyncio.Future()
+
+        asyncio.run(main())
+        """
+
+    func testOurClientAgainstAPythonWebsocketsServer() throws {
+        let peer = Peer(name: "python websockets server", executable: try python(), arguments: ["-u", try script(Self.echoServer)])
+        addCleanup { peer.stop() }
+        let port = try XCTUnwrap(Int(try peer.start(readyPattern: #"^LISTENING (\d+)\n"#)))
+        let url = try XCTUnwrap(URL(string: "ws://127.0.0.1:\(port)/chat?room=1"))
+        let connection = NWConnection(to: .url(url), using: webSocketParameters())
+        XCTAssertEqual(startAndSettle(connection, on: queue, timeout: shortTimeout).last, .ready)
+
+        connection.sendWebSocket(Data("héllo".utf8), opcode: .text)
+        let text = receiveWebSocketMessage(connection)
+        XCTAssertEqual(text?.metadata?.opcode, .text)
+        XCTAssertEqual(text?.data, Data("héllo".utf8))
+
+        let big = Data((0..<(4 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        connection.sendWebSocket(big, opcode: .binary)
+        let binary = receiveWebSocketMessage(connection, timeout: 20)
+        XCTAssertEqual(binary?.metadata?.opcode, .binary)
+        XCTAssertTrue(binary?.data == big)
+
+        connection.sendWebSocket(Data("in ".utf8), opcode: .text, isComplete: false)
+        connection.sendWebSocket(Data("parts".utf8), opcode: .text)
+        XCTAssertEqual(receiveWebSocketMessage(connection)?.data, Data("in parts".utf8), "websockets reassembles our fragments")
+
+        let ponged = expectation(description: "pong")
+        let ping = NWProtocolWebSocket.Metadata(opcode: .ping)
+        ping.setPongHandler(queue) { error in
+            XCTAssertNil(error)
+            ponged.fulfill()
+        }
+        connection.sendWebSocket(Data("are you there".utf8), opcode: .ping, metadata: ping)
+        wait(for: [ponged], timeout: shortTimeout)
+
+        let close = NWProtocolWebSocket.Metadata(opcode: .close)
+        close.closeCode = .applicationCode(3003)
+        connection.sendWebSocket(Data("done".utf8), opcode: .close, metadata: close)
+        let echoed = receiveWebSocketMessage(connection)
+        XCTAssertEqual(echoed?.metadata?.opcode, .close)
+        XCTAssertEqual(echoed?.metadata?.closeCode, .applicationCode(3003))
+        let end = receiveWebSocketMessage(connection)
+        XCTAssertEqual(end?.isComplete, true, "the server closes TCP after the close handshake")
+        XCTAssertNil(end?.data)
+    }
+
+    private static let client = """
+        import asyncio, sys, websockets
+
+        async def main():
+            uri = "ws://127.0.0.1:%s/py?x=1" % sys.argv[1]
+            async with websockets.connect(uri, max_size=None, subprotocols=["v1", "v2"], extra_headers={"X-Peer": "python"}) as ws:
+                results = ["subprotocol=%s" % ws.subprotocol]
+                await ws.send("héllo")
+                results.append("text=%s" % (await ws.recv() == "héllo"))
+                big = bytes(range(256)) * 8192
+                await ws.send(big)
+                results.append("binary=%s" % (await ws.recv() == big))
+                await ws.send(["frag", "men", "ted"])
+                results.append("fragments=%s" % (await ws.recv() == "fragmented"))
+                pong = await ws.ping(b"ping?")
+                await asyncio.wait_for(pong, 5)
+                results.append("pong=True")
+                await ws.close(code=4001, reason="done")
+                results.append("close=%s" % ws.close_code)
+            print("RESULTS " + " ".join(results), flush=True)
+
+        asyncio.run(main())
+        """
+
+    func testAPythonWebsocketsClientAgainstOurListener() throws {
+        let closes = Locked<[NWProtocolWebSocket.CloseCode]>([])
+        let requests = Locked<[String]>([])
+        let serverQueue = DispatchQueue(label: "WebSocketPeerTests.server")
+        let parameters = webSocketParameters { options in
+            options.autoReplyPing = true
+            options.setClientRequestHandler(serverQueue) { subprotocols, headers in
+                requests.mutate { $0.append(subprotocols.joined(separator: ",")) }
+                requests.mutate { $0 += headers.filter { $0.name == "X-Peer" }.map(\.value) }
+                return NWProtocolWebSocket.Response(status: .accept, subprotocol: subprotocols.last)
+            }
+        }
+        let listener = try NWListener(using: parameters, on: .any)
+        listener.newConnectionHandler = { incoming in
+            incoming.start(queue: serverQueue)
+            incoming.echoWebSocketMessages(closes: closes)
+        }
+        let ready = expectation(description: "listener ready")
+        listener.stateUpdateHandler = { if $0 == .ready { ready.fulfill() } }
+        listener.start(queue: queue)
+        addCleanup { listener.cancel() }
+        wait(for: [ready], timeout: shortTimeout)
+
+        let port = try XCTUnwrap(listener.port).rawValue
+        let peer = Peer(name: "python websockets client", executable: try python(), arguments: ["-u", try script(Self.client), "\(port)"])
+        addCleanup { peer.stop() }
+        let results = try peer.start(readyPattern: #"^RESULTS (.*)\n"#, timeout: 30)
+        XCTAssertEqual(results, "subprotocol=v2 text=True binary=True fragments=True pong=True close=4001")
+        XCTAssertEqual(requests.value, ["v1,v2", "python"])
+        XCTAssertEqual(closes.value, [.privateCode(4001)])
+    }
+}
