@@ -108,11 +108,13 @@ enum TLSPathBuilder {
         let depth: Int
         let current: OpaquePointer?
         let rejection: VerifyRejection?
-        /// The path's subjects, leaf first.
-        let path: [String]
+        /// The path's certificates, leaf first (borrowed: valid while the search's references are held).
+        private let certificates: [OpaquePointer]
+        /// The path's subjects, leaf first: made only for a path that is reported, not for every one tried.
+        var path: [String] { certificates.map { TLSVerification.subjectText($0) } }
 
         init(chain: OpaquePointer?, error: Int32, depth: Int, current: OpaquePointer?, rejection: VerifyRejection?, path: [OpaquePointer]) {
-            self.path = path.map { TLSVerification.subjectText($0) }
+            certificates = path
             self.chain = chain
             self.error = error
             self.depth = depth

@@ -60,7 +60,16 @@ final class TLSTransport: Transport, @unchecked Sendable {
     /// An end or error found by a peek in `ready` or after a read that returned data, for the next read
     /// to report: OpenSSL reports a fatal alert only once.
     @exclusivity(unchecked) private var deferredReadOutcome: TransportIO?
-    private(set) var info: TLSConnectionInfo?
+    /// What the handshake negotiated (nil until it is done), made on first use and kept: most connections
+    /// never ask, and making it encodes each peer certificate to DER and builds several strings.
+    var info: TLSConnectionInfo? {
+        lock.withLock {
+            if madeInfo == nil, handshakeDone { madeInfo = makeInfo() }
+            return madeInfo
+        }
+    }
+    private var madeInfo: TLSConnectionInfo?
+    private var handshakeDone = false
     /// The DNS name the peer's certificate is verified for (nil for an IP address or none), for the
     /// verify callback's name-constraint check.
     let verifiedDNSName: String?
@@ -162,7 +171,7 @@ final class TLSTransport: Transport, @unchecked Sendable {
             if result == 1 {
                 // The last flight must be out before the stage is done: nothing else would send it.
                 if let blocked = flushTail() { return handshakeBlocked(blocked) }
-                info = makeInfo()
+                handshakeDone = true
                 return .done
             }
             let code = SSL_get_error(ssl, result)
@@ -258,7 +267,10 @@ final class TLSTransport: Transport, @unchecked Sendable {
             // error) is kept for the next read.
             var total = 0
             while total < count {
-                clearErrors()
+                // Plaintext already decrypted (what a peek in `ready` left) is handed out without a failure,
+                // so SSL_get_error, which needs an empty error queue, is never asked after it: the queue is
+                // checked only before a read that may reach the socket.
+                if total > 0 || SSL_pending(ssl) == 0 { clearErrors() }
                 wire.failure = nil
                 var done = 0
                 let result = SSL_read_ex(ssl, buffer + total, count - total, &done)
