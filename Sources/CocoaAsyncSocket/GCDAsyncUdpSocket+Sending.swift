@@ -324,18 +324,22 @@ extension GCDAsyncUdpSocket: DatagramSocketDelegate {
     /// own delegate call), and the queue goes on. A delegate that leaves `didSendDataWithTag` to its
     /// default is posted only the failures.
     package func datagramSocket(_ socket: DatagramSocket, sent outcomes: UnsafeBufferPointer<DatagramOutcome>) {
-        state.withLock { state in
-            guard state.owns(socket) else { return }
+        // The queue goes on only if something waits in it (behind these outcomes, or for the close
+        // after sending): with nothing queued `advance` has nothing to do, and a ping-pong's send, whose
+        // outcome comes back inside its own `advance`, would otherwise make that one run a second round.
+        let waiting = state.withLock { state -> Bool in
+            guard state.owns(socket) else { return false }
             state.inFlight -= outcomes.count
             if state.inFlight == 0 { state.inFlightSocket = nil }
             if outcomes.contains(where: { $0.error == nil }) { state.didBind = true }
-            guard let delegate = state.delegate else { return }
+            let waiting = !state.packets.isEmpty || state.closeAfterSending
+            guard let delegate = state.delegate else { return waiting }
             let reportsSent = !DelegateDefaults.leaves(.didSendDatagram, to: delegate, cache: &state.defaults)
             let calls = outcomes.compactMap { outcome -> (Int, NSError?)? in
                 if let error = outcome.error { return (outcome.tag, Self.posixError(error, reason: "Error in send() function.")) }
                 return reportsSent ? (outcome.tag, nil) : nil
             }
-            guard !calls.isEmpty else { return }
+            guard !calls.isEmpty else { return waiting }
             Self.post(&state, self) { socket, delegate in
                 for (tag, failure) in calls {
                     if let failure {
@@ -345,8 +349,9 @@ extension GCDAsyncUdpSocket: DatagramSocketDelegate {
                     }
                 }
             }
+            return waiting
         }
-        advance()
+        if waiting { advance() }
     }
 }
 

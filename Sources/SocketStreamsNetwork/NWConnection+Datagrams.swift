@@ -318,7 +318,11 @@ final class DatagramFlow: DatagramSocketDelegate {
     }
 
     /// Reads a client's socket while a receive is outstanding, and leaves the datagrams in the kernel
-    /// otherwise. The mode is set outside the flow's lock (on the owner the socket may report at once,
+    /// otherwise. The socket is paused only when datagrams come with no receive left after their
+    /// completions (`datagramSocket(_:received:)`), not each time the receives run out: a receive loop
+    /// asks again from its completion, and pausing there and reading again at once would change the
+    /// socket's epoll interest twice a datagram; what one batch brought beyond the receives is kept in
+    /// `arrived`. The mode is set outside the flow's lock (on the owner the socket may report at once,
     /// and its reports take that lock), so each caller checks after setting it that it is still the one
     /// the receives call for: the last to set it sees the last change.
     private func updateReading(_ socket: DatagramSocket) {
@@ -329,8 +333,8 @@ final class DatagramFlow: DatagramSocketDelegate {
         }
     }
 
-    /// Completes the receives the datagrams that arrived answer, in order; pauses a client socket's
-    /// reading when no receive is left. On the owner.
+    /// Completes the receives the datagrams that arrived answer, in order; reads a client's socket
+    /// again when receives are left (those kept did not answer them all). On the owner.
     func drain() {
         var answered: [(ReceiveCompletion, Data, Bool)] = []
         let client = state.withLock { state -> DatagramSocket? in
@@ -345,11 +349,15 @@ final class DatagramFlow: DatagramSocketDelegate {
                     state.arrived.removeFirst()
                 }
             }
-            guard case .open(let socket) = state.attempt else { return nil }
+            guard !state.receives.isEmpty, case .open(let socket) = state.attempt else { return nil }
             return socket
         }
         if let client { updateReading(client) }
-        for (completion, data, complete) in answered { completion(Data(data), Self.receivedContext, complete, nil) }
+        // Only the rest of a datagram a short receive cut (its indices start past 0) is copied, so that
+        // what the completion gets starts at index 0, as a datagram does.
+        for (completion, data, complete) in answered {
+            completion(data.startIndex == 0 ? data : Data(data), Self.receivedContext, complete, nil)
+        }
     }
 
     /// Keeps `datagram` for the flow's receives: a client's from its socket (on the owner), an accepted
@@ -423,6 +431,8 @@ final class DatagramFlow: DatagramSocketDelegate {
 
     func datagramSocket(_ socket: DatagramSocket, received datagrams: UnsafeBufferPointer<ReceivedDatagram>) {
         if arrive(datagrams.map { Data($0.bytes) }) { drain() }
+        // After the completions, which may have asked again: with no receive left the socket pauses.
+        updateReading(socket)
     }
 
     func datagramSocket(_ socket: DatagramSocket, sent outcomes: UnsafeBufferPointer<DatagramOutcome>) {
