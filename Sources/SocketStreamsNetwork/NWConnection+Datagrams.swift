@@ -82,8 +82,11 @@ final class DatagramFlow: DatagramSocketDelegate {
     /// (not started, or not receiving): later ones are dropped, as a full socket buffer drops them.
     static let heldLimit = 64
 
-    /// The tags of sends, unique across flows (a listener's flows share its socket).
+    /// The tags of sends, unique across flows (a listener's flows share its socket); never
+    /// `untagged`.
     private static let tags = Guarded(0)
+    /// The tag of a send whose outcome nobody waits for (see `send`).
+    private static let untagged = 0
 
     let origin: Origin
     let state: Guarded<State>
@@ -100,6 +103,14 @@ final class DatagramFlow: DatagramSocketDelegate {
 
     /// The largest datagram one send can carry (`NWConnection.maximumDatagramSize`).
     var maximumDatagramSize: Int { state.withLock { $0.maximumDatagramSize } }
+
+    /// The flow's own socket, once connected.
+    private var openSocket: DatagramSocket? {
+        state.withLock { state in
+            guard case .open(let socket) = state.attempt else { return nil }
+            return socket
+        }
+    }
 
     /// The connected socket's descriptor, for the connection's path.
     var socketDescriptor: Int32? {
@@ -390,8 +401,15 @@ final class DatagramFlow: DatagramSocketDelegate {
             if let done { connection.onOwnerUnlessCancelled { done(nil) } }
             return
         }
+        // A send with nothing to call back (`.idempotent`) out of the flow's own socket takes no tag
+        // and no entry in `sends`: its outcome changes nothing (tag 0, which `sent(tag:)` is never asked
+        // about). A listener's flow still takes one, by which the listener finds the connection.
+        if done == nil, let socket = openSocket {
+            return socket.send(data, to: nil, timeout: nil, tag: Self.untagged)
+        }
         let tag = Self.tags.withLock { counter in
             counter &+= 1
+            if counter == Self.untagged { counter &+= 1 }
             return counter
         }
         let socket = state.withLock { state -> DatagramSocket? in
@@ -436,7 +454,7 @@ final class DatagramFlow: DatagramSocketDelegate {
     }
 
     func datagramSocket(_ socket: DatagramSocket, sent outcomes: UnsafeBufferPointer<DatagramOutcome>) {
-        for outcome in outcomes { sent(tag: outcome.tag, error: outcome.error) }
+        for outcome in outcomes where outcome.tag != Self.untagged { sent(tag: outcome.tag, error: outcome.error) }
     }
 
     func datagramSocket(_ socket: DatagramSocket, receiveFailed error: DatagramSendError) {
