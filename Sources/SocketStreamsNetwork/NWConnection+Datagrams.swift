@@ -112,6 +112,14 @@ final class DatagramFlow: DatagramSocketDelegate {
         }
     }
 
+    /// Runs `body` (on the owner) with the sends it makes out of the flow's own socket queued until it
+    /// ends, then sent in batches (`DatagramSocket.queueingSends`): the sends held until the flow was
+    /// ready would otherwise go out in a `sendmmsg` each.
+    func queueingSends(_ body: () -> Void) {
+        guard let socket = openSocket else { return body() }
+        socket.queueingSends(body)
+    }
+
     /// The connected socket's descriptor, for the connection's path.
     var socketDescriptor: Int32? {
         state.withLock { state in
@@ -545,13 +553,15 @@ extension NWConnection {
                 return shared.pending
             }
             guard let held else { break }
-            for each in held {
-                switch each {
-                case .receive(let request, let completion):
-                    guard case .range(_, let maximum) = request else { continue }
-                    flow.receive(maximum: maximum, completion, self)
-                case .send(let bytes, _, let completion):
-                    flow.send(bytes.map(Self.data), completion, self)
+            flow.queueingSends {
+                for each in held {
+                    switch each {
+                    case .receive(let request, let completion):
+                        guard case .range(_, let maximum) = request else { continue }
+                        flow.receive(maximum: maximum, completion, self)
+                    case .send(let bytes, _, let completion):
+                        flow.send(bytes.map(Self.data), completion, self)
+                    }
                 }
             }
         }

@@ -253,6 +253,20 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
         let post = state.withLock { state -> Bool in
             guard state.fdOpen, !state.closing else { return false }
             state.sends.append(OutgoingDatagram(data: data, destination: destination, timeout: timeout, tag: tag))
+            return state.queueing ? false : state.requestPump()
+        }
+        if post { onOwner { self.pump() } }
+    }
+
+    /// Runs `body` with the sends made meanwhile only queued, and then sends them, in batches: for a
+    /// face handing over datagrams it held, on the owner (where each send would otherwise go out at
+    /// once, in a `sendmmsg` of its own). Not nested.
+    package func queueingSends(_ body: () -> Void) {
+        state.withLock { $0.queueing = true }
+        body()
+        let post = state.withLock { state -> Bool in
+            state.queueing = false
+            guard state.fdOpen, !state.closing, !state.sends.isEmpty else { return false }
             return state.requestPump()
         }
         if post { onOwner { self.pump() } }

@@ -85,6 +85,8 @@ struct DatagramState {
     var pumpRequested = false
     /// The owner is in `flush` (which a report may reach again).
     var flushing = false
+    /// The owner is in `DatagramSocket.queueingSends`: a send only queues, and the pump comes after.
+    var queueing = false
     /// `close` was asked for: nothing more is reported or accepted.
     var closing = false
     /// The close's last `flush`, which may send although `closing` is set.
