@@ -16,8 +16,11 @@ extension GCDAsyncUdpSocket {
     /// send order; an empty `data` is ignored, as GCDAsyncUdpSocket ignores it.
     public func send(_ data: Data, withTimeout timeout: TimeInterval, tag: Int) {
         guard !data.isEmpty else { return }
-        state.withLock { _ = Self.enqueue(&$0, kind: .send(data, timeout: timeout, tag: tag), target: .unspecified) }
-        advance()
+        let run = state.withLock { state -> Bool in
+            _ = Self.enqueue(&state, kind: .send(data, timeout: timeout, tag: tag), target: .unspecified)
+            return state.dispatcher.enter() == .run
+        }
+        if run { advanceEntered() }
     }
 
     /// Sends `data` to `host` and `port` (`sendData:toHost:port:withTimeout:tag:`): the host is looked
@@ -25,12 +28,13 @@ extension GCDAsyncUdpSocket {
     /// datagram waits its turn behind earlier sends.
     public func send(_ data: Data, toHost host: String, port: UInt16, withTimeout timeout: TimeInterval, tag: Int) {
         guard !data.isEmpty else { return }
-        let pending = state.withLock { state -> UInt64? in
+        let (pending, run) = state.withLock { state -> (UInt64?, Bool) in
             let known = state.numericHosts.addresses(host: host, port: port)
             let id = Self.enqueue(&state, kind: .send(data, timeout: timeout, tag: tag), target: .host(known.map { .success($0) }))
-            return known == nil ? id : nil
+            guard known != nil else { return (id, false) }
+            return (nil, state.dispatcher.enter() == .run)
         }
-        if let pending { startLookup(id: pending, host: host, port: Int(port)) } else { advance() }
+        if let pending { startLookup(id: pending, host: host, port: Int(port)) } else if run { advanceEntered() }
     }
 
     /// Sends `data` to one IPv4 or IPv6 `sockaddr` (`sendData:toAddress:withTimeout:tag:`). On a
@@ -40,8 +44,11 @@ extension GCDAsyncUdpSocket {
         let target: UdpPacket.Target =
             Self.socketAddress(remoteAddr).map { .address($0) }
             ?? .host(.failure(GCDAsyncUdpSocketError(.badParamError, message: "A valid IPv4 or IPv6 address was not given") as NSError))
-        state.withLock { _ = Self.enqueue(&$0, kind: .send(data, timeout: timeout, tag: tag), target: target) }
-        advance()
+        let run = state.withLock { state -> Bool in
+            _ = Self.enqueue(&state, kind: .send(data, timeout: timeout, tag: tag), target: target)
+            return state.dispatcher.enter() == .run
+        }
+        if run { advanceEntered() }
     }
 
     /// Sets a filter every datagram passes before it is sent, called asynchronously on `filterQueue`
@@ -94,21 +101,31 @@ extension GCDAsyncUdpSocket {
     /// and closes when `closeAfterSending` is done: one thread at a time (`SerialRunner`), from any.
     func advance() {
         guard state.withLock({ $0.dispatcher.enter() }) == .run else { return }
-        repeat {
-            while let action = update({ Self.nextAction(&$0, self) }) {
-                switch action {
-                case .send(let socket, let first, let rest):
-                    socket.send(first.data, to: first.destination, timeout: first.timeout, tag: first.tag)
-                    for datagram in rest {
-                        socket.send(datagram.data, to: datagram.destination, timeout: datagram.timeout, tag: datagram.tag)
-                    }
-                case .filter(let call):
-                    call.ask()
-                case .close:
-                    closeNow(error: nil)
-                }
+        advanceEntered()
+    }
+
+    /// `advance` for a caller that has entered the dispatcher (a send enters it in the lock section
+    /// that queues its datagram: one section less a datagram). The lock section that finds nothing
+    /// more to do also ends the round, or begins the next one if a request came meanwhile.
+    func advanceEntered() {
+        while let action = update({ state -> UdpAction? in
+            while true {
+                if let action = Self.nextAction(&state, self) { return action }
+                if state.dispatcher.finishRound() == nil { return nil }
             }
-        } while state.withLock({ $0.dispatcher.finishRound() != nil })
+        }) {
+            switch action {
+            case .send(let socket, let first, let rest):
+                socket.send(first.data, to: first.destination, timeout: first.timeout, tag: first.tag)
+                for datagram in rest {
+                    socket.send(datagram.data, to: datagram.destination, timeout: datagram.timeout, tag: datagram.tag)
+                }
+            case .filter(let call):
+                call.ask()
+            case .close:
+                closeNow(error: nil)
+            }
+        }
     }
 
     /// What `advance` does next, deciding under the lock; nil when the head must wait (a look-up, a
@@ -324,18 +341,22 @@ extension GCDAsyncUdpSocket: DatagramSocketDelegate {
     /// own delegate call), and the queue goes on. A delegate that leaves `didSendDataWithTag` to its
     /// default is posted only the failures.
     package func datagramSocket(_ socket: DatagramSocket, sent outcomes: UnsafeBufferPointer<DatagramOutcome>) {
-        state.withLock { state in
-            guard state.owns(socket) else { return }
+        // The queue goes on only if something waits in it (behind these outcomes, or for the close
+        // after sending): with nothing queued `advance` has nothing to do, and a ping-pong's send, whose
+        // outcome comes back inside its own `advance`, would otherwise make that one run a second round.
+        let waiting = state.withLock { state -> Bool in
+            guard state.owns(socket) else { return false }
             state.inFlight -= outcomes.count
             if state.inFlight == 0 { state.inFlightSocket = nil }
             if outcomes.contains(where: { $0.error == nil }) { state.didBind = true }
-            guard let delegate = state.delegate else { return }
+            let waiting = !state.packets.isEmpty || state.closeAfterSending
+            guard let delegate = state.delegate else { return waiting }
             let reportsSent = !DelegateDefaults.leaves(.didSendDatagram, to: delegate, cache: &state.defaults)
             let calls = outcomes.compactMap { outcome -> (Int, NSError?)? in
                 if let error = outcome.error { return (outcome.tag, Self.posixError(error, reason: "Error in send() function.")) }
                 return reportsSent ? (outcome.tag, nil) : nil
             }
-            guard !calls.isEmpty else { return }
+            guard !calls.isEmpty else { return waiting }
             Self.post(&state, self) { socket, delegate in
                 for (tag, failure) in calls {
                     if let failure {
@@ -345,8 +366,9 @@ extension GCDAsyncUdpSocket: DatagramSocketDelegate {
                     }
                 }
             }
+            return waiting
         }
-        advance()
+        if waiting { advance() }
     }
 }
 

@@ -82,8 +82,11 @@ final class DatagramFlow: DatagramSocketDelegate {
     /// (not started, or not receiving): later ones are dropped, as a full socket buffer drops them.
     static let heldLimit = 64
 
-    /// The tags of sends, unique across flows (a listener's flows share its socket).
+    /// The tags of sends, unique across flows (a listener's flows share its socket); never
+    /// `untagged`.
     private static let tags = Guarded(0)
+    /// The tag of a send whose outcome nobody waits for (see `send`).
+    private static let untagged = 0
 
     let origin: Origin
     let state: Guarded<State>
@@ -100,6 +103,22 @@ final class DatagramFlow: DatagramSocketDelegate {
 
     /// The largest datagram one send can carry (`NWConnection.maximumDatagramSize`).
     var maximumDatagramSize: Int { state.withLock { $0.maximumDatagramSize } }
+
+    /// The flow's own socket, once connected.
+    private var openSocket: DatagramSocket? {
+        state.withLock { state in
+            guard case .open(let socket) = state.attempt else { return nil }
+            return socket
+        }
+    }
+
+    /// Runs `body` (on the owner) with the sends it makes out of the flow's own socket queued until it
+    /// ends, then sent in batches (`DatagramSocket.queueingSends`): the sends held until the flow was
+    /// ready would otherwise go out in a `sendmmsg` each.
+    func queueingSends(_ body: () -> Void) {
+        guard let socket = openSocket else { return body() }
+        socket.queueingSends(body)
+    }
 
     /// The connected socket's descriptor, for the connection's path.
     var socketDescriptor: Int32? {
@@ -318,7 +337,11 @@ final class DatagramFlow: DatagramSocketDelegate {
     }
 
     /// Reads a client's socket while a receive is outstanding, and leaves the datagrams in the kernel
-    /// otherwise. The mode is set outside the flow's lock (on the owner the socket may report at once,
+    /// otherwise. The socket is paused only when datagrams come with no receive left after their
+    /// completions (`datagramSocket(_:received:)`), not each time the receives run out: a receive loop
+    /// asks again from its completion, and pausing there and reading again at once would change the
+    /// socket's epoll interest twice a datagram; what one batch brought beyond the receives is kept in
+    /// `arrived`. The mode is set outside the flow's lock (on the owner the socket may report at once,
     /// and its reports take that lock), so each caller checks after setting it that it is still the one
     /// the receives call for: the last to set it sees the last change.
     private func updateReading(_ socket: DatagramSocket) {
@@ -329,8 +352,8 @@ final class DatagramFlow: DatagramSocketDelegate {
         }
     }
 
-    /// Completes the receives the datagrams that arrived answer, in order; pauses a client socket's
-    /// reading when no receive is left. On the owner.
+    /// Completes the receives the datagrams that arrived answer, in order; reads a client's socket
+    /// again when receives are left (those kept did not answer them all). On the owner.
     func drain() {
         var answered: [(ReceiveCompletion, Data, Bool)] = []
         let client = state.withLock { state -> DatagramSocket? in
@@ -345,11 +368,15 @@ final class DatagramFlow: DatagramSocketDelegate {
                     state.arrived.removeFirst()
                 }
             }
-            guard case .open(let socket) = state.attempt else { return nil }
+            guard !state.receives.isEmpty, case .open(let socket) = state.attempt else { return nil }
             return socket
         }
         if let client { updateReading(client) }
-        for (completion, data, complete) in answered { completion(Data(data), Self.receivedContext, complete, nil) }
+        // Only the rest of a datagram a short receive cut (its indices start past 0) is copied, so that
+        // what the completion gets starts at index 0, as a datagram does.
+        for (completion, data, complete) in answered {
+            completion(data.startIndex == 0 ? data : Data(data), Self.receivedContext, complete, nil)
+        }
     }
 
     /// Keeps `datagram` for the flow's receives: a client's from its socket (on the owner), an accepted
@@ -382,8 +409,15 @@ final class DatagramFlow: DatagramSocketDelegate {
             if let done { connection.onOwnerUnlessCancelled { done(nil) } }
             return
         }
+        // A send with nothing to call back (`.idempotent`) out of the flow's own socket takes no tag
+        // and no entry in `sends`: its outcome changes nothing (tag 0, which `sent(tag:)` is never asked
+        // about). A listener's flow still takes one, by which the listener finds the connection.
+        if done == nil, let socket = openSocket {
+            return socket.send(data, to: nil, timeout: nil, tag: Self.untagged)
+        }
         let tag = Self.tags.withLock { counter in
             counter &+= 1
+            if counter == Self.untagged { counter &+= 1 }
             return counter
         }
         let socket = state.withLock { state -> DatagramSocket? in
@@ -423,10 +457,12 @@ final class DatagramFlow: DatagramSocketDelegate {
 
     func datagramSocket(_ socket: DatagramSocket, received datagrams: UnsafeBufferPointer<ReceivedDatagram>) {
         if arrive(datagrams.map { Data($0.bytes) }) { drain() }
+        // After the completions, which may have asked again: with no receive left the socket pauses.
+        updateReading(socket)
     }
 
     func datagramSocket(_ socket: DatagramSocket, sent outcomes: UnsafeBufferPointer<DatagramOutcome>) {
-        for outcome in outcomes { sent(tag: outcome.tag, error: outcome.error) }
+        for outcome in outcomes where outcome.tag != Self.untagged { sent(tag: outcome.tag, error: outcome.error) }
     }
 
     func datagramSocket(_ socket: DatagramSocket, receiveFailed error: DatagramSendError) {
@@ -517,13 +553,15 @@ extension NWConnection {
                 return shared.pending
             }
             guard let held else { break }
-            for each in held {
-                switch each {
-                case .receive(let request, let completion):
-                    guard case .range(_, let maximum) = request else { continue }
-                    flow.receive(maximum: maximum, completion, self)
-                case .send(let bytes, _, let completion):
-                    flow.send(bytes.map(Self.data), completion, self)
+            flow.queueingSends {
+                for each in held {
+                    switch each {
+                    case .receive(let request, let completion):
+                        guard case .range(_, let maximum) = request else { continue }
+                        flow.receive(maximum: maximum, completion, self)
+                    case .send(let bytes, _, let completion):
+                        flow.send(bytes.map(Self.data), completion, self)
+                    }
                 }
             }
         }

@@ -253,6 +253,20 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
         let post = state.withLock { state -> Bool in
             guard state.fdOpen, !state.closing else { return false }
             state.sends.append(OutgoingDatagram(data: data, destination: destination, timeout: timeout, tag: tag))
+            return state.queueing ? false : state.requestPump()
+        }
+        if post { onOwner { self.pump() } }
+    }
+
+    /// Runs `body` with the sends made meanwhile only queued, and then sends them, in batches: for a
+    /// face handing over datagrams it held, on the owner (where each send would otherwise go out at
+    /// once, in a `sendmmsg` of its own). Not nested.
+    package func queueingSends(_ body: () -> Void) {
+        state.withLock { $0.queueing = true }
+        body()
+        let post = state.withLock { state -> Bool in
+            state.queueing = false
+            guard state.fdOpen, !state.closing, !state.sends.isEmpty else { return false }
             return state.requestPump()
         }
         if post { onOwner { self.pump() } }
@@ -406,14 +420,12 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
     /// loop takes it next, so reports keep the order of the sends. Three lock sections for a batch
     /// alone: entering with the batch, the batch's removal with the delegate, leaving with the next.
     private func flush() {
-        guard
-            var batch = state.withLock({ state -> [OutgoingDatagram]? in
-                guard !state.flushing else { return nil }
-                state.flushing = true
-                return state.nextBatch()
-            })
-        else { return }
-        while !batch.isEmpty {
+        var next = state.withLock { state -> OutgoingBatch? in
+            guard !state.flushing else { return nil }
+            state.flushing = true
+            return state.nextBatch()
+        }
+        while let batch = next {
             let result: Result<Int, DatagramSendError>
             if let sent = send(batch) {
                 result = sent
@@ -452,15 +464,15 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
                     delegate.datagramSocket(self, sent: UnsafeBufferPointer(outcomes))
                 }
             }
-            batch = state.withLock { $0.nextBatch() }
+            next = state.withLock { $0.nextBatch() }
         }
     }
 
     /// One `sendmmsg` of `batch`: how many the kernel took, the first one's error when it took none, or
     /// nil when it would block.
-    private func send(_ batch: [OutgoingDatagram]) -> Result<Int, DatagramSendError>? {
+    private func send(_ batch: OutgoingBatch) -> Result<Int, DatagramSendError>? {
         withUnsafeTemporaryAllocation(of: cssh_datagram.self, capacity: batch.count) { slots in
-            withPayloads(of: batch, from: 0, into: slots.baseAddress!) { () -> Result<Int, DatagramSendError>? in
+            func call() -> Result<Int, DatagramSendError>? {
                 do throws(SystemError) {
                     guard case .processed(let count) = try Posix.sendBatch(handle.fd, slots.baseAddress!, count: batch.count) else {
                         return nil
@@ -470,6 +482,10 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
                     return .failure(.system(code: error.code, function: error.function))
                 }
             }
+            switch batch {
+            case .one(let datagram): return withPayload(of: datagram, in: slots.baseAddress!, call)
+            case .many(let datagrams): return withPayloads(of: datagrams, from: 0, into: slots.baseAddress!, call)
+            }
         }
     }
 
@@ -478,12 +494,16 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
         of batch: [OutgoingDatagram], from index: Int, into slots: UnsafeMutablePointer<cssh_datagram>, _ body: () -> R
     ) -> R {
         guard index < batch.count else { return body() }
-        return batch[index].data.withUnsafeBytes { bytes in
-            let slot = slots + index
+        return withPayload(of: batch[index], in: slots + index) { withPayloads(of: batch, from: index + 1, into: slots, body) }
+    }
+
+    /// Fills `slot` from `datagram`, its payload's bytes pinned for the length of `body`.
+    private func withPayload<R>(of datagram: OutgoingDatagram, in slot: UnsafeMutablePointer<cssh_datagram>, _ body: () -> R) -> R {
+        datagram.data.withUnsafeBytes { bytes in
             slot.initialize(to: cssh_datagram())
             slot.pointee.bytes = UnsafeMutableRawPointer(mutating: bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!)
             slot.pointee.length = UInt(bytes.count)
-            if let destination = batch[index].destination {
+            if let destination = datagram.destination {
                 destination.withSockAddr { pointer, length in
                     withUnsafeMutableBytes(of: &slot.pointee.address) {
                         $0.copyMemory(from: UnsafeRawBufferPointer(start: pointer, count: Int(length)))
@@ -491,7 +511,7 @@ package final class DatagramSocket: ReactorHandler, TimerTarget {
                     slot.pointee.address_length = length
                 }
             }
-            return withPayloads(of: batch, from: index + 1, into: slots, body)
+            return body()
         }
     }
 

@@ -39,6 +39,27 @@ struct OutgoingDatagram {
     let tag: Int
 }
 
+/// The datagrams of one `sendmmsg`: the queue's head alone (a ping-pong's: no array a datagram), or
+/// several.
+enum OutgoingBatch {
+    case one(OutgoingDatagram)
+    case many([OutgoingDatagram])
+
+    var count: Int {
+        switch self {
+        case .one: 1
+        case .many(let datagrams): datagrams.count
+        }
+    }
+
+    subscript(index: Int) -> OutgoingDatagram {
+        switch self {
+        case .one(let datagram): datagram
+        case .many(let datagrams): datagrams[index]
+        }
+    }
+}
+
 /// What a datagram socket's requests and its owner share, under the socket's lock.
 struct DatagramState {
     /// Told of every outcome until the socket closes.
@@ -64,6 +85,8 @@ struct DatagramState {
     var pumpRequested = false
     /// The owner is in `flush` (which a report may reach again).
     var flushing = false
+    /// The owner is in `DatagramSocket.queueingSends`: a send only queues, and the pump comes after.
+    var queueing = false
     /// `close` was asked for: nothing more is reported or accepted.
     var closing = false
     /// The close's last `flush`, which may send although `closing` is set.
@@ -86,15 +109,17 @@ struct DatagramState {
         }
     }
 
-    /// Marks a pump requested: true when the caller must post one.
-    /// The next batch `flush` sends (at most `DatagramSocket.batch` from the queue's head); none when
+    /// The next batch `flush` sends (at most `DatagramSocket.batch` from the queue's head); nil when
     /// waiting for buffer space, closing (but for the final flush) or empty, and then the flush is over.
-    mutating func nextBatch() -> [OutgoingDatagram] {
-        let batch = waitingForSpace || closing && !finalFlush ? [] : sends.prefix(DatagramSocket.batch)
-        if batch.isEmpty { flushing = false }
-        return batch
+    mutating func nextBatch() -> OutgoingBatch? {
+        guard !(waitingForSpace || closing && !finalFlush), let head = sends.first else {
+            flushing = false
+            return nil
+        }
+        return sends.count == 1 ? .one(head) : .many(sends.prefix(DatagramSocket.batch))
     }
 
+    /// Marks a pump requested: true when the caller must post one.
     mutating func requestPump() -> Bool {
         guard !pumpRequested else { return false }
         pumpRequested = true
