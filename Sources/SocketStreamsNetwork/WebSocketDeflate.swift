@@ -62,7 +62,9 @@ enum WebSocketDeflate {
             guard let name = pieces.first, isToken(name) else { return nil }
             var parameters: [(name: String, value: String?)] = []
             for piece in pieces.dropFirst() {
-                let pair = piece.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                let pair = piece.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map {
+                    $0.trimmingCharacters(in: .whitespaces)
+                }
                 guard let key = pair.first, isToken(key) else { return nil }
                 var parameterValue: String?
                 if pair.count == 2 {
@@ -79,7 +81,8 @@ enum WebSocketDeflate {
     }
 
     private static func isToken(_ text: String) -> Bool {
-        !text.isEmpty && text.unicodeScalars.allSatisfy { $0.isASCII && $0.value > 32 && !"()<>@,;:\\\"/[]?={}".unicodeScalars.contains($0) }
+        !text.isEmpty
+            && text.unicodeScalars.allSatisfy { $0.value > 32 && $0.value < 127 && !"()<>@,;:\\\"/[]?={}".unicodeScalars.contains($0) }
     }
 
     /// A window size value: 8-15, digits only, no leading zero.
