@@ -158,10 +158,20 @@ extension WebSocketPeerTests {
         import asyncio, sys, websockets
         from websockets.extensions import permessage_deflate
 
+        # Counts the compressed (RSV1) frames received: our client's messages were compressed.
+        compressed = [0]
+        decode = permessage_deflate.PerMessageDeflate.decode
+        def counting(self, frame, **kwargs):
+            compressed[0] += 1 if frame.rsv1 else 0
+            return decode(self, frame, **kwargs)
+        permessage_deflate.PerMessageDeflate.decode = counting
+
         async def echo(ws):
             try:
                 async for message in ws:
-                    if message == "extensions?":
+                    if message == "compressed?":
+                        await ws.send("%d" % compressed[0])
+                    elif message == "extensions?":
                         await ws.send(";".join("%s %r" % (e.name, sorted(vars(e).items())) for e in ws.extensions))
                     else:
                         await ws.send(message)
@@ -214,6 +224,9 @@ extension WebSocketPeerTests {
         connection.sendWebSocket(Data("compressed ".utf8), opcode: .cont, isComplete: false)
         connection.sendWebSocket(Data("parts".utf8), opcode: .cont)
         XCTAssertEqual(receiveWebSocketMessage(connection)?.data, Data("in compressed parts".utf8))
+        // Every message after "extensions?" was compressed, that one too (9 in all), and "compressed?".
+        connection.sendWebSocket(Data("compressed?".utf8), opcode: .text)
+        XCTAssertEqual(receiveWebSocketMessage(connection)?.data, Data("10".utf8))
         let close = NWProtocolWebSocket.Metadata(opcode: .close)
         close.closeCode = .protocolCode(.normalClosure)
         connection.sendWebSocket(Data(), opcode: .close, metadata: close)
@@ -248,6 +261,12 @@ extension WebSocketPeerTests {
                     server_max_window_bits=9, client_max_window_bits=11)]
             else:
                 extensions = None
+            compressed = [0]
+            decode = permessage_deflate.PerMessageDeflate.decode
+            def counting(self, frame, **kwargs):
+                compressed[0] += 1 if frame.rsv1 else 0
+                return decode(self, frame, **kwargs)
+            permessage_deflate.PerMessageDeflate.decode = counting
             async with websockets.connect(uri, max_size=None, extensions=extensions) as ws:
                 results = ["header=%s" % ws.response_headers.get("Sec-WebSocket-Extensions")]
                 results.append("extensions=%s" % ",".join(e.name for e in ws.extensions))
@@ -259,6 +278,7 @@ extension WebSocketPeerTests {
                 results.append("messages=%s" % ok)
                 await ws.send(["frag", "men", "ted"])
                 results.append("fragments=%s" % (await ws.recv() == "fragmented"))
+                results.append("compressed=%d" % compressed[0])
                 await ws.close(code=1000)
             print("RESULTS " + " ".join(results), flush=True)
 
@@ -287,13 +307,14 @@ extension WebSocketPeerTests {
 
     func testAPythonWebsocketsDeflateClientAgainstOurListener() throws {
         XCTAssertEqual(
-            try runPythonDeflateClient("default"), "header=permessage-deflate extensions=permessage-deflate messages=True fragments=True")
+            try runPythonDeflateClient("default"),
+            "header=permessage-deflate extensions=permessage-deflate messages=True fragments=True compressed=9")
     }
 
     func testAPythonDeflateClientLimitingEverythingAgainstOurListener() throws {
         XCTAssertEqual(
             try runPythonDeflateClient("limited"),
             "header=permessage-deflate; server_no_context_takeover; client_no_context_takeover; server_max_window_bits=9;"
-                + " client_max_window_bits=11 extensions=permessage-deflate messages=True fragments=True")
+                + " client_max_window_bits=11 extensions=permessage-deflate messages=True fragments=True compressed=9")
     }
 }
