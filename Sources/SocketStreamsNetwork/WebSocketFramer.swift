@@ -9,6 +9,11 @@
 // queue) if there is one, and answers 101 or 400. Then frames, through `WebSocketFrameParser` (input)
 // and `WebSocketFrame.encode` (output): a client masks what it sends, a server does not.
 //
+// permessage-deflate (WebSocketDeflate.swift): a client offers it when its additional headers carry a
+// `Sec-WebSocket-Extensions` naming it, a server accepts the first valid offer; once negotiated, the
+// parser inflates the peer's compressed messages and `handleOutput` compresses every data message (RSV1
+// on its first frame). The zlib streams live as long as the framer, ended in `cleanup`.
+//
 // Close: a close the peer sends is delivered (its code in `closeCode`, its reason as content) and
 // echoed; a close the application sends is written; once both went, the sending side ends (TCP FIN,
 // after TLS's close_notify). A protocol violation writes a close with its code (1002, 1007, 1009), ends

@@ -7,7 +7,9 @@
 //   control frames (at most 125 bytes, never fragmented) come out whole, between fragments of a data
 //   message if the peer puts them there. Every violation is an event with the close code RFC 6455
 //   gives it (1002 protocol error, 1007 invalid UTF-8 in a text message, 1009 a message over the
-//   maximum size), after which the parser consumes nothing more.
+//   maximum size), after which the parser consumes nothing more. With permessage-deflate negotiated
+//   (`inflater` set), a message whose first frame has RSV1 is inflated in bounded steps, its size and
+//   UTF-8 checked on the inflated bytes (invalid deflate data: 1007).
 // - `UTF8Validator`: incremental UTF-8 validation across fragments and reads.
 //
 // The parser is owned by one connection's WebSocket framer, on its owner (the connection's queue).
