@@ -22,6 +22,12 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
         ),
+        // The system's zlib (Debian: zlib1g-dev), found with pkg-config: WebSocket's permessage-deflate.
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
         // The HTTP/1.1 response parser: the library's CONNECT proxy stage and `stream-get` both use it.
         .target(name: "HTTPParsing"),
         .target(
@@ -38,8 +44,8 @@ let package = Package(
         // over SocketStreams; re-exports it. Never named `Network` (see Guides/Architecture.md).
         .target(
             name: "SocketStreamsNetwork",
-            // COpenSSL: SHA-1 for WebSocket's handshake.
-            dependencies: ["SocketStreams", "COpenSSL"]
+            // COpenSSL: SHA-1 for WebSocket's handshake; CZlib: its permessage-deflate.
+            dependencies: ["SocketStreams", "COpenSSL", "CZlib"]
         ),
         // URL parsing, the built-in page server and the fetch logic of `stream-get`.
         .target(

@@ -9,6 +9,11 @@
 // queue) if there is one, and answers 101 or 400. Then frames, through `WebSocketFrameParser` (input)
 // and `WebSocketFrame.encode` (output): a client masks what it sends, a server does not.
 //
+// permessage-deflate (WebSocketDeflate.swift): a client offers it when its additional headers carry a
+// `Sec-WebSocket-Extensions` naming it, a server accepts the first valid offer; once negotiated, the
+// parser inflates the peer's compressed messages and `handleOutput` compresses every data message (RSV1
+// on its first frame). The zlib streams live as long as the framer, ended in `cleanup`.
+//
 // Close: a close the peer sends is delivered (its code in `closeCode`, its reason as content) and
 // echoed; a close the application sends is written; once both went, the sending side ends (TCP FIN,
 // after TLS's close_notify). A protocol violation writes a close with its code (1002, 1007, 1009), ends
@@ -63,12 +68,30 @@ final class WebSocketFramer: NWProtocolFramerImplementation, @unchecked Sendable
     /// What the handshake told (the server's extra headers, on a client), for `NWConnection.metadata(definition:)`.
     let connectionMetadata = Guarded<NWProtocolWebSocket.Metadata?>(nil)
     private var serverHeaders: [(String, String)]?
+    /// A client's permessage-deflate offers (from its additional headers' `Sec-WebSocket-Extensions`).
+    private let deflateOffers: [WebSocketDeflate.Parameters]
+    /// Compresses what is sent once permessage-deflate was negotiated (the parser holds the inflater).
+    private var deflater: WebSocketDeflater?
 
     init(framer: NWProtocolFramer.Instance) {
         let options = framer.options[Self.optionsKey] as? NWProtocolWebSocket.Options
         values = options?.values.withLock { $0 } ?? NWProtocolWebSocket.Options().values.withLock { $0 }
         isServer = framer.isAcceptedConnection
         parser = WebSocketFrameParser(peerIsClient: isServer, maximumMessageSize: values.maximumMessageSize)
+        deflateOffers = isServer || values.skipHandshake ? [] : WebSocketDeflate.clientOffer(in: values.additionalHeaders)
+    }
+
+    /// Sets up permessage-deflate's streams for negotiated `parameters`; false if zlib cannot.
+    private func startDeflate(_ parameters: WebSocketDeflate.Parameters) -> Bool {
+        let ownBits = isServer ? parameters.serverMaxWindowBits : parameters.clientMaxWindowBits
+        let ownNoTakeover = isServer ? parameters.serverNoContextTakeover : parameters.clientNoContextTakeover
+        let peerNoTakeover = isServer ? parameters.clientNoContextTakeover : parameters.serverNoContextTakeover
+        guard let deflater = WebSocketDeflater(windowBits: ownBits ?? 15, noContextTakeover: ownNoTakeover),
+            let inflater = WebSocketInflater(noContextTakeover: peerNoTakeover)
+        else { return false }
+        self.deflater = deflater
+        parser.inflater = inflater
+        return true
     }
 
     func start(framer: NWProtocolFramer.Instance) -> NWProtocolFramer.StartResult {
@@ -181,9 +204,11 @@ final class WebSocketFramer: NWProtocolFramerImplementation, @unchecked Sendable
             }
             return 0
         }
-        guard let accepted = WebSocketHandshake.check(response: head, key: key, offered: values.subprotocols) else {
+        guard let accepted = WebSocketHandshake.check(response: head, key: key, offered: values.subprotocols, deflateOffers: deflateOffers)
+        else {
             return failHandshake(framer)
         }
+        if let deflate = accepted.deflate, !startDeflate(deflate) { return failHandshake(framer) }
         serverHeaders = accepted.additionalHeaders.map { ($0.name, $0.value) }
         open()
         framer.markReady()
@@ -202,9 +227,13 @@ final class WebSocketFramer: NWProtocolFramerImplementation, @unchecked Sendable
         if case .done = phase { return }
         switch response.status {
         case .accept:
+            // The first permessage-deflate offer the server can honour is accepted.
+            var deflate = WebSocketDeflate.accept(WebSocketDeflate.offers(in: requested.extensions))
+            if let parameters = deflate, !startDeflate(parameters) { deflate = nil }
             framer.writeOutput(
                 data: WebSocketHandshake.response(
-                    key: requested.key, subprotocol: response.subprotocol, additionalHeaders: response.additionalHeaders ?? []))
+                    key: requested.key, subprotocol: response.subprotocol, extensions: deflate?.headerValue,
+                    additionalHeaders: response.additionalHeaders ?? []))
             open()
             framer.markReady()
         case .reject:
@@ -309,8 +338,16 @@ final class WebSocketFramer: NWProtocolFramerImplementation, @unchecked Sendable
         case .text, .binary, .cont:
             let kind = metadata.opcode == .text ? WebSocketFrame.text : WebSocketFrame.binary
             let opcode = sendingPartial || metadata.opcode == .cont ? WebSocketFrame.continuation : kind
+            let isWhole = !sendingPartial && isComplete
             sendingPartial = !isComplete
-            if isServer {
+            if let deflater {
+                // A compressed message: RSV1 on its first frame (RFC 7692 6).
+                let payload = deflater.compress(content(framer, messageLength), isFinal: isComplete, isWhole: isWhole)
+                framer.writeOutput(
+                    data: WebSocketFrame.encode(
+                        opcode: opcode, fin: isComplete, rsv1: opcode != WebSocketFrame.continuation, payload: payload,
+                        mask: isServer ? nil : Self.mask()))
+            } else if isServer {
                 framer.writeOutput(data: WebSocketFrame.header(opcode: opcode, fin: isComplete, length: messageLength, mask: nil))
                 try? framer.writeOutputNoCopy(length: messageLength)
             } else {
@@ -383,6 +420,9 @@ final class WebSocketFramer: NWProtocolFramerImplementation, @unchecked Sendable
 
     func cleanup(framer: NWProtocolFramer.Instance) {
         phase = .done
+        // zlib's streams end with the connection.
+        deflater = nil
+        parser.inflater = nil
         for ping in pings { ping.queue.async { ping.handler(.posix(.ECANCELED)) } }
         pings = []
     }

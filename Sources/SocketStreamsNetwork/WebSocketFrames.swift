@@ -7,7 +7,9 @@
 //   control frames (at most 125 bytes, never fragmented) come out whole, between fragments of a data
 //   message if the peer puts them there. Every violation is an event with the close code RFC 6455
 //   gives it (1002 protocol error, 1007 invalid UTF-8 in a text message, 1009 a message over the
-//   maximum size), after which the parser consumes nothing more.
+//   maximum size), after which the parser consumes nothing more. With permessage-deflate negotiated
+//   (`inflater` set), a message whose first frame has RSV1 is inflated in bounded steps, its size and
+//   UTF-8 checked on the inflated bytes (invalid deflate data: 1007).
 // - `UTF8Validator`: incremental UTF-8 validation across fragments and reads.
 //
 // The parser is owned by one connection's WebSocket framer, on its owner (the connection's queue).
@@ -26,9 +28,10 @@ enum WebSocketFrame {
     /// The largest payload of a control frame.
     static let maximumControlPayload = 125
 
-    /// One frame: FIN if `fin`, `opcode`, `payload`; masked with `mask` (a client's 4 random bytes) if given.
-    static func encode(opcode: UInt8, fin: Bool = true, payload: some Collection<UInt8>, mask: [UInt8]? = nil) -> Data {
-        var frame = header(opcode: opcode, fin: fin, length: payload.count, mask: mask)
+    /// One frame: FIN if `fin`, RSV1 if `rsv1` (a compressed message's first frame), `opcode`, `payload`;
+    /// masked with `mask` (a client's 4 random bytes) if given.
+    static func encode(opcode: UInt8, fin: Bool = true, rsv1: Bool = false, payload: some Collection<UInt8>, mask: [UInt8]? = nil) -> Data {
+        var frame = header(opcode: opcode, fin: fin, rsv1: rsv1, length: payload.count, mask: mask)
         let start = frame.count
         if let data = payload as? Data { frame.append(data) } else { frame.append(contentsOf: Array(payload)) }
         if let mask {
@@ -59,8 +62,8 @@ enum WebSocketFrame {
     }
 
     /// A frame's header: FIN, opcode, the length in its shortest form, and the mask if any.
-    static func header(opcode: UInt8, fin: Bool, length: Int, mask: [UInt8]?) -> Data {
-        var header = Data([(fin ? 0x80 : 0) | (opcode & 0x0F)])
+    static func header(opcode: UInt8, fin: Bool, rsv1: Bool = false, length: Int, mask: [UInt8]?) -> Data {
+        var header = Data([(fin ? 0x80 : 0) | (rsv1 ? 0x40 : 0) | (opcode & 0x0F)])
         let bit: UInt8 = mask == nil ? 0 : 0x80
         if length <= 125 {
             header.append(bit | UInt8(length))
@@ -159,8 +162,12 @@ struct WebSocketFrameParser {
 
     /// The data frame whose payload is being read.
     private var payload: Payload?
-    /// The data message in progress (its opcode), its size so far, and its UTF-8 state.
-    private var message: (opcode: UInt8, size: Int, utf8: UTF8Validator)?
+    /// The data message in progress (its opcode), its size so far (inflated), its UTF-8 state, and
+    /// whether it is compressed (RSV1 on its first frame).
+    private var message: (opcode: UInt8, size: Int, utf8: UTF8Validator, compressed: Bool)?
+    /// permessage-deflate's inflater once the extension was negotiated (RSV1 allowed on a data
+    /// message's first frame); nil: RSV1 is a protocol error.
+    var inflater: WebSocketInflater?
     /// A violation was reported: nothing more is parsed.
     private(set) var failed = false
 
@@ -204,7 +211,10 @@ struct WebSocketFrameParser {
         let extra = shortLength == 126 ? 2 : shortLength == 127 ? 8 : 0
         let headerLength = 2 + extra + (masked ? 4 : 0)
         // What can be told from the first two bytes is told before waiting for more.
-        if first & 0x70 != 0 { return fail(1002, &events) }  // RSV1-3 without an extension negotiated
+        // RSV2-3 always, RSV1 without permessage-deflate, or on a continuation or a control frame.
+        if first & 0x30 != 0 { return fail(1002, &events) }
+        let rsv1 = first & 0x40 != 0
+        if rsv1, inflater == nil || !(opcode == WebSocketFrame.text || opcode == WebSocketFrame.binary) { return fail(1002, &events) }
         if masked != peerIsClient { return fail(1002, &events) }
         let isControl = opcode & 0x08 != 0
         switch opcode {
@@ -235,14 +245,20 @@ struct WebSocketFrameParser {
             needed = 2
             return headerLength + shortLength
         }
-        if message == nil { message = (opcode, 0, UTF8Validator()) }
-        if let current = message {
+        if message == nil { message = (opcode, 0, UTF8Validator(), rsv1) }
+        if let current = message, !current.compressed {
             let total = UInt64(current.size) + length
             if maximumMessageSize > 0, total > UInt64(maximumMessageSize) { return fail(1009, &events) }
             if total > UInt64(Int.max) { return fail(1009, &events) }
         }
         payload = Payload(remaining: length, mask: mask, fin: fin)
-        if length == 0 { finishPayload(Data(), into: &events) }
+        if length == 0 {
+            if message?.compressed == true {
+                if !inflateStep(Data(), into: &events) { return fail(failureCode, &events) + headerLength }
+            } else {
+                finishPayload(Data(), into: &events)
+            }
+        }
         return headerLength
     }
 
@@ -256,6 +272,10 @@ struct WebSocketFrameParser {
             current.maskOffset = (current.maskOffset + count) & 3
         }
         current.remaining -= UInt64(count)
+        if inMessage.compressed {
+            payload = current
+            return inflateStep(chunk, into: &events) ? count : fail(failureCode, &events) + count
+        }
         inMessage.size += count
         if inMessage.opcode == WebSocketFrame.text, !inMessage.utf8.validate(chunk) { return fail(1007, &events) + count }
         message = inMessage
@@ -279,6 +299,51 @@ struct WebSocketFrameParser {
             needed = 2
         }
         if messageEnds { message = nil }
+    }
+
+    /// The code of the failure an inflate step found.
+    private var failureCode: UInt16 = 1002
+
+    /// Inflates a compressed message's next payload bytes (with the tail at its end), in bounded
+    /// steps: false, with `failureCode` set, if it is invalid (1007), too big (1009) or not UTF-8 (1007).
+    private mutating func inflateStep(_ chunk: Data, into events: inout [Event]) -> Bool {
+        guard let current = payload, var inMessage = message, let inflater else { return false }
+        let messageEnds = current.remaining == 0 && current.fin
+        var failure: UInt16?
+        var pieces: [Data] = []
+        let limit = maximumMessageSize > 0 ? maximumMessageSize : Int.max
+        let valid = inflater.decompress(chunk, isFinal: messageEnds) { piece in
+            if piece.count > limit - inMessage.size {
+                failure = 1009
+                return false
+            }
+            inMessage.size += piece.count
+            if inMessage.opcode == WebSocketFrame.text, !inMessage.utf8.validate(piece) {
+                failure = 1007
+                return false
+            }
+            pieces.append(piece)
+            return true
+        }
+        if !valid { failure = failure ?? 1007 }
+        if let failure {
+            failureCode = failure
+            return false
+        }
+        if messageEnds, inMessage.opcode == WebSocketFrame.text, !inMessage.utf8.isComplete {
+            failureCode = 1007
+            return false
+        }
+        for (index, piece) in pieces.enumerated() {
+            events.append(.data(piece, opcode: inMessage.opcode, isComplete: messageEnds && index == pieces.count - 1))
+        }
+        if messageEnds, pieces.isEmpty { events.append(.data(Data(), opcode: inMessage.opcode, isComplete: true)) }
+        if current.remaining == 0 {
+            payload = nil
+            needed = 2
+        }
+        message = messageEnds ? nil : inMessage
+        return true
     }
 
     private mutating func fail(_ code: UInt16, _ events: inout [Event]) -> Int {

@@ -1,7 +1,7 @@
 // RFC 6455's opening handshake as plain values (tested in `WebSocketHandshakeTests`): the client's
 // GET with Upgrade and its `Sec-WebSocket-Key`, the server's 101 with `Sec-WebSocket-Accept`
 // (base64(SHA-1(key + GUID)), SHA-1 from OpenSSL), a rejection (400), and the checks each side makes
-// of the other's head. HTTP heads are parsed here only as far as the handshake needs: a start line and
+// of the other's head (permessage-deflate's parameters in WebSocketDeflate.swift). HTTP heads are parsed here only as far as the handshake needs: a start line and
 // header fields, at most `maximumHeadLength` bytes.
 
 import COpenSSL
@@ -47,12 +47,15 @@ enum WebSocketHandshake {
     }
 
     /// A server's 101 accepting a client whose key was `key`.
-    static func response(key: String, subprotocol: String?, additionalHeaders: [(name: String, value: String)]) -> Data {
+    static func response(
+        key: String, subprotocol: String?, extensions: String? = nil, additionalHeaders: [(name: String, value: String)]
+    ) -> Data {
         var lines = [
             "HTTP/1.1 101 Switching Protocols", "Upgrade: websocket", "Connection: Upgrade",
             "Sec-WebSocket-Accept: \(accept(forKey: key))",
         ]
         if let subprotocol { lines.append("Sec-WebSocket-Protocol: \(subprotocol)") }
+        if let extensions { lines.append("Sec-WebSocket-Extensions: \(extensions)") }
         lines += additionalHeaders.map { "\($0.name): \($0.value)" }
         return Data((lines.joined(separator: "\r\n") + "\r\n\r\n").utf8)
     }
@@ -118,21 +121,26 @@ enum WebSocketHandshake {
     struct Accepted {
         let subprotocol: String?
         let additionalHeaders: [(name: String, value: String)]
+        /// permessage-deflate's parameters if the server accepted the client's offer.
+        var deflate: WebSocketDeflate.Parameters?
     }
 
-    /// Checks a server's response to a request sent with `key` offering `offered`: 101, Upgrade and
-    /// Connection, the right accept, a subprotocol among those offered, no extension (none offered).
-    static func check(response head: Head, key: String, offered: [String]) -> Accepted? {
+    /// Checks a server's response to a request sent with `key` offering `offered` and the
+    /// permessage-deflate `deflateOffers`: 101, Upgrade and Connection, the right accept, a subprotocol
+    /// among those offered, no extension but permessage-deflate when offered, with valid parameters.
+    static func check(
+        response head: Head, key: String, offered: [String], deflateOffers: [WebSocketDeflate.Parameters] = []
+    ) -> Accepted? {
         let parts = head.startLine.split(separator: " ", maxSplits: 2)
         guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), parts[1] == "101" else { return nil }
         guard head.tokens("upgrade").contains(where: { $0.lowercased() == "websocket" }),
             head.tokens("connection").contains(where: { $0.lowercased() == "upgrade" }),
             head.field("sec-websocket-accept") == accept(forKey: key),
-            head.tokens("sec-websocket-extensions").isEmpty
+            case .success(let deflate) = WebSocketDeflate.check(response: head.field("sec-websocket-extensions"), offers: deflateOffers)
         else { return nil }
         let subprotocol = head.field("sec-websocket-protocol")
         if let subprotocol, !offered.contains(subprotocol) { return nil }
-        return Accepted(subprotocol: subprotocol, additionalHeaders: head.additionalFields)
+        return Accepted(subprotocol: subprotocol, additionalHeaders: head.additionalFields, deflate: deflate)
     }
 
     /// What a server learns from a client's request.
@@ -141,6 +149,8 @@ enum WebSocketHandshake {
         let target: String
         let subprotocols: [String]
         let additionalHeaders: [(name: String, value: String)]
+        /// The client's `Sec-WebSocket-Extensions`, if any.
+        var extensions: String?
     }
 
     /// Checks a client's opening request: GET over HTTP/1.1, Upgrade and Connection, version 13, a key
@@ -155,6 +165,6 @@ enum WebSocketHandshake {
         else { return nil }
         return Requested(
             key: key, target: String(parts[1]), subprotocols: head.tokens("sec-websocket-protocol"),
-            additionalHeaders: head.additionalFields)
+            additionalHeaders: head.additionalFields, extensions: head.field("sec-websocket-extensions"))
     }
 }

@@ -351,6 +351,51 @@ final class WebSocketConnectionTests: SocketStreamsTestCase {
         XCTAssertEqual(startAndSettleOrWait(connection, on: queue), .waiting(.posix(.ECONNABORTED)))
     }
 
+    // MARK: permessage-deflate
+
+    private static let deflateOffer = [(name: "Sec-WebSocket-Extensions", value: "permessage-deflate; client_max_window_bits")]
+
+    func testPermessageDeflateBetweenOurClientAndOurListener() throws {
+        let listener = try echoListener()
+        let connection = try client(listener) { $0.setAdditionalHeaders(Self.deflateOffer) }
+        XCTAssertEqual(startAndSettle(connection, on: queue, timeout: shortTimeout).last, .ready)
+        let text = Data(String(repeating: "compressible ", count: 10_000).utf8)
+        let big = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 ^ ($0 >> 8)) })
+        for (message, opcode) in [
+            (text, NWProtocolWebSocket.Opcode.text), (Data(), .binary), (big, .binary), (text, .text), (big, .binary),
+        ] {
+            let echoed = echo(connection, message, opcode: opcode)
+            XCTAssertEqual(echoed?.metadata?.opcode, opcode)
+            XCTAssertTrue(echoed?.data ?? Data() == message, "\(message.count) bytes")
+        }
+        connection.sendWebSocket(Data("a".utf8), opcode: .text, isComplete: false)
+        connection.sendWebSocket(Data(), opcode: .cont, isComplete: false)
+        connection.sendWebSocket(Data("b".utf8), opcode: .cont)
+        XCTAssertEqual(receiveWebSocketMessage(connection)?.data, Data("ab".utf8))
+    }
+
+    func testACompressedMessageInflatingOverTheMaximumClosesWith1009() throws {
+        let listener = try echoListener { $0.maximumMessageSize = 1 << 20 }
+        let connection = try client(listener) { $0.setAdditionalHeaders(Self.deflateOffer) }
+        XCTAssertEqual(startAndSettle(connection, on: queue, timeout: shortTimeout).last, .ready)
+        XCTAssertEqual(echo(connection, Data(count: 1 << 20), opcode: .binary)?.data?.count, 1 << 20)
+        // 64 MiB of zeros: about 64 KiB on the wire, stopped at the listener's 1 MiB.
+        connection.sendWebSocket(Data(count: 64 << 20), opcode: .binary)
+        let close = receiveWebSocketMessage(connection, timeout: 20)
+        XCTAssertEqual(close?.metadata?.opcode, .close)
+        XCTAssertEqual(close?.metadata?.closeCode, .protocolCode(.messageTooBig))
+    }
+
+    func testAnExtensionTheClientDidNotOfferFailsTheHandshake() throws {
+        let listener = try echoListener { options in
+            options.setClientRequestHandler(self.serverQueue) { _, _ in
+                NWProtocolWebSocket.Response(
+                    status: .accept, subprotocol: nil, additionalHeaders: [("Sec-WebSocket-Extensions", "permessage-deflate")])
+            }
+        }
+        XCTAssertEqual(startAndSettleOrWait(try client(listener), on: queue), .waiting(.posix(.ECONNABORTED)))
+    }
+
     // MARK: TLS
 
     private func identity(_ archivePath: String) throws -> sec_identity_t {

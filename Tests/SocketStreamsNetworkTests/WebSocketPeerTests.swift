@@ -150,3 +150,171 @@ final class WebSocketPeerTests: SocketStreamsTestCase {
         XCTAssertEqual(closes.value, [.privateCode(4001)])
     }
 }
+
+/// permessage-deflate against Python `websockets`, which negotiates it by default as a server and as a
+/// client: each side reports the extension it agreed to, and messages of several sizes round-trip.
+extension WebSocketPeerTests {
+    private static let deflateServer = """
+        import asyncio, sys, websockets
+        from websockets.extensions import permessage_deflate
+
+        # Counts the compressed (RSV1) frames received: our client's messages were compressed.
+        compressed = [0]
+        decode = permessage_deflate.PerMessageDeflate.decode
+        def counting(self, frame, **kwargs):
+            compressed[0] += 1 if frame.rsv1 else 0
+            return decode(self, frame, **kwargs)
+        permessage_deflate.PerMessageDeflate.decode = counting
+
+        async def echo(ws):
+            try:
+                async for message in ws:
+                    if message == "compressed?":
+                        await ws.send("%d" % compressed[0])
+                    elif message == "extensions?":
+                        await ws.send(";".join("%s %r" % (e.name, sorted(vars(e).items())) for e in ws.extensions))
+                    else:
+                        await ws.send(message)
+            except websockets.ConnectionClosed:
+                pass
+
+        async def main():
+            if sys.argv[1] == "limited":
+                factory = permessage_deflate.ServerPerMessageDeflateFactory(
+                    server_no_context_takeover=True, client_no_context_takeover=True,
+                    server_max_window_bits=10, client_max_window_bits=9)
+                extensions = [factory]
+            else:
+                extensions = None
+            async with websockets.serve(echo, "127.0.0.1", 0, max_size=None, extensions=extensions) as server:
+                print("LISTENING %d" % server.sockets[0].getsockname()[1], flush=True)
+                await asyncio.Future()
+
+        asyncio.run(main())
+        """
+
+    private func runOurDeflateClient(serverMode: String) throws -> String {
+        let peer = Peer(
+            name: "python websockets server (\(serverMode))", executable: try python(),
+            arguments: ["-u", try script(Self.deflateServer), serverMode])
+        addCleanup { peer.stop() }
+        let port = try XCTUnwrap(Int(try peer.start(readyPattern: #"^LISTENING (\d+)\n"#)))
+        let url = try XCTUnwrap(URL(string: "ws://127.0.0.1:\(port)/"))
+        let parameters = webSocketParameters { options in
+            options.setAdditionalHeaders([("Sec-WebSocket-Extensions", "permessage-deflate; client_max_window_bits")])
+        }
+        let connection = NWConnection(to: .url(url), using: parameters)
+        XCTAssertEqual(startAndSettle(connection, on: queue, timeout: shortTimeout).last, .ready)
+
+        connection.sendWebSocket(Data("extensions?".utf8), opcode: .text)
+        let extensions = String(decoding: receiveWebSocketMessage(connection)?.data ?? Data(), as: UTF8.self)
+        let text = Data(String(repeating: "héllo, compressed world ", count: 500).utf8)
+        let random = Data((0..<70_000).map { _ in UInt8.random(in: 0...255) })
+        let big = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: ($0 &* 7) ^ ($0 >> 12)) })
+        for (message, opcode) in [
+            (Data("x".utf8), NWProtocolWebSocket.Opcode.text), (Data(), .binary), (text, .text), (text, .text), (random, .binary),
+            (big, .binary), (big, .binary),
+        ] {
+            connection.sendWebSocket(message, opcode: opcode)
+            let echoed = receiveWebSocketMessage(connection, timeout: 20)
+            XCTAssertEqual(echoed?.metadata?.opcode, opcode)
+            XCTAssertTrue(echoed?.data ?? Data() == message, "\(message.count) bytes")
+        }
+        connection.sendWebSocket(Data("in ".utf8), opcode: .text, isComplete: false)
+        connection.sendWebSocket(Data("compressed ".utf8), opcode: .cont, isComplete: false)
+        connection.sendWebSocket(Data("parts".utf8), opcode: .cont)
+        XCTAssertEqual(receiveWebSocketMessage(connection)?.data, Data("in compressed parts".utf8))
+        // Every message after "extensions?" was compressed, that one too (9 in all), and "compressed?".
+        connection.sendWebSocket(Data("compressed?".utf8), opcode: .text)
+        XCTAssertEqual(receiveWebSocketMessage(connection)?.data, Data("10".utf8))
+        let close = NWProtocolWebSocket.Metadata(opcode: .close)
+        close.closeCode = .protocolCode(.normalClosure)
+        connection.sendWebSocket(Data(), opcode: .close, metadata: close)
+        XCTAssertEqual(receiveWebSocketMessage(connection)?.metadata?.closeCode, .protocolCode(.normalClosure))
+        connection.cancel()
+        return extensions
+    }
+
+    func testOurDeflateClientAgainstAPythonWebsocketsServer() throws {
+        let extensions = try runOurDeflateClient(serverMode: "default")
+        XCTAssertTrue(extensions.hasPrefix("permessage-deflate "), extensions)
+        XCTAssertTrue(extensions.contains("('local_no_context_takeover', False)"), extensions)
+    }
+
+    func testOurDeflateClientAgainstAServerThatLimitsEverything() throws {
+        let extensions = try runOurDeflateClient(serverMode: "limited")
+        XCTAssertTrue(extensions.hasPrefix("permessage-deflate "), extensions)
+        XCTAssertTrue(extensions.contains("('local_no_context_takeover', True)"), extensions)
+        XCTAssertTrue(extensions.contains("('remote_no_context_takeover', True)"), extensions)
+        XCTAssertTrue(extensions.contains("('remote_max_window_bits', 9)"), extensions)
+    }
+
+    private static let deflateClient = """
+        import asyncio, sys, websockets
+        from websockets.extensions import permessage_deflate
+
+        async def main():
+            uri = "ws://127.0.0.1:%s/" % sys.argv[1]
+            if sys.argv[2] == "limited":
+                extensions = [permessage_deflate.ClientPerMessageDeflateFactory(
+                    server_no_context_takeover=True, client_no_context_takeover=True,
+                    server_max_window_bits=9, client_max_window_bits=11)]
+            else:
+                extensions = None
+            compressed = [0]
+            decode = permessage_deflate.PerMessageDeflate.decode
+            def counting(self, frame, **kwargs):
+                compressed[0] += 1 if frame.rsv1 else 0
+                return decode(self, frame, **kwargs)
+            permessage_deflate.PerMessageDeflate.decode = counting
+            async with websockets.connect(uri, max_size=None, extensions=extensions) as ws:
+                results = ["header=%s" % ws.response_headers.get("Sec-WebSocket-Extensions")]
+                results.append("extensions=%s" % ",".join(e.name for e in ws.extensions))
+                ok = True
+                text = "héllo " * 3000
+                for message in ["x", "", b"", text, text, bytes(range(256)) * 4096, bytes(range(256)) * 4096, b"\\x00" * 3000000]:
+                    await ws.send(message)
+                    ok = ok and (await ws.recv() == message)
+                results.append("messages=%s" % ok)
+                await ws.send(["frag", "men", "ted"])
+                results.append("fragments=%s" % (await ws.recv() == "fragmented"))
+                results.append("compressed=%d" % compressed[0])
+                await ws.close(code=1000)
+            print("RESULTS " + " ".join(results), flush=True)
+
+        asyncio.run(main())
+        """
+
+    private func runPythonDeflateClient(_ mode: String) throws -> String {
+        let serverQueue = DispatchQueue(label: "WebSocketPeerTests.deflate")
+        let listener = try NWListener(using: webSocketParameters(), on: .any)
+        listener.newConnectionHandler = { incoming in
+            incoming.start(queue: serverQueue)
+            incoming.echoWebSocketMessages()
+        }
+        let ready = expectation(description: "listener ready")
+        listener.stateUpdateHandler = { if $0 == .ready { ready.fulfill() } }
+        listener.start(queue: queue)
+        addCleanup { listener.cancel() }
+        wait(for: [ready], timeout: shortTimeout)
+        let port = try XCTUnwrap(listener.port).rawValue
+        let peer = Peer(
+            name: "python websockets deflate client", executable: try python(),
+            arguments: ["-u", try script(Self.deflateClient), "\(port)", mode])
+        addCleanup { peer.stop() }
+        return try peer.start(readyPattern: #"^RESULTS (.*)\n"#, timeout: 60)
+    }
+
+    func testAPythonWebsocketsDeflateClientAgainstOurListener() throws {
+        XCTAssertEqual(
+            try runPythonDeflateClient("default"),
+            "header=permessage-deflate extensions=permessage-deflate messages=True fragments=True compressed=9")
+    }
+
+    func testAPythonDeflateClientLimitingEverythingAgainstOurListener() throws {
+        XCTAssertEqual(
+            try runPythonDeflateClient("limited"),
+            "header=permessage-deflate; server_no_context_takeover; client_no_context_takeover; server_max_window_bits=9;"
+                + " client_max_window_bits=11 extensions=permessage-deflate messages=True fragments=True compressed=9")
+    }
+}

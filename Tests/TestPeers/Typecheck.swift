@@ -23,6 +23,7 @@ public enum Typecheck {
             [
                 "-typecheck", "-swift-version", "6", "-I", bundle.appendingPathComponent("Modules").path,
                 "-Xcc", "-fmodule-map-file=\(package.path)/Sources/COpenSSL/module.modulemap",
+                "-Xcc", "-fmodule-map-file=\(package.path)/Sources/CZlib/module.modulemap",
                 "-Xcc", "-fmodule-map-file=\(bundle.path)/CSocketStreamsShims.build/module.modulemap", file.path,
             ] + (warningsAsErrors ? ["-warnings-as-errors"] : [])
         let pipe = Pipe()
