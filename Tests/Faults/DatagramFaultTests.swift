@@ -244,7 +244,7 @@ final class DatagramFaultTests: SocketStreamsTestCase {
             // A warm-up: the queue's reactor is made at the first use, and stays.
             for (index, fault) in ([.none] + Self.faults).enumerated() {
                 let report = index > 0
-                let descriptorsBefore = openSocketCount()
+                let descriptorsBefore = RawSocket.openSocketCount()
                 let relay = try DatagramFaultRelay(upstreamPort: echo, fault: fault)
                 let driver = try face.make(relay.port)
                 let expected = fault.outcome(of: datagrams)
@@ -258,8 +258,8 @@ final class DatagramFaultTests: SocketStreamsTestCase {
                 relay.stop()
                 guard report else { continue }
                 let deadline = Date(timeIntervalSinceNow: 5)
-                while openSocketCount() > descriptorsBefore && Date() < deadline { sched_yield() }
-                XCTAssertLessThanOrEqual(openSocketCount(), descriptorsBefore, "\(face.name) \(fault): sockets left open")
+                while RawSocket.openSocketCount() > descriptorsBefore && Date() < deadline { sched_yield() }
+                XCTAssertLessThanOrEqual(RawSocket.openSocketCount(), descriptorsBefore, "\(face.name) \(fault): sockets left open")
                 print(
                     "fault-matrix | \(face.name) | udp | \(fault) | \(received.count) datagrams | \(errors.isEmpty ? "no error" : "\(errors)")"
                 )

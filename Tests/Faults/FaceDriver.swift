@@ -137,14 +137,3 @@ final class Inbox: @unchecked Sendable {
         return (bytes, ending)
     }
 }
-
-/// The process's open sockets (/proc/self/fd entries that are sockets): what a connection leaks if
-/// it leaks. The library's shared per-queue and per-thread reactors (epoll and eventfd descriptors,
-/// made when a queue or thread is first used, at moments a test does not choose) are left out.
-func openSocketCount() -> Int {
-    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-    return entries.filter {
-        ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) ?? "").hasPrefix("socket:")
-    }
-    .count
-}

@@ -317,7 +317,7 @@ final class FaultMatrixTests: SocketStreamsTestCase {
             settings.writeTimeout = 1
             // Warm-up, then the cell.
             for report in [false, true] {
-                let descriptorsBefore = openSocketCount()
+                let descriptorsBefore = RawSocket.openSocketCount()
                 let relay = try FaultRelay(upstreamPort: echo, fault: .stopReading)
                 let driver = profile.make(settings)
                 XCTAssertNil(driver.connect(port: relay.port), profile.name)
@@ -340,8 +340,8 @@ final class FaultMatrixTests: SocketStreamsTestCase {
                 driver.close()
                 relay.stop()
                 let deadline = Date(timeIntervalSinceNow: 5)
-                while openSocketCount() > descriptorsBefore && Date() < deadline { sched_yield() }
-                XCTAssertLessThanOrEqual(openSocketCount(), descriptorsBefore, "\(profile.name): sockets left open")
+                while RawSocket.openSocketCount() > descriptorsBefore && Date() < deadline { sched_yield() }
+                XCTAssertLessThanOrEqual(RawSocket.openSocketCount(), descriptorsBefore, "\(profile.name): sockets left open")
                 print(
                     "fault-matrix | \(profile.name) | plain | stopReading, 16 MiB, write timeout 1 s | \(end.map { "\($0)" } ?? "none") | \(String(format: "%.2f", elapsed)) s"
                 )
@@ -428,7 +428,7 @@ final class FaultMatrixTests: SocketStreamsTestCase {
             settings.transport != .tls ? settings.transport.rawValue : settings.requiresCloseNotify ? "tls" : "tls (default)"
         if let proxy = settings.proxy { transport = settings.transport == .plain ? proxy.rawValue : "\(transport) via \(proxy.rawValue)" }
         let name = "\(profile.name) \(transport) \(cell.fault)"
-        let descriptorsBefore = openSocketCount()
+        let descriptorsBefore = RawSocket.openSocketCount()
         let relay = try FaultRelay(upstreamPort: port, fault: cell.fault)
         let driver = profile.make(settings)
         let payload = testPayload(cell.payloadSize)
@@ -482,9 +482,9 @@ final class FaultMatrixTests: SocketStreamsTestCase {
         guard report else { return }  // a warm-up opens the shared descriptors: nothing to count
         // The faces close on their own threads: the count comes back within a deadline.
         let deadline = Date(timeIntervalSinceNow: 5)
-        while openSocketCount() > descriptorsBefore && Date() < deadline { sched_yield() }
+        while RawSocket.openSocketCount() > descriptorsBefore && Date() < deadline { sched_yield() }
         do {
-            XCTAssertLessThanOrEqual(openSocketCount(), descriptorsBefore, "\(name): sockets left open")
+            XCTAssertLessThanOrEqual(RawSocket.openSocketCount(), descriptorsBefore, "\(name): sockets left open")
             print(
                 "fault-matrix | \(profile.name) | \(transport) | \(cell.fault) | \(received.count) B | \(end.map { "\($0)" } ?? "none")"
                     + " | \(String(format: "%.2f", elapsed)) s")
