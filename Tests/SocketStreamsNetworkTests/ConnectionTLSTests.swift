@@ -60,11 +60,7 @@ final class ConnectionTLSTests: SocketStreamsTestCase {
         listener.newConnectionHandler = { incoming in
             incoming.startEchoing(on: serverQueue)
         }
-        let ready = expectation(description: "listener ready")
-        listener.stateUpdateHandler = { if $0 == .ready { ready.fulfill() } }
-        listener.start(queue: queue)
-        addCleanup { listener.cancel() }
-        wait(for: [ready], timeout: shortTimeout)
+        startAndAwaitReady(listener, on: queue)
         return listener
     }
 

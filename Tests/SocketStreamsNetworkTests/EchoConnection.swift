@@ -42,4 +42,13 @@ extension SocketStreamsTestCase {
         wait(for: [settled], timeout: timeout)
         return states.value
     }
+
+    /// Starts `listener` on `queue`, waits until it is `.ready`, and cancels it at the test's cleanup.
+    func startAndAwaitReady(_ listener: NWListener, on queue: DispatchQueue) {
+        let ready = expectation(description: "listener ready")
+        listener.stateUpdateHandler = { if $0 == .ready { ready.fulfill() } }
+        listener.start(queue: queue)
+        addCleanup { listener.cancel() }
+        wait(for: [ready], timeout: shortTimeout)
+    }
 }

@@ -111,11 +111,7 @@ final class WebSocketConnectionTests: SocketStreamsTestCase {
             incoming.start(queue: serverQueue)
             incoming.echoWebSocketMessages(closes: closes)
         }
-        let ready = expectation(description: "listener ready")
-        listener.stateUpdateHandler = { if $0 == .ready { ready.fulfill() } }
-        listener.start(queue: queue)
-        addCleanup { listener.cancel() }
-        wait(for: [ready], timeout: shortTimeout)
+        startAndAwaitReady(listener, on: queue)
         return listener
     }
 
@@ -213,11 +209,7 @@ final class WebSocketConnectionTests: SocketStreamsTestCase {
                 incoming.sendWebSocket(data, opcode: .text)
             }
         }
-        let ready = expectation(description: "listener ready")
-        listener.stateUpdateHandler = { if $0 == .ready { ready.fulfill() } }
-        listener.start(queue: queue)
-        addCleanup { listener.cancel() }
-        wait(for: [ready], timeout: shortTimeout)
+        startAndAwaitReady(listener, on: queue)
         let connection = try client(listener)
         XCTAssertEqual(startAndSettle(connection, on: queue, timeout: shortTimeout).last, .ready)
         connection.sendWebSocket(Data("p1".utf8), opcode: .ping)
@@ -342,11 +334,7 @@ final class WebSocketConnectionTests: SocketStreamsTestCase {
             incoming.start(queue: serverQueue)
             incoming.send(content: Data("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".utf8), completion: .idempotent)
         }
-        let ready = expectation(description: "listener ready")
-        listener.stateUpdateHandler = { if $0 == .ready { ready.fulfill() } }
-        listener.start(queue: queue)
-        addCleanup { listener.cancel() }
-        wait(for: [ready], timeout: shortTimeout)
+        startAndAwaitReady(listener, on: queue)
         let connection = try client(listener)
         XCTAssertEqual(startAndSettleOrWait(connection, on: queue), .waiting(.posix(.ECONNABORTED)))
     }

@@ -135,11 +135,7 @@ final class WebSocketPeerTests: SocketStreamsTestCase {
             incoming.start(queue: serverQueue)
             incoming.echoWebSocketMessages(closes: closes)
         }
-        let ready = expectation(description: "listener ready")
-        listener.stateUpdateHandler = { if $0 == .ready { ready.fulfill() } }
-        listener.start(queue: queue)
-        addCleanup { listener.cancel() }
-        wait(for: [ready], timeout: shortTimeout)
+        startAndAwaitReady(listener, on: queue)
 
         let port = try XCTUnwrap(listener.port).rawValue
         let peer = Peer(name: "python websockets client", executable: try python(), arguments: ["-u", try script(Self.client), "\(port)"])
@@ -292,11 +288,7 @@ extension WebSocketPeerTests {
             incoming.start(queue: serverQueue)
             incoming.echoWebSocketMessages()
         }
-        let ready = expectation(description: "listener ready")
-        listener.stateUpdateHandler = { if $0 == .ready { ready.fulfill() } }
-        listener.start(queue: queue)
-        addCleanup { listener.cancel() }
-        wait(for: [ready], timeout: shortTimeout)
+        startAndAwaitReady(listener, on: queue)
         let port = try XCTUnwrap(listener.port).rawValue
         let peer = Peer(
             name: "python websockets deflate client", executable: try python(),
